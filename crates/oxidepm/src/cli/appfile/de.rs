@@ -1,0 +1,664 @@
+//! Serde visitors that read an app file in one pass over any of the formats.
+//!
+//! Hand-written visitors rather than derived ones, so that every check runs
+//! while the format's parser still knows where it is (errors get the line of
+//! the offending key or value), and so that pm2's `env_<name>` sections can be
+//! accepted next to a strict list of fields.
+
+use super::fields::{self, ENV_SECTION, IGNORED};
+use super::resolve::{absolutize, resolve, RawApp};
+use super::values::{
+    exec_mode, non_empty, text, Amount, EnvMap, Instances, List, OneOrMany, OnlyBool, Str, Words,
+};
+use oxidepm_proto::{AppSpec, Dependency, DependencyCondition, HealthSpec};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::marker::PhantomData;
+use std::path::Path;
+
+const SECOND_MS: u64 = 1000;
+const DAY_MS: u64 = 24 * 3600 * SECOND_MS;
+/// Longest delay or timeout an app may ask for; beyond it a value is a typo.
+const WEEK_MS: u64 = 7 * DAY_MS;
+
+/// What the parse is doing, kept so that an error can name the app and field.
+pub(super) struct Ctx<'a> {
+    /// Absolute directory of the app file.
+    pub base: &'a Path,
+    /// Index of the app being read, if inside one.
+    pub app: Cell<Option<usize>>,
+    /// Name of the app being read, once its `name` has been read.
+    pub app_name: RefCell<Option<String>>,
+    /// Path of the field being read, such as `health`, `interval`.
+    pub field: RefCell<Vec<String>>,
+    /// Names of the apps read so far.
+    pub names: RefCell<BTreeSet<String>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// A context for a file in directory `base`.
+    pub fn new(base: &'a Path) -> Ctx<'a> {
+        Ctx {
+            base,
+            app: Cell::new(None),
+            app_name: RefCell::new(None),
+            field: RefCell::new(Vec::new()),
+            names: RefCell::new(BTreeSet::new()),
+        }
+    }
+
+    /// Reads the value of `key` with `seed`, remembering the key while it is read.
+    fn value<'de, A: MapAccess<'de>, S: DeserializeSeed<'de>>(
+        &self,
+        map: &mut A,
+        key: &Key,
+        seed: S,
+    ) -> Result<S::Value, A::Error> {
+        self.field.borrow_mut().push(key.name.clone());
+        // On error the key stays on the stack for the message.
+        let value = map.next_value_seed(seed)?;
+        self.field.borrow_mut().pop();
+        Ok(value)
+    }
+}
+
+/// A key that was read and recognised.
+struct Key {
+    name: String,
+    slot: &'static str,
+}
+
+/// Reads a key of a table with a fixed set of fields.
+struct KeySeed<'s> {
+    keys: &'static [(&'static str, &'static str)],
+    shown: &'static str,
+    what: &'static str,
+    /// App tables also take pm2's refused fields and `env_<name>` sections.
+    app: bool,
+    /// Slots already filled, with the key that filled them.
+    seen: &'s BTreeMap<&'static str, String>,
+}
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = Key;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed<'_> {
+    type Value = Key;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a {} name", self.what)
+    }
+    fn visit_str<E: de::Error>(self, k: &str) -> Result<Key, E> {
+        if let Some(&(name, slot)) = self.keys.iter().find(|(name, _)| *name == k) {
+            if let Some(first) = self.seen.get(slot).filter(|_| slot != IGNORED) {
+                return Err(E::custom(if first == k {
+                    format!("{} {k:?} is given twice", self.what)
+                } else {
+                    format!("{first:?} and {k:?} are the same {}; keep one", self.what)
+                }));
+            }
+            return Ok(Key {
+                name: name.to_string(),
+                slot,
+            });
+        }
+        if self.app {
+            if let Some(refusal) = fields::app_refused(k) {
+                return Err(E::custom(refusal));
+            }
+            if fields::is_env_section(k) {
+                return Ok(Key {
+                    name: k.to_string(),
+                    slot: ENV_SECTION,
+                });
+            }
+        }
+        let hint = fields::suggest(k, self.keys)
+            .map(|s| format!(" (did you mean {s:?}?)"))
+            .unwrap_or_default();
+        Err(E::custom(format!(
+            "unknown {} {k:?}{hint}; expected one of {}",
+            self.what, self.shown
+        )))
+    }
+}
+
+/// The whole file: a table with `apps`, or (YAML, JSON) a list of apps.
+pub(super) struct Root<'c, 'a>(pub &'c Ctx<'a>);
+
+impl<'de> DeserializeSeed<'de> for Root<'_, '_> {
+    type Value = Vec<AppSpec>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<AppSpec>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Root<'_, '_> {
+    type Value = Vec<AppSpec>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a table with an \"apps\" list, or a list of apps")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Vec<AppSpec>, E> {
+        Ok(Vec::new())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Vec<AppSpec>, E> {
+        Ok(Vec::new())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Vec<AppSpec>, A::Error> {
+        Apps(self.0).visit_seq(seq)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<AppSpec>, A::Error> {
+        let mut apps = Vec::new();
+        let mut seen = BTreeMap::new();
+        while let Some(key) = map.next_key_seed(KeySeed {
+            keys: fields::ROOT_KEYS,
+            shown: fields::ROOT_SHOWN,
+            what: "top-level key",
+            app: false,
+            seen: &seen,
+        })? {
+            if key.slot == "apps" {
+                apps = map.next_value_seed(Apps(self.0))?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+            seen.insert(key.slot, key.name);
+        }
+        Ok(apps)
+    }
+}
+
+/// The list of apps.
+struct Apps<'c, 'a>(&'c Ctx<'a>);
+
+impl<'de> DeserializeSeed<'de> for Apps<'_, '_> {
+    type Value = Vec<AppSpec>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<AppSpec>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Apps<'_, '_> {
+    type Value = Vec<AppSpec>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of apps ([[apps]] tables in TOML)")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<AppSpec>, A::Error> {
+        let mut apps = Vec::new();
+        while let Some(app) = seq.next_element_seed(App {
+            ctx: self.0,
+            index: apps.len(),
+        })? {
+            apps.push(app);
+            self.0.app.set(None);
+        }
+        Ok(apps)
+    }
+}
+
+/// One app, read into a [`RawApp`] and resolved into an [`AppSpec`].
+struct App<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    index: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for App<'_, '_> {
+    type Value = AppSpec;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<AppSpec, D::Error> {
+        self.ctx.app.set(Some(self.index));
+        *self.ctx.app_name.borrow_mut() = None;
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for App<'_, '_> {
+    type Value = AppSpec;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an app: a table of fields")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AppSpec, A::Error> {
+        let ctx = self.ctx;
+        let mut raw = RawApp::default();
+        let mut seen = BTreeMap::new();
+        let millis = Amount::millis(0, WEEK_MS);
+        while let Some(key) = map.next_key_seed(KeySeed {
+            keys: fields::APP_KEYS,
+            shown: fields::APP_SHOWN,
+            what: "field",
+            app: true,
+            seen: &seen,
+        })? {
+            let m = &mut map;
+            match key.slot {
+                "name" => {
+                    let name = ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: |s: &str| unique_name(ctx, s),
+                            expecting: "an app name",
+                        },
+                    )?;
+                    *ctx.app_name.borrow_mut() = Some(name.clone());
+                    raw.name = Some(name);
+                }
+                "script" => raw.script = Some(ctx.value(m, &key, text())?),
+                "args" => raw.args = ctx.value(m, &key, Words)?,
+                "cwd" => raw.cwd = Some(ctx.value(m, &key, text())?),
+                "env" => raw.env = ctx.value(m, &key, EnvMap)?,
+                "env_file" => raw.env_file = ctx.value(m, &key, EnvFiles(ctx))?,
+                "interpreter" => raw.interpreter = Some(ctx.value(m, &key, text())?),
+                "interpreter_args" => {
+                    raw.interpreter_args = Some((key.name.clone(), ctx.value(m, &key, Words)?))
+                }
+                "autorestart" => raw.autorestart = Some(ctx.value(m, &key, Bool)?),
+                "restart" => {
+                    raw.restart = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: fields::restart,
+                            expecting: "a restart policy",
+                        },
+                    )?)
+                }
+                "max_restarts" => {
+                    raw.max_restarts = Some(u32_of(ctx.value(
+                        m,
+                        &key,
+                        Amount::count(0, u32::MAX.into()),
+                    )?))
+                }
+                "min_uptime" => raw.min_uptime_ms = Some(ctx.value(m, &key, millis)?),
+                "restart_delay" => raw.restart_delay_ms = Some(ctx.value(m, &key, millis)?),
+                "exp_backoff_restart_delay" => {
+                    raw.exp_backoff_ms = Some(ctx.value(m, &key, millis)?)
+                }
+                "kill_timeout" => raw.kill_timeout_ms = Some(ctx.value(m, &key, millis)?),
+                "stop_signal" => {
+                    raw.stop_signal = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: fields::signal,
+                            expecting: "a signal name",
+                        },
+                    )?)
+                }
+                "max_memory_restart" => {
+                    // A limit below what any process needs would restart forever.
+                    raw.max_memory_bytes =
+                        Some(ctx.value(m, &key, Amount::bytes(1 << 20, u64::MAX))?)
+                }
+                "cron_restart" => {
+                    raw.cron_restart = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: fields::cron,
+                            expecting: "a cron expression",
+                        },
+                    )?)
+                }
+                "time" => raw.log_timestamps = Some(ctx.value(m, &key, Bool)?),
+                "log_max_size" => {
+                    raw.log_max_bytes =
+                        Some(ctx.value(m, &key, Amount::bytes(1 << 10, u64::MAX))?)
+                }
+                "log_files_kept" => {
+                    raw.log_keep = Some(u32_of(ctx.value(m, &key, Amount::count(0, 1000))?))
+                }
+                "tags" => {
+                    raw.tags = ctx.value(
+                        m,
+                        &key,
+                        List {
+                            check: fields::tag,
+                            expecting: "a list of tags",
+                        },
+                    )?
+                }
+                "namespace" => {
+                    raw.namespace = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: fields::tag,
+                            expecting: "a namespace",
+                        },
+                    )?)
+                }
+                "user" => {
+                    raw.user = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: fields::user,
+                            expecting: "a user name",
+                        },
+                    )?)
+                }
+                "kind" => {
+                    raw.kind = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: fields::kind,
+                            expecting: "an app kind",
+                        },
+                    )?)
+                }
+                "protected" => raw.protected = Some(ctx.value(m, &key, Bool)?),
+                "autostart" => raw.autostart = Some(ctx.value(m, &key, Bool)?),
+                "health" => raw.health = Some(ctx.value(m, &key, Health(ctx))?),
+                "depends_on" => raw.depends_on = ctx.value(m, &key, DependsOn)?,
+                "instances" => ctx.value(m, &key, Instances)?,
+                "exec_mode" => ctx.value(
+                    m,
+                    &key,
+                    Str {
+                        check: exec_mode,
+                        expecting: "\"fork\"",
+                    },
+                )?,
+                "watch" => ctx.value(
+                    m,
+                    &key,
+                    OnlyBool {
+                        allowed: false,
+                        refusal:
+                            "watch is not supported; run `oxidepm restart` after changing files",
+                    },
+                )?,
+                "shutdown_with_message" => ctx.value(
+                    m,
+                    &key,
+                    OnlyBool {
+                        allowed: false,
+                        refusal: "shutdown_with_message is not supported: apps are stopped with a \
+                              signal (see stop_signal)",
+                    },
+                )?,
+                _ => {
+                    debug_assert!(key.slot == IGNORED || key.slot == ENV_SECTION);
+                    ctx.value(m, &key, PhantomData::<IgnoredAny>)?;
+                }
+            }
+            seen.insert(key.slot, key.name);
+        }
+        let app = resolve(raw, ctx.base, &ctx.names.borrow()).map_err(de::Error::custom)?;
+        ctx.names.borrow_mut().insert(app.name.clone());
+        Ok(app)
+    }
+}
+
+fn u32_of(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn unique_name(ctx: &Ctx, name: &str) -> Result<String, String> {
+    let name = fields::app_name(name)?;
+    if ctx.names.borrow().contains(&name) {
+        return Err(format!(
+            "app name {name:?} is used by an earlier app of this file; names must be unique"
+        ));
+    }
+    Ok(name)
+}
+
+/// A boolean, read with a message that names the expected values.
+struct Bool;
+
+impl<'de> DeserializeSeed<'de> for Bool {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_bool(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bool {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("true or false")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
+        Ok(v)
+    }
+}
+
+/// `env_file`: one or more env files, read and merged in order.
+struct EnvFiles<'c, 'a>(&'c Ctx<'a>);
+
+impl EnvFiles<'_, '_> {
+    fn load<E: de::Error>(&self, paths: Vec<String>) -> Result<BTreeMap<String, String>, E> {
+        let mut env = BTreeMap::new();
+        for path in paths {
+            let vars = super::read_env_file(&absolutize(self.0.base, &path))
+                .map_err(|e| E::custom(format!("cannot load env file: {e}")))?;
+            env.extend(vars);
+        }
+        Ok(env)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for EnvFiles<'_, '_> {
+    type Value = BTreeMap<String, String>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EnvFiles<'_, '_> {
+    type Value = BTreeMap<String, String>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a path or a list of paths")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        let paths = OneOrMany.visit_str(v)?;
+        self.load(paths)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        let paths = OneOrMany.visit_seq(seq)?;
+        self.load(paths)
+    }
+}
+
+/// `health`.
+struct Health<'c, 'a>(&'c Ctx<'a>);
+
+impl<'de> DeserializeSeed<'de> for Health<'_, '_> {
+    type Value = HealthSpec;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<HealthSpec, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Health<'_, '_> {
+    type Value = HealthSpec;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a health check: a table with http, tcp or command")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HealthSpec, A::Error> {
+        let ctx = self.0;
+        let mut health = HealthSpec {
+            interval_ms: 5 * SECOND_MS,
+            timeout_ms: 2 * SECOND_MS,
+            retries: 3,
+            start_period_ms: 0,
+            ..HealthSpec::default()
+        };
+        let mut seen = BTreeMap::new();
+        while let Some(key) = map.next_key_seed(KeySeed {
+            keys: fields::HEALTH_KEYS,
+            shown: fields::HEALTH_SHOWN,
+            what: "health field",
+            app: false,
+            seen: &seen,
+        })? {
+            let m = &mut map;
+            match key.slot {
+                "http" => {
+                    health.http = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: fields::http_url,
+                            expecting: "an http:// URL",
+                        },
+                    )?)
+                }
+                "tcp" => {
+                    health.tcp = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: fields::tcp_addr,
+                            expecting: "\"host:port\"",
+                        },
+                    )?)
+                }
+                "command" => {
+                    health.command = Some(ctx.value(
+                        m,
+                        &key,
+                        List {
+                            check: non_empty,
+                            expecting: "a list: the program and its arguments",
+                        },
+                    )?)
+                }
+                "expect_status" => {
+                    let status = ctx.value(m, &key, Amount::count(100, 599))?;
+                    health.expect_status = Some(u16::try_from(status).unwrap_or(u16::MAX));
+                }
+                "interval" => {
+                    health.interval_ms = ctx.value(m, &key, Amount::millis(100, DAY_MS))?
+                }
+                "timeout" => health.timeout_ms = ctx.value(m, &key, Amount::millis(1, DAY_MS))?,
+                "retries" => health.retries = u32_of(ctx.value(m, &key, Amount::count(1, 100))?),
+                "start_period" => {
+                    health.start_period_ms = ctx.value(m, &key, Amount::millis(0, WEEK_MS))?
+                }
+                _ => unreachable!("HEALTH_KEYS has no other slot"),
+            }
+            seen.insert(key.slot, key.name);
+        }
+        let checks: Vec<&str> = [
+            ("http", health.http.is_some()),
+            ("tcp", health.tcp.is_some()),
+            ("command", health.command.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect();
+        match checks.as_slice() {
+            [_] => {}
+            [] => {
+                return Err(de::Error::custom(
+                    "a health check needs one of http, tcp or command",
+                ))
+            }
+            _ => {
+                return Err(de::Error::custom(format!(
+                    "a health check takes one of http, tcp or command, not {}",
+                    checks.join(" and ")
+                )))
+            }
+        }
+        if health.expect_status.is_some() && health.http.is_none() {
+            return Err(de::Error::custom(
+                "expect_status applies only to http checks",
+            ));
+        }
+        if health.command.as_ref().is_some_and(|c| c.is_empty()) {
+            return Err(de::Error::custom(
+                "the health command is empty; give the program and its arguments",
+            ));
+        }
+        Ok(health)
+    }
+}
+
+/// `depends_on`: a list of app names or of `{app, condition}` tables.
+struct DependsOn;
+
+impl<'de> DeserializeSeed<'de> for DependsOn {
+    type Value = Vec<Dependency>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Dependency>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DependsOn {
+    type Value = Vec<Dependency>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of app names or of {app, condition} tables")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Dependency>, A::Error> {
+        let mut deps: Vec<Dependency> = Vec::new();
+        while let Some(dep) = seq.next_element_seed(DependencySeed)? {
+            if deps.iter().any(|d| d.app == dep.app) {
+                return Err(de::Error::custom(format!(
+                    "{:?} is listed twice in depends_on",
+                    dep.app
+                )));
+            }
+            deps.push(dep);
+        }
+        Ok(deps)
+    }
+}
+
+struct DependencySeed;
+
+impl<'de> DeserializeSeed<'de> for DependencySeed {
+    type Value = Dependency;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Dependency, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DependencySeed {
+    type Value = Dependency;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an app name or an {app, condition} table")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Dependency, E> {
+        Ok(Dependency {
+            app: fields::app_name(v).map_err(E::custom)?,
+            condition: DependencyCondition::Started,
+        })
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Dependency, A::Error> {
+        let mut app = None;
+        let mut condition = DependencyCondition::Started;
+        let mut seen = BTreeMap::new();
+        while let Some(key) = map.next_key_seed(KeySeed {
+            keys: fields::DEP_KEYS,
+            shown: fields::DEP_SHOWN,
+            what: "depends_on field",
+            app: false,
+            seen: &seen,
+        })? {
+            if key.slot == "app" {
+                app = Some(map.next_value_seed(Str {
+                    check: fields::app_name,
+                    expecting: "an app name",
+                })?);
+            } else {
+                condition = map.next_value_seed(Str {
+                    check: fields::condition,
+                    expecting: "a condition",
+                })?;
+            }
+            seen.insert(key.slot, key.name);
+        }
+        let app = app.ok_or_else(|| de::Error::custom("a depends_on entry needs \"app\""))?;
+        Ok(Dependency { app, condition })
+    }
+}

@@ -1,0 +1,279 @@
+//! The command-line client: parses arguments, talks to the daemon, prints.
+
+pub mod appfile;
+mod args;
+mod connect;
+mod output;
+
+use crate::client::ClientError;
+use args::{Cli, Command, StartArgs};
+use clap::Parser;
+use oxidepm_proto::{AppKind, AppSpec, ErrorBody, ErrorCode, LogStream, Op, RestartPolicy};
+use serde_json::Value;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Runs the CLI with the process's arguments.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&e, json);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn report(e: &ClientError, json: bool) {
+    match e {
+        ClientError::Daemon(b) if json => {
+            eprintln!("{}", serde_json::to_string(b).unwrap_or_default())
+        }
+        ClientError::Daemon(b) => eprintln!("oxidepm: error {}: {}", b.code, b.message),
+        other if json => eprintln!(
+            "{}",
+            serde_json::json!({"code": "E_CLIENT", "message": other.to_string()})
+        ),
+        other => eprintln!("oxidepm: {other}"),
+    }
+}
+
+fn local_error(msg: impl Into<String>) -> ClientError {
+    ClientError::Daemon(ErrorBody::new(ErrorCode::BadRequest, msg))
+}
+
+fn run(cli: Cli) -> Result<(), ClientError> {
+    let json = cli.json;
+    let out = output::Printer { json };
+    match cli.command {
+        Command::Start(a) => {
+            let op = start_op(a)?;
+            let v = connect::client(true)?.call(op)?;
+            out.actions(&v);
+        }
+        Command::Stop { targets } => {
+            let v = connect::client(true)?.call(Op::Stop {
+                target: targets.join(","),
+            })?;
+            out.actions(&v);
+        }
+        Command::Restart { targets } => {
+            let v = connect::client(true)?.call(Op::Restart {
+                target: targets.join(","),
+            })?;
+            out.actions(&v);
+        }
+        Command::Delete { targets } => {
+            let v = connect::client(true)?.call(Op::Delete {
+                target: targets.join(","),
+            })?;
+            out.actions(&v);
+        }
+        Command::Status => {
+            let v = connect::client(true)?.call(Op::Status)?;
+            out.status(&v);
+        }
+        Command::Show { target } => {
+            let v = connect::client(true)?.call(Op::Show { target })?;
+            out.show(&v);
+        }
+        Command::Logs {
+            target,
+            lines,
+            follow,
+            out: only_out,
+            err: only_err,
+        } => {
+            let stream = match (only_out, only_err) {
+                (true, false) => Some(LogStream::Out),
+                (false, true) => Some(LogStream::Err),
+                _ => None,
+            };
+            let mut c = connect::client(true)?;
+            let op = Op::Logs {
+                target,
+                lines,
+                follow,
+                stream,
+            };
+            let mut stdout = std::io::stdout().lock();
+            c.call_stream(op, |item| out.log_line(&mut stdout, &item))?;
+        }
+        Command::Events { target, limit } => {
+            let v = connect::client(true)?.call(Op::Events { target, limit })?;
+            out.events(&v);
+        }
+        Command::Flush { target } => {
+            let v = connect::client(true)?.call(Op::Flush { target })?;
+            out.value(&v);
+        }
+        Command::Save { name } => {
+            let v = connect::client(true)?.call(Op::Save { name })?;
+            out.value(&v);
+        }
+        Command::Resurrect { name } => {
+            let v = connect::client(true)?.call(Op::Resurrect { name })?;
+            out.actions(&v);
+        }
+        Command::Ping => {
+            let v = connect::client(true)?.call(Op::Ping)?;
+            out.value(&v);
+        }
+        Command::Whoami => {
+            let v = connect::client(true)?.call(Op::Whoami)?;
+            out.whoami(&v);
+        }
+        Command::Audit {
+            app,
+            actor,
+            since,
+            limit,
+        } => {
+            let v = connect::client(true)?.call(Op::Audit {
+                app,
+                actor,
+                since,
+                limit,
+            })?;
+            out.audit(&v);
+        }
+        Command::Kill => match connect::client(false) {
+            Ok(mut c) => {
+                let v = c.call(Op::Kill)?;
+                connect::wait_gone();
+                out.value(&v);
+            }
+            Err(ClientError::Io(_)) => {
+                if json {
+                    println!("{{\"stopped\":false,\"running\":false}}");
+                } else {
+                    println!("no daemon is running");
+                }
+            }
+            Err(e) => return Err(e),
+        },
+    }
+    Ok(())
+}
+
+/// Builds the request for `oxidepm start`: a config file, a command after
+/// `--`, a program path, or a selector of existing apps.
+fn start_op(a: StartArgs) -> Result<Op, ClientError> {
+    if !a.command.is_empty() {
+        let spec = spec_from_args(&a, a.command.clone())?;
+        return Ok(Op::Define { apps: vec![spec] });
+    }
+    let Some(target) = a.target.clone() else {
+        return Err(local_error(
+            "nothing to start: give a config file, an app to start, or a command after `--`",
+        ));
+    };
+    let path = Path::new(&target);
+    if path.is_file() {
+        if appfile::Format::from_path(path).is_some() {
+            let apps = appfile::load(path).map_err(|e| local_error(e.to_string()))?;
+            return Ok(Op::Define { apps });
+        }
+        let spec = spec_from_args(&a, vec![target])?;
+        return Ok(Op::Define { apps: vec![spec] });
+    }
+    if a.name.is_some() || !a.env.is_empty() || a.cwd.is_some() {
+        return Err(local_error(format!(
+            "{target:?} is not a file; options such as --name define a new app and need a command after `--`"
+        )));
+    }
+    Ok(Op::Start { target })
+}
+
+fn spec_from_args(a: &StartArgs, command: Vec<String>) -> Result<AppSpec, ClientError> {
+    let program = command[0].clone();
+    let name = match &a.name {
+        Some(n) => n.clone(),
+        None => Path::new(&program)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| program.clone()),
+    };
+    let cwd = match &a.cwd {
+        Some(d) => {
+            std::fs::canonicalize(d).map_err(|e| local_error(format!("--cwd {d:?}: {e}")))?
+        }
+        None => std::env::current_dir().map_err(ClientError::Io)?,
+    };
+    let mut spec = AppSpec::new(name, program, command[1..].to_vec());
+    spec.cwd = Some(cwd.to_string_lossy().into_owned());
+    if let Some(f) = &a.env_file {
+        spec.env = appfile::read_env_file(Path::new(f)).map_err(|e| local_error(e.to_string()))?;
+    }
+    for kv in &a.env {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| local_error(format!("--env {kv:?} must be KEY=VALUE")))?;
+        spec.env.insert(k.to_string(), v.to_string());
+    }
+    spec.tags = a.tag.clone();
+    if let Some(r) = &a.restart {
+        spec.restart = match r.as_str() {
+            "always" => RestartPolicy::Always,
+            "on-failure" => RestartPolicy::OnFailure,
+            "never" => RestartPolicy::Never,
+            other => {
+                return Err(local_error(format!(
+                    "--restart {other:?}: use always, on-failure or never"
+                )))
+            }
+        };
+    }
+    let ms = |flag: &str, v: &Option<String>| -> Result<Option<u64>, ClientError> {
+        v.as_deref()
+            .map(|s| appfile::parse_duration_ms(s).map_err(|e| local_error(format!("{flag}: {e}"))))
+            .transpose()
+    };
+    if let Some(v) = ms("--restart-delay", &a.restart_delay)? {
+        spec.restart_delay_ms = v;
+    }
+    if let Some(v) = ms("--min-uptime", &a.min_uptime)? {
+        spec.min_uptime_ms = v;
+    }
+    if let Some(v) = ms("--kill-timeout", &a.kill_timeout)? {
+        spec.kill_timeout_ms = v;
+    }
+    if let Some(n) = a.max_restarts {
+        spec.max_restarts = n;
+    }
+    if let Some(s) = &a.stop_signal {
+        spec.stop_signal = if s.to_ascii_uppercase().starts_with("SIG") {
+            s.to_ascii_uppercase()
+        } else {
+            format!("SIG{}", s.to_ascii_uppercase())
+        };
+    }
+    if let Some(m) = &a.max_memory_restart {
+        spec.max_memory_bytes = Some(
+            appfile::parse_size(m)
+                .map_err(|e| local_error(format!("--max-memory-restart: {e}")))?,
+        );
+    }
+    spec.cron_restart = a.cron_restart.clone();
+    spec.user = a.user.clone();
+    spec.protected = a.protected;
+    spec.log_timestamps = !a.no_timestamps;
+    spec.kind = match a.kind.as_deref() {
+        None | Some("app") => AppKind::App,
+        Some("agent") => AppKind::Agent,
+        Some("adapter") => AppKind::Adapter,
+        Some(other) => {
+            return Err(local_error(format!(
+                "--kind {other:?}: use app, agent or adapter"
+            )))
+        }
+    };
+    Ok(spec)
+}
+
+/// Prints a value as JSON (used by several commands in --json mode).
+pub fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string(v).unwrap_or_default());
+}

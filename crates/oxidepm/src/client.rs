@@ -1,0 +1,107 @@
+//! A blocking client of the daemon's protocol, used by the CLI.
+
+use oxidepm_proto::{ErrorBody, Op, Request, Response};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+/// Why a call failed.
+#[derive(Debug)]
+pub enum ClientError {
+    /// The socket could not be used.
+    Io(std::io::Error),
+    /// The daemon answered with an error.
+    Daemon(ErrorBody),
+    /// The daemon's answer made no sense.
+    Protocol(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Io(e) => write!(f, "connection to the daemon failed: {e}"),
+            ClientError::Daemon(e) => write!(f, "{e}"),
+            ClientError::Protocol(m) => write!(f, "unexpected answer from the daemon: {m}"),
+        }
+    }
+}
+
+impl From<std::io::Error> for ClientError {
+    fn from(e: std::io::Error) -> Self {
+        ClientError::Io(e)
+    }
+}
+
+/// One connection to the daemon.
+pub struct Client {
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+    next_id: u64,
+    claim: Option<String>,
+}
+
+impl Client {
+    /// Connects to the socket at `path`, sending `claim` with every request.
+    pub fn connect(path: &Path, claim: Option<String>) -> std::io::Result<Client> {
+        let stream = UnixStream::connect(path)?;
+        let reader = BufReader::with_capacity(64 * 1024, stream.try_clone()?);
+        Ok(Client {
+            writer: stream,
+            reader,
+            next_id: 1,
+            claim,
+        })
+    }
+
+    /// Sends `op` and returns the final result.
+    pub fn call(&mut self, op: Op) -> Result<Value, ClientError> {
+        self.call_stream(op, |_| true)
+    }
+
+    /// Sends `op`, passing each streamed item to `on_item` (which returns
+    /// false to stop reading), and returns the final result.
+    pub fn call_stream(
+        &mut self,
+        op: Op,
+        mut on_item: impl FnMut(Value) -> bool,
+    ) -> Result<Value, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let req = Request {
+            id,
+            claim: self.claim.clone(),
+            op,
+        };
+        let mut line =
+            serde_json::to_vec(&req).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        line.push(b'\n');
+        self.writer.write_all(&line)?;
+        let mut buf = Vec::with_capacity(4096);
+        loop {
+            buf.clear();
+            let n = self.reader.read_until(b'\n', &mut buf)?;
+            if n == 0 {
+                return Err(ClientError::Io(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the daemon closed the connection",
+                )));
+            }
+            let resp: Response =
+                serde_json::from_slice(&buf).map_err(|e| ClientError::Protocol(format!("{e}")))?;
+            if resp.id != id && resp.id != 0 {
+                continue;
+            }
+            if let Some(item) = resp.stream {
+                if !on_item(item) {
+                    return Ok(Value::Null);
+                }
+                continue;
+            }
+            if let Some(e) = resp.error {
+                return Err(ClientError::Daemon(e));
+            }
+            return Ok(resp.result.unwrap_or(Value::Null));
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The lock that makes one daemon per home.
+
+use crate::paths::Home;
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+
+/// Held for the daemon's life; dropping it releases the home.
+#[derive(Debug)]
+pub struct DaemonLock {
+    _file: File,
+}
+
+/// Why the lock could not be taken.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another daemon holds it.
+    Held {
+        /// Its pid, as it wrote it.
+        pid: Option<u32>,
+    },
+    /// The lock file cannot be opened.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for LockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockError::Held { pid: Some(p) } => {
+                write!(f, "another oxidepmd (pid {p}) is running on this home")
+            }
+            LockError::Held { pid: None } => write!(f, "another oxidepmd is running on this home"),
+            LockError::Io(e) => write!(f, "cannot open the lock file: {e}"),
+        }
+    }
+}
+
+impl DaemonLock {
+    /// Takes the home's lock without waiting. The lock is an flock on
+    /// `daemon.lock`: the kernel drops it when the daemon dies, so a daemon
+    /// killed with SIGKILL never leaves a stale lock behind.
+    pub fn acquire(home: &Home) -> Result<DaemonLock, LockError> {
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(home.lock_file())
+            .map_err(LockError::Io)?;
+        // SAFETY: flock on an fd we own.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            let mut s = String::new();
+            let _ = file.read_to_string(&mut s);
+            return Err(LockError::Held {
+                pid: s.trim().parse().ok(),
+            });
+        }
+        let _ = file.set_len(0);
+        let _ = file.rewind();
+        let _ = writeln!(file, "{}", std::process::id());
+        Ok(DaemonLock { _file: file })
+    }
+}

@@ -1,0 +1,249 @@
+//! The daemon: start-up (home, lock, state, recovery), the listeners, and
+//! shutdown. Requests are answered in [`handler`].
+
+pub mod config;
+mod detach;
+mod handler;
+mod lockfile;
+
+use crate::access::conn::{self, Limits};
+use crate::access::{claim, listener, Caller, SocketKind};
+use crate::paths::Home;
+use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
+use config::Config;
+use oxidepm_proto::{Actor, Class, Tier};
+use std::os::unix::fs::DirBuilderExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Notify;
+
+pub use detach::{detach, spawn_detached};
+pub use lockfile::{DaemonLock, LockError};
+
+/// What the daemon decided about a connection when it was accepted.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The socket it came in on.
+    pub socket: SocketKind,
+    /// Its pid, if the kernel told us.
+    pub pid: Option<u32>,
+    /// Its uid, if the kernel told us.
+    pub uid: Option<u32>,
+}
+
+/// The running daemon.
+pub struct Daemon {
+    /// The supervisor.
+    pub sup: Shared,
+    /// Home directory.
+    pub home: Home,
+    /// Settings from daemon.toml.
+    pub config: Config,
+    /// Notified when a `kill` request asks the daemon to exit.
+    pub exit: Notify,
+    started: Instant,
+}
+
+/// Options of `oxidepmd`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Home directory.
+    pub home: Home,
+    /// Start the apps that were running at the last stop.
+    pub resurrect: bool,
+}
+
+/// Creates the home directory with mode 0700 (tightening an existing one),
+/// so sockets are made inside a directory that already has the right mode.
+pub fn prepare_home(home: &Home) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let root = home.root();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)?;
+    let meta = std::fs::metadata(root)?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(home.logs_dir())?;
+    Ok(())
+}
+
+impl Daemon {
+    /// Decides who a new connection is, once, at accept.
+    pub fn identify_peer(&self, stream: &UnixStream, socket: SocketKind) -> Peer {
+        let cred = stream.peer_cred().ok();
+        Peer {
+            socket,
+            pid: cred.and_then(|c| c.pid()).map(|p| p as u32),
+            uid: cred.map(|c| c.uid()),
+        }
+    }
+
+    /// The caller of one request: the peer plus its claim.
+    pub fn caller(&self, peer: &Peer, claim: Option<&str>) -> Caller {
+        let actor = claim::actor_for_claim(peer.socket, claim);
+        let tier = match actor.class {
+            Class::Human => Tier::Admin,
+            Class::Ai => self.config.ai_tier(&actor.label),
+            Class::Adapter => Tier::Read,
+            Class::System => Tier::Read,
+        };
+        Caller {
+            actor,
+            socket: peer.socket,
+            tier,
+        }
+    }
+
+    /// Milliseconds since the daemon started.
+    pub fn uptime_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+}
+
+/// Runs the daemon in the foreground until `kill` or SIGTERM/SIGINT.
+pub fn run(opts: Options, lock: DaemonLock) -> Result<(), String> {
+    let config = Config::load(&opts.home.config())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let result = rt.block_on(serve(opts, config));
+    drop(lock);
+    result
+}
+
+async fn serve(opts: Options, config: Config) -> Result<(), String> {
+    let home = opts.home.clone();
+    let store = crate::store::Store::open(&home.state_db()).map_err(|e| e.to_string())?;
+    let shim_exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find the daemon's own executable: {e}"))?;
+    let sup = Supervisor::new(home.clone(), store, shim_exe);
+    crate::supervise::lock(&sup).load()?;
+    if let Err(e) = reaper::become_subreaper() {
+        log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");
+    }
+    tokio::spawn(reaper::run(sup.clone()));
+    let resurrect = opts.resurrect || config.resurrect;
+    reaper::recover(&sup, resurrect);
+    tokio::spawn(sampler::run(sup.clone()));
+
+    let daemon = Arc::new(Daemon {
+        sup: sup.clone(),
+        home: home.clone(),
+        config: config.clone(),
+        exit: Notify::new(),
+        started: Instant::now(),
+    });
+
+    let main = listener::bind(&home.daemon_socket())
+        .map_err(|e| format!("cannot listen on {}: {e}", home.daemon_socket().display()))?;
+    let main_limits = Limits {
+        max_line: oxidepm_proto::MAX_LINE,
+        idle: None,
+        write_timeout: Some(Duration::from_secs(30)),
+    };
+    tokio::spawn(accept_loop(
+        main,
+        SocketKind::Daemon,
+        main_limits,
+        daemon.clone(),
+        None,
+    ));
+
+    if config.agent_socket {
+        match listener::bind(&home.agent_socket()) {
+            Ok(l) => {
+                let limits = Limits {
+                    max_line: oxidepm_proto::MAX_LINE,
+                    idle: Some(Duration::from_secs(config.agent_idle_timeout_secs.max(1))),
+                    write_timeout: Some(Duration::from_secs(10)),
+                };
+                tokio::spawn(accept_loop(
+                    l,
+                    SocketKind::Agent,
+                    limits,
+                    daemon.clone(),
+                    Some(32),
+                ));
+            }
+            Err(e) => log::warn!(
+                "starting without the agent socket: cannot bind {}: {e}",
+                home.agent_socket().display()
+            ),
+        }
+    } else {
+        log::info!("agent socket disabled by agent_socket = false");
+    }
+
+    log::info!(
+        "oxidepmd {} ready on {} (pid {})",
+        env!("CARGO_PKG_VERSION"),
+        home.daemon_socket().display(),
+        std::process::id()
+    );
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| e.to_string())?;
+    let by = tokio::select! {
+        _ = daemon.exit.notified() => None,
+        _ = term.recv() => Some("SIGTERM"),
+        _ = int.recv() => Some("SIGINT"),
+    };
+    if let Some(sig) = by {
+        log::info!("{sig} received: stopping every app, then the daemon");
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+        control::shutdown(&sup, &Actor::system("shutdown")).await;
+    }
+    let _ = std::fs::remove_file(home.daemon_socket());
+    let _ = std::fs::remove_file(home.agent_socket());
+    log::info!("oxidepmd stopped");
+    Ok(())
+}
+
+async fn accept_loop(
+    l: UnixListener,
+    socket: SocketKind,
+    limits: Limits,
+    daemon: Arc<Daemon>,
+    max_conns: Option<usize>,
+) {
+    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    loop {
+        let stream = match l.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // EMFILE and the like: back off instead of spinning.
+                log::warn!("{} socket: accept failed: {e}", socket.as_str());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if let Some(max) = max_conns {
+            if active.load(std::sync::atomic::Ordering::Relaxed) >= max {
+                log::warn!(
+                    "{} socket: {max} connections already open; closing a new one",
+                    socket.as_str()
+                );
+                drop(stream);
+                continue;
+            }
+        }
+        active.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let active = active.clone();
+        let daemon = daemon.clone();
+        tokio::spawn(async move {
+            conn::serve(stream, socket, limits, daemon).await;
+            active.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+}

@@ -1,0 +1,413 @@
+//! State in SQLite: apps (spec and runtime), runs, lifecycle events, audit
+//! rows and saved snapshots. Every change is written when it happens, each in
+//! its own transaction, so a crash never loses more than the change in flight
+//! and a boot never starts from an empty list.
+
+mod schema;
+
+use oxidepm_proto::{Actor, AppSpec, AuditRecord, EventRecord, Status};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::fmt;
+use std::path::Path;
+
+use crate::timefmt::{now_ms, rfc3339_ms};
+
+/// A storage failure, with the path of the database.
+#[derive(Debug)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError(format!("state database: {e}"))
+    }
+}
+
+/// Result of a store operation.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// The runtime part of an app that survives the daemon.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Runtime {
+    /// Whether the app should be running (false after a stop by request).
+    pub desired_running: bool,
+    /// Last known status.
+    pub status: Status,
+    /// Pid of the running process.
+    pub pid: Option<u32>,
+    /// Start time of that process in clock ticks since boot (/proc/<pid>/stat field 22).
+    pub pid_start: Option<u64>,
+    /// Boot id when the process was started.
+    pub boot_id: Option<String>,
+    /// Restart count.
+    pub restarts: u64,
+    /// Unix ms when the current process started.
+    pub started_at_ms: Option<i64>,
+    /// Exit code of the last run.
+    pub last_exit: Option<i32>,
+    /// Current run row.
+    pub run_id: Option<i64>,
+}
+
+impl Default for Runtime {
+    fn default() -> Runtime {
+        Runtime {
+            desired_running: false,
+            status: Status::Stopped,
+            pid: None,
+            pid_start: None,
+            boot_id: None,
+            restarts: 0,
+            started_at_ms: None,
+            last_exit: None,
+            run_id: None,
+        }
+    }
+}
+
+/// An app as stored.
+#[derive(Debug, Clone)]
+pub struct StoredApp {
+    /// Numeric id.
+    pub id: u64,
+    /// Its spec.
+    pub spec: AppSpec,
+    /// Who defined it.
+    pub defined_by: Actor,
+    /// Runtime state.
+    pub runtime: Runtime,
+}
+
+/// One app in a snapshot.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SnapshotApp {
+    /// The spec.
+    pub spec: AppSpec,
+    /// Who defined it.
+    pub defined_by: Actor,
+}
+
+/// An audit row about to be written.
+#[derive(Debug, Clone)]
+pub struct NewAudit<'a> {
+    /// Who asked.
+    pub actor: &'a Actor,
+    /// Which socket.
+    pub socket: &'a str,
+    /// Operation name.
+    pub op: &'a str,
+    /// Apps touched.
+    pub apps: &'a [String],
+    /// `ok` or an error code.
+    pub outcome: &'a str,
+    /// Error message.
+    pub message: &'a str,
+}
+
+/// Filter for [`Store::audit`].
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    /// Rows that touched this app.
+    pub app: Option<String>,
+    /// Rows by this actor.
+    pub actor: Option<String>,
+    /// Rows at or after this Unix ms.
+    pub since_ms: Option<i64>,
+    /// Most recent rows.
+    pub limit: usize,
+}
+
+/// The state database.
+pub struct Store {
+    conn: Connection,
+}
+
+impl Store {
+    /// Opens (creating or migrating) the database at `path`.
+    pub fn open(path: &Path) -> Result<Store> {
+        let conn = Connection::open(path)
+            .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
+        schema::prepare(&conn)
+            .map_err(|e| StoreError(format!("cannot prepare {}: {e}", path.display())))?;
+        Ok(Store { conn })
+    }
+
+    /// Every app, ordered by id.
+    pub fn load_apps(&self) -> Result<Vec<StoredApp>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, spec, defined_by, desired, status, pid, pid_start, boot_id, restarts,
+                    started_at, last_exit, run_id FROM apps ORDER BY id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                Runtime {
+                    desired_running: r.get::<_, i64>(3)? != 0,
+                    status: Status::parse(&r.get::<_, String>(4)?).unwrap_or(Status::Stopped),
+                    pid: r.get::<_, Option<i64>>(5)?.map(|p| p as u32),
+                    pid_start: r.get::<_, Option<i64>>(6)?.map(|p| p as u64),
+                    boot_id: r.get(7)?,
+                    restarts: r.get::<_, i64>(8)? as u64,
+                    started_at_ms: r.get(9)?,
+                    last_exit: r.get(10)?,
+                    run_id: r.get(11)?,
+                },
+            ))
+        })?;
+        let mut apps = Vec::new();
+        for row in rows {
+            let (id, spec, defined_by, runtime) = row?;
+            // A row that cannot be read is reported, never silently dropped:
+            // dropping it would let the next save forget the app.
+            let spec: AppSpec = serde_json::from_str(&spec)
+                .map_err(|e| StoreError(format!("app {id}: unreadable spec in state.db: {e}")))?;
+            let defined_by = serde_json::from_value(serde_json::Value::String(defined_by))
+                .unwrap_or_else(|_| Actor::system("unknown"));
+            apps.push(StoredApp {
+                id: id as u64,
+                spec,
+                defined_by,
+                runtime,
+            });
+        }
+        Ok(apps)
+    }
+
+    /// Adds an app and returns its id.
+    pub fn insert_app(&self, spec: &AppSpec, defined_by: &Actor) -> Result<u64> {
+        let json = serde_json::to_string(spec).map_err(|e| StoreError(e.to_string()))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO apps (name, spec, defined_by, created_at, desired, status, restarts)
+                 VALUES (?1, ?2, ?3, ?4, 0, 'stopped', 0)",
+            )?
+            .execute(params![spec.name, json, defined_by.to_string(), now_ms()])?;
+        Ok(self.conn.last_insert_rowid() as u64)
+    }
+
+    /// Replaces an app's spec (and who defined it).
+    pub fn update_spec(&self, id: u64, spec: &AppSpec, defined_by: &Actor) -> Result<()> {
+        let json = serde_json::to_string(spec).map_err(|e| StoreError(e.to_string()))?;
+        self.conn
+            .prepare_cached("UPDATE apps SET name = ?2, spec = ?3, defined_by = ?4 WHERE id = ?1")?
+            .execute(params![id as i64, spec.name, json, defined_by.to_string()])?;
+        Ok(())
+    }
+
+    /// Forgets an app (its events and runs stay for the record).
+    pub fn delete_app(&self, id: u64) -> Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM apps WHERE id = ?1")?
+            .execute(params![id as i64])?;
+        Ok(())
+    }
+
+    /// Writes an app's runtime state.
+    pub fn save_runtime(&self, id: u64, rt: &Runtime) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "UPDATE apps SET desired = ?2, status = ?3, pid = ?4, pid_start = ?5, boot_id = ?6,
+                 restarts = ?7, started_at = ?8, last_exit = ?9, run_id = ?10 WHERE id = ?1",
+            )?
+            .execute(params![
+                id as i64,
+                rt.desired_running as i64,
+                rt.status.as_str(),
+                rt.pid.map(|p| p as i64),
+                rt.pid_start.map(|p| p as i64),
+                rt.boot_id,
+                rt.restarts as i64,
+                rt.started_at_ms,
+                rt.last_exit,
+                rt.run_id,
+            ])?;
+        Ok(())
+    }
+
+    /// Records the start of a run and returns its id.
+    pub fn start_run(&self, app_id: u64, pid: u32, actor: &Actor) -> Result<i64> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO runs (app_id, pid, started_at, actor) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                app_id as i64,
+                pid as i64,
+                now_ms(),
+                actor.to_string()
+            ])?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Records the end of a run.
+    pub fn end_run(&self, run_id: i64, exit_code: Option<i32>, signal: Option<i32>) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "UPDATE runs SET ended_at = ?2, exit_code = ?3, signal = ?4 WHERE id = ?1",
+            )?
+            .execute(params![run_id, now_ms(), exit_code, signal])?;
+        Ok(())
+    }
+
+    /// Records a lifecycle event.
+    pub fn record_event(
+        &self,
+        app_id: u64,
+        app: &str,
+        kind: &str,
+        actor: &Actor,
+        detail: &str,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO events (at, app_id, app, kind, actor, detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                now_ms(),
+                app_id as i64,
+                app,
+                kind,
+                actor.to_string(),
+                detail
+            ])?;
+        Ok(())
+    }
+
+    /// The most recent `limit` events (of the given apps, or all), oldest first.
+    pub fn events(&self, app_ids: Option<&[u64]>, limit: usize) -> Result<Vec<EventRecord>> {
+        let filter = match app_ids {
+            Some(ids) => {
+                let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+                format!("WHERE app_id IN ({})", list.join(","))
+            }
+            None => String::new(),
+        };
+        let sql = format!(
+            "SELECT seq, at, app_id, app, kind, actor, detail FROM events {filter}
+             ORDER BY seq DESC LIMIT ?1"
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows = stmt.query_map(params![limit as i64], |r| {
+            Ok(EventRecord {
+                seq: r.get::<_, i64>(0)? as u64,
+                at: rfc3339_ms(r.get(1)?),
+                app_id: r.get::<_, i64>(2)? as u64,
+                app: r.get(3)?,
+                kind: r.get(4)?,
+                actor: parse_actor(&r.get::<_, String>(5)?),
+                detail: r.get(6)?,
+            })
+        })?;
+        let mut out = rows.collect::<std::result::Result<Vec<_>, _>>()?;
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Writes an audit row.
+    pub fn record_audit(&self, a: &NewAudit<'_>) -> Result<()> {
+        let apps = serde_json::to_string(a.apps).unwrap_or_else(|_| "[]".into());
+        self.conn
+            .prepare_cached(
+                "INSERT INTO audit (at, actor, socket, op, apps, outcome, message)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                now_ms(),
+                a.actor.to_string(),
+                a.socket,
+                a.op,
+                apps,
+                a.outcome,
+                a.message
+            ])?;
+        Ok(())
+    }
+
+    /// Audit rows matching `f`, oldest first.
+    pub fn audit(&self, f: &AuditFilter) -> Result<Vec<AuditRecord>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT seq, at, actor, socket, op, apps, outcome, message FROM audit
+             WHERE (?1 IS NULL OR actor = ?1) AND (?2 IS NULL OR at >= ?2)
+               AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(audit.apps) WHERE value = ?3))
+             ORDER BY seq DESC LIMIT ?4",
+        )?;
+        let rows = stmt.query_map(params![f.actor, f.since_ms, f.app, f.limit as i64], |r| {
+            let apps: String = r.get(5)?;
+            Ok(AuditRecord {
+                seq: r.get::<_, i64>(0)? as u64,
+                at: rfc3339_ms(r.get(1)?),
+                actor: parse_actor(&r.get::<_, String>(2)?),
+                socket: r.get(3)?,
+                op: r.get(4)?,
+                apps: serde_json::from_str(&apps).unwrap_or_default(),
+                outcome: r.get(6)?,
+                message: r.get(7)?,
+            })
+        })?;
+        let mut out = rows.collect::<std::result::Result<Vec<_>, _>>()?;
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Saves a named snapshot of apps (replacing one of the same name).
+    pub fn save_snapshot(&self, name: &str, apps: &[SnapshotApp]) -> Result<()> {
+        let json = serde_json::to_string(apps).map_err(|e| StoreError(e.to_string()))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO snapshots (name, at, apps) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(name) DO UPDATE SET at = excluded.at, apps = excluded.apps",
+            )?
+            .execute(params![name, now_ms(), json])?;
+        Ok(())
+    }
+
+    /// Loads a named snapshot; `None` when there is none by that name.
+    pub fn load_snapshot(&self, name: &str) -> Result<Option<Vec<SnapshotApp>>> {
+        let json: Option<String> = self
+            .conn
+            .prepare_cached("SELECT apps FROM snapshots WHERE name = ?1")?
+            .query_row(params![name], |r| r.get(0))
+            .optional()?;
+        match json {
+            None => Ok(None),
+            Some(j) => serde_json::from_str(&j).map(Some).map_err(|e| {
+                StoreError(format!(
+                    "snapshot {name:?} is unreadable ({e}); nothing was changed"
+                ))
+            }),
+        }
+    }
+
+    /// Runs `f` inside one transaction (all of its writes land or none do).
+    pub fn transaction<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        match f(self) {
+            Ok(v) => {
+                self.conn.execute_batch("COMMIT")?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+}
+
+fn parse_actor(s: &str) -> Actor {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .unwrap_or_else(|_| Actor::system("unknown"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,59 @@
+//! The schema and its migrations.
+
+use rusqlite::Connection;
+
+const SCHEMA_VERSION: i64 = 1;
+
+/// Sets pragmas and creates or migrates the schema.
+pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
+    // WAL with synchronous=NORMAL: a commit is durable against a daemon crash
+    // (the WAL is in the page cache), and only a power loss can take the last
+    // commits; that trade keeps a state write far below a millisecond.
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(rusqlite::Error::InvalidParameterName(format!(
+            "state.db has schema version {version}, newer than this oxidepm ({SCHEMA_VERSION}); upgrade oxidepm"
+        )));
+    }
+    if version < 1 {
+        conn.execute_batch(
+            "BEGIN;
+             CREATE TABLE IF NOT EXISTS apps (
+               id INTEGER PRIMARY KEY AUTOINCREMENT,
+               name TEXT NOT NULL UNIQUE,
+               spec TEXT NOT NULL,
+               defined_by TEXT NOT NULL,
+               created_at INTEGER NOT NULL,
+               desired INTEGER NOT NULL DEFAULT 0,
+               status TEXT NOT NULL,
+               pid INTEGER, pid_start INTEGER, boot_id TEXT,
+               restarts INTEGER NOT NULL DEFAULT 0,
+               started_at INTEGER, last_exit INTEGER, run_id INTEGER);
+             CREATE TABLE IF NOT EXISTS runs (
+               id INTEGER PRIMARY KEY AUTOINCREMENT,
+               app_id INTEGER NOT NULL, pid INTEGER NOT NULL,
+               started_at INTEGER NOT NULL, ended_at INTEGER,
+               exit_code INTEGER, signal INTEGER, actor TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS events (
+               seq INTEGER PRIMARY KEY AUTOINCREMENT,
+               at INTEGER NOT NULL, app_id INTEGER NOT NULL, app TEXT NOT NULL,
+               kind TEXT NOT NULL, actor TEXT NOT NULL, detail TEXT NOT NULL);
+             CREATE INDEX IF NOT EXISTS events_by_app ON events(app_id, seq);
+             CREATE TABLE IF NOT EXISTS audit (
+               seq INTEGER PRIMARY KEY AUTOINCREMENT,
+               at INTEGER NOT NULL, actor TEXT NOT NULL, socket TEXT NOT NULL,
+               op TEXT NOT NULL, apps TEXT NOT NULL, outcome TEXT NOT NULL,
+               message TEXT NOT NULL);
+             CREATE INDEX IF NOT EXISTS audit_by_time ON audit(at);
+             CREATE TABLE IF NOT EXISTS snapshots (
+               name TEXT PRIMARY KEY, at INTEGER NOT NULL, apps TEXT NOT NULL);
+             PRAGMA user_version = 1;
+             COMMIT;",
+        )?;
+    }
+    Ok(())
+}

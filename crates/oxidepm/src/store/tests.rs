@@ -1,0 +1,91 @@
+use super::*;
+use oxidepm_proto::Class;
+
+fn temp_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("state.db")).unwrap();
+    (dir, store)
+}
+
+#[test]
+fn apps_round_trip_and_survive_reopen() {
+    let (dir, store) = temp_store();
+    let spec = AppSpec::new("web", "sleep", vec!["10".into()]);
+    let human = Actor::new(Class::Human, "cli");
+    let id = store.insert_app(&spec, &human).unwrap();
+    let rt = Runtime {
+        desired_running: true,
+        status: Status::Online,
+        pid: Some(42),
+        pid_start: Some(7),
+        boot_id: Some("b".into()),
+        restarts: 3,
+        started_at_ms: Some(1),
+        last_exit: None,
+        run_id: Some(9),
+    };
+    store.save_runtime(id, &rt).unwrap();
+    drop(store);
+    let store = Store::open(&dir.path().join("state.db")).unwrap();
+    let apps = store.load_apps().unwrap();
+    assert_eq!(apps.len(), 1);
+    assert_eq!(apps[0].spec, spec);
+    assert_eq!(apps[0].runtime, rt);
+    assert_eq!(apps[0].defined_by, human);
+    assert!(store.insert_app(&spec, &human).is_err(), "names are unique");
+}
+
+#[test]
+fn events_and_audit_filters() {
+    let (_dir, store) = temp_store();
+    let ai = Actor::new(Class::Ai, "assistant");
+    for i in 0..5 {
+        store
+            .record_event(1, "web", "started", &ai, &format!("{i}"))
+            .unwrap();
+    }
+    store
+        .record_event(2, "db", "stopped", &Actor::system("crash"), "")
+        .unwrap();
+    let ev = store.events(Some(&[1]), 3).unwrap();
+    assert_eq!(ev.len(), 3);
+    assert_eq!(ev[2].detail, "4", "oldest first, most recent kept");
+    assert_eq!(store.events(None, 100).unwrap().len(), 6);
+    let apps = vec!["web".to_string()];
+    store
+        .record_audit(&NewAudit {
+            actor: &ai,
+            socket: "agent",
+            op: "stop",
+            apps: &apps,
+            outcome: "E_PROTECTED",
+            message: "no",
+        })
+        .unwrap();
+    let f = AuditFilter {
+        app: Some("web".into()),
+        actor: Some("ai:assistant".into()),
+        since_ms: None,
+        limit: 10,
+    };
+    assert_eq!(store.audit(&f).unwrap().len(), 1);
+    let f = AuditFilter {
+        app: Some("db".into()),
+        limit: 10,
+        ..Default::default()
+    };
+    assert!(store.audit(&f).unwrap().is_empty());
+}
+
+#[test]
+fn failed_transaction_changes_nothing() {
+    let (_dir, store) = temp_store();
+    let human = Actor::new(Class::Human, "cli");
+    let r = store.transaction(|s| {
+        s.insert_app(&AppSpec::new("a", "true", vec![]), &human)?;
+        s.insert_app(&AppSpec::new("a", "true", vec![]), &human)?;
+        Ok(())
+    });
+    assert!(r.is_err());
+    assert!(store.load_apps().unwrap().is_empty());
+}

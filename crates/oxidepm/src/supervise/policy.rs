@@ -1,0 +1,174 @@
+//! What to do when an app's process exits: the restart policy, backoff and
+//! the crash-loop limit, as a pure function.
+
+use oxidepm_proto::{AppSpec, RestartPolicy, Status};
+
+/// Longest delay exponential backoff grows to.
+pub const MAX_BACKOFF_MS: u64 = 15_000;
+
+/// How a process ended, as far as the daemon knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// Exit code, when it exited.
+    pub code: Option<i32>,
+    /// Signal, when it was killed by one.
+    pub signal: Option<i32>,
+}
+
+impl Exit {
+    /// An exit seen only through a pidfd (an adopted process whose status
+    /// went to its real parent): unknown, and counted as a failure.
+    pub const UNKNOWN: Exit = Exit {
+        code: None,
+        signal: None,
+    };
+
+    /// A successful exit.
+    pub fn success(self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// Human description: `exit code 3`, `signal 9 (SIGKILL)`, ...
+    pub fn describe(self) -> String {
+        match (self.code, self.signal) {
+            (Some(c), _) => format!("exit code {c}"),
+            (None, Some(s)) => {
+                let name = nix::sys::signal::Signal::try_from(s)
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_else(|_| "?".into());
+                format!("killed by signal {s} ({name})")
+            }
+            (None, None) => "exit status unknown (the process was adopted)".into(),
+        }
+    }
+}
+
+/// The decision after an exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Start again after `delay_ms`.
+    Restart {
+        /// Delay before the new process.
+        delay_ms: u64,
+    },
+    /// Leave the app in this status.
+    Rest(Status),
+}
+
+/// Decides what follows an exit. `unstable` is the number of restarts in a
+/// row whose run lasted less than `min_uptime`; the new count is returned
+/// with the decision. A run that lasted at least `min_uptime` resets it, so a
+/// long-running app that crashes once a day is never marked errored, while
+/// one that crashes at once ends `errored` after `max_restarts` tries.
+pub fn decide(spec: &AppSpec, exit: Exit, uptime_ms: u64, unstable: u32) -> (Decision, u32) {
+    let failed = !exit.success();
+    let wanted = match spec.restart {
+        RestartPolicy::Always => true,
+        RestartPolicy::OnFailure => failed,
+        RestartPolicy::Never => false,
+    };
+    if !wanted {
+        let st = if failed {
+            Status::Errored
+        } else {
+            Status::Stopped
+        };
+        return (Decision::Rest(st), 0);
+    }
+    let unstable = if uptime_ms >= spec.min_uptime_ms {
+        0
+    } else {
+        unstable + 1
+    };
+    if unstable > spec.max_restarts {
+        return (Decision::Rest(Status::Errored), unstable);
+    }
+    let backoff = if unstable <= 1 {
+        0
+    } else {
+        let shift = (unstable - 2).min(20);
+        spec.exp_backoff_ms
+            .saturating_mul(1 << shift)
+            .min(MAX_BACKOFF_MS)
+    };
+    (
+        Decision::Restart {
+            delay_ms: spec.restart_delay_ms + backoff,
+        },
+        unstable,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> AppSpec {
+        let mut s = AppSpec::new("a", "x", vec![]);
+        s.max_restarts = 3;
+        s.min_uptime_ms = 1000;
+        s.exp_backoff_ms = 100;
+        s
+    }
+
+    const CRASH: Exit = Exit {
+        code: Some(1),
+        signal: None,
+    };
+
+    #[test]
+    fn crash_loop_ends_errored_with_backoff() {
+        let s = spec();
+        let (d, u) = decide(&s, CRASH, 10, 0);
+        assert_eq!(d, Decision::Restart { delay_ms: 0 });
+        let (d, u) = decide(&s, CRASH, 10, u);
+        assert_eq!(d, Decision::Restart { delay_ms: 100 });
+        let (d, u) = decide(&s, CRASH, 10, u);
+        assert_eq!(d, Decision::Restart { delay_ms: 200 });
+        let (d, _) = decide(&s, CRASH, 10, u);
+        assert_eq!(d, Decision::Rest(Status::Errored));
+    }
+
+    #[test]
+    fn stable_run_resets_and_backoff_is_capped() {
+        let s = spec();
+        let (d, u) = decide(&s, CRASH, 5000, 3);
+        assert_eq!((d, u), (Decision::Restart { delay_ms: 0 }, 0));
+        let mut s = spec();
+        s.max_restarts = 100;
+        let (d, _) = decide(&s, CRASH, 0, 60);
+        assert_eq!(
+            d,
+            Decision::Restart {
+                delay_ms: MAX_BACKOFF_MS
+            }
+        );
+    }
+
+    #[test]
+    fn policies() {
+        let mut s = spec();
+        let ok = Exit {
+            code: Some(0),
+            signal: None,
+        };
+        s.restart = RestartPolicy::OnFailure;
+        assert_eq!(decide(&s, ok, 0, 0).0, Decision::Rest(Status::Stopped));
+        assert!(matches!(
+            decide(&s, CRASH, 0, 0).0,
+            Decision::Restart { .. }
+        ));
+        assert!(matches!(
+            decide(&s, Exit::UNKNOWN, 0, 0).0,
+            Decision::Restart { .. }
+        ));
+        s.restart = RestartPolicy::Never;
+        assert_eq!(decide(&s, CRASH, 0, 0).0, Decision::Rest(Status::Errored));
+        s.restart = RestartPolicy::Always;
+        s.restart_delay_ms = 250;
+        assert_eq!(
+            decide(&s, ok, 5000, 0).0,
+            Decision::Restart { delay_ms: 250 }
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! Reaping children and watching adopted processes.
+//!
+//! The daemon is a child subreaper, and this module is the only place that
+//! waits for children: one `waitpid(-1)` loop on SIGCHLD reaps apps, log
+//! shims and orphans the subreaper inherited. Apps that outlived an earlier
+//! daemon are not our children; their exit is seen through a pidfd.
+
+use super::policy::Exit;
+use super::procfs;
+use super::supervisor::{lock, Shared};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use oxidepm_proto::{Actor, Status};
+use std::os::fd::{FromRawFd, OwnedFd};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::signal::unix::{signal, SignalKind};
+
+/// Makes this process the reaper of orphans in its subtree.
+pub fn become_subreaper() -> std::io::Result<()> {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer argument.
+    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Reaps every child on SIGCHLD, forever.
+pub async fn run(shared: Shared) {
+    let mut sigchld = match signal(SignalKind::child()) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("cannot watch SIGCHLD: {e}; exits will not be noticed");
+            return;
+        }
+    };
+    loop {
+        reap_all(&shared);
+        if sigchld.recv().await.is_none() {
+            return;
+        }
+    }
+}
+
+/// Reaps whatever has exited, dispatching app exits to the supervisor.
+pub fn reap_all(shared: &Shared) {
+    let mut s = lock(shared);
+    loop {
+        let (pid, exit) = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => (
+                pid,
+                Exit {
+                    code: Some(code),
+                    signal: None,
+                },
+            ),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => (
+                pid,
+                Exit {
+                    code: None,
+                    signal: Some(sig as i32),
+                },
+            ),
+            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(_) => continue,
+        };
+        let pid = pid.as_raw() as u32;
+        if let Some(id) = s.app_of_child(pid) {
+            s.handle_exit(id, pid, exit);
+        }
+    }
+}
+
+fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this fd, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Brings back every stored app after a daemon start: a process that
+/// outlived the previous daemon (same pid, same start time, same boot) is
+/// adopted and supervised again; an app whose process died meanwhile is
+/// handled by its restart policy as a crash; with `resurrect`, apps that
+/// were running at the last clean stop are started again.
+pub fn recover(shared: &Shared, resurrect: bool) {
+    let boot = procfs::boot_id();
+    let ids: Vec<u64> = lock(shared).apps().map(|a| a.id).collect();
+    for id in ids {
+        let mut s = lock(shared);
+        let Some(app) = s.app(id) else { continue };
+        let rt = app.rt.clone();
+        let was_running = matches!(
+            rt.status,
+            Status::Online | Status::Stopping | Status::Starting
+        );
+        if was_running {
+            if let (Some(pid), Some(start)) = (rt.pid, rt.pid_start) {
+                let same_boot = rt.boot_id.as_deref() == Some(boot.as_str());
+                if same_boot && procfs::is_same_process(pid, start) {
+                    // Open the pidfd first and check the start time again
+                    // after, so a pid reused in between is never adopted.
+                    if let Ok(fd) = pidfd_open(pid) {
+                        if procfs::is_same_process(pid, start) {
+                            s.adopted(id);
+                            let stopping = rt.status == Status::Stopping;
+                            drop(s);
+                            watch_adopted(shared.clone(), id, pid, fd);
+                            if stopping {
+                                let shared = shared.clone();
+                                tokio::spawn(async move {
+                                    let actor = Actor::system("adopt");
+                                    super::control::stop(&shared, &[id], &actor, false).await;
+                                });
+                            }
+                            continue;
+                        }
+                    }
+                }
+            }
+            // Gone while no daemon ran (or the pid now names another
+            // process): a crash, unless it was being stopped.
+            let app = s.app_mut(id).expect("present");
+            if rt.status == Status::Stopping || !rt.desired_running {
+                app.rt.status = Status::Stopped;
+                app.rt.pid = None;
+                s.persist(id);
+                continue;
+            }
+            match rt.pid {
+                Some(pid) => {
+                    // Route through the normal exit path with an unknown
+                    // status, so the policy and events are the same.
+                    app.rt.status = Status::Online;
+                    s.handle_exit_unowned(id, pid);
+                }
+                None => {
+                    let crash = Actor::system("crash");
+                    s.schedule_restart(id, 0, &crash);
+                }
+            }
+        } else if resurrect && rt.desired_running && rt.status == Status::Stopped {
+            let _ = s.spawn_now(id, &Actor::system("resurrect"), "started");
+        }
+    }
+}
+
+/// Watches an adopted process through its pidfd and reports its exit.
+pub fn watch_adopted(shared: Shared, id: u64, pid: u32, fd: OwnedFd) {
+    tokio::spawn(async move {
+        // SAFETY: the pidfd is owned by the AsyncFd and closed only when it
+        // is dropped, after deregistration.
+        match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
+            Ok(afd) => {
+                // A pidfd becomes readable when the process exits.
+                let _ = afd.readable().await;
+            }
+            Err(e) => {
+                log::warn!("cannot watch adopted pid {pid} ({e}); polling instead");
+                while procfs::stat(pid).is_some_and(|s| s.state != b'Z') {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }
+        }
+        lock(&shared).handle_exit_unowned(id, pid);
+    });
+}

@@ -1,0 +1,283 @@
+//! Starting an app's process and its log shim, and signalling its tree.
+
+use super::logshim::ShimConfig;
+use super::procfs;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::{Gid, Pid, Uid};
+use oxidepm_proto::AppSpec;
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::str::FromStr;
+
+/// The identity an app runs as.
+#[derive(Debug, Clone)]
+pub struct Creds {
+    /// User name.
+    pub name: String,
+    /// User id.
+    pub uid: Uid,
+    /// Primary group.
+    pub gid: Gid,
+    /// Supplementary groups.
+    pub groups: Vec<Gid>,
+    /// Home directory.
+    pub home: String,
+    /// Login shell.
+    pub shell: String,
+}
+
+/// Looks up a user by name or numeric id.
+pub fn resolve_user(user: &str) -> Result<Creds, String> {
+    let found = match user.parse::<u32>() {
+        Ok(uid) => nix::unistd::User::from_uid(Uid::from_raw(uid)),
+        Err(_) => nix::unistd::User::from_name(user),
+    };
+    let u = found
+        .map_err(|e| format!("cannot look up user {user:?}: {e}"))?
+        .ok_or_else(|| format!("user {user:?} does not exist on this host"))?;
+    let cname = std::ffi::CString::new(u.name.clone()).map_err(|e| e.to_string())?;
+    let groups = nix::unistd::getgrouplist(&cname, u.gid).unwrap_or_else(|_| vec![u.gid]);
+    Ok(Creds {
+        name: u.name,
+        uid: u.uid,
+        gid: u.gid,
+        groups,
+        home: u.dir.to_string_lossy().into_owned(),
+        shell: u.shell.to_string_lossy().into_owned(),
+    })
+}
+
+/// The identity the daemon itself runs as.
+pub fn own_creds() -> Creds {
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid).ok().flatten() {
+        Some(u) => Creds {
+            name: u.name,
+            uid,
+            gid: u.gid,
+            groups: Vec::new(),
+            home: u.dir.to_string_lossy().into_owned(),
+            shell: u.shell.to_string_lossy().into_owned(),
+        },
+        None => Creds {
+            name: uid.to_string(),
+            uid,
+            gid: nix::unistd::getgid(),
+            groups: Vec::new(),
+            home: "/".into(),
+            shell: "/bin/sh".into(),
+        },
+    }
+}
+
+/// Parses a signal name (`SIGTERM`, `TERM`, `term`) or number.
+pub fn parse_signal(name: &str) -> Option<Signal> {
+    if let Ok(n) = name.parse::<i32>() {
+        return Signal::try_from(n).ok();
+    }
+    let upper = name.to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    Signal::from_str(&full).ok()
+}
+
+/// The environment an app gets: exactly its spec's variables, plus the
+/// basics a program expects (PATH, HOME, USER, LOGNAME, SHELL) when the spec
+/// does not set them, plus `extra` (the daemon's own variables for the app).
+/// Nothing of the daemon's environment leaks in except PATH.
+pub fn app_env(
+    spec: &AppSpec,
+    creds: &Creds,
+    extra: &[(String, String)],
+) -> Vec<(OsString, OsString)> {
+    let mut env: std::collections::BTreeMap<String, String> = spec.env.clone();
+    let path = std::env::var("PATH")
+        .unwrap_or_else(|_| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    env.entry("PATH".into()).or_insert(path);
+    env.entry("HOME".into())
+        .or_insert_with(|| creds.home.clone());
+    env.entry("USER".into())
+        .or_insert_with(|| creds.name.clone());
+    env.entry("LOGNAME".into())
+        .or_insert_with(|| creds.name.clone());
+    env.entry("SHELL".into())
+        .or_insert_with(|| creds.shell.clone());
+    for (k, v) in extra {
+        env.insert(k.clone(), v.clone());
+    }
+    env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()
+}
+
+/// A process that was started.
+#[derive(Debug, Clone, Copy)]
+pub struct Spawned {
+    /// Pid of the app (also its process group and session id).
+    pub pid: u32,
+    /// Start time of the app's process (ticks since boot).
+    pub start_ticks: u64,
+    /// Pid of its log shim.
+    pub shim_pid: u32,
+}
+
+/// Starts `spec` in a new session with its output piped to a new log shim.
+///
+/// The shim, not the daemon, holds the read ends of the pipes: it outlives a
+/// daemon that is killed or restarted, so an app never gets SIGPIPE and no
+/// line is lost while no daemon runs, and the daemon never holds app output.
+pub fn spawn_app(
+    spec: &AppSpec,
+    creds: Option<&Creds>,
+    env: Vec<(OsString, OsString)>,
+    shim_exe: &Path,
+    shim: &ShimConfig,
+) -> Result<Spawned, String> {
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+
+    let mut cmd = Command::new(&spec.command);
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out_w))
+        .stderr(Stdio::from(err_w));
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    let ids = creds.map(|c| (c.uid, c.gid, c.groups.clone()));
+    // SAFETY: the closure only makes async-signal-safe system calls and
+    // allocates nothing (the group list was built before the fork).
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
+            if let Some((uid, gid, groups)) = &ids {
+                nix::unistd::setgroups(groups)?;
+                nix::unistd::setgid(*gid)?;
+                nix::unistd::setuid(*uid)?;
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(|e| spawn_error(spec, e))?;
+    let pid = child.id();
+    // The reaper owns waiting; dropping a std Child neither waits nor kills.
+    drop(child);
+    // Drop our copies of the write ends so the shim sees EOF when the app's
+    // tree is gone.
+    drop(cmd);
+    let start_ticks = procfs::stat(pid).map(|s| s.start_ticks).unwrap_or(0);
+
+    let shim_pid = match spawn_shim(shim_exe, shim, out_r, err_r) {
+        Ok(p) => p,
+        Err(e) => {
+            // Without a reader the app would die of SIGPIPE at its first
+            // line; better to fail the start cleanly.
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            return Err(format!(
+                "cannot start the log writer for {}: {e}",
+                spec.name
+            ));
+        }
+    };
+    Ok(Spawned {
+        pid,
+        start_ticks,
+        shim_pid,
+    })
+}
+
+fn spawn_error(spec: &AppSpec, e: std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => format!(
+            "cannot start {:?}: program {:?} not found (check the path, or PATH in the app's env){}",
+            spec.name,
+            spec.command,
+            spec.cwd
+                .as_deref()
+                .filter(|c| !Path::new(c).is_dir())
+                .map(|c| format!("; its cwd {c:?} does not exist"))
+                .unwrap_or_default()
+        ),
+        std::io::ErrorKind::PermissionDenied => format!(
+            "cannot start {:?}: permission denied executing {:?} (is it executable?)",
+            spec.name, spec.command
+        ),
+        _ => format!("cannot start {:?} ({:?}): {e}", spec.name, spec.command),
+    }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| format!("cannot create a pipe: {e}"))
+}
+
+fn spawn_shim(
+    exe: &Path,
+    cfg: &ShimConfig,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+) -> std::io::Result<u32> {
+    let err_raw = err_r.as_raw_fd();
+    let mut cmd = Command::new(exe);
+    cmd.arg("__logshim")
+        .args(cfg.to_args())
+        .env_clear()
+        .stdin(Stdio::from(out_r))
+        .stdout(Stdio::null());
+    // SAFETY: only async-signal-safe calls (setsid, dup2, fcntl).
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
+            if err_raw == 3 {
+                let fl = libc::fcntl(3, libc::F_GETFD);
+                libc::fcntl(3, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
+            } else if libc::dup2(err_raw, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    drop(err_r);
+    Ok(child.id())
+}
+
+/// Sends `sig` to the process group `pgid`; false when the group is gone.
+pub fn signal_group(pgid: u32, sig: Signal) -> bool {
+    killpg(Pid::from_raw(pgid as i32), sig).is_ok()
+}
+
+/// Sends `sig` to every process of the app's tree: its group, its session
+/// and their descendants (children that moved to a group or session of
+/// their own are still caught by the parent walk). Returns how many
+/// processes were signalled.
+pub fn signal_tree(root: u32, sig: Signal) -> usize {
+    let _ = killpg(Pid::from_raw(root as i32), sig);
+    let procs = procfs::all();
+    let mut n = 0;
+    for pid in procfs::tree(&procs, root) {
+        if pid as i32 == std::process::id() as i32 {
+            continue;
+        }
+        if kill(Pid::from_raw(pid as i32), sig).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Whether any live (non-zombie) process of the app's tree remains.
+pub fn tree_alive(root: u32) -> bool {
+    let procs = procfs::all();
+    procfs::tree(&procs, root).into_iter().any(|pid| {
+        procs
+            .iter()
+            .any(|p| p.pid == pid && p.state != b'Z' && p.pid != std::process::id())
+    })
+}

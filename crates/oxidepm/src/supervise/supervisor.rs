@@ -1,0 +1,519 @@
+//! The supervisor's state and the transitions of an app's lifecycle. Every
+//! method runs with the state locked and never waits; the waiting parts
+//! (stop timeouts, restart delays, exit watches) live in `control`,
+//! `reaper` and the timers armed here.
+
+use super::app::App;
+use super::logfile;
+use super::logshim::ShimConfig;
+use super::policy::{self, Decision, Exit};
+use super::spawn::{self, Creds};
+use crate::paths::Home;
+use crate::store::{Runtime, Store};
+use crate::timefmt::now_ms;
+use nix::sys::signal::Signal;
+use oxidepm_proto::{Actor, AppSpec, ErrorBody, ErrorCode, Status};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// The supervisor, shared by the daemon's tasks.
+pub type Shared = Arc<Mutex<Supervisor>>;
+
+/// Locks the supervisor (a panic elsewhere never wedges the daemon).
+pub fn lock(s: &Mutex<Supervisor>) -> MutexGuard<'_, Supervisor> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a stopper waits on.
+#[derive(Debug)]
+pub struct StopTicket {
+    /// App id.
+    pub id: u64,
+    /// The process (and group, and session) being stopped.
+    pub pid: u32,
+    /// When to give up on the stop signal and SIGKILL the tree.
+    pub kill_timeout: Duration,
+    /// Changes when the main process exits.
+    pub exits: watch::Receiver<u64>,
+}
+
+/// The supervisor: every app, and the means to run them.
+pub struct Supervisor {
+    /// The home directory.
+    pub home: Home,
+    /// The state database.
+    pub store: Store,
+    apps: BTreeMap<u64, App>,
+    by_pid: HashMap<u32, u64>,
+    this: Weak<Mutex<Supervisor>>,
+    shim_exe: PathBuf,
+    boot_id: String,
+    own: Creds,
+    is_root: bool,
+    /// Set once the daemon is going down: exits are not restarted.
+    pub shutting_down: bool,
+}
+
+fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(code, msg)
+}
+
+impl Supervisor {
+    /// A supervisor over `store`, not yet holding any app.
+    pub fn new(home: Home, store: Store, shim_exe: PathBuf) -> Shared {
+        Arc::new_cyclic(|this| {
+            Mutex::new(Supervisor {
+                home,
+                store,
+                apps: BTreeMap::new(),
+                by_pid: HashMap::new(),
+                this: this.clone(),
+                shim_exe,
+                boot_id: super::procfs::boot_id(),
+                own: spawn::own_creds(),
+                is_root: nix::unistd::geteuid().is_root(),
+                shutting_down: false,
+            })
+        })
+    }
+
+    /// Every app, by id.
+    pub fn apps(&self) -> impl Iterator<Item = &App> {
+        self.apps.values()
+    }
+
+    /// One app.
+    pub fn app(&self, id: u64) -> Option<&App> {
+        self.apps.get(&id)
+    }
+
+    /// One app, mutably.
+    pub fn app_mut(&mut self, id: u64) -> Option<&mut App> {
+        self.apps.get_mut(&id)
+    }
+
+    /// The app whose main process is `pid`, if it is our child.
+    pub fn app_of_child(&self, pid: u32) -> Option<u64> {
+        self.by_pid.get(&pid).copied()
+    }
+
+    /// Current and rotated log paths of an app.
+    pub fn log_paths(&self, name: &str) -> [PathBuf; 2] {
+        logfile::log_paths(&self.home.logs_dir(), name)
+    }
+
+    /// Resolves a selector (`name`, id, `all`, `@tag`, or a comma-separated
+    /// list of them) to app ids, in id order.
+    pub fn resolve(&self, target: &str) -> Result<Vec<u64>, ErrorBody> {
+        let mut ids = Vec::new();
+        for part in target.split(',').map(str::trim) {
+            if part.is_empty() {
+                return Err(err(
+                    ErrorCode::BadRequest,
+                    format!("empty selector in {target:?}"),
+                ));
+            }
+            let found: Vec<u64> = if part == "all" {
+                self.apps.keys().copied().collect()
+            } else if let Some(tag) = part.strip_prefix('@') {
+                self.apps
+                    .values()
+                    .filter(|a| a.spec.tags.iter().any(|t| t == tag))
+                    .map(|a| a.id)
+                    .collect()
+            } else if let Ok(id) = part.parse::<u64>() {
+                self.apps
+                    .contains_key(&id)
+                    .then_some(id)
+                    .into_iter()
+                    .collect()
+            } else {
+                self.apps
+                    .values()
+                    .filter(|a| a.spec.name == part)
+                    .map(|a| a.id)
+                    .collect()
+            };
+            if found.is_empty() {
+                let what = if part == "all" {
+                    "no apps are defined".to_string()
+                } else if let Some(tag) = part.strip_prefix('@') {
+                    format!("no app has the tag {tag:?}")
+                } else {
+                    format!("no app named or numbered {part:?}; see `oxidepm status`")
+                };
+                return Err(err(ErrorCode::NotFound, what));
+            }
+            ids.extend(found);
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    /// Names of the apps `ids`.
+    pub fn names(&self, ids: &[u64]) -> Vec<String> {
+        ids.iter()
+            .filter_map(|id| self.apps.get(id).map(|a| a.spec.name.clone()))
+            .collect()
+    }
+
+    /// Loads stored apps into memory (no process is touched).
+    pub fn load(&mut self) -> Result<(), String> {
+        let stored = self.store.load_apps().map_err(|e| e.to_string())?;
+        for s in stored {
+            self.apps
+                .insert(s.id, App::new(s.id, s.spec, s.defined_by, s.runtime));
+        }
+        Ok(())
+    }
+
+    /// Writes an app's runtime state; a storage failure is logged, not fatal:
+    /// supervision goes on and the next change writes the state again.
+    pub fn persist(&self, id: u64) {
+        if let Some(a) = self.apps.get(&id) {
+            if let Err(e) = self.store.save_runtime(id, &a.rt) {
+                log::error!("cannot save the state of {}: {e}", a.spec.name);
+            }
+        }
+    }
+
+    /// Records a lifecycle event of an app.
+    pub fn event(&self, id: u64, kind: &str, actor: &Actor, detail: &str) {
+        let name = self
+            .apps
+            .get(&id)
+            .map(|a| a.spec.name.as_str())
+            .unwrap_or("?");
+        log::info!(
+            "{name}: {kind} by {actor}{}{detail}",
+            if detail.is_empty() { "" } else { ": " }
+        );
+        if let Err(e) = self.store.record_event(id, name, kind, actor, detail) {
+            log::error!("cannot record event {kind} of {name}: {e}");
+        }
+    }
+
+    /// Adds a new app (not started).
+    pub fn insert(&mut self, spec: AppSpec, actor: &Actor) -> Result<u64, ErrorBody> {
+        let id = self
+            .store
+            .insert_app(&spec, actor)
+            .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
+        self.apps
+            .insert(id, App::new(id, spec, actor.clone(), Runtime::default()));
+        self.event(id, "defined", actor, "");
+        Ok(id)
+    }
+
+    /// Replaces an app's spec; it takes effect at the next start.
+    pub fn replace_spec(&mut self, id: u64, spec: AppSpec, actor: &Actor) -> Result<(), ErrorBody> {
+        self.store
+            .update_spec(id, &spec, actor)
+            .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
+        if let Some(a) = self.apps.get_mut(&id) {
+            a.health = spec
+                .health
+                .as_ref()
+                .map(|_| oxidepm_proto::HealthState::Unknown);
+            a.spec = spec;
+            a.defined_by = actor.clone();
+        }
+        self.event(id, "changed", actor, "");
+        Ok(())
+    }
+
+    /// Forgets a stopped app.
+    pub fn remove(&mut self, id: u64, actor: &Actor) -> Result<(), ErrorBody> {
+        self.event(id, "deleted", actor, "");
+        self.store
+            .delete_app(id)
+            .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
+        self.apps.remove(&id);
+        Ok(())
+    }
+
+    fn creds_for(&self, spec: &AppSpec) -> Result<Option<Creds>, String> {
+        let Some(user) = &spec.user else {
+            return Ok(None);
+        };
+        let c = spawn::resolve_user(user)?;
+        if c.uid == self.own.uid {
+            return Ok(None);
+        }
+        if !self.is_root {
+            return Err(format!(
+                "app {:?} asks to run as user {user:?}, but the daemon runs as {:?}; only a daemon running as root can start apps as other users",
+                spec.name, self.own.name
+            ));
+        }
+        Ok(Some(c))
+    }
+
+    /// Starts a process for app `id` now. `kind` is the event to record
+    /// (`started` or `restarted`).
+    pub fn spawn_now(&mut self, id: u64, actor: &Actor, kind: &str) -> Result<u32, ErrorBody> {
+        let Some(app) = self.apps.get(&id) else {
+            return Err(err(ErrorCode::NotFound, format!("no app with id {id}")));
+        };
+        let spec = app.spec.clone();
+        let result = self.creds_for(&spec).and_then(|creds| {
+            let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
+            let env = spawn::app_env(&spec, &env_creds, &[]);
+            let [out, errp] = self.log_paths(&spec.name);
+            let shim = ShimConfig {
+                out_path: out,
+                err_path: errp,
+                timestamps: spec.log_timestamps,
+                max_bytes: spec.log_max_bytes,
+                keep: spec.log_keep,
+            };
+            spawn::spawn_app(&spec, creds.as_ref(), env, &self.shim_exe, &shim)
+        });
+        let app = self.apps.get_mut(&id).expect("checked above");
+        app.generation += 1;
+        match result {
+            Err(msg) => {
+                app.rt.status = Status::Errored;
+                app.rt.pid = None;
+                app.rt.desired_running = false;
+                self.persist(id);
+                self.event(id, "failed", actor, &msg);
+                Err(err(ErrorCode::Spawn, msg))
+            }
+            Ok(sp) => {
+                app.rt.pid = Some(sp.pid);
+                app.rt.pid_start = Some(sp.start_ticks);
+                app.rt.boot_id = Some(self.boot_id.clone());
+                app.rt.started_at_ms = Some(now_ms());
+                app.rt.status = Status::Online;
+                app.rt.desired_running = true;
+                app.started = Some(Instant::now());
+                app.stopping_actor = None;
+                app.sample = Default::default();
+                if app.health.is_some() {
+                    app.health = Some(oxidepm_proto::HealthState::Unknown);
+                }
+                self.by_pid.insert(sp.pid, id);
+                match self.store.start_run(id, sp.pid, actor) {
+                    Ok(run) => self.apps.get_mut(&id).expect("present").rt.run_id = Some(run),
+                    Err(e) => log::error!("cannot record a run: {e}"),
+                }
+                self.persist(id);
+                self.event(id, kind, actor, &format!("pid {}", sp.pid));
+                Ok(sp.pid)
+            }
+        }
+    }
+
+    /// Marks app `id` as running again under an existing process (a process
+    /// that outlived an earlier daemon).
+    pub fn adopted(&mut self, id: u64) {
+        if let Some(a) = self.apps.get_mut(&id) {
+            a.rt.status = Status::Online;
+            a.started = None;
+            a.generation += 1;
+        }
+        self.persist(id);
+        let pid = self.apps.get(&id).and_then(|a| a.rt.pid).unwrap_or(0);
+        self.event(
+            id,
+            "adopted",
+            &Actor::system("adopt"),
+            &format!("pid {pid}"),
+        );
+    }
+
+    /// Handles the exit of app `id`'s main process: records it, wakes
+    /// stoppers, and applies the restart policy unless a stop is under way.
+    pub fn handle_exit(&mut self, id: u64, pid: u32, exit: Exit) {
+        self.by_pid.remove(&pid);
+        let Some(app) = self.apps.get_mut(&id) else {
+            return;
+        };
+        if app.rt.pid != Some(pid) {
+            return;
+        }
+        app.rt.pid = None;
+        app.rt.pid_start = None;
+        app.rt.last_exit = exit.code;
+        let run = app.rt.run_id.take();
+        let uptime = app
+            .started
+            .map(|s| s.elapsed().as_millis() as u64)
+            .unwrap_or(u64::MAX);
+        app.exits.send_modify(|n| *n += 1);
+        let status = app.rt.status;
+        if let Some(run) = run {
+            if let Err(e) = self.store.end_run(run, exit.code, exit.signal) {
+                log::error!("cannot record the end of a run: {e}");
+            }
+        }
+        if status == Status::Stopping {
+            // The stopper finishes the transition.
+            self.persist(id);
+            return;
+        }
+        let app = self.apps.get(&id).expect("present");
+        let crash = Actor::system("crash");
+        let actor = if exit.success() {
+            Actor::system("exit")
+        } else {
+            crash.clone()
+        };
+        self.event(id, "exited", &actor, &exit.describe());
+        // Whatever the app left in its process group goes with it, as with
+        // systemd's control-group kill: a restart must not duplicate workers.
+        if spawn::signal_group(pid, Signal::SIGTERM) {
+            let t = Duration::from_millis(app.spec.kill_timeout_ms);
+            tokio::spawn(async move {
+                tokio::time::sleep(t).await;
+                spawn::signal_group(pid, Signal::SIGKILL);
+            });
+        }
+        if self.shutting_down {
+            let app = self.apps.get_mut(&id).expect("present");
+            app.rt.status = Status::Stopped;
+            self.persist(id);
+            return;
+        }
+        let (decision, unstable) = policy::decide(&app.spec, exit, uptime, app.unstable);
+        let app = self.apps.get_mut(&id).expect("present");
+        app.unstable = unstable;
+        match decision {
+            Decision::Restart { delay_ms } => self.schedule_restart(id, delay_ms, &crash),
+            Decision::Rest(st) => {
+                app.rt.status = st;
+                app.rt.desired_running = false;
+                self.persist(id);
+                let kind = if st == Status::Errored {
+                    "errored"
+                } else {
+                    "stopped"
+                };
+                let detail = if st == Status::Errored && unstable > 0 {
+                    format!(
+                        "{unstable} restarts in a row lasted less than min_uptime; not restarting"
+                    )
+                } else {
+                    String::new()
+                };
+                self.event(id, kind, &actor, &detail);
+            }
+        }
+    }
+
+    /// Restarts app `id` after `delay_ms` (at once when 0), counting the
+    /// restart and crediting it to `actor`.
+    pub fn schedule_restart(&mut self, id: u64, delay_ms: u64, actor: &Actor) {
+        let Some(app) = self.apps.get_mut(&id) else {
+            return;
+        };
+        app.rt.restarts += 1;
+        if delay_ms == 0 {
+            let _ = self.spawn_now(id, actor, "restarted");
+            return;
+        }
+        app.rt.status = Status::Starting;
+        app.generation += 1;
+        let generation = app.generation;
+        self.persist(id);
+        let this = self.this.clone();
+        let actor = actor.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            let Some(shared) = this.upgrade() else { return };
+            let mut s = lock(&shared);
+            let due = matches!(s.apps.get(&id), Some(a) if a.generation == generation && a.rt.status == Status::Starting);
+            if due && !s.shutting_down {
+                let _ = s.spawn_now(id, &actor, "restarted");
+            }
+        });
+    }
+
+    /// Begins stopping app `id`. Returns what to wait on, or `None` when no
+    /// process was running (the app is then already stopped). With
+    /// `keep_desired` the app stays in the set to bring back (restart,
+    /// daemon shutdown).
+    pub fn begin_stop(&mut self, id: u64, actor: &Actor, keep_desired: bool) -> Option<StopTicket> {
+        let app = self.apps.get_mut(&id)?;
+        if !keep_desired {
+            app.rt.desired_running = false;
+        }
+        match app.rt.status {
+            Status::Online => {
+                let pid = app.rt.pid?;
+                app.rt.status = Status::Stopping;
+                app.generation += 1;
+                app.stopping_actor = Some(actor.clone());
+                let sig = spawn::parse_signal(&app.spec.stop_signal).unwrap_or(Signal::SIGTERM);
+                let ticket = StopTicket {
+                    id,
+                    pid,
+                    kill_timeout: Duration::from_millis(app.spec.kill_timeout_ms),
+                    exits: app.exits.subscribe(),
+                };
+                spawn::signal_group(pid, sig);
+                self.persist(id);
+                Some(ticket)
+            }
+            Status::Stopping => {
+                let pid = app.rt.pid?;
+                Some(StopTicket {
+                    id,
+                    pid,
+                    kill_timeout: Duration::from_millis(app.spec.kill_timeout_ms),
+                    exits: app.exits.subscribe(),
+                })
+            }
+            Status::Starting => {
+                app.generation += 1;
+                app.rt.status = Status::Stopped;
+                self.persist(id);
+                self.event(id, "stopped", actor, "pending start cancelled");
+                None
+            }
+            Status::Stopped | Status::Errored => {
+                self.persist(id);
+                None
+            }
+        }
+    }
+
+    /// Completes a stop once the app's tree is gone.
+    pub fn finish_stop(&mut self, id: u64, actor: &Actor, how: &str) {
+        let Some(app) = self.apps.get_mut(&id) else {
+            return;
+        };
+        if app.rt.status != Status::Stopping {
+            return;
+        }
+        if let Some(pid) = app.rt.pid.take() {
+            // Stopped but never reaped here (adopted, or the exit is still
+            // queued): forget the pid so it is never signalled again.
+            self.by_pid.remove(&pid);
+        }
+        let app = self.apps.get_mut(&id).expect("present");
+        app.rt.status = Status::Stopped;
+        app.stopping_actor = None;
+        app.unstable = 0;
+        self.persist(id);
+        self.event(id, "stopped", actor, how);
+    }
+}
+
+impl Supervisor {
+    /// Handles the exit of a process that is not our child (adopted), whose
+    /// exit status went to its real parent.
+    pub fn handle_exit_unowned(&mut self, id: u64, pid: u32) {
+        if let Some(a) = self.apps.get_mut(&id) {
+            // Uptime since adoption is unknown; count the run as stable so
+            // one death after a long run is not taken for a crash loop.
+            a.started = None;
+        }
+        self.handle_exit(id, pid, Exit::UNKNOWN);
+    }
+}

@@ -1,0 +1,352 @@
+//! Apps: what the daemon supervises (spec) and what it reports (info).
+
+use crate::actor::Actor;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// When an app is started again after it exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// Restart whatever the exit status.
+    #[default]
+    Always,
+    /// Restart only after a non-zero exit or a death by signal.
+    OnFailure,
+    /// Never restart.
+    Never,
+}
+
+/// What an app is to the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AppKind {
+    /// An ordinary program.
+    #[default]
+    App,
+    /// An AI agent: it gets a lane, and its process tree is class `ai`.
+    Agent,
+    /// A bridge to the outside world, acting under its grant.
+    Adapter,
+    /// oxidepm's own infrastructure; always protected.
+    System,
+}
+
+/// When a dependency counts as satisfied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum DependencyCondition {
+    /// The dependency's process has been spawned.
+    #[default]
+    Started,
+    /// The dependency passes its health check.
+    Healthy,
+    /// The dependency ran and exited with status 0.
+    Completed,
+}
+
+/// One entry of `depends_on`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dependency {
+    /// Name of the app depended on.
+    pub app: String,
+    /// When it counts as ready.
+    #[serde(default)]
+    pub condition: DependencyCondition,
+}
+
+/// A health check; exactly one of `http`, `tcp`, `command` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct HealthSpec {
+    /// URL to GET.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
+    /// `host:port` to connect to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<String>,
+    /// Program and arguments; exit status 0 is healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Expected HTTP status; any 2xx when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_status: Option<u16>,
+    /// Time between checks, in milliseconds.
+    pub interval_ms: u64,
+    /// Time one check may take, in milliseconds.
+    pub timeout_ms: u64,
+    /// Consecutive failures that cause a restart.
+    pub retries: u32,
+    /// Grace period after a start during which failures do not count.
+    pub start_period_ms: u64,
+}
+
+/// Everything needed to run an app, resolved and validated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppSpec {
+    /// Unique name.
+    pub name: String,
+    /// Program to execute (looked up on PATH when it has no slash).
+    pub command: String,
+    /// Arguments after the program.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Working directory (absolute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Environment of the app: exactly these variables (plus PATH/HOME/USER defaults).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// User to run as (only when the daemon runs as root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Restart policy.
+    #[serde(default)]
+    pub restart: RestartPolicy,
+    /// Delay before a restart, in milliseconds.
+    #[serde(default)]
+    pub restart_delay_ms: u64,
+    /// Base of the exponential backoff between consecutive unstable restarts.
+    #[serde(default = "defaults::backoff_ms")]
+    pub exp_backoff_ms: u64,
+    /// Unstable restarts allowed in a row before the app is `errored`.
+    #[serde(default = "defaults::max_restarts")]
+    pub max_restarts: u32,
+    /// Uptime after which a run counts as stable, in milliseconds.
+    #[serde(default = "defaults::min_uptime_ms")]
+    pub min_uptime_ms: u64,
+    /// Time between the stop signal and SIGKILL, in milliseconds.
+    #[serde(default = "defaults::kill_timeout_ms")]
+    pub kill_timeout_ms: u64,
+    /// Signal sent to the process group to stop the app (`SIGTERM`, `SIGINT`, ...).
+    #[serde(default = "defaults::stop_signal")]
+    pub stop_signal: String,
+    /// Tags, selectable as `@tag`.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// What the app is.
+    #[serde(default)]
+    pub kind: AppKind,
+    /// Only a human may stop, restart, change or delete a protected app.
+    #[serde(default)]
+    pub protected: bool,
+    /// Prefix each log line with a timestamp.
+    #[serde(default = "defaults::yes")]
+    pub log_timestamps: bool,
+    /// Size at which a log file is rotated, in bytes.
+    #[serde(default = "defaults::log_max_bytes")]
+    pub log_max_bytes: u64,
+    /// Rotated log files kept per stream.
+    #[serde(default = "defaults::log_keep")]
+    pub log_keep: u32,
+    /// Restart when the app's process tree uses more resident memory than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_memory_bytes: Option<u64>,
+    /// Cron expression (5 or 6 fields, local time) for scheduled restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron_restart: Option<String>,
+    /// Health check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthSpec>,
+    /// Apps that must be ready before this one starts.
+    #[serde(default)]
+    pub depends_on: Vec<Dependency>,
+    /// Start the app as soon as it is defined.
+    #[serde(default = "defaults::yes")]
+    pub autostart: bool,
+}
+
+/// Default values of [`AppSpec`] fields, shared with config-file parsing.
+pub mod defaults {
+    /// Exponential backoff base (ms).
+    pub fn backoff_ms() -> u64 {
+        100
+    }
+    /// Unstable restarts allowed in a row.
+    pub fn max_restarts() -> u32 {
+        15
+    }
+    /// Stable uptime (ms).
+    pub fn min_uptime_ms() -> u64 {
+        1000
+    }
+    /// Kill timeout (ms).
+    pub fn kill_timeout_ms() -> u64 {
+        5000
+    }
+    /// Stop signal.
+    pub fn stop_signal() -> String {
+        "SIGTERM".into()
+    }
+    /// Log rotation size.
+    pub fn log_max_bytes() -> u64 {
+        50 * 1024 * 1024
+    }
+    /// Rotated files kept.
+    pub fn log_keep() -> u32 {
+        5
+    }
+    /// `true`.
+    pub fn yes() -> bool {
+        true
+    }
+}
+
+impl AppSpec {
+    /// A spec for `command args…` with every other field at its default.
+    pub fn new(name: impl Into<String>, command: impl Into<String>, args: Vec<String>) -> AppSpec {
+        AppSpec {
+            name: name.into(),
+            command: command.into(),
+            args,
+            cwd: None,
+            env: BTreeMap::new(),
+            user: None,
+            restart: RestartPolicy::Always,
+            restart_delay_ms: 0,
+            exp_backoff_ms: defaults::backoff_ms(),
+            max_restarts: defaults::max_restarts(),
+            min_uptime_ms: defaults::min_uptime_ms(),
+            kill_timeout_ms: defaults::kill_timeout_ms(),
+            stop_signal: defaults::stop_signal(),
+            tags: Vec::new(),
+            kind: AppKind::App,
+            protected: false,
+            log_timestamps: true,
+            log_max_bytes: defaults::log_max_bytes(),
+            log_keep: defaults::log_keep(),
+            max_memory_bytes: None,
+            cron_restart: None,
+            health: None,
+            depends_on: Vec::new(),
+            autostart: true,
+        }
+    }
+
+    /// Whether the app is protected, explicitly or by being a `system` app.
+    pub fn is_protected(&self) -> bool {
+        self.protected || self.kind == AppKind::System
+    }
+}
+
+/// Runtime status of an app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Waiting to be spawned (restart delay, dependencies).
+    Starting,
+    /// Its process is running.
+    Online,
+    /// The stop signal was sent; waiting for the process group to exit.
+    Stopping,
+    /// Not running, by request or after a clean exit.
+    Stopped,
+    /// Not running after failures; not restarted any more.
+    Errored,
+}
+
+impl Status {
+    /// The lowercase name of the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Starting => "starting",
+            Status::Online => "online",
+            Status::Stopping => "stopping",
+            Status::Stopped => "stopped",
+            Status::Errored => "errored",
+        }
+    }
+
+    /// Parses a lowercase status name.
+    pub fn parse(s: &str) -> Option<Status> {
+        Some(match s {
+            "starting" => Status::Starting,
+            "online" => Status::Online,
+            "stopping" => Status::Stopping,
+            "stopped" => Status::Stopped,
+            "errored" => Status::Errored,
+            _ => return None,
+        })
+    }
+}
+
+/// Result of the last health checks of an app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthState {
+    /// No check has completed yet (or within the start period).
+    Unknown,
+    /// The last check passed.
+    Healthy,
+    /// The last check failed.
+    Unhealthy,
+}
+
+/// What `status` and `show` report about one app.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AppInfo {
+    /// Numeric id, stable for the life of the app.
+    pub id: u64,
+    /// Name.
+    pub name: String,
+    /// Process id of the running process, if any.
+    pub pid: Option<u32>,
+    /// Runtime status.
+    pub status: Status,
+    /// Times the daemon restarted the app on its own or by request.
+    pub restarts: u64,
+    /// Milliseconds since the current process started, when online.
+    pub uptime_ms: Option<u64>,
+    /// CPU use of the process tree, percent of one core (last sample).
+    pub cpu_percent: Option<f32>,
+    /// Resident memory of the process tree, bytes (last sample).
+    pub memory_bytes: Option<u64>,
+    /// Exit code of the last run, if it exited.
+    pub last_exit_code: Option<i32>,
+    /// Health, when the app has a check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthState>,
+    /// Who defined the app.
+    pub defined_by: Actor,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Kind.
+    pub kind: AppKind,
+    /// Protected (explicitly or as a `system` app).
+    pub protected: bool,
+    /// The full spec (`show` only; environment values redacted for non-humans).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<AppSpec>,
+    /// Paths of the current stdout and stderr log files (`show` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_files: Option<[String; 2]>,
+}
+
+/// Checks an app name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with
+/// `.` or `-`, not all digits (ids are numbers) and not `all`. Names become
+/// file names and selectors, so nothing else is allowed.
+pub fn check_app_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(format!("app name {name:?} must be 1 to 64 characters long"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "app name {name:?} may only contain letters, digits, '.', '_' and '-'"
+        ));
+    }
+    if name.starts_with('.') || name.starts_with('-') {
+        return Err(format!("app name {name:?} must not start with '.' or '-'"));
+    }
+    if name.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "app name {name:?} is all digits, which would be read as an id"
+        ));
+    }
+    if name == "all" {
+        return Err("\"all\" selects every app and cannot be an app name".into());
+    }
+    Ok(())
+}

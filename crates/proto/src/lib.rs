@@ -1,0 +1,26 @@
+//! Wire types shared by every oxidepm client and the daemon.
+//!
+//! The protocol is JSON lines over unix stream sockets: one [`Request`] per
+//! line, answered by one [`Response`] per line. A streamed answer (such as
+//! `logs --follow`) is a sequence of [`Response`]s carrying `stream` items,
+//! ending with one that carries `ok`. This crate does no I/O so that any
+//! client can reuse it.
+
+pub mod actor;
+pub mod app;
+pub mod record;
+pub mod wire;
+
+pub use actor::{Actor, Class, Tier};
+pub use app::{
+    check_app_name, AppInfo, AppKind, AppSpec, Dependency, DependencyCondition, HealthSpec,
+    HealthState, RestartPolicy, Status,
+};
+pub use record::{AuditRecord, EventRecord, LogLine, LogStream};
+pub use wire::{ErrorBody, ErrorCode, Op, Request, Response};
+
+/// Largest request line the daemon accepts on its main socket.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// Protocol version, bumped on any incompatible change.
+pub const PROTOCOL_VERSION: u32 = 1;

@@ -1,0 +1,316 @@
+//! Requests, responses and error codes.
+
+use crate::app::AppSpec;
+use crate::record::LogStream;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One request line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    /// Echoed in every response line to this request.
+    #[serde(default)]
+    pub id: u64,
+    /// What the client says it is (`human:<label>` or `ai:<label>`); a claim
+    /// can only make a request stricter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    /// The operation and its arguments.
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// An operation and its arguments. `target` is a selector: a name, a numeric
+/// id, `all`, or `@tag`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Op {
+    /// Liveness check.
+    Ping,
+    /// What the daemon decided about the caller.
+    Whoami,
+    /// Every app, briefly.
+    Status,
+    /// Apps matching `target`, in full.
+    Show {
+        /// Selector.
+        target: String,
+    },
+    /// Defines apps (or changes their spec), then starts those with `autostart`.
+    Define {
+        /// The apps.
+        apps: Vec<AppSpec>,
+    },
+    /// Starts existing apps.
+    Start {
+        /// Selector.
+        target: String,
+    },
+    /// Stops apps.
+    Stop {
+        /// Selector.
+        target: String,
+    },
+    /// Restarts apps.
+    Restart {
+        /// Selector.
+        target: String,
+    },
+    /// Stops and forgets apps.
+    Delete {
+        /// Selector.
+        target: String,
+    },
+    /// Reads an app's log.
+    Logs {
+        /// Selector (one or more apps).
+        target: String,
+        /// Lines from the end of each stream.
+        #[serde(default = "default_lines")]
+        lines: usize,
+        /// Keep streaming new lines.
+        #[serde(default)]
+        follow: bool,
+        /// One stream only.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<LogStream>,
+    },
+    /// Lifecycle events.
+    Events {
+        /// Selector; every app when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+        /// Most recent events to return.
+        #[serde(default = "default_events")]
+        limit: usize,
+    },
+    /// Empties log files.
+    Flush {
+        /// Selector; every app when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+    },
+    /// Saves the running set as a named snapshot.
+    Save {
+        /// Snapshot name (`default` when absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// Starts the apps of a saved snapshot.
+    Resurrect {
+        /// Snapshot name (`default` when absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// Audited requests.
+    Audit {
+        /// Only requests that touched this app.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        app: Option<String>,
+        /// Only requests by this actor (`class:label`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actor: Option<String>,
+        /// Only requests at or after this RFC 3339 time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<String>,
+        /// Most recent rows to return.
+        #[serde(default = "default_events")]
+        limit: usize,
+    },
+    /// Stops every app, then the daemon.
+    Kill,
+}
+
+fn default_lines() -> usize {
+    15
+}
+
+fn default_events() -> usize {
+    100
+}
+
+impl Op {
+    /// The operation's name as on the wire.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Ping => "ping",
+            Op::Whoami => "whoami",
+            Op::Status => "status",
+            Op::Show { .. } => "show",
+            Op::Define { .. } => "define",
+            Op::Start { .. } => "start",
+            Op::Stop { .. } => "stop",
+            Op::Restart { .. } => "restart",
+            Op::Delete { .. } => "delete",
+            Op::Logs { .. } => "logs",
+            Op::Events { .. } => "events",
+            Op::Flush { .. } => "flush",
+            Op::Save { .. } => "save",
+            Op::Resurrect { .. } => "resurrect",
+            Op::Audit { .. } => "audit",
+            Op::Kill => "kill",
+        }
+    }
+}
+
+/// Stable error codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// The actor's tier does not allow the request.
+    #[serde(rename = "E_POLICY_DENIED")]
+    PolicyDenied,
+    /// A protected app can be changed by a human only.
+    #[serde(rename = "E_PROTECTED")]
+    Protected,
+    /// No app matches.
+    #[serde(rename = "E_NOT_FOUND")]
+    NotFound,
+    /// The request is malformed or its arguments are invalid.
+    #[serde(rename = "E_BAD_REQUEST")]
+    BadRequest,
+    /// The request line is too long.
+    #[serde(rename = "E_TOO_LARGE")]
+    TooLarge,
+    /// The request conflicts with the current state.
+    #[serde(rename = "E_CONFLICT")]
+    Conflict,
+    /// Spawning or another system call failed.
+    #[serde(rename = "E_SPAWN")]
+    Spawn,
+    /// Something the daemon needs is missing (a program, a service).
+    #[serde(rename = "E_UNAVAILABLE")]
+    Unavailable,
+    /// An internal error (storage); the request may be retried.
+    #[serde(rename = "E_INTERNAL")]
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as written on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::PolicyDenied => "E_POLICY_DENIED",
+            ErrorCode::Protected => "E_PROTECTED",
+            ErrorCode::NotFound => "E_NOT_FOUND",
+            ErrorCode::BadRequest => "E_BAD_REQUEST",
+            ErrorCode::TooLarge => "E_TOO_LARGE",
+            ErrorCode::Conflict => "E_CONFLICT",
+            ErrorCode::Spawn => "E_SPAWN",
+            ErrorCode::Unavailable => "E_UNAVAILABLE",
+            ErrorCode::Internal => "E_INTERNAL",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error: a stable code and a message a person can act on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorBody {
+    /// Stable code.
+    pub code: ErrorCode,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+impl ErrorBody {
+    /// Builds an error.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorBody {
+        ErrorBody {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ErrorBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for ErrorBody {}
+
+/// One response line. A final line has `ok` and either `result` or `error`;
+/// a streamed item has only `stream`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Response {
+    /// The request's id.
+    pub id: u64,
+    /// Present on the final line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    /// The answer, on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// The error, on failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+    /// A streamed item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<serde_json::Value>,
+}
+
+impl Response {
+    /// A successful final line.
+    pub fn ok(id: u64, result: serde_json::Value) -> Response {
+        Response {
+            id,
+            ok: Some(true),
+            result: Some(result),
+            error: None,
+            stream: None,
+        }
+    }
+
+    /// A failed final line.
+    pub fn err(id: u64, error: ErrorBody) -> Response {
+        Response {
+            id,
+            ok: Some(false),
+            result: None,
+            error: Some(error),
+            stream: None,
+        }
+    }
+
+    /// A streamed item.
+    pub fn item(id: u64, item: serde_json::Value) -> Response {
+        Response {
+            id,
+            ok: None,
+            result: None,
+            error: None,
+            stream: Some(item),
+        }
+    }
+
+    /// Whether this is the last line of the answer.
+    pub fn is_final(&self) -> bool {
+        self.ok.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_shape() {
+        let r: Request =
+            serde_json::from_str(r#"{"id":7,"op":"stop","target":"web","claim":"ai:x"}"#).unwrap();
+        assert_eq!(r.id, 7);
+        assert_eq!(r.claim.as_deref(), Some("ai:x"));
+        assert!(matches!(r.op, Op::Stop { ref target } if target == "web"));
+        let r: Request = serde_json::from_str(r#"{"op":"ping"}"#).unwrap();
+        assert!(matches!(r.op, Op::Ping));
+        assert!(serde_json::from_str::<Request>(r#"{"op":"nope"}"#).is_err());
+        let e = Response::err(1, ErrorBody::new(ErrorCode::NotFound, "x"));
+        let s = serde_json::to_string(&e).unwrap();
+        assert!(s.contains("\"E_NOT_FOUND\""), "{s}");
+    }
+}
