@@ -70,13 +70,23 @@ struct Key {
     slot: &'static str,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Table {
+    /// The top level, which also takes `x-*` keys.
+    Root,
+    /// An app, which also takes pm2's `env_<name>` sections and refused fields.
+    App,
+    /// Any other table.
+    Other,
+}
+
 /// Reads a key of a table with a fixed set of fields.
 struct KeySeed<'s> {
     keys: &'static [(&'static str, &'static str)],
     shown: &'static str,
     what: &'static str,
-    /// App tables also take pm2's refused fields and `env_<name>` sections.
-    app: bool,
+    /// Which table: the top level and apps take some keys outside `keys`.
+    table: Table,
     /// Slots already filled, with the key that filled them.
     seen: &'s BTreeMap<&'static str, String>,
 }
@@ -107,7 +117,14 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
                 slot,
             });
         }
-        if self.app {
+        if self.table == Table::Root && k.starts_with("x-") {
+            // Room for YAML anchors, as in Compose files.
+            return Ok(Key {
+                name: k.to_string(),
+                slot: IGNORED,
+            });
+        }
+        if self.table == Table::App {
             if let Some(refusal) = fields::app_refused(k) {
                 return Err(E::custom(refusal));
             }
@@ -159,7 +176,7 @@ impl<'de> Visitor<'de> for Root<'_, '_> {
             keys: fields::ROOT_KEYS,
             shown: fields::ROOT_SHOWN,
             what: "top-level key",
-            app: false,
+            table: Table::Root,
             seen: &seen,
         })? {
             if key.slot == "apps" {
@@ -230,7 +247,7 @@ impl<'de> Visitor<'de> for App<'_, '_> {
             keys: fields::APP_KEYS,
             shown: fields::APP_SHOWN,
             what: "field",
-            app: true,
+            table: Table::App,
             seen: &seen,
         })? {
             let m = &mut map;
@@ -497,7 +514,7 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
             keys: fields::HEALTH_KEYS,
             shown: fields::HEALTH_SHOWN,
             what: "health field",
-            app: false,
+            table: Table::Other,
             seen: &seen,
         })? {
             let m = &mut map;
@@ -642,7 +659,7 @@ impl<'de> Visitor<'de> for DependencySeed {
             keys: fields::DEP_KEYS,
             shown: fields::DEP_SHOWN,
             what: "depends_on field",
-            app: false,
+            table: Table::Other,
             seen: &seen,
         })? {
             if key.slot == "app" {

@@ -122,10 +122,11 @@ pub(super) const DEP_KEYS: &[(&str, &str)] = &[("app", "app"), ("condition", "co
 /// Dependency fields as listed in messages.
 pub(super) const DEP_SHOWN: &str = "app, condition";
 
-/// Top-level keys; pm2's `deploy` section is accepted and ignored.
+/// Top-level keys; pm2's `deploy` section is accepted and ignored, and so are
+/// keys starting with `x-`.
 pub(super) const ROOT_KEYS: &[(&str, &str)] = &[("apps", "apps"), ("deploy", IGNORED)];
 /// Top-level keys as listed in messages.
-pub(super) const ROOT_SHOWN: &str = "apps";
+pub(super) const ROOT_SHOWN: &str = "apps (and deploy or x-* keys, which are ignored)";
 
 /// The known key closest to a misspelt one, if any is close.
 pub(super) fn suggest(key: &str, keys: &[(&'static str, &str)]) -> Option<&'static str> {

@@ -93,7 +93,7 @@ pub(super) fn resolve(
         (_, restart) => restart.unwrap_or_default(),
     };
     if raw.depends_on.iter().any(|d| d.app == name) {
-        return Err(format!("app {name:?} lists itself in \"depends_on\""));
+        return Err(format!("\"depends_on\" lists {name:?}, the app itself"));
     }
 
     // `env` is the more specific of the two, so it wins.

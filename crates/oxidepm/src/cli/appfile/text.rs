@@ -239,3 +239,73 @@ fn strip_comment(value: &str) -> &str {
     }
     value
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("200M"), Ok(200 << 20));
+        assert_eq!(parse_size("200mb"), Ok(200 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size(" 2 GiB "), Ok(2 << 30));
+        for bad in [
+            "",
+            "M",
+            "12Q",
+            "1.5",
+            "-1M",
+            "1..2M",
+            "99999999999999999999",
+            "20000000000000T",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_duration_ms("1500"), Ok(1500));
+        assert_eq!(parse_duration_ms("500ms"), Ok(500));
+        assert_eq!(parse_duration_ms("5s"), Ok(5000));
+        assert_eq!(parse_duration_ms("2m"), Ok(120_000));
+        assert_eq!(parse_duration_ms("1h 30m"), Ok(5_400_000));
+        assert_eq!(parse_duration_ms("0s"), Ok(0));
+        for bad in ["", "5x", "-5s", "1.5", "s", "10us", "99999999999999999999"] {
+            assert!(parse_duration_ms(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn args_split_like_a_shell() {
+        let split = |s| split_words(s).unwrap();
+        assert_eq!(split("  a  b "), ["a", "b"]);
+        assert_eq!(
+            split(r#"--title "a \"b\" c" 'd e' f\ g """#),
+            ["--title", "a \"b\" c", "d e", "f g", ""]
+        );
+        assert_eq!(split("$HOME *"), ["$HOME", "*"]);
+        assert!(split("").is_empty());
+        assert!(split_words("a \\").is_err());
+        assert!(split_words("\"a").is_err());
+    }
+
+    #[test]
+    fn env_file_lines() {
+        for (bad, expected) in [
+            ("1A=x", "invalid variable name"),
+            ("A=\"open", "no closing"),
+            ("A='x' y", "after the closing quote"),
+            ("\n\nA B=1", "invalid variable name"),
+        ] {
+            let (_, message) = parse_env(bad).unwrap_err();
+            assert!(message.contains(expected), "{bad}: {message}");
+        }
+        assert_eq!(parse_env("\n\nA B=1").unwrap_err().0, 3);
+        let vars = parse_env("A=\"x\\\"y\" # c\r\nexport  B=2\nexported=3\nC=a#b\n").unwrap();
+        assert_eq!(vars["A"], "x\"y");
+        assert_eq!(vars["B"], "2");
+        assert_eq!(vars["exported"], "3");
+        assert_eq!(vars["C"], "a#b");
+    }
+}

@@ -14,8 +14,11 @@ pub(super) struct Str<F> {
     pub expecting: &'static str,
 }
 
+/// A plain function checking a string.
+pub(super) type Check<T> = fn(&str) -> Result<T, String>;
+
 /// A `Str` that keeps any non-empty string.
-pub(super) fn text() -> Str<fn(&str) -> Result<String, String>> {
+pub(super) fn text() -> Str<Check<String>> {
     Str {
         check: non_empty,
         expecting: "a string",
@@ -173,17 +176,13 @@ impl<'de> Visitor<'de> for Amount {
 }
 
 fn show_millis(ms: u64) -> String {
-    if ms == 0 || ms % 1000 != 0 {
-        format!("{ms}ms")
-    } else {
-        humantime::format_duration(std::time::Duration::from_millis(ms)).to_string()
-    }
+    humantime::format_duration(std::time::Duration::from_millis(ms)).to_string()
 }
 
 fn show_bytes(b: u64) -> String {
-    for (unit, size) in [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)] {
-        if b >= size && b % size == 0 {
-            return format!("{}{unit}", b / size);
+    for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
+        if b >> shift > 0 && b.trailing_zeros() >= shift {
+            return format!("{}{unit}", b >> shift);
         }
     }
     format!("{b} bytes")

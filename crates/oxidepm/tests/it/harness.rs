@@ -1,0 +1,249 @@
+//! A private oxidepm home per test, and helpers to drive the real CLI.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Path of one of the package's binaries.
+pub fn bin(name: &str) -> PathBuf {
+    assert_cmd::cargo::cargo_bin(name)
+}
+
+/// One test's home, with its daemon; everything is stopped on drop.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub home: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let dir = tempfile::Builder::new().prefix("oxpm").tempdir().unwrap();
+        let home = dir.path().join("h");
+        Env { dir, home }
+    }
+
+    /// A file path inside the test's temp dir.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The CLI, pointed at this home, with no claim.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(bin("oxidepm"));
+        c.env("OXIDEPM_HOME", &self.home)
+            .env_remove("OXIDEPM_SOCKET")
+            .env_remove("OXIDEPM_ACTOR")
+            .env_remove("OXIDEPM_LOG");
+        c
+    }
+
+    /// Runs the CLI with `args`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    /// Runs the CLI and asserts success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "oxidepm {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            String::from_utf8_lossy(&o.stdout)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Runs the CLI with --json and parses its output.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let out = self.ok(&a);
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    }
+
+    /// Runs the CLI expecting failure; returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            !o.status.success(),
+            "oxidepm {args:?} should fail but printed {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    }
+
+    /// Every app as `status --json` reports it.
+    pub fn status(&self) -> Vec<Value> {
+        self.json(&["status"]).as_array().unwrap().clone()
+    }
+
+    /// One app from `status --json`.
+    pub fn app(&self, name: &str) -> Value {
+        self.status()
+            .into_iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("no app {name}"))
+    }
+
+    /// The pid of an app (panics when it has none).
+    pub fn pid(&self, name: &str) -> u32 {
+        self.app(name)["pid"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name} has no pid")) as u32
+    }
+
+    /// Events of an app.
+    pub fn events(&self, name: &str) -> Vec<Value> {
+        self.json(&["events", name, "--limit", "1000"])
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// Waits until `f` holds, or panics with `what` after `secs`.
+    pub fn wait(&self, secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while !f() {
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}");
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Waits until app `name` has `status`.
+    pub fn wait_status(&self, name: &str, status: &str) {
+        self.wait(20, &format!("{name} to be {status}"), || {
+            self.app(name)["status"] == status
+        });
+    }
+
+    /// The daemon's pid.
+    pub fn daemon_pid(&self) -> u32 {
+        self.json(&["ping"])["pid"].as_u64().unwrap() as u32
+    }
+
+    /// A raw protocol connection to a socket of this home.
+    pub fn raw(&self, socket: &str) -> Raw {
+        Raw::connect(&self.home.join(socket))
+    }
+
+    /// Writes an executable shell script into the temp dir.
+    pub fn script(&self, name: &str, body: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.path(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let pids: Vec<u32> = if self.home.join("daemon.sock").exists() {
+            self.cmd()
+                .args(["status", "--json"])
+                .output()
+                .ok()
+                .and_then(|o| serde_json::from_slice::<Value>(&o.stdout).ok())
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|a| a["pid"].as_u64().map(|p| p as u32))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let _ = self.cmd().arg("kill").output();
+        // Whatever survived a failed test goes too.
+        for p in pids {
+            kill(p, libc::SIGKILL);
+        }
+        if let Ok(s) = std::fs::read_to_string(self.home.join("daemon.lock")) {
+            if let Ok(p) = s.trim().parse::<u32>() {
+                if is_oxidepmd(p) {
+                    kill(p, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+fn is_oxidepmd(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).contains("oxidepmd"))
+        .unwrap_or(false)
+}
+
+/// Sends a signal.
+pub fn kill(pid: u32, sig: i32) {
+    // SAFETY: kill(2) with a pid and a signal.
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            let after = &s[s.rfind(')').unwrap() + 2..];
+            !after.starts_with('Z') && !after.starts_with('X')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Reads a file, or "" when it does not exist.
+pub fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// A raw JSON-lines connection.
+pub struct Raw {
+    pub stream: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl Raw {
+    pub fn connect(path: &Path) -> Raw {
+        let stream = UnixStream::connect(path).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        Raw { stream, reader }
+    }
+
+    /// Sends one line.
+    pub fn send(&mut self, line: &str) {
+        self.stream.write_all(line.as_bytes()).unwrap();
+        self.stream.write_all(b"\n").unwrap();
+    }
+
+    /// Reads one response line (None at EOF).
+    pub fn recv(&mut self) -> Option<Value> {
+        let mut l = String::new();
+        match self.reader.read_line(&mut l) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(serde_json::from_str(&l).unwrap()),
+        }
+    }
+
+    /// Sends a request and reads its final response.
+    pub fn call(&mut self, req: Value) -> Value {
+        self.send(&req.to_string());
+        loop {
+            let r = self.recv().expect("connection closed");
+            if r.get("ok").is_some() {
+                return r;
+            }
+        }
+    }
+}

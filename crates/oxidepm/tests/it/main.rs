@@ -1,0 +1,5 @@
+//! Integration tests: the real binaries, real processes, real sockets.
+//! Each test gets its own OXIDEPM_HOME and stops everything it started.
+
+mod harness;
+mod supervision;
