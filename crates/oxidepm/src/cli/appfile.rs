@@ -1,4 +1,4 @@
-//! App config files (TOML, YAML, JSON): the parser behind `oxidepm start <file>`.
+//! App config files (TOML, YAML, JSON): parsing them into validated [`AppSpec`]s.
 //!
 //! A file holds a list of apps: `[[apps]]` tables in TOML; in YAML and JSON an
 //! object with an `apps` list (pm2's ecosystem shape) or a bare list. Field
@@ -9,7 +9,8 @@
 //! **not applied**: only `env` (and `env_file`) reach the app. pm2 fields whose
 //! meaning oxidepm cannot honour (`instances` > 1, cluster `exec_mode`,
 //! `watch: true`, log and pid file paths, ...) are errors that say what to do,
-//! and so is any unknown field.
+//! and so is any unknown field. In YAML, anchors may live under top-level
+//! `x-*` keys, and merge keys (`<<: *anchor`) are applied.
 //!
 //! Every error names the file, the line and column when the format's parser
 //! knows them, the app and the field, and nothing is returned unless the
@@ -17,6 +18,7 @@
 
 mod de;
 mod fields;
+mod nested;
 mod resolve;
 mod text;
 mod values;
@@ -320,133 +322,11 @@ mod tests {
         format!("[[apps]]\nname = \"web\"\nscript = \"server\"\n{fields}\n")
     }
 
-    const THREE_TOML: &str = r#"
-[[apps]]
-name = "web"
-script = "server.js"
-args = "--port 8080 --title 'a b'"
-cwd = "web"
-env = { PORT = 8080, DEBUG = true, NAME = "x" }
-max_memory_restart = "200M"
-min_uptime = "5s"
-kill_timeout = 3000
-stop_signal = "INT"
-cron_restart = "0 3 * * *"
-tags = ["front", "http"]
-namespace = "shop"
-health = { http = "http://127.0.0.1:8080/health", expect_status = 200, interval = "10s" }
+    const THREE_TOML: &str = include_str!("appfile/testdata/three.toml");
 
-[[apps]]
-name = "worker"
-script = "/usr/bin/worker"
-args = ["--queue", "jobs", 3]
-restart = "on-failure"
-restart_delay = "1s"
-exp_backoff_restart_delay = 250
-max_restarts = 5
-time = false
-log_max_size = "10M"
-log_files_kept = 3
-user = "www-data"
-depends_on = ["web", { app = "db", condition = "healthy" }]
+    const THREE_YAML: &str = include_str!("appfile/testdata/three.yaml");
 
-[[apps]]
-script = "jobs/cleanup.py"
-autorestart = false
-kind = "agent"
-protected = true
-autostart = false
-interpreter_args = ["-u"]
-health = { command = ["test", "-f", "/tmp/ok"], retries = 5 }
-"#;
-
-    const THREE_YAML: &str = r#"
-apps:
-  - name: web
-    script: server.js
-    args: "--port 8080 --title 'a b'"
-    cwd: web
-    env:
-      PORT: 8080
-      DEBUG: true
-      NAME: x
-    max_memory_restart: 200M
-    min_uptime: 5s
-    kill_timeout: 3000
-    stop_signal: INT
-    cron_restart: "0 3 * * *"
-    tags: [front, http]
-    namespace: shop
-    health:
-      http: http://127.0.0.1:8080/health
-      expect_status: 200
-      interval: 10s
-  - name: worker
-    script: /usr/bin/worker
-    args: ["--queue", "jobs", 3]
-    restart: on-failure
-    restart_delay: 1s
-    exp_backoff_restart_delay: 250
-    max_restarts: 5
-    time: false
-    log_max_size: 10M
-    log_files_kept: 3
-    user: www-data
-    depends_on:
-      - web
-      - app: db
-        condition: healthy
-  - script: jobs/cleanup.py
-    autorestart: false
-    kind: agent
-    protected: true
-    autostart: false
-    interpreter_args: [-u]
-    health:
-      command: [test, -f, /tmp/ok]
-      retries: 5
-"#;
-
-    const THREE_JSON: &str = r#"[
-  {
-    "name": "web",
-    "script": "server.js",
-    "args": "--port 8080 --title 'a b'",
-    "cwd": "web",
-    "env": { "PORT": 8080, "DEBUG": true, "NAME": "x" },
-    "max_memory_restart": "200M",
-    "min_uptime": "5s",
-    "kill_timeout": 3000,
-    "stop_signal": "INT",
-    "cron_restart": "0 3 * * *",
-    "tags": ["front", "http"],
-    "namespace": "shop",
-    "health": { "http": "http://127.0.0.1:8080/health", "expect_status": 200, "interval": "10s" }
-  },
-  {
-    "name": "worker",
-    "script": "/usr/bin/worker",
-    "args": ["--queue", "jobs", 3],
-    "restart": "on-failure",
-    "restart_delay": "1s",
-    "exp_backoff_restart_delay": 250,
-    "max_restarts": 5,
-    "time": false,
-    "log_max_size": "10M",
-    "log_files_kept": 3,
-    "user": "www-data",
-    "depends_on": ["web", { "app": "db", "condition": "healthy" }]
-  },
-  {
-    "script": "jobs/cleanup.py",
-    "autorestart": false,
-    "kind": "agent",
-    "protected": true,
-    "autostart": false,
-    "interpreter_args": ["-u"],
-    "health": { "command": ["test", "-f", "/tmp/ok"], "retries": 5 }
-  }
-]"#;
+    const THREE_JSON: &str = include_str!("appfile/testdata/three.json");
 
     #[test]
     fn the_three_formats_give_the_same_apps() {
@@ -530,53 +410,7 @@ apps:
 
     #[test]
     fn a_pm2_ecosystem_file_loads_as_it_is() {
-        let text = r#"{
-  "apps": [
-    {
-      "name": "api",
-      "script": "./dist/index.js",
-      "cwd": "/var/www/api",
-      "instances": 1,
-      "exec_mode": "fork",
-      "watch": false,
-      "ignore_watch": ["node_modules", "logs"],
-      "max_memory_restart": "1G",
-      "node_args": "--max-old-space-size=4096",
-      "args": "--color",
-      "env": { "NODE_ENV": "development", "PORT": 3000 },
-      "env_production": { "NODE_ENV": "production" },
-      "log_date_format": "YYYY-MM-DD HH:mm Z",
-      "merge_logs": true,
-      "combine_logs": true,
-      "time": true,
-      "autorestart": true,
-      "max_restarts": 10,
-      "min_uptime": "10s",
-      "restart_delay": 4000,
-      "exp_backoff_restart_delay": 100,
-      "kill_timeout": 1600,
-      "listen_timeout": 8000,
-      "wait_ready": true,
-      "source_map_support": true,
-      "instance_var": "INSTANCE_ID",
-      "vizion": false,
-      "treekill": true,
-      "namespace": "backend",
-      "cron_restart": "0 0 * * *"
-    },
-    {
-      "name": "next",
-      "script": "npm",
-      "args": "start",
-      "interpreter": "none",
-      "uid": "deploy",
-      "exec_mode": "fork_mode"
-    }
-  ],
-  "deploy": {
-    "production": { "user": "node", "host": "212.83.163.1", "ref": "origin/master" }
-  }
-}"#;
+        let text = include_str!("appfile/testdata/ecosystem.config.json");
         let apps = parse_ok(text, Format::Json);
         let api = &apps[0];
         assert_eq!(api.command, "node");

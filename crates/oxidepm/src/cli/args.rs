@@ -15,6 +15,8 @@ pub struct Cli {
 }
 
 /// The commands.
+// Parsed once per process; boxing the big variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Start a command (after `--`), the apps of a config file, or existing apps.
@@ -108,6 +110,15 @@ pub enum Command {
     },
     /// Stop every app, then the daemon.
     Kill,
+    /// Print (or install) a systemd unit that starts the daemon at boot.
+    Startup {
+        /// A user unit (~/.config/systemd/user) instead of a system one.
+        #[arg(long)]
+        user: bool,
+        /// Write the unit and enable it, instead of printing it.
+        #[arg(long)]
+        write: bool,
+    },
 }
 
 /// Arguments of `start`.

@@ -4,6 +4,7 @@ pub mod appfile;
 mod args;
 mod connect;
 mod output;
+mod startup;
 
 use crate::client::ClientError;
 use args::{Cli, Command, StartArgs};
@@ -138,6 +139,16 @@ fn run(cli: Cli) -> Result<(), ClientError> {
                 limit,
             })?;
             out.audit(&v);
+        }
+        Command::Startup { user, write } => {
+            let home = crate::paths::Home::from_env();
+            let text = startup::unit(&home, &startup::daemon_path(), user);
+            if write {
+                let said = startup::install(&text, user).map_err(local_error)?;
+                print!("{said}");
+            } else {
+                print!("{text}");
+            }
         }
         Command::Kill => match connect::client(false) {
             Ok(mut c) => {

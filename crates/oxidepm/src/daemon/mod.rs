@@ -131,7 +131,12 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
     }
     tokio::spawn(reaper::run(sup.clone()));
     let resurrect = opts.resurrect || config.resurrect;
-    reaper::recover(&sup, resurrect);
+    let to_start = reaper::recover(&sup, resurrect);
+    if !to_start.is_empty() {
+        if let Err(e) = control::start(&sup, &to_start, &Actor::system("resurrect")).await {
+            log::error!("resurrect: {e}");
+        }
+    }
     tokio::spawn(sampler::run(sup.clone()));
 
     let daemon = Arc::new(Daemon {

@@ -44,6 +44,9 @@ pub struct App {
     pub sample: Sample,
     /// Health, when the app has a check.
     pub health: Option<HealthState>,
+    /// Bumped whenever the spec changes; cron and health tasks armed for an
+    /// older epoch end by themselves.
+    pub auto_epoch: u64,
 }
 
 impl App {
@@ -62,6 +65,7 @@ impl App {
             stopping_actor: None,
             sample: Sample::default(),
             health,
+            auto_epoch: 0,
         }
     }
 

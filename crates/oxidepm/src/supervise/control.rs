@@ -2,9 +2,12 @@
 //! delete, shutdown), including the waiting a stop involves.
 
 use super::spawn;
-use super::supervisor::{lock, Shared, StopTicket};
+use super::supervisor::{lock, Shared, StopTicket, Supervisor};
+use super::{deps, validate};
 use nix::sys::signal::Signal;
-use oxidepm_proto::{Actor, AppSpec, ErrorBody, ErrorCode, Status};
+use oxidepm_proto::{
+    Actor, AppSpec, DependencyCondition, ErrorBody, ErrorCode, HealthState, Status,
+};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::time::{sleep, timeout, Instant};
@@ -47,8 +50,42 @@ pub async fn wait_stopped(mut t: StopTicket) -> &'static str {
     how
 }
 
-/// Stops the apps `ids` concurrently and waits until each tree is gone.
+/// Stops the apps `ids` and waits until each tree is gone. Apps that
+/// others in the set depend on are stopped after them (reverse dependency
+/// order); independent apps are stopped concurrently.
 pub async fn stop(shared: &Shared, ids: &[u64], actor: &Actor, keep_desired: bool) {
+    for batch in stop_batches(shared, ids) {
+        stop_batch(shared, &batch, actor, keep_desired).await;
+    }
+}
+
+/// Splits `ids` into batches: each batch holds the apps on which no app
+/// still to stop depends.
+fn stop_batches(shared: &Shared, ids: &[u64]) -> Vec<Vec<u64>> {
+    let s = lock(shared);
+    let mut remaining: Vec<u64> = ids.to_vec();
+    let mut batches = Vec::new();
+    while !remaining.is_empty() {
+        let needed: std::collections::HashSet<String> = remaining
+            .iter()
+            .filter_map(|id| s.app(*id))
+            .flat_map(|a| a.spec.depends_on.iter().map(|d| d.app.clone()))
+            .collect();
+        let (batch, rest): (Vec<u64>, Vec<u64>) = remaining
+            .iter()
+            .partition(|id| s.app(**id).is_none_or(|a| !needed.contains(&a.spec.name)));
+        if batch.is_empty() {
+            // A cycle (refused at definition, but be safe): stop the rest together.
+            batches.push(rest);
+            break;
+        }
+        batches.push(batch);
+        remaining = rest;
+    }
+    batches
+}
+
+async fn stop_batch(shared: &Shared, ids: &[u64], actor: &Actor, keep_desired: bool) {
     let tickets: Vec<StopTicket> = {
         let mut s = lock(shared);
         ids.iter()
@@ -69,16 +106,75 @@ pub async fn stop(shared: &Shared, ids: &[u64], actor: &Actor, keep_desired: boo
     }
 }
 
-/// Starts the apps `ids` that are not running, in order.
-pub async fn start(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Value, ErrorBody> {
+/// Whether the dependencies of app `id` are ready; `Err` when one failed
+/// in a way that will not resolve by waiting.
+fn deps_ready(s: &Supervisor, id: u64) -> Result<bool, String> {
+    let Some(app) = s.app(id) else {
+        return Ok(false);
+    };
+    for d in &app.spec.depends_on {
+        let Some(dep) = s.apps().find(|a| a.spec.name == d.app) else {
+            return Err(format!("dependency {:?} is not defined", d.app));
+        };
+        let st = dep.rt.status;
+        let completed = st == Status::Stopped && dep.rt.last_exit == Some(0);
+        if st == Status::Errored {
+            return Err(format!("dependency {:?} is errored", d.app));
+        }
+        let ready = match d.condition {
+            DependencyCondition::Started => st == Status::Online || completed,
+            DependencyCondition::Healthy => {
+                st == Status::Online && dep.health == Some(HealthState::Healthy)
+            }
+            DependencyCondition::Completed => {
+                if st == Status::Stopped && dep.rt.last_exit.is_some_and(|c| c != 0) {
+                    return Err(format!(
+                        "dependency {:?} exited with code {}",
+                        d.app,
+                        dep.rt.last_exit.unwrap_or(-1)
+                    ));
+                }
+                completed
+            }
+        };
+        if !ready {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Starts the apps `ids` that are not running, with what they depend on,
+/// in dependency order. An app whose dependencies are not ready yet waits
+/// in `starting` and is spawned as soon as they are. Apps in `restarted`
+/// are recorded as restarts.
+async fn launch(
+    shared: &Shared,
+    ids: &[u64],
+    actor: &Actor,
+    restarted: &[u64],
+) -> Result<Value, ErrorBody> {
+    let order: Vec<u64> = {
+        let s = lock(shared);
+        let names = s.names(ids);
+        let edges = s.dependency_edges();
+        let all = deps::with_dependencies(&names, &edges);
+        let ordered =
+            deps::order(&all, &edges).map_err(|e| ErrorBody::new(ErrorCode::Conflict, e))?;
+        ordered
+            .iter()
+            .filter_map(|n| s.apps().find(|a| &a.spec.name == n).map(|a| a.id))
+            .collect()
+    };
     let mut out = Vec::new();
-    for &id in ids {
+    for id in order {
         let mut s = lock(shared);
         let Some(app) = s.app(id) else { continue };
         let name = app.spec.name.clone();
         match app.rt.status {
             Status::Online | Status::Starting => {
                 out.push(json!({"name": name, "id": id, "action": "already running"}));
+                continue;
             }
             Status::Stopping => {
                 return Err(ErrorBody::new(
@@ -86,16 +182,75 @@ pub async fn start(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Value,
                     format!("{name} is stopping; try again when it is stopped"),
                 ));
             }
-            Status::Stopped | Status::Errored => {
-                if let Some(a) = s.app_mut(id) {
-                    a.unstable = 0;
+            Status::Stopped | Status::Errored => {}
+        }
+        let kind = if restarted.contains(&id) {
+            "restarted"
+        } else {
+            "started"
+        };
+        if let Some(a) = s.app_mut(id) {
+            a.unstable = 0;
+            a.rt.desired_running = true;
+        }
+        match deps_ready(&s, id) {
+            Ok(true) => {
+                if kind == "restarted" {
+                    if let Some(a) = s.app_mut(id) {
+                        a.rt.restarts += 1;
+                    }
                 }
-                let pid = s.spawn_now(id, actor, "started")?;
-                out.push(json!({"name": name, "id": id, "action": "started", "pid": pid}));
+                let pid = s.spawn_now(id, actor, kind)?;
+                out.push(json!({"name": name, "id": id, "action": kind, "pid": pid}));
+            }
+            Ok(false) => {
+                let generation = s.wait_for_dependencies(id, actor);
+                out.push(json!({"name": name, "id": id, "action": "waiting for dependencies"}));
+                let shared = shared.clone();
+                let actor = actor.clone();
+                let kind = kind.to_string();
+                tokio::spawn(
+                    async move { spawn_when_ready(shared, id, generation, actor, kind).await },
+                );
+            }
+            Err(why) => {
+                return Err(ErrorBody::new(
+                    ErrorCode::Conflict,
+                    format!("cannot start {name}: {why}"),
+                ));
             }
         }
     }
     Ok(Value::Array(out))
+}
+
+async fn spawn_when_ready(shared: Shared, id: u64, generation: u64, actor: Actor, kind: String) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut s = lock(&shared);
+        match s.app(id) {
+            Some(a) if a.generation == generation && a.rt.status == Status::Starting => {}
+            _ => return,
+        }
+        match deps_ready(&s, id) {
+            Ok(false) => continue,
+            Ok(true) => {
+                if kind == "restarted" {
+                    if let Some(a) = s.app_mut(id) {
+                        a.rt.restarts += 1;
+                    }
+                }
+                let _ = s.spawn_now(id, &actor, &kind);
+            }
+            Err(why) => s.dependency_failed(id, &actor, &why),
+        }
+        return;
+    }
+}
+
+/// Starts the apps `ids` that are not running (and what they depend on).
+pub async fn start(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Value, ErrorBody> {
+    launch(shared, ids, actor, &[]).await
 }
 
 /// Restarts the apps `ids` (starting those that are not running).
@@ -108,22 +263,53 @@ pub async fn restart(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Valu
             .collect()
     };
     stop(shared, &running, actor, true).await;
-    let mut out = Vec::new();
-    for &id in ids {
-        let mut s = lock(shared);
-        let Some(app) = s.app_mut(id) else { continue };
-        let name = app.spec.name.clone();
-        app.unstable = 0;
-        let kind = if running.contains(&id) {
-            app.rt.restarts += 1;
-            "restarted"
-        } else {
-            "started"
-        };
-        let pid = s.spawn_now(id, actor, kind)?;
-        out.push(json!({"name": name, "id": id, "action": kind, "pid": pid}));
+    launch(shared, ids, actor, &running).await
+}
+
+/// Restarts app `id` because the daemon decided to (`system:limit`,
+/// `system:cron`, `system:health`), recording `kind` with `detail` first.
+/// With `counts`, the restart counts toward `max_restarts` like a crash.
+pub async fn restart_by_daemon(
+    shared: &Shared,
+    id: u64,
+    actor: Actor,
+    kind: &str,
+    detail: &str,
+    counts: bool,
+) {
+    let before = {
+        let s = lock(shared);
+        match s.app(id) {
+            Some(a) if a.rt.status == Status::Online => a.unstable,
+            _ => return,
+        }
+    };
+    lock(shared).event(id, kind, &actor, detail);
+    stop(shared, &[id], &actor, true).await;
+    let mut s = lock(shared);
+    let Some(app) = s.app_mut(id) else { return };
+    if app.rt.status != Status::Stopped || s.shutting_down {
+        return;
     }
-    Ok(Value::Array(out))
+    let app = s.app_mut(id).expect("present");
+    if counts {
+        app.unstable = before + 1;
+        if app.unstable > app.spec.max_restarts {
+            app.rt.status = Status::Errored;
+            app.rt.desired_running = false;
+            let n = app.unstable;
+            s.persist(id);
+            s.event(
+                id,
+                "errored",
+                &actor,
+                &format!("{n} restarts in a row; not restarting"),
+            );
+            return;
+        }
+    }
+    app.rt.restarts += 1;
+    let _ = s.spawn_now(id, &actor, "restarted");
 }
 
 /// Stops and forgets the apps `ids`.
@@ -149,29 +335,18 @@ pub async fn define(
 ) -> Result<Value, ErrorBody> {
     let mut seen = std::collections::HashSet::new();
     for spec in &specs {
-        oxidepm_proto::check_app_name(&spec.name)
-            .map_err(|m| ErrorBody::new(ErrorCode::BadRequest, m))?;
+        validate::check_spec(spec)?;
         if !seen.insert(spec.name.clone()) {
             return Err(ErrorBody::new(
                 ErrorCode::BadRequest,
                 format!("app {:?} is defined twice in one request", spec.name),
             ));
         }
-        if spec.command.is_empty() {
-            return Err(ErrorBody::new(
-                ErrorCode::BadRequest,
-                format!("app {:?} has no command", spec.name),
-            ));
-        }
-        if spawn::parse_signal(&spec.stop_signal).is_none() {
-            return Err(ErrorBody::new(
-                ErrorCode::BadRequest,
-                format!(
-                    "app {:?}: unknown stop signal {:?}",
-                    spec.name, spec.stop_signal
-                ),
-            ));
-        }
+    }
+    {
+        let s = lock(shared);
+        let existing: Vec<&AppSpec> = s.apps().map(|a| &a.spec).collect();
+        validate::check_graph(&existing, &specs)?;
     }
     let mut actions = Vec::new();
     let mut to_restart = Vec::new();

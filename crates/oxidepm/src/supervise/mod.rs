@@ -1,7 +1,10 @@
 //! Layer 1: supervision of apps — spawning, reaping, restart policy, logs.
 
 pub mod app;
+pub mod automation;
 pub mod control;
+pub mod deps;
+pub mod health;
 pub mod logfile;
 pub mod logshim;
 pub mod policy;
@@ -10,5 +13,6 @@ pub mod reaper;
 pub mod sampler;
 pub mod spawn;
 pub mod supervisor;
+pub mod validate;
 
 pub use supervisor::{lock, Shared, Supervisor};

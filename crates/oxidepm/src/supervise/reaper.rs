@@ -69,6 +69,8 @@ pub fn reap_all(shared: &Shared) {
         let pid = pid.as_raw() as u32;
         if let Some(id) = s.app_of_child(pid) {
             s.handle_exit(id, pid, exit);
+        } else {
+            s.probe_exited(pid, exit);
         }
     }
 }
@@ -88,7 +90,11 @@ fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
 /// adopted and supervised again; an app whose process died meanwhile is
 /// handled by its restart policy as a crash; with `resurrect`, apps that
 /// were running at the last clean stop are started again.
-pub fn recover(shared: &Shared, resurrect: bool) {
+///
+/// Returns the apps to start (they are started in dependency order by the
+/// caller).
+pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
+    let mut to_start = Vec::new();
     let boot = procfs::boot_id();
     let ids: Vec<u64> = lock(shared).apps().map(|a| a.id).collect();
     for id in ids {
@@ -140,14 +146,16 @@ pub fn recover(shared: &Shared, resurrect: bool) {
                     s.handle_exit_unowned(id, pid);
                 }
                 None => {
-                    let crash = Actor::system("crash");
-                    s.schedule_restart(id, 0, &crash);
+                    // It was waiting (restart delay, dependencies).
+                    app.rt.status = Status::Stopped;
+                    to_start.push(id);
                 }
             }
         } else if resurrect && rt.desired_running && rt.status == Status::Stopped {
-            let _ = s.spawn_now(id, &Actor::system("resurrect"), "started");
+            to_start.push(id);
         }
     }
+    to_start
 }
 
 /// Watches an adopted process through its pidfd and reports its exit.

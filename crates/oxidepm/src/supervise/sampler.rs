@@ -1,21 +1,32 @@
 //! Periodic CPU and memory samples of each running app's process tree.
 //! `status` reports the last sample, so answering it never walks /proc.
+//! The same samples enforce `max_memory_restart`. (Where cgroup v2 can be
+//! written, memory.max would let the kernel enforce it; polling works on
+//! every host, including cgroup v1 ones, and behaves the same to users.)
 
 use super::procfs;
 use super::supervisor::{lock, Shared};
+use oxidepm_proto::Actor;
 use std::time::{Duration, Instant};
 
-/// How often apps are sampled.
-pub const INTERVAL: Duration = Duration::from_secs(2);
+/// How often apps with a memory limit are sampled.
+pub const LIMIT_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Every this many limit ticks, all apps are sampled (every 2 s).
+const FULL_EVERY: u64 = 4;
 
 /// Samples every running app, forever.
 pub async fn run(shared: Shared) {
     let tick = procfs::ticks_per_second() as f64;
     let page = procfs::page_size();
+    let mut ticks_done = 0u64;
     loop {
-        tokio::time::sleep(INTERVAL).await;
+        tokio::time::sleep(LIMIT_INTERVAL).await;
+        ticks_done += 1;
+        let full = ticks_done.is_multiple_of(FULL_EVERY);
         let roots: Vec<(u64, u32)> = lock(&shared)
             .apps()
+            .filter(|a| full || a.spec.max_memory_bytes.is_some())
             .filter_map(|a| a.rt.pid.map(|p| (a.id, p)))
             .collect();
         if roots.is_empty() {
@@ -23,6 +34,7 @@ pub async fn run(shared: Shared) {
         }
         let procs = procfs::all();
         let now = Instant::now();
+        let mut over = Vec::new();
         let mut s = lock(&shared);
         for (id, root) in roots {
             let tree = procfs::tree(&procs, root);
@@ -46,6 +58,32 @@ pub async fn run(shared: Shared) {
             app.sample.memory_bytes = pages * page;
             app.sample.cpu_ticks = ticks;
             app.sample.at = Some(now);
+            if let Some(limit) = app.spec.max_memory_bytes {
+                let used = pages * page;
+                if used > limit && app.rt.status == oxidepm_proto::Status::Online {
+                    over.push((id, used, limit));
+                }
+            }
+        }
+        drop(s);
+        for (id, used, limit) in over {
+            let shared = shared.clone();
+            let detail = format!(
+                "memory {} MiB over the limit of {} MiB",
+                used >> 20,
+                limit >> 20
+            );
+            tokio::spawn(async move {
+                super::control::restart_by_daemon(
+                    &shared,
+                    id,
+                    Actor::system("limit"),
+                    "memory-limit",
+                    &detail,
+                    true,
+                )
+                .await;
+            });
         }
     }
 }

@@ -281,3 +281,42 @@ pub fn tree_alive(root: u32) -> bool {
             .any(|p| p.pid == pid && p.state != b'Z' && p.pid != std::process::id())
     })
 }
+
+/// Starts a health-check command in its own session, output discarded.
+pub fn spawn_probe(
+    cmd: &[String],
+    cwd: Option<&str>,
+    env: Vec<(OsString, OsString)>,
+    creds: Option<&Creds>,
+) -> Result<u32, String> {
+    let (prog, args) = cmd
+        .split_first()
+        .ok_or("the health-check command is empty")?;
+    let mut c = Command::new(prog);
+    c.args(args)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(d) = cwd {
+        c.current_dir(d);
+    }
+    let ids = creds.map(|c| (c.uid, c.gid, c.groups.clone()));
+    // SAFETY: as in spawn_app: async-signal-safe calls only.
+    unsafe {
+        c.pre_exec(move || {
+            nix::unistd::setsid()?;
+            if let Some((uid, gid, groups)) = &ids {
+                nix::unistd::setgroups(groups)?;
+                nix::unistd::setgid(*gid)?;
+                nix::unistd::setuid(*uid)?;
+            }
+            Ok(())
+        });
+    }
+    let child = c
+        .spawn()
+        .map_err(|e| format!("cannot run health check {prog:?}: {e}"))?;
+    Ok(child.id())
+}

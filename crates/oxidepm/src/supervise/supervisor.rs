@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// The supervisor, shared by the daemon's tasks.
 pub type Shared = Arc<Mutex<Supervisor>>;
@@ -48,6 +48,7 @@ pub struct Supervisor {
     pub store: Store,
     apps: BTreeMap<u64, App>,
     by_pid: HashMap<u32, u64>,
+    probes: HashMap<u32, oneshot::Sender<Exit>>,
     this: Weak<Mutex<Supervisor>>,
     shim_exe: PathBuf,
     boot_id: String,
@@ -70,6 +71,7 @@ impl Supervisor {
                 store,
                 apps: BTreeMap::new(),
                 by_pid: HashMap::new(),
+                probes: HashMap::new(),
                 this: this.clone(),
                 shim_exe,
                 boot_id: super::procfs::boot_id(),
@@ -98,6 +100,65 @@ impl Supervisor {
     /// The app whose main process is `pid`, if it is our child.
     pub fn app_of_child(&self, pid: u32) -> Option<u64> {
         self.by_pid.get(&pid).copied()
+    }
+
+    /// Hands the exit of a health probe to whoever waits for it; false if
+    /// `pid` is not a probe.
+    pub fn probe_exited(&mut self, pid: u32, exit: Exit) -> bool {
+        match self.probes.remove(&pid) {
+            Some(tx) => {
+                let _ = tx.send(exit);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Starts a health-check command of app `id` (same user, cwd and
+    /// environment as the app); its exit arrives on the returned channel.
+    pub fn spawn_probe(
+        &mut self,
+        id: u64,
+        cmd: &[String],
+    ) -> Result<(u32, oneshot::Receiver<Exit>), String> {
+        let app = self.apps.get(&id).ok_or("app is gone")?;
+        let spec = app.spec.clone();
+        let creds = self.creds_for(&spec)?;
+        let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
+        let env = spawn::app_env(&spec, &env_creds, &[]);
+        let pid = spawn::spawn_probe(cmd, spec.cwd.as_deref(), env, creds.as_ref())?;
+        let (tx, rx) = oneshot::channel();
+        self.probes.insert(pid, tx);
+        Ok((pid, rx))
+    }
+
+    /// (Re)arms the cron and health tasks of app `id` for its current spec.
+    pub fn arm(&mut self, id: u64) {
+        let Some(app) = self.apps.get_mut(&id) else {
+            return;
+        };
+        app.auto_epoch += 1;
+        let epoch = app.auto_epoch;
+        let Some(shared) = self.this.upgrade() else {
+            return;
+        };
+        if let Some(expr) = app.spec.cron_restart.clone() {
+            match super::automation::parse_cron(&expr) {
+                Ok(cron) => {
+                    tokio::spawn(super::automation::cron_loop(
+                        shared.clone(),
+                        id,
+                        epoch,
+                        cron,
+                        expr,
+                    ));
+                }
+                Err(e) => log::error!("{}: {e}; no cron restarts", app.spec.name),
+            }
+        }
+        if let Some(h) = app.spec.health.clone() {
+            tokio::spawn(super::health::run(shared, id, epoch, h));
+        }
     }
 
     /// Current and rotated log paths of an app.
@@ -167,6 +228,7 @@ impl Supervisor {
         for s in stored {
             self.apps
                 .insert(s.id, App::new(s.id, s.spec, s.defined_by, s.runtime));
+            self.arm(s.id);
         }
         Ok(())
     }
@@ -206,6 +268,7 @@ impl Supervisor {
         self.apps
             .insert(id, App::new(id, spec, actor.clone(), Runtime::default()));
         self.event(id, "defined", actor, "");
+        self.arm(id);
         Ok(id)
     }
 
@@ -223,6 +286,7 @@ impl Supervisor {
             a.defined_by = actor.clone();
         }
         self.event(id, "changed", actor, "");
+        self.arm(id);
         Ok(())
     }
 
@@ -515,5 +579,50 @@ impl Supervisor {
             a.started = None;
         }
         self.handle_exit(id, pid, Exit::UNKNOWN);
+    }
+}
+
+impl Supervisor {
+    /// App name → names of the apps it depends on.
+    pub fn dependency_edges(&self) -> BTreeMap<String, Vec<String>> {
+        self.apps
+            .values()
+            .map(|a| {
+                (
+                    a.spec.name.clone(),
+                    a.spec.depends_on.iter().map(|d| d.app.clone()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// Puts app `id` in `starting` until its dependencies are ready;
+    /// returns the generation the waiter must still see to spawn it.
+    pub fn wait_for_dependencies(&mut self, id: u64, actor: &Actor) -> u64 {
+        let Some(app) = self.apps.get_mut(&id) else {
+            return 0;
+        };
+        app.rt.status = Status::Starting;
+        app.generation += 1;
+        let generation = app.generation;
+        let waiting: Vec<String> = app
+            .spec
+            .depends_on
+            .iter()
+            .map(|d| format!("{} ({:?})", d.app, d.condition).to_lowercase())
+            .collect();
+        self.persist(id);
+        self.event(id, "waiting", actor, &format!("for {}", waiting.join(", ")));
+        generation
+    }
+
+    /// Gives up starting app `id` because a dependency failed.
+    pub fn dependency_failed(&mut self, id: u64, actor: &Actor, why: &str) {
+        if let Some(app) = self.apps.get_mut(&id) {
+            app.rt.status = Status::Errored;
+            app.rt.desired_running = false;
+        }
+        self.persist(id);
+        self.event(id, "errored", actor, why);
     }
 }

@@ -2,4 +2,5 @@
 //! Each test gets its own OXIDEPM_HOME and stops everything it started.
 
 mod harness;
+mod lifecycle;
 mod supervision;

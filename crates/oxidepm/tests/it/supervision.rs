@@ -6,7 +6,9 @@ use serde_json::json;
 #[test]
 fn start_stop_restart_delete_through_the_cli() {
     let env = Env::new();
-    let out = env.ok(&["start", "--name", "web", "--tag", "front", "--", "sleep", "1000"]);
+    let out = env.ok(&[
+        "start", "--name", "web", "--tag", "front", "--", "sleep", "1000",
+    ]);
     assert!(out.contains("web"), "{out}");
     env.wait_status("web", "online");
     let pid = env.pid("web");
@@ -43,9 +45,21 @@ fn start_stop_restart_delete_through_the_cli() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| format!("{}:{}", e["kind"].as_str().unwrap(), e["actor"].as_str().unwrap()))
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e["kind"].as_str().unwrap(),
+                e["actor"].as_str().unwrap()
+            )
+        })
         .collect();
-    for k in ["defined:human:cli", "started:human:cli", "stopped:human:cli", "restarted:human:cli", "deleted:human:cli"] {
+    for k in [
+        "defined:human:cli",
+        "started:human:cli",
+        "stopped:human:cli",
+        "restarted:human:cli",
+        "deleted:human:cli",
+    ] {
         assert!(kinds.iter().any(|x| x == k), "missing {k} in {kinds:?}");
     }
 }
@@ -62,9 +76,14 @@ fn a_killed_app_is_restarted_and_credited_to_system_crash() {
     });
     assert_eq!(env.app("w")["restarts"], 1);
     let ev = env.events("w");
-    let restarted = ev.iter().find(|e| e["kind"] == "restarted").expect("restarted event");
+    let restarted = ev
+        .iter()
+        .find(|e| e["kind"] == "restarted")
+        .expect("restarted event");
     assert_eq!(restarted["actor"], "system:crash");
-    assert!(ev.iter().any(|e| e["kind"] == "exited" && e["actor"] == "system:crash"));
+    assert!(ev
+        .iter()
+        .any(|e| e["kind"] == "exited" && e["actor"] == "system:crash"));
     assert!(restarted["at"].as_str().unwrap().ends_with('Z'));
 }
 
@@ -72,7 +91,17 @@ fn a_killed_app_is_restarted_and_credited_to_system_crash() {
 fn a_crash_loop_ends_errored_after_max_restarts() {
     let env = Env::new();
     env.ok(&[
-        "start", "--name", "bad", "--max-restarts", "3", "--restart-delay", "0", "--", "sh", "-c", "exit 3",
+        "start",
+        "--name",
+        "bad",
+        "--max-restarts",
+        "3",
+        "--restart-delay",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
     ]);
     env.wait_status("bad", "errored");
     let a = env.app("bad");
@@ -80,7 +109,9 @@ fn a_crash_loop_ends_errored_after_max_restarts() {
     assert_eq!(a["pid"], serde_json::Value::Null);
     assert_eq!(a["last_exit_code"], 3);
     let ev = env.events("bad");
-    assert!(ev.iter().any(|e| e["kind"] == "errored" && e["actor"] == "system:crash"));
+    assert!(ev
+        .iter()
+        .any(|e| e["kind"] == "errored" && e["actor"] == "system:crash"));
     // It stays errored: no restart after the limit.
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(env.app("bad")["restarts"], 3);
@@ -89,8 +120,26 @@ fn a_crash_loop_ends_errored_after_max_restarts() {
 #[test]
 fn restart_policies_on_failure_and_never() {
     let env = Env::new();
-    env.ok(&["start", "--name", "ok", "--restart", "on-failure", "--", "true"]);
-    env.ok(&["start", "--name", "once", "--restart", "never", "--", "sh", "-c", "exit 1"]);
+    env.ok(&[
+        "start",
+        "--name",
+        "ok",
+        "--restart",
+        "on-failure",
+        "--",
+        "true",
+    ]);
+    env.ok(&[
+        "start",
+        "--name",
+        "once",
+        "--restart",
+        "never",
+        "--",
+        "sh",
+        "-c",
+        "exit 1",
+    ]);
     env.wait_status("ok", "stopped");
     env.wait_status("once", "errored");
     assert_eq!(env.app("ok")["restarts"], 0);
@@ -108,10 +157,23 @@ fn stop_kills_grandchildren_and_processes_that_ignore_sigterm() {
             p = pidfile.display()
         ),
     );
-    env.ok(&["start", "--name", "tree", "--kill-timeout", "500", "--", &script]);
-    env.wait(10, "the tree's pids", || read(&pidfile).lines().count() >= 2);
+    env.ok(&[
+        "start",
+        "--name",
+        "tree",
+        "--kill-timeout",
+        "500",
+        "--",
+        &script,
+    ]);
+    env.wait(10, "the tree's pids", || {
+        read(&pidfile).lines().count() >= 2
+    });
     let main = env.pid("tree");
-    let pids: Vec<u32> = read(&pidfile).lines().map(|l| l.trim().parse().unwrap()).collect();
+    let pids: Vec<u32> = read(&pidfile)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
     assert!(pids.iter().all(|p| alive(*p)));
     env.ok(&["stop", "tree"]);
     assert!(!alive(main));
@@ -121,7 +183,10 @@ fn stop_kills_grandchildren_and_processes_that_ignore_sigterm() {
     assert_eq!(env.app("tree")["status"], "stopped");
     let ev = env.events("tree");
     let stopped = ev.iter().rev().find(|e| e["kind"] == "stopped").unwrap();
-    assert!(stopped["detail"].as_str().unwrap().contains("kill"), "{stopped}");
+    assert!(
+        stopped["detail"].as_str().unwrap().contains("kill"),
+        "{stopped}"
+    );
 }
 
 #[test]
@@ -129,10 +194,19 @@ fn a_million_lines_are_all_logged_in_order() {
     let env = Env::new();
     let n = 1_000_000u64;
     env.ok(&[
-        "start", "--name", "flood", "--restart", "never", "--", "sh", "-c",
+        "start",
+        "--name",
+        "flood",
+        "--restart",
+        "never",
+        "--",
+        "sh",
+        "-c",
         &format!("seq 0 {}", n - 1),
     ]);
-    env.wait(120, "the flood to end", || env.app("flood")["status"] == "stopped");
+    env.wait(120, "the flood to end", || {
+        env.app("flood")["status"] == "stopped"
+    });
     let log = env.home.join("logs/flood-out.log");
     let mut expected = 0u64;
     env.wait(60, "every line in the log", || {
@@ -141,7 +215,11 @@ fn a_million_lines_are_all_logged_in_order() {
     for line in read(&log).lines() {
         let (ts, rest) = line.split_once(' ').expect("timestamp prefix");
         assert!(ts.ends_with('Z'), "{line}");
-        assert_eq!(rest.parse::<u64>().unwrap(), expected, "line out of order or torn");
+        assert_eq!(
+            rest.parse::<u64>().unwrap(),
+            expected,
+            "line out of order or torn"
+        );
         expected += 1;
     }
     assert_eq!(expected, n);
@@ -153,12 +231,22 @@ fn a_million_lines_are_all_logged_in_order() {
 fn logs_lines_and_flush() {
     let env = Env::new();
     env.ok(&[
-        "start", "--name", "talk", "--", "sh", "-c",
+        "start",
+        "--name",
+        "talk",
+        "--",
+        "sh",
+        "-c",
         "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done; sleep 1000",
     ]);
-    env.wait(10, "output", || read(&env.home.join("logs/talk-err.log")).lines().count() == 5);
+    env.wait(10, "output", || {
+        read(&env.home.join("logs/talk-err.log")).lines().count() == 5
+    });
     let out = env.ok(&["logs", "talk", "--lines", "2", "--out"]);
-    assert!(out.contains("out4") && out.contains("out5") && !out.contains("out3"), "{out}");
+    assert!(
+        out.contains("out4") && out.contains("out5") && !out.contains("out3"),
+        "{out}"
+    );
     assert!(!out.contains("err"), "{out}");
     let all = env.ok(&["logs", "talk", "--lines", "100"]);
     assert!(all.contains("err1") && all.contains("out1"));
@@ -247,7 +335,10 @@ fn a_second_daemon_is_refused_and_a_stale_socket_is_replaced() {
         .unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("another oxidepmd") && err.contains(&pid.to_string()), "{err}");
+    assert!(
+        err.contains("another oxidepmd") && err.contains(&pid.to_string()),
+        "{err}"
+    );
     assert_eq!(env.daemon_pid(), pid, "the first daemon is unaffected");
 
     // A daemon killed outright leaves its socket file behind.
@@ -269,7 +360,8 @@ fn bad_requests_get_clear_errors_and_the_connection_lives_on() {
     assert_eq!(r["error"]["code"], "E_BAD_REQUEST");
     let r = raw.call(json!({"id": 5, "op": "frobnicate"}));
     assert_eq!(r["error"]["code"], "E_BAD_REQUEST");
-    let r = raw.call(json!({"id": 6, "op": "define", "apps": [{"name": "../x", "command": "true"}]}));
+    let r =
+        raw.call(json!({"id": 6, "op": "define", "apps": [{"name": "../x", "command": "true"}]}));
     assert_eq!(r["error"]["code"], "E_BAD_REQUEST");
     let r = raw.call(json!({"id": 7, "op": "ping"}));
     assert_eq!(r["id"], 7);
@@ -283,7 +375,18 @@ fn apps_get_an_explicit_environment() {
     let o = env
         .cmd()
         .env("SECRET_OF_THE_SHELL", "x")
-        .args(["start", "--name", "e", "--env", "A=1", "--restart", "never", "--", "sh", "-c"])
+        .args([
+            "start",
+            "--name",
+            "e",
+            "--env",
+            "A=1",
+            "--restart",
+            "never",
+            "--",
+            "sh",
+            "-c",
+        ])
         .arg(format!("env > {}", dump.display()))
         .output()
         .unwrap();

@@ -6,22 +6,18 @@
 //! accepted next to a strict list of fields.
 
 use super::fields::{self, ENV_SECTION, IGNORED};
-use super::resolve::{absolutize, resolve, RawApp};
+use super::nested::{DependsOn, EnvFiles, Health};
+use super::resolve::{resolve, RawApp};
 use super::values::{
-    exec_mode, non_empty, text, Amount, EnvMap, Instances, List, OneOrMany, OnlyBool, Str, Words,
+    exec_mode, text, Amount, Bool, EnvMap, Instances, List, OnlyBool, Str, Words, WEEK_MS,
 };
-use oxidepm_proto::{AppSpec, Dependency, DependencyCondition, HealthSpec};
+use oxidepm_proto::AppSpec;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::marker::PhantomData;
 use std::path::Path;
-
-const SECOND_MS: u64 = 1000;
-const DAY_MS: u64 = 24 * 3600 * SECOND_MS;
-/// Longest delay or timeout an app may ask for; beyond it a value is a typo.
-const WEEK_MS: u64 = 7 * DAY_MS;
 
 /// What the parse is doing, kept so that an error can name the app and field.
 pub(super) struct Ctx<'a> {
@@ -50,7 +46,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Reads the value of `key` with `seed`, remembering the key while it is read.
-    fn value<'de, A: MapAccess<'de>, S: DeserializeSeed<'de>>(
+    pub fn value<'de, A: MapAccess<'de>, S: DeserializeSeed<'de>>(
         &self,
         map: &mut A,
         key: &Key,
@@ -65,13 +61,14 @@ impl<'a> Ctx<'a> {
 }
 
 /// A key that was read and recognised.
-struct Key {
-    name: String,
-    slot: &'static str,
+pub(super) struct Key {
+    pub name: String,
+    pub slot: &'static str,
 }
 
+/// The kind of table a key is read in.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Table {
+pub(super) enum Table {
     /// The top level, which also takes `x-*` keys.
     Root,
     /// An app, which also takes pm2's `env_<name>` sections and refused fields.
@@ -81,14 +78,14 @@ enum Table {
 }
 
 /// Reads a key of a table with a fixed set of fields.
-struct KeySeed<'s> {
-    keys: &'static [(&'static str, &'static str)],
-    shown: &'static str,
-    what: &'static str,
+pub(super) struct KeySeed<'s> {
+    pub keys: &'static [(&'static str, &'static str)],
+    pub shown: &'static str,
+    pub what: &'static str,
     /// Which table: the top level and apps take some keys outside `keys`.
-    table: Table,
+    pub table: Table,
     /// Slots already filled, with the key that filled them.
-    seen: &'s BTreeMap<&'static str, String>,
+    pub seen: &'s BTreeMap<&'static str, String>,
 }
 
 impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
@@ -414,7 +411,8 @@ impl<'de> Visitor<'de> for App<'_, '_> {
     }
 }
 
-fn u32_of(n: u64) -> u32 {
+/// A count already checked to be in range.
+pub(super) fn u32_of(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
@@ -426,256 +424,4 @@ fn unique_name(ctx: &Ctx, name: &str) -> Result<String, String> {
         ));
     }
     Ok(name)
-}
-
-/// A boolean, read with a message that names the expected values.
-struct Bool;
-
-impl<'de> DeserializeSeed<'de> for Bool {
-    type Value = bool;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_bool(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Bool {
-    type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("true or false")
-    }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
-        Ok(v)
-    }
-}
-
-/// `env_file`: one or more env files, read and merged in order.
-struct EnvFiles<'c, 'a>(&'c Ctx<'a>);
-
-impl EnvFiles<'_, '_> {
-    fn load<E: de::Error>(&self, paths: Vec<String>) -> Result<BTreeMap<String, String>, E> {
-        let mut env = BTreeMap::new();
-        for path in paths {
-            let vars = super::read_env_file(&absolutize(self.0.base, &path))
-                .map_err(|e| E::custom(format!("cannot load env file: {e}")))?;
-            env.extend(vars);
-        }
-        Ok(env)
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for EnvFiles<'_, '_> {
-    type Value = BTreeMap<String, String>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EnvFiles<'_, '_> {
-    type Value = BTreeMap<String, String>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a path or a list of paths")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        let paths = OneOrMany.visit_str(v)?;
-        self.load(paths)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        let paths = OneOrMany.visit_seq(seq)?;
-        self.load(paths)
-    }
-}
-
-/// `health`.
-struct Health<'c, 'a>(&'c Ctx<'a>);
-
-impl<'de> DeserializeSeed<'de> for Health<'_, '_> {
-    type Value = HealthSpec;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<HealthSpec, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Health<'_, '_> {
-    type Value = HealthSpec;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a health check: a table with http, tcp or command")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HealthSpec, A::Error> {
-        let ctx = self.0;
-        let mut health = HealthSpec {
-            interval_ms: 5 * SECOND_MS,
-            timeout_ms: 2 * SECOND_MS,
-            retries: 3,
-            start_period_ms: 0,
-            ..HealthSpec::default()
-        };
-        let mut seen = BTreeMap::new();
-        while let Some(key) = map.next_key_seed(KeySeed {
-            keys: fields::HEALTH_KEYS,
-            shown: fields::HEALTH_SHOWN,
-            what: "health field",
-            table: Table::Other,
-            seen: &seen,
-        })? {
-            let m = &mut map;
-            match key.slot {
-                "http" => {
-                    health.http = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: fields::http_url,
-                            expecting: "an http:// URL",
-                        },
-                    )?)
-                }
-                "tcp" => {
-                    health.tcp = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: fields::tcp_addr,
-                            expecting: "\"host:port\"",
-                        },
-                    )?)
-                }
-                "command" => {
-                    health.command = Some(ctx.value(
-                        m,
-                        &key,
-                        List {
-                            check: non_empty,
-                            expecting: "a list: the program and its arguments",
-                        },
-                    )?)
-                }
-                "expect_status" => {
-                    let status = ctx.value(m, &key, Amount::count(100, 599))?;
-                    health.expect_status = Some(u16::try_from(status).unwrap_or(u16::MAX));
-                }
-                "interval" => {
-                    health.interval_ms = ctx.value(m, &key, Amount::millis(100, DAY_MS))?
-                }
-                "timeout" => health.timeout_ms = ctx.value(m, &key, Amount::millis(1, DAY_MS))?,
-                "retries" => health.retries = u32_of(ctx.value(m, &key, Amount::count(1, 100))?),
-                "start_period" => {
-                    health.start_period_ms = ctx.value(m, &key, Amount::millis(0, WEEK_MS))?
-                }
-                _ => unreachable!("HEALTH_KEYS has no other slot"),
-            }
-            seen.insert(key.slot, key.name);
-        }
-        let checks: Vec<&str> = [
-            ("http", health.http.is_some()),
-            ("tcp", health.tcp.is_some()),
-            ("command", health.command.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, set)| set.then_some(name))
-        .collect();
-        match checks.as_slice() {
-            [_] => {}
-            [] => {
-                return Err(de::Error::custom(
-                    "a health check needs one of http, tcp or command",
-                ))
-            }
-            _ => {
-                return Err(de::Error::custom(format!(
-                    "a health check takes one of http, tcp or command, not {}",
-                    checks.join(" and ")
-                )))
-            }
-        }
-        if health.expect_status.is_some() && health.http.is_none() {
-            return Err(de::Error::custom(
-                "expect_status applies only to http checks",
-            ));
-        }
-        if health.command.as_ref().is_some_and(|c| c.is_empty()) {
-            return Err(de::Error::custom(
-                "the health command is empty; give the program and its arguments",
-            ));
-        }
-        Ok(health)
-    }
-}
-
-/// `depends_on`: a list of app names or of `{app, condition}` tables.
-struct DependsOn;
-
-impl<'de> DeserializeSeed<'de> for DependsOn {
-    type Value = Vec<Dependency>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Dependency>, D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for DependsOn {
-    type Value = Vec<Dependency>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of app names or of {app, condition} tables")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Dependency>, A::Error> {
-        let mut deps: Vec<Dependency> = Vec::new();
-        while let Some(dep) = seq.next_element_seed(DependencySeed)? {
-            if deps.iter().any(|d| d.app == dep.app) {
-                return Err(de::Error::custom(format!(
-                    "{:?} is listed twice in depends_on",
-                    dep.app
-                )));
-            }
-            deps.push(dep);
-        }
-        Ok(deps)
-    }
-}
-
-struct DependencySeed;
-
-impl<'de> DeserializeSeed<'de> for DependencySeed {
-    type Value = Dependency;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Dependency, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for DependencySeed {
-    type Value = Dependency;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an app name or an {app, condition} table")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Dependency, E> {
-        Ok(Dependency {
-            app: fields::app_name(v).map_err(E::custom)?,
-            condition: DependencyCondition::Started,
-        })
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Dependency, A::Error> {
-        let mut app = None;
-        let mut condition = DependencyCondition::Started;
-        let mut seen = BTreeMap::new();
-        while let Some(key) = map.next_key_seed(KeySeed {
-            keys: fields::DEP_KEYS,
-            shown: fields::DEP_SHOWN,
-            what: "depends_on field",
-            table: Table::Other,
-            seen: &seen,
-        })? {
-            if key.slot == "app" {
-                app = Some(map.next_value_seed(Str {
-                    check: fields::app_name,
-                    expecting: "an app name",
-                })?);
-            } else {
-                condition = map.next_value_seed(Str {
-                    check: fields::condition,
-                    expecting: "a condition",
-                })?;
-            }
-            seen.insert(key.slot, key.name);
-        }
-        let app = app.ok_or_else(|| de::Error::custom("a depends_on entry needs \"app\""))?;
-        Ok(Dependency { app, condition })
-    }
 }

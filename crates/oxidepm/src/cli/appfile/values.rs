@@ -8,6 +8,13 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// A second, in milliseconds.
+pub(super) const SECOND_MS: u64 = 1000;
+/// A day, in milliseconds.
+pub(super) const DAY_MS: u64 = 24 * 3600 * SECOND_MS;
+/// Longest delay or timeout an app may ask for; beyond it a value is a typo.
+pub(super) const WEEK_MS: u64 = 7 * DAY_MS;
+
 /// A string, checked and converted by a function.
 pub(super) struct Str<F> {
     pub check: F,
@@ -417,5 +424,25 @@ pub(super) fn exec_mode(s: &str) -> Result<(), String> {
         _ => Err(format!(
             "unknown exec_mode {s:?}; only \"fork\" is supported"
         )),
+    }
+}
+
+/// A boolean, read with a message that names the expected values.
+pub(super) struct Bool;
+
+impl<'de> DeserializeSeed<'de> for Bool {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_bool(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bool {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("true or false")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
+        Ok(v)
     }
 }

@@ -1,0 +1,244 @@
+//! Readers of the app fields that are tables or lists of tables, and of
+//! `env_file`, which reads files while its value is at hand.
+
+use super::de::{u32_of, Ctx, KeySeed, Table};
+use super::fields;
+use super::resolve::absolutize;
+use super::values::{non_empty, Amount, List, OneOrMany, Str, DAY_MS, SECOND_MS, WEEK_MS};
+use oxidepm_proto::{Dependency, DependencyCondition, HealthSpec};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// `env_file`: one or more env files, read and merged in order.
+pub(super) struct EnvFiles<'c, 'a>(pub &'c Ctx<'a>);
+
+impl EnvFiles<'_, '_> {
+    fn load<E: de::Error>(&self, paths: Vec<String>) -> Result<BTreeMap<String, String>, E> {
+        let mut env = BTreeMap::new();
+        for path in paths {
+            let vars = super::read_env_file(&absolutize(self.0.base, &path))
+                .map_err(|e| E::custom(format!("cannot load env file: {e}")))?;
+            env.extend(vars);
+        }
+        Ok(env)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for EnvFiles<'_, '_> {
+    type Value = BTreeMap<String, String>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EnvFiles<'_, '_> {
+    type Value = BTreeMap<String, String>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a path or a list of paths")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        let paths = OneOrMany.visit_str(v)?;
+        self.load(paths)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        let paths = OneOrMany.visit_seq(seq)?;
+        self.load(paths)
+    }
+}
+
+/// `health`.
+pub(super) struct Health<'c, 'a>(pub &'c Ctx<'a>);
+
+impl<'de> DeserializeSeed<'de> for Health<'_, '_> {
+    type Value = HealthSpec;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<HealthSpec, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Health<'_, '_> {
+    type Value = HealthSpec;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a health check: a table with http, tcp or command")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HealthSpec, A::Error> {
+        let ctx = self.0;
+        let mut health = HealthSpec {
+            interval_ms: 5 * SECOND_MS,
+            timeout_ms: 2 * SECOND_MS,
+            retries: 3,
+            start_period_ms: 0,
+            ..HealthSpec::default()
+        };
+        let mut seen = BTreeMap::new();
+        while let Some(key) = map.next_key_seed(KeySeed {
+            keys: fields::HEALTH_KEYS,
+            shown: fields::HEALTH_SHOWN,
+            what: "health field",
+            table: Table::Other,
+            seen: &seen,
+        })? {
+            let m = &mut map;
+            match key.slot {
+                "http" => {
+                    health.http = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: fields::http_url,
+                            expecting: "an http:// URL",
+                        },
+                    )?)
+                }
+                "tcp" => {
+                    health.tcp = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: fields::tcp_addr,
+                            expecting: "\"host:port\"",
+                        },
+                    )?)
+                }
+                "command" => {
+                    health.command = Some(ctx.value(
+                        m,
+                        &key,
+                        List {
+                            check: non_empty,
+                            expecting: "a list: the program and its arguments",
+                        },
+                    )?)
+                }
+                "expect_status" => {
+                    let status = ctx.value(m, &key, Amount::count(100, 599))?;
+                    health.expect_status = Some(u16::try_from(status).unwrap_or(u16::MAX));
+                }
+                "interval" => {
+                    health.interval_ms = ctx.value(m, &key, Amount::millis(100, DAY_MS))?
+                }
+                "timeout" => health.timeout_ms = ctx.value(m, &key, Amount::millis(1, DAY_MS))?,
+                "retries" => health.retries = u32_of(ctx.value(m, &key, Amount::count(1, 100))?),
+                "start_period" => {
+                    health.start_period_ms = ctx.value(m, &key, Amount::millis(0, WEEK_MS))?
+                }
+                _ => unreachable!("HEALTH_KEYS has no other slot"),
+            }
+            seen.insert(key.slot, key.name);
+        }
+        let checks: Vec<&str> = [
+            ("http", health.http.is_some()),
+            ("tcp", health.tcp.is_some()),
+            ("command", health.command.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect();
+        match checks.as_slice() {
+            [_] => {}
+            [] => {
+                return Err(de::Error::custom(
+                    "a health check needs one of http, tcp or command",
+                ))
+            }
+            _ => {
+                return Err(de::Error::custom(format!(
+                    "a health check takes one of http, tcp or command, not {}",
+                    checks.join(" and ")
+                )))
+            }
+        }
+        if health.expect_status.is_some() && health.http.is_none() {
+            return Err(de::Error::custom(
+                "expect_status applies only to http checks",
+            ));
+        }
+        if health.command.as_ref().is_some_and(|c| c.is_empty()) {
+            return Err(de::Error::custom(
+                "the health command is empty; give the program and its arguments",
+            ));
+        }
+        Ok(health)
+    }
+}
+
+/// `depends_on`: a list of app names or of `{app, condition}` tables.
+pub(super) struct DependsOn;
+
+impl<'de> DeserializeSeed<'de> for DependsOn {
+    type Value = Vec<Dependency>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Dependency>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DependsOn {
+    type Value = Vec<Dependency>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of app names or of {app, condition} tables")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Dependency>, A::Error> {
+        let mut deps: Vec<Dependency> = Vec::new();
+        while let Some(dep) = seq.next_element_seed(DependencySeed)? {
+            if deps.iter().any(|d| d.app == dep.app) {
+                return Err(de::Error::custom(format!(
+                    "{:?} is listed twice in depends_on",
+                    dep.app
+                )));
+            }
+            deps.push(dep);
+        }
+        Ok(deps)
+    }
+}
+
+/// One entry of `depends_on`.
+struct DependencySeed;
+
+impl<'de> DeserializeSeed<'de> for DependencySeed {
+    type Value = Dependency;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Dependency, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DependencySeed {
+    type Value = Dependency;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an app name or an {app, condition} table")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Dependency, E> {
+        Ok(Dependency {
+            app: fields::app_name(v).map_err(E::custom)?,
+            condition: DependencyCondition::Started,
+        })
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Dependency, A::Error> {
+        let mut app = None;
+        let mut condition = DependencyCondition::Started;
+        let mut seen = BTreeMap::new();
+        while let Some(key) = map.next_key_seed(KeySeed {
+            keys: fields::DEP_KEYS,
+            shown: fields::DEP_SHOWN,
+            what: "depends_on field",
+            table: Table::Other,
+            seen: &seen,
+        })? {
+            if key.slot == "app" {
+                app = Some(map.next_value_seed(Str {
+                    check: fields::app_name,
+                    expecting: "an app name",
+                })?);
+            } else {
+                condition = map.next_value_seed(Str {
+                    check: fields::condition,
+                    expecting: "a condition",
+                })?;
+            }
+            seen.insert(key.slot, key.name);
+        }
+        let app = app.ok_or_else(|| de::Error::custom("a depends_on entry needs \"app\""))?;
+        Ok(Dependency { app, condition })
+    }
+}

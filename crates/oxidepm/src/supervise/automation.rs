@@ -1,0 +1,61 @@
+//! What the daemon does on its own while an app runs: scheduled (cron)
+//! restarts, health checks and the memory limit. Each is a task tied to the
+//! app's automation epoch, which changes whenever the spec does, so a task
+//! armed for an older spec ends by itself.
+
+use super::supervisor::{lock, Shared};
+use chrono::Local;
+use croner::parser::{CronParser, Seconds, Year};
+use oxidepm_proto::{Actor, Status};
+use std::time::Duration;
+
+/// Parses a cron expression: 5 fields, or 6 with seconds first.
+pub fn parse_cron(expr: &str) -> Result<croner::Cron, String> {
+    let fields = expr.split_whitespace().count();
+    if !(5..=6).contains(&fields) {
+        return Err(format!(
+            "cron expression {expr:?} has {fields} fields; use 5 (minute hour day month weekday) or 6 (with seconds first)"
+        ));
+    }
+    CronParser::builder()
+        .seconds(Seconds::Optional)
+        .year(Year::Disallowed)
+        .build()
+        .parse(expr)
+        .map_err(|e| format!("cron expression {expr:?}: {e}"))
+}
+
+/// Restarts app `id` on its cron schedule (local time) while `epoch` holds.
+pub async fn cron_loop(shared: Shared, id: u64, epoch: u64, cron: croner::Cron, expr: String) {
+    loop {
+        let now = Local::now();
+        let Ok(next) = cron.find_next_occurrence(&now, false) else {
+            log::warn!("app {id}: cron schedule has no next time; cron restarts end");
+            return;
+        };
+        let wait = (next - now).to_std().unwrap_or(Duration::ZERO);
+        tokio::time::sleep(wait).await;
+        let online = {
+            let s = lock(&shared);
+            match s.app(id) {
+                Some(a) if a.auto_epoch == epoch => a.rt.status == Status::Online,
+                _ => return,
+            }
+        };
+        if online {
+            let shared = shared.clone();
+            let detail = format!("scheduled by {expr:?}");
+            tokio::spawn(async move {
+                super::control::restart_by_daemon(
+                    &shared,
+                    id,
+                    Actor::system("cron"),
+                    "cron",
+                    &detail,
+                    false,
+                )
+                .await;
+            });
+        }
+    }
+}
