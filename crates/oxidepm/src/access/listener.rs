@@ -8,8 +8,7 @@ use tokio::net::UnixListener;
 ///
 /// The caller holds the home's lock, so a socket file found here belongs to
 /// a daemon that is gone. The parent directory already has mode 0700 and
-/// the process umask is 077, so the socket is 0600 from the moment it
-/// exists: it is never chmod-ed after bind.
+/// the socket is created 0600: it is never chmod-ed after bind.
 pub fn bind(path: &Path) -> io::Result<UnixListener> {
     match std::fs::symlink_metadata(path) {
         Ok(m) => {
@@ -29,5 +28,11 @@ pub fn bind(path: &Path) -> io::Result<UnixListener> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    UnixListener::bind(path)
+    // umask 177 while binding: the socket file is created 0600, so it is
+    // never reachable by others even for an instant. The daemon forks only
+    // from this same thread, so no child inherits the temporary umask.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let l = UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    l
 }

@@ -3,7 +3,9 @@
 
 pub mod claim;
 pub mod conn;
+pub mod identity;
 pub mod listener;
+pub mod peer;
 pub mod policy;
 
 use oxidepm_proto::{Actor, Tier};
@@ -36,4 +38,6 @@ pub struct Caller {
     pub socket: SocketKind,
     /// What the actor may do.
     pub tier: Tier,
+    /// For adapters: the apps (names and `@tags`) the grant covers.
+    pub scope: Option<Vec<String>>,
 }

@@ -94,6 +94,48 @@ pub fn check_protected(
     ))
 }
 
+/// Checks that an adapter touches only apps its grant names (by name or
+/// `@tag`). `touched` holds each app's name and tags; the whole request is
+/// refused if one app is outside the grant.
+pub fn check_scope(
+    caller: &Caller,
+    op: &str,
+    touched: &[(String, Vec<String>)],
+) -> Result<(), ErrorBody> {
+    let Some(scope) = &caller.scope else {
+        return Ok(());
+    };
+    let allowed = |name: &str, tags: &[String]| {
+        scope.iter().any(|s| match s.strip_prefix('@') {
+            Some(tag) => tags.iter().any(|t| t == tag),
+            None => s == name,
+        })
+    };
+    let outside: Vec<String> = touched
+        .iter()
+        .filter(|(n, t)| !allowed(n, t))
+        .map(|(n, _)| n.clone())
+        .collect();
+    if outside.is_empty() {
+        return Ok(());
+    }
+    let all: Vec<String> = touched.iter().map(|(n, _)| n.clone()).collect();
+    Err(denied(
+        caller,
+        op,
+        &all,
+        format!(
+            "outside its grant: {} (the grant in daemon.toml covers {}); nothing was changed",
+            outside.join(", "),
+            if scope.is_empty() {
+                "no apps".to_string()
+            } else {
+                scope.join(", ")
+            }
+        ),
+    ))
+}
+
 /// Checks what a definition asks for: only a human defines agents,
 /// adapters, protected apps; nobody defines `system` apps.
 pub fn check_definition(caller: &Caller, specs: &[AppSpec]) -> Result<(), ErrorBody> {
@@ -137,6 +179,7 @@ mod tests {
             actor: Actor::new(class, "x"),
             socket: SocketKind::Daemon,
             tier,
+            scope: None,
         }
     }
 
@@ -165,6 +208,21 @@ mod tests {
         assert!(e.message.contains("db is protected"));
         let human = caller(Class::Human, Tier::Admin);
         assert!(check_protected(&human, "stop", &apps).is_ok());
+    }
+
+    #[test]
+    fn adapter_scope() {
+        let mut c = caller(Class::Adapter, Tier::Control);
+        c.scope = Some(vec!["web".into(), "@chat".into()]);
+        let ok = vec![
+            ("web".to_string(), vec![]),
+            ("bot".to_string(), vec!["chat".to_string()]),
+        ];
+        assert!(check_scope(&c, "stop", &ok).is_ok());
+        let bad = vec![("web".to_string(), vec![]), ("db".to_string(), vec![])];
+        let e = check_scope(&c, "stop", &bad).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PolicyDenied);
+        assert!(e.message.contains("db") && e.message.contains("adapter:x"));
     }
 
     #[test]

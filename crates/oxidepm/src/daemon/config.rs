@@ -17,6 +17,17 @@ pub struct Tiers {
     pub labels: BTreeMap<String, Tier>,
 }
 
+/// What an adapter may do.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    /// Its tier (at most `manage`: only a human administers the daemon).
+    pub tier: Tier,
+    /// App names and `@tags` it may touch.
+    #[serde(default)]
+    pub apps: Vec<String>,
+}
+
 /// The daemon's settings; every field has a default, so an absent file is
 /// the default configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -37,6 +48,9 @@ pub struct Config {
     /// Permission tiers.
     #[serde(default)]
     pub tiers: Tiers,
+    /// Grants of adapters, by adapter app name.
+    #[serde(default)]
+    pub adapters: BTreeMap<String, Grant>,
 }
 
 fn yes() -> bool {
@@ -64,6 +78,14 @@ impl Config {
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
         toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The tier and scope of an adapter (read and nothing without a grant).
+    pub fn adapter_grant(&self, name: &str) -> (Tier, Vec<String>) {
+        match self.adapters.get(name) {
+            Some(g) => (g.tier.min(Tier::Manage), g.apps.clone()),
+            None => (Tier::Read, Vec::new()),
+        }
     }
 
     /// The tier of an `ai` actor with `label`.

@@ -106,22 +106,37 @@ impl Daemon {
             *apps = specs.iter().map(|a| a.name.clone()).collect();
         }
         policy::check_tier(caller, op, apps)?;
+        let existing: Vec<(String, Vec<String>, bool)> = ids
+            .iter()
+            .filter_map(|id| s.app(*id))
+            .map(|a| {
+                (
+                    a.spec.name.clone(),
+                    a.spec.tags.clone(),
+                    a.spec.is_protected(),
+                )
+            })
+            .collect();
+        if targets.is_some() {
+            let scoped: Vec<(String, Vec<String>)> = existing
+                .iter()
+                .map(|(n, t, _)| (n.clone(), t.clone()))
+                .collect();
+            policy::check_scope(caller, op.name(), &scoped)?;
+        }
         match op {
-            Op::Stop { .. } | Op::Restart { .. } | Op::Delete { .. } | Op::Start { .. } => {
-                let touched: Vec<(String, bool)> = ids
-                    .iter()
-                    .filter_map(|id| s.app(*id))
-                    .map(|a| (a.spec.name.clone(), a.spec.is_protected()))
-                    .collect();
-                // Starting a stopped protected app harms nothing, but a
-                // start of a running one is a no-op anyway; only the
-                // disruptive operations are human-only.
-                if !matches!(op, Op::Start { .. }) {
-                    policy::check_protected(caller, op.name(), &touched)?;
-                }
+            Op::Stop { .. } | Op::Restart { .. } | Op::Delete { .. } => {
+                let touched: Vec<(String, bool)> =
+                    existing.iter().map(|(n, _, p)| (n.clone(), *p)).collect();
+                policy::check_protected(caller, op.name(), &touched)?;
             }
             Op::Define { apps: specs } => {
                 policy::check_definition(caller, specs)?;
+                let scoped: Vec<(String, Vec<String>)> = specs
+                    .iter()
+                    .map(|sp| (sp.name.clone(), sp.tags.clone()))
+                    .collect();
+                policy::check_scope(caller, "define", &scoped)?;
                 let touched: Vec<(String, bool)> = specs
                     .iter()
                     .filter_map(|spec| s.apps().find(|a| a.spec.name == spec.name))

@@ -7,7 +7,8 @@ mod handler;
 mod lockfile;
 
 use crate::access::conn::{self, Limits};
-use crate::access::{claim, listener, Caller, SocketKind};
+use crate::access::peer::{self, PeerInfo};
+use crate::access::{identity, listener, Caller, SocketKind};
 use crate::paths::Home;
 use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
 use config::Config;
@@ -26,10 +27,8 @@ pub use lockfile::{DaemonLock, LockError};
 pub struct Peer {
     /// The socket it came in on.
     pub socket: SocketKind,
-    /// Its pid, if the kernel told us.
-    pub pid: Option<u32>,
-    /// Its uid, if the kernel told us.
-    pub uid: Option<u32>,
+    /// Its credentials and place in the process tree.
+    pub info: PeerInfo,
 }
 
 /// The running daemon.
@@ -77,27 +76,35 @@ pub fn prepare_home(home: &Home) -> std::io::Result<()> {
 impl Daemon {
     /// Decides who a new connection is, once, at accept.
     pub fn identify_peer(&self, stream: &UnixStream, socket: SocketKind) -> Peer {
-        let cred = stream.peer_cred().ok();
-        Peer {
-            socket,
-            pid: cred.and_then(|c| c.pid()).map(|p| p as u32),
-            uid: cred.map(|c| c.uid()),
-        }
+        use std::os::fd::AsRawFd;
+        let info = peer::identify(stream.as_raw_fd(), &crate::supervise::lock(&self.sup));
+        log::debug!(
+            "{} socket: peer pid {:?} uid {:?} origin {:?}",
+            socket.as_str(),
+            info.pid,
+            info.uid,
+            info.origin
+        );
+        Peer { socket, info }
     }
 
-    /// The caller of one request: the peer plus its claim.
+    /// The caller of one request: the peer's origin plus its claim.
     pub fn caller(&self, peer: &Peer, claim: Option<&str>) -> Caller {
-        let actor = claim::actor_for_claim(peer.socket, claim);
-        let tier = match actor.class {
-            Class::Human => Tier::Admin,
-            Class::Ai => self.config.ai_tier(&actor.label),
-            Class::Adapter => Tier::Read,
-            Class::System => Tier::Read,
+        let actor = identity::decide(peer.socket, &peer.info.origin, claim);
+        let (tier, scope) = match actor.class {
+            Class::Human => (Tier::Admin, None),
+            Class::Ai => (self.config.ai_tier(&actor.label), None),
+            Class::Adapter => {
+                let (t, apps) = self.config.adapter_grant(&actor.label);
+                (t, Some(apps))
+            }
+            Class::System => (Tier::Read, Some(Vec::new())),
         };
         Caller {
             actor,
             socket: peer.socket,
             tier,
+            scope,
         }
     }
 

@@ -48,7 +48,7 @@ pub struct Supervisor {
     pub store: Store,
     apps: BTreeMap<u64, App>,
     by_pid: HashMap<u32, u64>,
-    probes: HashMap<u32, oneshot::Sender<Exit>>,
+    probes: HashMap<u32, (u64, oneshot::Sender<Exit>)>,
     this: Weak<Mutex<Supervisor>>,
     shim_exe: PathBuf,
     boot_id: String,
@@ -102,11 +102,23 @@ impl Supervisor {
         self.by_pid.get(&pid).copied()
     }
 
+    /// The app whose process (main process, or health probe) is `pid`
+    /// started at `start_ticks`.
+    pub fn app_of_process(&self, pid: u32, start_ticks: u64) -> Option<u64> {
+        if let Some((id, _)) = self.probes.get(&pid) {
+            return Some(*id);
+        }
+        self.apps
+            .values()
+            .find(|a| a.rt.pid == Some(pid) && a.rt.pid_start.is_none_or(|s| s == start_ticks))
+            .map(|a| a.id)
+    }
+
     /// Hands the exit of a health probe to whoever waits for it; false if
     /// `pid` is not a probe.
     pub fn probe_exited(&mut self, pid: u32, exit: Exit) -> bool {
         match self.probes.remove(&pid) {
-            Some(tx) => {
+            Some((_, tx)) => {
                 let _ = tx.send(exit);
                 true
             }
@@ -125,10 +137,10 @@ impl Supervisor {
         let spec = app.spec.clone();
         let creds = self.creds_for(&spec)?;
         let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
-        let env = spawn::app_env(&spec, &env_creds, &[]);
+        let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env());
         let pid = spawn::spawn_probe(cmd, spec.cwd.as_deref(), env, creds.as_ref())?;
         let (tx, rx) = oneshot::channel();
-        self.probes.insert(pid, tx);
+        self.probes.insert(pid, (id, tx));
         Ok((pid, rx))
     }
 
@@ -300,6 +312,16 @@ impl Supervisor {
         Ok(())
     }
 
+    /// Variables the daemon gives every app: OXIDEPM_HOME, so that the CLI
+    /// run from inside an app reaches this daemon (and is identified by its
+    /// place in the app's tree).
+    fn app_extra_env(&self) -> Vec<(String, String)> {
+        vec![(
+            "OXIDEPM_HOME".to_string(),
+            self.home.root().display().to_string(),
+        )]
+    }
+
     fn creds_for(&self, spec: &AppSpec) -> Result<Option<Creds>, String> {
         let Some(user) = &spec.user else {
             return Ok(None);
@@ -326,7 +348,7 @@ impl Supervisor {
         let spec = app.spec.clone();
         let result = self.creds_for(&spec).and_then(|creds| {
             let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
-            let env = spawn::app_env(&spec, &env_creds, &[]);
+            let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env());
             let [out, errp] = self.log_paths(&spec.name);
             let shim = ShimConfig {
                 out_path: out,

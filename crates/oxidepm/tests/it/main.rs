@@ -1,6 +1,7 @@
 //! Integration tests: the real binaries, real processes, real sockets.
 //! Each test gets its own OXIDEPM_HOME and stops everything it started.
 
+mod access;
 mod harness;
 mod lifecycle;
 mod supervision;

@@ -1,0 +1,150 @@
+//! Who is on the other end of a connection, decided once at accept from
+//! the peer's credentials and its process tree, never from what it says.
+
+use crate::supervise::procfs::{self, ProcStat};
+use crate::supervise::Supervisor;
+use oxidepm_proto::{Actor, AppKind};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// `SO_PEERPIDFD` (Linux 6.5+): a pidfd of the peer, pinned at connect.
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// Where a peer's process sits, as far as the daemon can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The peer could not be looked at (gone, or no credentials).
+    Unknown,
+    /// Not a descendant of the daemon: the claim table decides.
+    Outside,
+    /// In the process tree of an app.
+    App {
+        /// The app's name.
+        name: String,
+        /// The app's kind.
+        kind: AppKind,
+        /// Who defined the app.
+        defined_by: Actor,
+    },
+    /// A descendant of the daemon that belongs to no app (fails closed).
+    Unattributed,
+}
+
+/// The peer of a connection.
+#[derive(Debug, Clone)]
+pub struct PeerInfo {
+    /// Its pid.
+    pub pid: Option<u32>,
+    /// Its uid.
+    pub uid: Option<u32>,
+    /// Where it sits.
+    pub origin: Origin,
+}
+
+fn peer_pidfd(fd: libc::c_int) -> Option<OwnedFd> {
+    let mut pidfd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `pidfd`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            &mut pidfd as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    // SAFETY: on success the kernel gave us a new fd that nothing else owns.
+    (r == 0 && pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })
+}
+
+fn pidfd_alive(pidfd: &OwnedFd) -> bool {
+    // SAFETY: signal 0 through a pidfd only checks that the process lives.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    r == 0
+}
+
+/// The chain from `pid` up to the daemon (inclusive) or to init.
+fn ancestry(pid: u32, daemon: u32) -> Option<Vec<ProcStat>> {
+    let mut chain = Vec::new();
+    let mut cur = pid;
+    for _ in 0..4096 {
+        let st = procfs::stat(cur)?;
+        chain.push(st);
+        if cur == daemon || st.ppid == 0 || cur == 1 {
+            break;
+        }
+        cur = st.ppid;
+    }
+    Some(chain)
+}
+
+/// Decides the origin of the peer on socket `fd`. The peer is pinned by a
+/// pidfd where the kernel offers one (else by its start time): if the
+/// process is gone or replaced by the end of the walk, the answer is
+/// `Unknown`, which is treated as an AI.
+pub fn identify(fd: libc::c_int, sup: &Supervisor) -> PeerInfo {
+    let cred = nix::sys::socket::getsockopt(
+        // SAFETY: the caller's socket outlives this call.
+        &unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+        nix::sys::socket::sockopt::PeerCredentials,
+    )
+    .ok();
+    let pid = cred.map(|c| c.pid()).filter(|p| *p > 0).map(|p| p as u32);
+    let uid = cred.map(|c| c.uid());
+    let unknown = PeerInfo {
+        pid,
+        uid,
+        origin: Origin::Unknown,
+    };
+    let Some(pid) = pid else { return unknown };
+    let pidfd = peer_pidfd(fd);
+    let daemon = std::process::id();
+    let Some(chain) = ancestry(pid, daemon) else {
+        return unknown;
+    };
+    let pinned = match &pidfd {
+        Some(p) => pidfd_alive(p),
+        None => procfs::stat(pid).is_some_and(|s| s.start_ticks == chain[0].start_ticks),
+    };
+    if !pinned {
+        return unknown;
+    }
+    let under_daemon = chain.last().is_some_and(|s| s.pid == daemon);
+    let session = chain[0].session;
+    // The peer's own ancestors first, then its session: a process that an
+    // app double-forked was re-parented to the daemon but kept the app's
+    // session.
+    let by_chain = chain
+        .iter()
+        .filter(|s| s.pid != daemon)
+        .find_map(|s| sup.app_of_process(s.pid, s.start_ticks));
+    let by_session = || {
+        let leader = procfs::stat(session)?;
+        sup.app_of_process(session, leader.start_ticks)
+    };
+    let origin = match by_chain.or_else(|| under_daemon.then(by_session).flatten()) {
+        Some(id) => match sup.app(id) {
+            Some(a) => Origin::App {
+                name: a.spec.name.clone(),
+                kind: a.spec.kind,
+                defined_by: a.defined_by.clone(),
+            },
+            None => Origin::Unattributed,
+        },
+        None if under_daemon => Origin::Unattributed,
+        None => Origin::Outside,
+    };
+    PeerInfo {
+        pid: Some(pid),
+        uid,
+        origin,
+    }
+}
