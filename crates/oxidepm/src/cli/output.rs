@@ -100,12 +100,21 @@ impl Printer {
                 .or_else(|| a.get("status"))
                 .and_then(Value::as_str)
                 .unwrap_or("done");
+            let status = a
+                .get("status")
+                .and_then(Value::as_str)
+                .filter(|st| *st != what);
             let pid = a
                 .get("pid")
                 .and_then(Value::as_u64)
-                .map(|p| format!(" (pid {p})"))
-                .unwrap_or_default();
-            println!("{} [{}]: {what}{pid}", s(a, "name"), s(a, "id"));
+                .map(|p| format!("pid {p}"));
+            let extra: Vec<String> = status.map(String::from).into_iter().chain(pid).collect();
+            let extra = if extra.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", extra.join(", "))
+            };
+            println!("{} [{}]: {what}{extra}", s(a, "name"), s(a, "id"));
         }
     }
 

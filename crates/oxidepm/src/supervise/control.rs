@@ -9,6 +9,7 @@ use oxidepm_proto::{
     Actor, AppSpec, DependencyCondition, ErrorBody, ErrorCode, HealthState, Status,
 };
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::{sleep, timeout, Instant};
 
@@ -158,7 +159,26 @@ async fn launch(
         let s = lock(shared);
         let names = s.names(ids);
         let edges = s.dependency_edges();
-        let all = deps::with_dependencies(&names, &edges);
+        // Bring along dependencies that are not running, except one-shot
+        // ones that already completed: those are not run again.
+        let idle: BTreeMap<String, Vec<String>> = edges
+            .iter()
+            .map(|(app, ds)| {
+                let need: Vec<String> = ds
+                    .iter()
+                    .filter(|d| {
+                        s.apps().find(|a| &a.spec.name == *d).is_some_and(|a| {
+                            !a.is_running()
+                                && a.rt.status != Status::Starting
+                                && !(a.rt.status == Status::Stopped && a.rt.last_exit == Some(0))
+                        })
+                    })
+                    .cloned()
+                    .collect();
+                (app.clone(), need)
+            })
+            .collect();
+        let all = deps::with_dependencies(&names, &idle);
         let ordered =
             deps::order(&all, &edges).map_err(|e| ErrorBody::new(ErrorCode::Conflict, e))?;
         ordered
