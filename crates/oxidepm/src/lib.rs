@@ -8,6 +8,7 @@ pub mod access;
 pub mod cli;
 pub mod client;
 pub mod daemon;
+pub mod lanes;
 pub mod paths;
 pub mod store;
 pub mod supervise;

@@ -117,6 +117,8 @@ pub enum Op {
         #[serde(default = "default_events")]
         limit: usize,
     },
+    /// Agent lanes: sockets, ACL users, streams.
+    Lanes,
     /// Stops every app, then the daemon.
     Kill,
 }
@@ -148,6 +150,7 @@ impl Op {
             Op::Save { .. } => "save",
             Op::Resurrect { .. } => "resurrect",
             Op::Audit { .. } => "audit",
+            Op::Lanes => "lanes",
             Op::Kill => "kill",
         }
     }

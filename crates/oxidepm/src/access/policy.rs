@@ -13,6 +13,7 @@ pub fn required_tier(op: &Op) -> Tier {
         | Op::Show { .. }
         | Op::Logs { .. }
         | Op::Events { .. }
+        | Op::Lanes
         | Op::Audit { .. } => Tier::Read,
         Op::Start { .. } | Op::Stop { .. } | Op::Restart { .. } => Tier::Control,
         Op::Define { .. }

@@ -108,6 +108,8 @@ pub enum Command {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
+    /// Agent lanes: sockets, ACL users, streams with length and pending.
+    Lanes,
     /// Stop every app, then the daemon.
     Kill,
     /// Print (or install) a systemd unit that starts the daemon at boot.

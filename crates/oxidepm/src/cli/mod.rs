@@ -140,6 +140,10 @@ fn run(cli: Cli) -> Result<(), ClientError> {
             })?;
             out.audit(&v);
         }
+        Command::Lanes => {
+            let v = connect::client(true)?.call(Op::Lanes)?;
+            out.lanes(&v);
+        }
         Command::Startup { user, write } => {
             let home = crate::paths::Home::from_env();
             let text = startup::unit(&home, &startup::daemon_path(), user);

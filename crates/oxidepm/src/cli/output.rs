@@ -323,4 +323,36 @@ impl Printer {
             s(v, "tier")
         );
     }
+
+    /// Prints the lanes.
+    pub fn lanes(&self, v: &Value) {
+        if self.json {
+            return print_json(v);
+        }
+        let mut rows = Vec::new();
+        for a in v.as_array().into_iter().flatten() {
+            for st in a
+                .get("streams")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                rows.push(vec![
+                    s(a, "agent"),
+                    s(a, "acl_user"),
+                    s(st, "key"),
+                    s(st, "length"),
+                    s(st, "pending"),
+                ]);
+            }
+        }
+        if rows.is_empty() {
+            println!("no agents; define one with `oxidepm start --kind agent --name <name> -- <command>`");
+            return;
+        }
+        table(&["agent", "acl user", "stream", "length", "pending"], &rows);
+        for a in v.as_array().into_iter().flatten() {
+            println!("{}: {}", s(a, "agent"), s(a, "socket"));
+        }
+    }
 }

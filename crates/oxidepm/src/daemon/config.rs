@@ -51,6 +51,9 @@ pub struct Config {
     /// Grants of adapters, by adapter app name.
     #[serde(default)]
     pub adapters: BTreeMap<String, Grant>,
+    /// Agent lanes.
+    #[serde(default)]
+    pub lanes: crate::lanes::settings::LanesSettings,
 }
 
 fn yes() -> bool {
@@ -77,7 +80,11 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
-        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let c: Config = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        c.lanes
+            .check()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(c)
     }
 
     /// The tier and scope of an adapter (read and nothing without a grant).

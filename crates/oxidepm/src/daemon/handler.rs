@@ -3,10 +3,11 @@
 use super::{Daemon, Peer};
 use crate::access::conn::Sink;
 use crate::access::{policy, Caller};
+use crate::lanes::admin::AgentLane;
 use crate::store::{AuditFilter, NewAudit, SnapshotApp};
 use crate::supervise::{control, lock, logfile};
 use oxidepm_proto::{
-    Actor, Class, ErrorBody, ErrorCode, LogLine, LogStream, Op, Request, Response,
+    Actor, AppKind, Class, ErrorBody, ErrorCode, LogLine, LogStream, Op, Request, Response,
 };
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -212,8 +213,27 @@ impl Daemon {
                 if apps.is_empty() {
                     return Err(bad("no apps to define"));
                 }
+                let agents: Vec<AgentLane> = apps
+                    .iter()
+                    .filter(|a| a.kind == AppKind::Agent)
+                    .map(|a| AgentLane {
+                        name: a.name.clone(),
+                        uid: a
+                            .user
+                            .as_deref()
+                            .and_then(|u| crate::supervise::spawn::resolve_user(u).ok())
+                            .map(|c| c.uid.as_raw())
+                            .filter(|u| *u != nix::unistd::getuid().as_raw()),
+                    })
+                    .collect();
+                if !agents.is_empty() {
+                    // The lane exists before the agent's first process.
+                    self.lanes.check_agents(&apps)?;
+                    self.lanes.reconcile(&self.sup, &agents).await?;
+                }
                 control::define(&self.sup, apps, actor).await
             }
+            Op::Lanes => self.lanes.report(&self.sup).await,
             Op::Start { target } => {
                 let ids = lock(&self.sup).resolve(&target)?;
                 control::start(&self.sup, &ids, actor).await
@@ -234,8 +254,19 @@ impl Daemon {
                 control::restart(&self.sup, &ids, actor).await
             }
             Op::Delete { target } => {
-                let ids = lock(&self.sup).resolve(&target)?;
-                control::delete(&self.sup, &ids, actor).await
+                let (ids, agents) = {
+                    let s = lock(&self.sup);
+                    let ids = s.resolve(&target)?;
+                    let agents = ids
+                        .iter()
+                        .any(|id| s.app(*id).is_some_and(|a| a.spec.kind == AppKind::Agent));
+                    (ids, agents)
+                };
+                let out = control::delete(&self.sup, &ids, actor).await?;
+                if agents {
+                    self.lanes.reconcile(&self.sup, &[]).await?;
+                }
+                Ok(out)
             }
             Op::Events { target, limit } => {
                 let s = lock(&self.sup);

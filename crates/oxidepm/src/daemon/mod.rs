@@ -9,6 +9,9 @@ mod lockfile;
 use crate::access::conn::{self, Limits};
 use crate::access::peer::{self, PeerInfo};
 use crate::access::{identity, listener, Caller, SocketKind};
+use crate::lanes::admin::Lanes;
+use crate::lanes::layout::Layout;
+use crate::lanes::settings::Backend;
 use crate::paths::Home;
 use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
 use config::Config;
@@ -41,6 +44,8 @@ pub struct Daemon {
     pub config: Config,
     /// Notified when a `kill` request asks the daemon to exit.
     pub exit: Notify,
+    /// The agents' lanes.
+    pub lanes: Lanes,
     started: Instant,
 }
 
@@ -132,7 +137,17 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
     let shim_exe = std::env::current_exe()
         .map_err(|e| format!("cannot find the daemon's own executable: {e}"))?;
     let sup = Supervisor::new(home.clone(), store, shim_exe);
-    crate::supervise::lock(&sup).load()?;
+    let lanes = Lanes {
+        layout: Layout { home: home.clone() },
+        settings: config.lanes.clone(),
+    };
+    {
+        let mut s = crate::supervise::lock(&sup);
+        if config.lanes.backend == Backend::Redis {
+            s.lanes = Some((lanes.layout.clone(), config.lanes.families()));
+        }
+        s.load()?;
+    }
     if let Err(e) = reaper::become_subreaper() {
         log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");
     }
@@ -145,12 +160,18 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
         }
     }
     tokio::spawn(sampler::run(sup.clone()));
+    // Lanes come up before agents are served: an agent re-adopted or
+    // resurrected finds its socket.
+    if let Err(e) = lanes.reconcile(&sup, &[]).await {
+        log::error!("lanes are not available: {e}");
+    }
 
     let daemon = Arc::new(Daemon {
         sup: sup.clone(),
         home: home.clone(),
         config: config.clone(),
         exit: Notify::new(),
+        lanes,
         started: Instant::now(),
     });
 

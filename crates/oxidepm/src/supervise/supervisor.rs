@@ -56,6 +56,9 @@ pub struct Supervisor {
     is_root: bool,
     /// Set once the daemon is going down: exits are not restarted.
     pub shutting_down: bool,
+    /// Where lanes are and which stream families agents have (set when
+    /// lanes are on), for the environment of agent apps.
+    pub lanes: Option<(crate::lanes::layout::Layout, Vec<String>)>,
 }
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorBody {
@@ -78,6 +81,7 @@ impl Supervisor {
                 own: spawn::own_creds(),
                 is_root: nix::unistd::geteuid().is_root(),
                 shutting_down: false,
+                lanes: None,
             })
         })
     }
@@ -137,7 +141,7 @@ impl Supervisor {
         let spec = app.spec.clone();
         let creds = self.creds_for(&spec)?;
         let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
-        let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env());
+        let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env(&spec));
         let pid = spawn::spawn_probe(cmd, spec.cwd.as_deref(), env, creds.as_ref())?;
         let (tx, rx) = oneshot::channel();
         self.probes.insert(pid, (id, tx));
@@ -315,11 +319,30 @@ impl Supervisor {
     /// Variables the daemon gives every app: OXIDEPM_HOME, so that the CLI
     /// run from inside an app reaches this daemon (and is identified by its
     /// place in the app's tree).
-    fn app_extra_env(&self) -> Vec<(String, String)> {
-        vec![(
+    ///
+    /// An agent also gets its lane (OXIDEPM_AGENT, OXIDEPM_LANE,
+    /// OXIDEPM_INBOXES, OXIDEPM_OUTBOXES, OXIDEPM_GROUP) and OXIDEPM_SOCKET
+    /// pointing at agent.sock; these override the spec's values.
+    fn app_extra_env(&self, spec: &AppSpec) -> Vec<(String, String)> {
+        let mut env = vec![(
             "OXIDEPM_HOME".to_string(),
             self.home.root().display().to_string(),
-        )]
+        )];
+        if spec.kind == oxidepm_proto::AppKind::Agent {
+            match &self.lanes {
+                Some((layout, families)) => env.extend(crate::lanes::layout::agent_env(
+                    layout, &spec.name, families,
+                )),
+                None => {
+                    env.push(("OXIDEPM_AGENT".into(), spec.name.clone()));
+                    env.push((
+                        "OXIDEPM_SOCKET".into(),
+                        self.home.agent_socket().display().to_string(),
+                    ));
+                }
+            }
+        }
+        env
     }
 
     fn creds_for(&self, spec: &AppSpec) -> Result<Option<Creds>, String> {
@@ -348,7 +371,7 @@ impl Supervisor {
         let spec = app.spec.clone();
         let result = self.creds_for(&spec).and_then(|creds| {
             let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
-            let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env());
+            let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env(&spec));
             let [out, errp] = self.log_paths(&spec.name);
             let shim = ShimConfig {
                 out_path: out,

@@ -3,5 +3,6 @@
 
 mod access;
 mod harness;
+mod lanes;
 mod lifecycle;
 mod supervision;

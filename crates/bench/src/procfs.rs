@@ -1,0 +1,145 @@
+//! What the benchmark reads from /proc: process stats, memory, command lines.
+
+use std::fs;
+
+/// The fields of `/proc/<pid>/stat` the benchmark uses.
+#[derive(Debug, Clone)]
+pub struct Stat {
+    /// Process id.
+    pub pid: u32,
+    /// State letter (`R`, `S`, `Z`, ...).
+    pub state: u8,
+    /// Parent pid.
+    pub ppid: u32,
+    /// User CPU, clock ticks.
+    pub utime: u64,
+    /// System CPU, clock ticks.
+    pub stime: u64,
+    /// User CPU of waited-for children, clock ticks.
+    pub cutime: u64,
+    /// System CPU of waited-for children, clock ticks.
+    pub cstime: u64,
+    /// Start time, clock ticks since boot (tells a reused pid apart).
+    pub starttime: u64,
+}
+
+/// `/proc/<pid>/stat`, or None when the process is gone.
+pub fn stat(pid: u32) -> Option<Stat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may itself contain ") ".
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // f[0] is field 3 (state) of proc(5).
+    let num = |i: usize| f.get(i - 3).and_then(|s| s.parse::<u64>().ok());
+    Some(Stat {
+        pid,
+        state: *f.first()?.as_bytes().first()?,
+        ppid: num(4)? as u32,
+        utime: num(14)?,
+        stime: num(15)?,
+        cutime: num(16)?,
+        cstime: num(17)?,
+        starttime: num(22)?,
+    })
+}
+
+/// Every process.
+pub fn all() -> Vec<Stat> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(stat)
+        .collect()
+}
+
+/// Direct children of `ppid` (zombies included), from
+/// `/proc/<ppid>/task/*/children`, or by scanning every process's parent
+/// when the kernel lacks those files (CONFIG_PROC_CHILDREN).
+pub fn children(ppid: u32) -> Vec<Stat> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{ppid}/task")) else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = Vec::new();
+    for t in tasks.flatten() {
+        match fs::read_to_string(t.path().join("children")) {
+            Ok(text) => pids.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            ),
+            Err(_) => return all().into_iter().filter(|p| p.ppid == ppid).collect(),
+        }
+    }
+    pids.into_iter()
+        .filter_map(stat)
+        .filter(|p| p.ppid == ppid)
+        .collect()
+}
+
+/// Every descendant of `root` (not `root` itself).
+pub fn descendants(root: u32) -> Vec<Stat> {
+    let procs = all();
+    let mut found: Vec<Stat> = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for p in procs.iter().filter(|p| p.ppid == parent) {
+            if !found.iter().any(|f| f.pid == p.pid) {
+                frontier.push(p.pid);
+                found.push(p.clone());
+            }
+        }
+    }
+    found
+}
+
+/// The process still runs (exists, is not a zombie, and is the same process).
+pub fn alive(p: &Stat) -> bool {
+    stat(p.pid).is_some_and(|s| s.state != b'Z' && s.starttime == p.starttime)
+}
+
+/// The arguments of a process (empty for zombies and kernel threads).
+pub fn cmdline(pid: u32) -> Vec<String> {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, ...), in bytes.
+pub fn status_bytes(pid: u32, key: &str) -> Option<u64> {
+    kb_field(
+        &fs::read_to_string(format!("/proc/{pid}/status")).ok()?,
+        key,
+    )
+}
+
+/// Proportional set size (shared pages divided among their users), in bytes.
+pub fn pss_bytes(pid: u32) -> Option<u64> {
+    kb_field(
+        &fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?,
+        "Pss",
+    )
+}
+
+fn kb_field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let v = l.strip_prefix(key)?.strip_prefix(':')?;
+        let kb: u64 = v.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kb * 1024)
+    })
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
+pub fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf only reads a system constant.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}

@@ -1,0 +1,111 @@
+//! The scenarios, each measured in fresh oxidepm homes.
+
+mod logs;
+mod respawn;
+mod rss;
+mod start;
+mod status;
+
+use crate::report::Row;
+use crate::sandbox::{Bins, Result, Sandbox};
+
+/// Sizes of one benchmark run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Smaller sizes for a smoke run.
+    pub quick: bool,
+    /// Apps for `rss`, `status` and `start100`.
+    pub apps: usize,
+    /// Timed `status --json` runs.
+    pub status_runs: usize,
+    /// Timed kills in `respawn`.
+    pub respawns: usize,
+    /// Rounds of `start100`, each in a fresh home.
+    pub start_rounds: usize,
+    /// Lines written in `logs`.
+    pub log_lines: u64,
+    /// Rounds of `logs` (plain file, then oxidepm, each round).
+    pub log_rounds: usize,
+}
+
+impl Plan {
+    /// The full plan, or the `--quick` one.
+    pub fn new(quick: bool) -> Plan {
+        if quick {
+            Plan {
+                quick,
+                apps: 20,
+                status_runs: 50,
+                respawns: 10,
+                start_rounds: 1,
+                log_lines: 100_000,
+                log_rounds: 1,
+            }
+        } else {
+            Plan {
+                quick,
+                apps: 100,
+                status_runs: 200,
+                respawns: 50,
+                start_rounds: 3,
+                log_lines: 1_000_000,
+                log_rounds: 5,
+            }
+        }
+    }
+}
+
+/// A scenario: its name, what it measures, and the code.
+pub struct Scenario {
+    /// Name on the command line.
+    pub name: &'static str,
+    /// One line about it.
+    pub about: &'static str,
+    /// Runs it; prints figures as it goes and returns the summary rows.
+    pub run: fn(&Bins, &Plan) -> Result<Vec<Row>>,
+}
+
+/// Every scenario, in the order they run.
+pub const ALL: &[Scenario] = &[
+    Scenario {
+        name: "rss",
+        about: "daemon memory, idle and with N apps",
+        run: rss::run,
+    },
+    Scenario {
+        name: "status",
+        about: "wall time of the whole `oxidepm status --json` process with N apps",
+        run: status::run,
+    },
+    Scenario {
+        name: "respawn",
+        about: "SIGKILL of an app -> its new process runs (restart_delay 0)",
+        run: respawn::run,
+    },
+    Scenario {
+        name: "start100",
+        about: "start N apps from one TOML file with the daemon running",
+        run: start::run,
+    },
+    Scenario {
+        name: "logs",
+        about: "log capture of lines of 100 B, timestamps on, against a plain file",
+        run: logs::run,
+    },
+];
+
+/// Runs `body` in a fresh home and always tears it down; teardown remarks are printed.
+pub fn with_sandbox<T>(bins: &Bins, body: impl FnOnce(&mut Sandbox) -> Result<T>) -> Result<T> {
+    let mut sb = Sandbox::new(bins)?;
+    say!("  home: {}", sb.home().display());
+    let result = body(&mut sb);
+    for note in sb.teardown() {
+        say!("  teardown: {note}");
+    }
+    result
+}
+
+/// Sleeps for `ms` milliseconds.
+pub fn sleep_ms(ms: u64) {
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}

@@ -1,0 +1,312 @@
+//! `respawn`: from SIGKILL of an app to its new process.
+//!
+//! The app is this binary as `__probe SOCKET`: the first thing it does is read
+//! CLOCK_MONOTONIC, which it sends with its pid to a socket the benchmark
+//! listens on, so nothing is polled. When the kernel's process events can be
+//! read (root), they give, on the same clock, the exit of the killed process,
+//! the daemon's fork of the new one and its exec of the app's program. The
+//! figure compared with the target is kill -> exec: the new process of the
+//! app exists and runs the app's program. kill -> main() adds the dynamic
+//! loading and start-up of the probe, which no supervisor controls.
+
+use super::{sleep_ms, with_sandbox, Plan};
+use crate::cnproc::{Event, ProcEvents};
+use crate::report::{max, median, min, percentile, Row};
+use crate::sandbox::{mono_ns, s, Bins, Result, Sandbox};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixListener;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const APP: &str = "probe";
+const WARMUP: usize = 3;
+
+/// Times of one respawn, ns after the kill.
+#[derive(Debug, Clone, Copy)]
+struct Chain {
+    exit: u64,
+    fork: u64,
+    exec: u64,
+}
+
+pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
+    with_sandbox(bins, |sb| {
+        let dpid = sb.ping()?;
+        let events = match ProcEvents::open() {
+            Ok(ev) => Some(ev),
+            Err(e) => {
+                say!("  note: no kernel process events ({e}); measuring up to the probe's main() only");
+                None
+            }
+        };
+        let sock = sb.home().join("probe.sock");
+        let listener = UnixListener::bind(&sock)
+            .map_err(|e| format!("cannot listen on {}: {e}", sock.display()))?;
+        let me = sb.bins.me.to_string_lossy().into_owned();
+        let sock_arg = sock.to_string_lossy().into_owned();
+        sb.run(&[
+            "start",
+            "--name",
+            APP,
+            "--restart",
+            "always",
+            "--restart-delay",
+            "0",
+            "--min-uptime",
+            "0",
+            "--",
+            &me,
+            "__probe",
+            &sock_arg,
+        ])?;
+        let (mut current, _) = next_probe(&listener)?;
+        wait_status_pid(sb, current)?;
+
+        let mut to_main = Vec::with_capacity(plan.respawns);
+        let mut chains: Vec<Chain> = Vec::with_capacity(plan.respawns);
+        let mut missing_events = 0usize;
+        for i in 0..WARMUP + plan.respawns {
+            let pid = status_pid(sb)?;
+            if pid != Some(current) {
+                return Err(format!(
+                    "status shows pid {pid:?} for {APP}, its process is {current}"
+                ));
+            }
+            // Let the previous run's log shim finish and the daemon go idle.
+            sleep_ms(20);
+            if let Some(ev) = &events {
+                ev.drain().map_err(|e| format!("process events: {e}"))?;
+            }
+            let t0 = mono_ns();
+            // SAFETY: kill only sends a signal.
+            if unsafe { libc::kill(current as i32, libc::SIGKILL) } != 0 {
+                return Err(format!(
+                    "cannot kill {current}: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            let (new_pid, started) = next_probe(&listener)
+                .map_err(|e| format!("after SIGKILL #{} of {APP} (pid {current}): {e}", i + 1))?;
+            if new_pid == current {
+                return Err(format!("the probe reported the killed pid {new_pid} again"));
+            }
+            let chain = match &events {
+                Some(ev) => chain(ev, dpid, current, new_pid, t0)?,
+                None => None,
+            };
+            if i >= WARMUP {
+                to_main.push(started.saturating_sub(t0) as f64 / 1e6);
+                match chain {
+                    Some(c) => chains.push(c),
+                    None if events.is_some() => missing_events += 1,
+                    None => {}
+                }
+            }
+            current = new_pid;
+            wait_status_pid(sb, current)?;
+        }
+        let app = app_info(sb)?;
+        say!(
+            "  {} kills (after {WARMUP} warm-up); restarts counted by the daemon: {}",
+            to_main.len(),
+            s(&app, "restarts")
+        );
+        let line = |what: &str, xs: &[f64]| {
+            say!(
+                "  {what:<38} median {:>6.3} ms   p95 {:>6.3} ms   min {:>6.3} ms   max {:>6.3} ms",
+                median(xs),
+                percentile(xs, 95.0),
+                min(xs),
+                max(xs)
+            )
+        };
+        let ms_of = |f: fn(&Chain) -> u64| -> Vec<f64> {
+            chains.iter().map(|c| f(c) as f64 / 1e6).collect()
+        };
+        let mut rows = Vec::new();
+        if !chains.is_empty() {
+            let (exit, fork, exec) = (ms_of(|c| c.exit), ms_of(|c| c.fork), ms_of(|c| c.exec));
+            let react: Vec<f64> = chains
+                .iter()
+                .map(|c| c.fork.saturating_sub(c.exit) as f64 / 1e6)
+                .collect();
+            line("kill -> old process exited (kernel)", &exit);
+            line("old process exited -> daemon forks", &react);
+            line("kill -> daemon forks the new process", &fork);
+            line("kill -> new process execs the app", &exec);
+            line("kill -> the app's main() runs", &to_main);
+            if missing_events > 0 {
+                say!("  note: {missing_events} kill(s) without a complete fork/exec event trail");
+            }
+            let (med, p95) = (median(&exec), percentile(&exec, 95.0));
+            say!("  target: kill -> exec <= 2 ms");
+            rows.push(Row::check(
+                "crash -> respawn, kill->exec (median)",
+                format!("{med:.3} ms"),
+                "<= 2 ms",
+                med <= 2.0,
+            ));
+            rows.push(Row::info(
+                "crash -> respawn, kill->exec (p95)",
+                format!("{p95:.3} ms"),
+            ));
+            rows.push(Row::info(
+                "crash -> respawn, exit->fork (median)",
+                format!("{:.3} ms", median(&react)),
+            ));
+            rows.push(Row::info(
+                "crash -> respawn, kill->main (median)",
+                format!("{:.3} ms", median(&to_main)),
+            ));
+        } else {
+            line("kill -> the app's main() runs", &to_main);
+            let floor = exec_floor(&sb.bins.me, &listener, &sock_arg, plan.respawns)?;
+            say!(
+                "  floor: this benchmark forking and exec-ing the same probe itself: median {floor:.3} ms"
+            );
+            let med = median(&to_main);
+            say!("  target: <= 2 ms (this figure includes the probe's exec and start-up)");
+            rows.push(Row::check(
+                "crash -> respawn, kill->main (median)",
+                format!("{med:.3} ms"),
+                "<= 2 ms",
+                med <= 2.0,
+            ));
+            rows.push(Row::info(
+                "crash -> respawn, kill->main (p95)",
+                format!("{:.3} ms", percentile(&to_main, 95.0)),
+            ));
+            rows.push(Row::info(
+                "  floor: fork+exec+start of the probe",
+                format!("{floor:.3} ms"),
+            ));
+        }
+        Ok(rows)
+    })
+}
+
+/// Reads the kernel's events for one respawn: the exit of `old`, the daemon's
+/// fork of `new` and the exec in `new`; times relative to `t0`.
+fn chain(ev: &ProcEvents, daemon: u32, old: u32, new: u32, t0: u64) -> Result<Option<Chain>> {
+    let (mut exit, mut fork, mut exec) = (None, None, None);
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while exit.is_none() || fork.is_none() || exec.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Some(e) = ev.next(left).map_err(|e| format!("process events: {e}"))? else {
+            return Ok(None);
+        };
+        match e {
+            Event::Exit { ts, pid, tgid } if pid == old && tgid == old => exit = Some(ts),
+            Event::Fork {
+                ts,
+                parent,
+                child_pid,
+                child_tgid,
+            } if parent == daemon && child_pid == new && child_tgid == new => fork = Some(ts),
+            Event::Exec { ts, tgid } if tgid == new && exec.is_none() => exec = Some(ts),
+            _ => {}
+        }
+    }
+    let rel = |t: Option<u64>| t.unwrap_or(0).saturating_sub(t0);
+    Ok(Some(Chain {
+        exit: rel(exit),
+        fork: rel(fork),
+        exec: rel(exec),
+    }))
+}
+
+/// Median time from this process forking the probe (in a new session, as
+/// the daemon does) to the probe's `main`: what any supervisor must pay.
+fn exec_floor(me: &Path, listener: &UnixListener, sock: &str, runs: usize) -> Result<f64> {
+    let mut t = Vec::with_capacity(runs);
+    for _ in 0..WARMUP + runs {
+        let mut cmd = Command::new(me);
+        cmd.args(["__probe", sock])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: setsid is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let t0 = mono_ns();
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run the probe: {e}"))?;
+        let got = next_probe(listener);
+        let _ = child.kill();
+        let _ = child.wait();
+        let (_, started) = got?;
+        t.push(started.saturating_sub(t0) as f64 / 1e6);
+        sleep_ms(5);
+    }
+    Ok(median(&t[WARMUP..]))
+}
+
+/// Waits (5 s at most) for the next probe to report; its pid and start time.
+fn next_probe(listener: &UnixListener) -> Result<(u32, u64)> {
+    let mut pfd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll reads and writes the one pollfd we own.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 5000) };
+    if ready <= 0 {
+        return Err("no new process of the app reported within 5 s".into());
+    }
+    let (stream, _) = listener
+        .accept()
+        .map_err(|e| format!("accept on the probe socket: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    BufReader::new(stream)
+        .read_line(&mut line)
+        .map_err(|e| format!("reading the probe's report: {e}"))?;
+    let mut it = line.split_whitespace().map(str::parse::<u64>);
+    match (it.next(), it.next()) {
+        (Some(Ok(pid)), Some(Ok(ns))) => Ok((pid as u32, ns)),
+        _ => Err(format!("bad probe report {line:?}")),
+    }
+}
+
+fn app_info(sb: &Sandbox) -> Result<Value> {
+    sb.status()?
+        .into_iter()
+        .find(|a| a.get("name").and_then(Value::as_str) == Some(APP))
+        .ok_or_else(|| format!("{APP} is not in `oxidepm status`"))
+}
+
+fn status_pid(sb: &Sandbox) -> Result<Option<u32>> {
+    Ok(app_info(sb)?
+        .get("pid")
+        .and_then(Value::as_u64)
+        .map(|p| p as u32))
+}
+
+/// Waits until `status` reports `pid` for the app (the daemon may record the
+/// new pid a moment after the process runs).
+fn wait_status_pid(sb: &Sandbox, pid: u32) -> Result<()> {
+    let t0 = Instant::now();
+    loop {
+        let now = status_pid(sb)?;
+        if now == Some(pid) {
+            return Ok(());
+        }
+        if t0.elapsed() > Duration::from_secs(2) {
+            return Err(format!(
+                "`oxidepm status` shows pid {now:?} for {APP} 2 s after its process {pid} started"
+            ));
+        }
+        sleep_ms(2);
+    }
+}

@@ -1,0 +1,522 @@
+//! Bringing the lanes in line with the defined agents: the private Redis
+//! (a `system` app), its ACL users, the auth proxy (another `system` app),
+//! each agent's streams and lane description. Everything is derived from
+//! the set of agent apps, so one `reconcile` serves start-up, a new agent
+//! and a deleted one alike.
+
+use super::acl;
+use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
+use super::secrets;
+use super::settings::{Backend, LanesSettings};
+use crate::supervise::{control, lock, spawn, Shared};
+use oxidepm_proto::{Actor, AppKind, AppSpec, ErrorBody, ErrorCode, Status};
+use serde_json::{json, Value};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn unavailable(msg: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(ErrorCode::Unavailable, msg)
+}
+
+/// An agent as the lanes see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentLane {
+    /// Its name.
+    pub name: String,
+    /// The uid its processes run as, when not the daemon's.
+    pub uid: Option<u32>,
+}
+
+/// Finds a program on PATH.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The lanes of one daemon.
+#[derive(Debug, Clone)]
+pub struct Lanes {
+    /// Where the files are.
+    pub layout: Layout,
+    /// `[lanes]` of daemon.toml.
+    pub settings: LanesSettings,
+}
+
+impl Lanes {
+    /// Checks agent specs before they are defined: names, and that lanes
+    /// can be had at all.
+    pub fn check_agents(&self, specs: &[AppSpec]) -> Result<(), ErrorBody> {
+        for s in specs.iter().filter(|s| s.kind == AppKind::Agent) {
+            super::names::check_agent_name(&s.name, &self.settings.families())
+                .map_err(|m| ErrorBody::new(ErrorCode::BadRequest, m))?;
+            if self.settings.backend == Backend::Redis {
+                self.programs()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn programs(&self) -> Result<(PathBuf, PathBuf), ErrorBody> {
+        let redis = find_program("redis-server").ok_or_else(|| {
+            unavailable(
+                "agent lanes need redis-server, which is not on PATH; install it (Debian: apt-get install redis-server) or set [lanes] backend = \"off\" in daemon.toml",
+            )
+        })?;
+        let proxy = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join("oxidepm-lane-proxy")))
+            .filter(|p| p.is_file())
+            .ok_or_else(|| {
+                unavailable("oxidepm-lane-proxy is missing beside oxidepmd; reinstall oxidepm")
+            })?;
+        Ok((redis, proxy))
+    }
+
+    /// The agents now defined.
+    pub fn agents(&self, shared: &Shared) -> Vec<AgentLane> {
+        let s = lock(shared);
+        let own = nix::unistd::getuid().as_raw();
+        s.apps()
+            .filter(|a| a.spec.kind == AppKind::Agent)
+            .map(|a| AgentLane {
+                name: a.spec.name.clone(),
+                uid: a
+                    .spec
+                    .user
+                    .as_deref()
+                    .and_then(|u| spawn::resolve_user(u).ok())
+                    .map(|c| c.uid.as_raw())
+                    .filter(|u| *u != own),
+            })
+            .collect()
+    }
+
+    /// Makes Redis, its users, the proxy and the agents' files match the
+    /// defined agents plus `extra` (agents about to be defined).
+    pub async fn reconcile(&self, shared: &Shared, extra: &[AgentLane]) -> Result<(), ErrorBody> {
+        if self.settings.backend == Backend::Off {
+            return Ok(());
+        }
+        let mut agents = self.agents(shared);
+        for e in extra {
+            if !agents.iter().any(|a| a.name == e.name) {
+                agents.push(e.clone());
+            }
+        }
+        let redis_id = find_app(shared, REDIS_APP);
+        if agents.is_empty() && redis_id.is_none() {
+            return Ok(());
+        }
+        let (redis_exe, proxy_exe) = self.programs()?;
+        self.prepare_dirs(&agents)
+            .map_err(|e| unavailable(format!("cannot prepare the lanes' directories: {e}")))?;
+        let users = self
+            .users(&agents)
+            .map_err(|e| unavailable(format!("cannot read or make lane passwords: {e}")))?;
+
+        let running = redis_id.is_some_and(|id| is_running(shared, id));
+        if !running {
+            self.write_redis_files(&users)
+                .map_err(|e| unavailable(format!("cannot write the Redis configuration: {e}")))?;
+            let spec = self.redis_spec(&redis_exe);
+            ensure_app(shared, spec, redis_id).await?;
+        }
+        let admin_pw = users[0].1.clone();
+        let sock = self.layout.redis_socket();
+        let families = self.settings.families();
+        let names: Vec<String> = agents.iter().map(|a| a.name.clone()).collect();
+        tokio::task::spawn_blocking(move || {
+            apply_live(&sock, &admin_pw, &users, &names, &families)
+        })
+        .await
+        .map_err(|e| unavailable(format!("lanes: {e}")))??;
+
+        self.write_proxy_conf(&agents)
+            .map_err(|e| unavailable(format!("cannot write the proxy configuration: {e}")))?;
+        let proxy_id = find_app(shared, PROXY_APP);
+        match proxy_id {
+            Some(id) if is_running(shared, id) => {
+                if let Some(pid) = lock(shared).app(id).and_then(|a| a.rt.pid) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid as i32),
+                        nix::sys::signal::Signal::SIGHUP,
+                    );
+                }
+            }
+            _ => ensure_app(shared, self.proxy_spec(&proxy_exe), proxy_id).await?,
+        }
+        self.wait_for_sockets(&agents).await;
+        self.write_descriptions(&agents);
+        Ok(())
+    }
+
+    fn prepare_dirs(&self, agents: &[AgentLane]) -> std::io::Result<()> {
+        let l = &self.layout;
+        for d in [l.redis_dir(), l.secrets_dir()] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&d)?;
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700))?;
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .create(l.lanes_dir())?;
+        std::fs::set_permissions(l.lanes_dir(), std::fs::Permissions::from_mode(0o711))?;
+        if agents.iter().any(|a| a.uid.is_some()) {
+            // Agents running as their own users must be able to reach their
+            // socket by name; the home stays unlistable (0711) and every
+            // file in it keeps its own private mode.
+            std::fs::set_permissions(l.home.root(), std::fs::Permissions::from_mode(0o711))?;
+        }
+        Ok(())
+    }
+
+    /// `(user, password, rules)` for the admin user first, then the bridge,
+    /// the responders and the agents.
+    fn users(&self, agents: &[AgentLane]) -> std::io::Result<Vec<(String, String, Vec<String>)>> {
+        let dir = self.layout.secrets_dir();
+        secrets::ensure_dir(&dir)?;
+        let mut out = vec![(
+            acl::ADMIN_USER.to_string(),
+            secrets::ensure(&dir, acl::ADMIN_USER)?,
+            acl::admin_rules(),
+        )];
+        out.push((
+            acl::BRIDGE_USER.to_string(),
+            secrets::ensure(&dir, acl::BRIDGE_USER)?,
+            acl::bridge_rules(),
+        ));
+        for r in &self.settings.responders {
+            let u = acl::responder_user(r);
+            out.push((
+                u.clone(),
+                secrets::ensure(&dir, &u)?,
+                acl::responder_rules(r),
+            ));
+        }
+        for a in agents {
+            let u = acl::agent_user(&a.name);
+            out.push((
+                u.clone(),
+                secrets::ensure(&dir, &u)?,
+                acl::agent_rules(&a.name),
+            ));
+        }
+        // Passwords of agents that are gone are forgotten.
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("agent_") && !out.iter().any(|(u, _, _)| *u == name) {
+                    secrets::remove(&dir, &name);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn write_redis_files(&self, users: &[(String, String, Vec<String>)]) -> std::io::Result<()> {
+        let l = &self.layout;
+        let conf = format!(
+            "# Written by oxidepmd; changes are overwritten.\n\
+             port 0\n\
+             unixsocket {sock}\n\
+             unixsocketperm 700\n\
+             dir {dir}\n\
+             daemonize no\n\
+             logfile \"\"\n\
+             save \"\"\n\
+             appendonly yes\n\
+             appendfsync {fsync}\n\
+             maxmemory-policy noeviction\n\
+             enable-debug-command no\n\
+             enable-module-command no\n\
+             enable-protected-configs no\n\
+             aclfile {acl}\n",
+            sock = l.redis_socket().display(),
+            dir = l.redis_dir().display(),
+            fsync = self.settings.appendfsync,
+            acl = l.acl_file().display(),
+        );
+        write_atomic(&l.redis_conf(), conf.as_bytes())?;
+        write_atomic(&l.acl_file(), acl::acl_file(users).as_bytes())
+    }
+
+    fn redis_spec(&self, exe: &Path) -> AppSpec {
+        let mut s = AppSpec::new(
+            REDIS_APP,
+            exe.display().to_string(),
+            vec![self.layout.redis_conf().display().to_string()],
+        );
+        s.kind = AppKind::System;
+        s.protected = true;
+        s.cwd = Some(self.layout.redis_dir().display().to_string());
+        s.kill_timeout_ms = 10_000;
+        s
+    }
+
+    fn proxy_spec(&self, exe: &Path) -> AppSpec {
+        let mut s = AppSpec::new(
+            PROXY_APP,
+            exe.display().to_string(),
+            vec![
+                "--config".into(),
+                self.layout.proxy_conf().display().to_string(),
+            ],
+        );
+        s.kind = AppKind::System;
+        s.protected = true;
+        s
+    }
+
+    fn write_proxy_conf(&self, agents: &[AgentLane]) -> std::io::Result<()> {
+        let l = &self.layout;
+        let list: Vec<Value> = agents
+            .iter()
+            .map(|a| {
+                json!({
+                    "name": a.name,
+                    "password_file": secrets::path(&l.secrets_dir(), &acl::agent_user(&a.name)),
+                    "uid": a.uid,
+                    "rate_limit": self.settings.rate_limit,
+                    "maxlen": self.settings.maxlen,
+                })
+            })
+            .collect();
+        let conf = json!({
+            "upstream": l.redis_socket(),
+            "lanes_dir": l.lanes_dir(),
+            "agents": list,
+        });
+        write_atomic(&l.proxy_conf(), conf.to_string().as_bytes())
+    }
+
+    async fn wait_for_sockets(&self, agents: &[AgentLane]) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if agents.iter().all(|a| {
+                std::os::unix::net::UnixStream::connect(self.layout.agent_socket(&a.name)).is_ok()
+            }) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        log::warn!("lanes: not every agent socket answers after 5 s");
+    }
+
+    fn write_descriptions(&self, agents: &[AgentLane]) {
+        let families = self.settings.families();
+        for a in agents {
+            let path = self.layout.agent_json(&a.name);
+            let text = layout::agent_description(&self.layout, &a.name, &families).to_string();
+            if let Err(e) = write_atomic(&path, text.as_bytes()) {
+                log::error!("cannot write {}: {e}", path.display());
+                continue;
+            }
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644));
+            if let Some(uid) = a.uid {
+                let _ = nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(uid)), None);
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir(self.layout.lanes_dir()) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(agent) = name.strip_suffix(".json") {
+                    if !agents.iter().any(|a| a.name == agent) {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Per agent: socket, ACL user, and each stream with its length and
+    /// pending count.
+    pub async fn report(&self, shared: &Shared) -> Result<Value, ErrorBody> {
+        let agents = self.agents(shared);
+        if agents.is_empty() {
+            return Ok(json!([]));
+        }
+        let pw =
+            std::fs::read_to_string(secrets::path(&self.layout.secrets_dir(), acl::ADMIN_USER))
+                .map_err(|e| unavailable(format!("lanes are not set up: {e}")))?;
+        let sock = self.layout.redis_socket();
+        let families = self.settings.families();
+        let layout = self.layout.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut con = connect(&sock, pw.trim())?;
+            let mut out = Vec::new();
+            for a in agents {
+                let (inboxes, outboxes) = layout::streams(&a.name, &families);
+                let mut streams = Vec::new();
+                for (key, group) in inboxes
+                    .iter()
+                    .map(|k| (k, a.name.as_str()))
+                    .chain(outboxes.iter().map(|k| (k, "bridge")))
+                {
+                    let len: i64 = redis::cmd("XLEN").arg(key).query(&mut con).unwrap_or(0);
+                    let pending = group_pending(&mut con, key, group);
+                    streams.push(json!({"key": key, "length": len, "pending": pending}));
+                }
+                out.push(json!({
+                    "agent": a.name,
+                    "socket": layout.agent_socket(&a.name),
+                    "acl_user": acl::agent_user(&a.name),
+                    "streams": streams,
+                }));
+            }
+            Ok(Value::Array(out))
+        })
+        .await
+        .map_err(|e| unavailable(format!("lanes: {e}")))?
+    }
+}
+
+fn group_pending(con: &mut redis::Connection, key: &str, group: &str) -> i64 {
+    let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(key)
+        .query(con)
+        .unwrap_or_default();
+    groups
+        .iter()
+        .filter(|g| {
+            g.get("name")
+                .and_then(|v| redis::from_redis_value::<String>(v).ok())
+                .is_some_and(|n| n == group)
+        })
+        .filter_map(|g| {
+            g.get("pending")
+                .and_then(|v| redis::from_redis_value::<i64>(v).ok())
+        })
+        .sum()
+}
+
+fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path)
+}
+
+fn find_app(shared: &Shared, name: &str) -> Option<u64> {
+    lock(shared)
+        .apps()
+        .find(|a| a.spec.name == name)
+        .map(|a| a.id)
+}
+
+fn is_running(shared: &Shared, id: u64) -> bool {
+    lock(shared)
+        .app(id)
+        .is_some_and(|a| a.rt.status == Status::Online)
+}
+
+/// Defines (or updates) a system app and starts it.
+async fn ensure_app(shared: &Shared, spec: AppSpec, id: Option<u64>) -> Result<(), ErrorBody> {
+    let actor = Actor::system("lanes");
+    let id = {
+        let mut s = lock(shared);
+        match id {
+            Some(id) => {
+                if s.app(id).is_some_and(|a| a.spec != spec) {
+                    s.replace_spec(id, spec, &actor)?;
+                }
+                id
+            }
+            None => s.insert(spec, &actor)?,
+        }
+    };
+    control::start(shared, &[id], &actor).await?;
+    Ok(())
+}
+
+fn connect(sock: &Path, admin_pw: &str) -> Result<redis::Connection, ErrorBody> {
+    let url = format!("redis+unix://{}", sock.display());
+    let client = redis::Client::open(url.as_str())
+        .map_err(|e| unavailable(format!("lanes: bad Redis address {url}: {e}")))?;
+    let mut con = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .map_err(|e| unavailable(format!("lanes: cannot reach the private Redis: {e}")))?;
+    redis::cmd("AUTH")
+        .arg(acl::ADMIN_USER)
+        .arg(admin_pw)
+        .query::<()>(&mut con)
+        .map_err(|e| {
+            unavailable(format!(
+                "lanes: cannot authenticate to the private Redis: {e}"
+            ))
+        })?;
+    Ok(con)
+}
+
+/// Applies the users to a running Redis (ACL SETUSER / DELUSER, then ACL
+/// SAVE: no restart, and no ACL LOAD, which would drop every client on
+/// Redis 7.0/7.2), and makes each agent's inbox streams and group.
+fn apply_live(
+    sock: &Path,
+    admin_pw: &str,
+    users: &[(String, String, Vec<String>)],
+    agents: &[String],
+    families: &[String],
+) -> Result<(), ErrorBody> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut con = loop {
+        match connect(sock, admin_pw) {
+            Ok(c) => break c,
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let fail = |what: &str, e: redis::RedisError| unavailable(format!("lanes: {what}: {e}"));
+    for (user, pw, rules) in users {
+        let mut c = redis::cmd("ACL");
+        c.arg("SETUSER")
+            .arg(user)
+            .arg("reset")
+            .arg("on")
+            .arg(acl::hashed(pw));
+        for r in rules {
+            c.arg(r);
+        }
+        c.query::<()>(&mut con)
+            .map_err(|e| fail(&format!("ACL SETUSER {user}"), e))?;
+    }
+    let existing: Vec<String> = redis::cmd("ACL")
+        .arg("USERS")
+        .query(&mut con)
+        .map_err(|e| fail("ACL USERS", e))?;
+    for u in existing {
+        let ours = u.starts_with("agent_") || u.starts_with("resp_");
+        if ours && !users.iter().any(|(n, _, _)| *n == u) {
+            redis::cmd("ACL")
+                .arg("DELUSER")
+                .arg(&u)
+                .query::<()>(&mut con)
+                .map_err(|e| fail(&format!("ACL DELUSER {u}"), e))?;
+        }
+    }
+    redis::cmd("ACL")
+        .arg("SAVE")
+        .query::<()>(&mut con)
+        .map_err(|e| fail("ACL SAVE", e))?;
+    for a in agents {
+        for key in layout::streams(a, families).0 {
+            let r: redis::RedisResult<()> = redis::cmd("XGROUP")
+                .arg("CREATE")
+                .arg(&key)
+                .arg(a)
+                .arg("0")
+                .arg("MKSTREAM")
+                .query(&mut con);
+            if let Err(e) = r {
+                if e.code() != Some("BUSYGROUP") {
+                    return Err(fail(&format!("XGROUP CREATE {key}"), e));
+                }
+            }
+        }
+    }
+    Ok(())
+}

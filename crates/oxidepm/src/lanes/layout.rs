@@ -1,0 +1,103 @@
+//! Where the lanes' files are, and what an agent is told about its lane.
+
+use crate::paths::Home;
+use std::path::PathBuf;
+
+/// Name of the system app running the private Redis.
+pub const REDIS_APP: &str = "oxidepm-redis";
+/// Name of the system app running the auth proxy.
+pub const PROXY_APP: &str = "oxidepm-lanes";
+
+/// The files of the lanes under a home.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The home.
+    pub home: Home,
+}
+
+impl Layout {
+    /// The private Redis's directory (0700): config, ACL, append-only file, socket.
+    pub fn redis_dir(&self) -> PathBuf {
+        self.home.root().join("redis")
+    }
+    /// The private Redis's unix socket.
+    pub fn redis_socket(&self) -> PathBuf {
+        self.redis_dir().join("redis.sock")
+    }
+    /// redis.conf.
+    pub fn redis_conf(&self) -> PathBuf {
+        self.redis_dir().join("redis.conf")
+    }
+    /// The ACL file.
+    pub fn acl_file(&self) -> PathBuf {
+        self.redis_dir().join("users.acl")
+    }
+    /// The proxy's configuration.
+    pub fn proxy_conf(&self) -> PathBuf {
+        self.redis_dir().join("proxy.json")
+    }
+    /// Lane passwords (0700).
+    pub fn secrets_dir(&self) -> PathBuf {
+        self.home.root().join("secrets")
+    }
+    /// Agent sockets and lane descriptions (0711: agents may reach their own
+    /// socket by name, nobody may list the directory).
+    pub fn lanes_dir(&self) -> PathBuf {
+        self.home.root().join("lanes")
+    }
+    /// An agent's socket.
+    pub fn agent_socket(&self, agent: &str) -> PathBuf {
+        self.lanes_dir().join(format!("{agent}.sock"))
+    }
+    /// An agent's lane description.
+    pub fn agent_json(&self, agent: &str) -> PathBuf {
+        self.lanes_dir().join(format!("{agent}.json"))
+    }
+}
+
+/// The streams of an agent: `(inboxes, outboxes)` for every family.
+pub fn streams(agent: &str, families: &[String]) -> (Vec<String>, Vec<String>) {
+    let inboxes = families
+        .iter()
+        .map(|f| format!("{agent}:{f}:inbox"))
+        .collect();
+    let outboxes = families
+        .iter()
+        .map(|f| format!("{agent}:{f}:outbox"))
+        .collect();
+    (inboxes, outboxes)
+}
+
+/// What an agent app is told about its lane, as environment variables.
+pub fn agent_env(layout: &Layout, agent: &str, families: &[String]) -> Vec<(String, String)> {
+    let (inboxes, outboxes) = streams(agent, families);
+    vec![
+        ("OXIDEPM_AGENT".into(), agent.into()),
+        (
+            "OXIDEPM_LANE".into(),
+            format!("redis+unix://{}", layout.agent_socket(agent).display()),
+        ),
+        ("OXIDEPM_INBOXES".into(), inboxes.join(",")),
+        ("OXIDEPM_OUTBOXES".into(), outboxes.join(",")),
+        ("OXIDEPM_GROUP".into(), agent.into()),
+        (
+            "OXIDEPM_SOCKET".into(),
+            layout.home.agent_socket().display().to_string(),
+        ),
+    ]
+}
+
+/// The same facts as JSON, for programs that prefer a file.
+pub fn agent_description(layout: &Layout, agent: &str, families: &[String]) -> serde_json::Value {
+    let (inboxes, outboxes) = streams(agent, families);
+    serde_json::json!({
+        "agent": agent,
+        "lane": format!("redis+unix://{}", layout.agent_socket(agent).display()),
+        "socket": layout.agent_socket(agent),
+        "inboxes": inboxes,
+        "outboxes": outboxes,
+        "group": agent,
+        "acl_user": super::acl::agent_user(agent),
+        "oxidepm_socket": layout.home.agent_socket(),
+    })
+}
