@@ -9,6 +9,7 @@
 pub mod actor;
 pub mod app;
 pub mod record;
+pub mod route;
 pub mod wire;
 
 pub use actor::{Actor, Class, Tier};
@@ -17,6 +18,7 @@ pub use app::{
     HealthState, RestartPolicy, Status,
 };
 pub use record::{AuditRecord, EventRecord, LogLine, LogStream};
+pub use route::Route;
 pub use wire::{ErrorBody, ErrorCode, Op, Request, Response};
 
 /// Largest request line the daemon accepts on its main socket.

@@ -2,6 +2,7 @@
 
 use crate::app::AppSpec;
 use crate::record::LogStream;
+use crate::route::Route;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -119,6 +120,18 @@ pub enum Op {
     },
     /// Agent lanes: sockets, ACL users, streams.
     Lanes,
+    /// The bridge's routing table and counters.
+    Routes,
+    /// Adds a route at runtime.
+    RouteAdd {
+        /// The route.
+        route: Route,
+    },
+    /// Removes a route added at runtime.
+    RouteRm {
+        /// The route (all its fields must match).
+        route: Route,
+    },
     /// Stops every app, then the daemon.
     Kill,
 }
@@ -151,6 +164,9 @@ impl Op {
             Op::Resurrect { .. } => "resurrect",
             Op::Audit { .. } => "audit",
             Op::Lanes => "lanes",
+            Op::Routes => "routes",
+            Op::RouteAdd { .. } => "route-add",
+            Op::RouteRm { .. } => "route-rm",
             Op::Kill => "kill",
         }
     }

@@ -1,5 +1,6 @@
 //! The scenarios, each measured in fresh oxidepm homes.
 
+mod bridge;
 mod logs;
 mod respawn;
 mod rss;
@@ -91,6 +92,11 @@ pub const ALL: &[Scenario] = &[
         name: "logs",
         about: "log capture of lines of 100 B, timestamps on, against a plain file",
         run: logs::run,
+    },
+    Scenario {
+        name: "bridge",
+        about: "oxidepm-bridge: webhook -> inbox msgs/s, outbox -> sink deliveries/s, routing latency",
+        run: bridge::run,
     },
 ];
 

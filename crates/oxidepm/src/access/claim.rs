@@ -27,7 +27,7 @@ pub fn actor_for_claim(socket: SocketKind, claim: Option<&str>) -> Actor {
             (Some(_), Some(("ai", l))) => Actor::new(Class::Ai, l),
             _ => Actor::new(Class::Ai, "invalid-claim"),
         },
-        SocketKind::Agent => match parsed {
+        SocketKind::Agent | SocketKind::Lane => match parsed {
             Some(("ai", l)) => Actor::new(Class::Ai, l),
             _ => Actor::new(Class::Ai, "agent"),
         },

@@ -17,6 +17,8 @@ pub enum SocketKind {
     Daemon,
     /// `agent.sock`, where everyone is class `ai`.
     Agent,
+    /// An agent's lane, through the `ops` responder.
+    Lane,
 }
 
 impl SocketKind {
@@ -25,6 +27,7 @@ impl SocketKind {
         match self {
             SocketKind::Daemon => "daemon",
             SocketKind::Agent => "agent",
+            SocketKind::Lane => "lane",
         }
     }
 }

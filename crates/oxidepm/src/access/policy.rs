@@ -14,6 +14,7 @@ pub fn required_tier(op: &Op) -> Tier {
         | Op::Logs { .. }
         | Op::Events { .. }
         | Op::Lanes
+        | Op::Routes
         | Op::Audit { .. } => Tier::Read,
         Op::Start { .. } | Op::Stop { .. } | Op::Restart { .. } => Tier::Control,
         Op::Define { .. }
@@ -21,7 +22,7 @@ pub fn required_tier(op: &Op) -> Tier {
         | Op::Flush { .. }
         | Op::Save { .. }
         | Op::Resurrect { .. } => Tier::Manage,
-        Op::Kill => Tier::Admin,
+        Op::Kill | Op::RouteAdd { .. } | Op::RouteRm { .. } => Tier::Admin,
     }
 }
 

@@ -37,7 +37,9 @@ fn main() -> ExitCode {
         }
     };
     let rt = if args.threads <= 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(args.threads)

@@ -110,6 +110,12 @@ pub enum Command {
     },
     /// Agent lanes: sockets, ACL users, streams with length and pending.
     Lanes,
+    /// The bridge's routes: list, add, rm.
+    Route {
+        /// What to do.
+        #[command(subcommand)]
+        action: RouteAction,
+    },
     /// Stop every app, then the daemon.
     Kill,
     /// Print (or install) a systemd unit that starts the daemon at boot.
@@ -182,4 +188,49 @@ pub struct StartArgs {
     /// Do not prefix log lines with a timestamp.
     #[arg(long)]
     pub no_timestamps: bool,
+}
+
+/// `route` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum RouteAction {
+    /// List routes and the bridge's counters.
+    #[command(visible_alias = "ls")]
+    List,
+    /// Add a route.
+    Add(RouteArgs),
+    /// Remove a route added at runtime.
+    Rm(RouteArgs),
+}
+
+/// A route on the command line.
+#[derive(Args, Debug)]
+pub struct RouteArgs {
+    /// Source (webhook, email, ...).
+    #[arg(long)]
+    pub source: String,
+    /// Match this channel.
+    #[arg(long)]
+    pub channel: Option<String>,
+    /// Match this guild.
+    #[arg(long)]
+    pub guild: Option<String>,
+    /// Match this address.
+    #[arg(long)]
+    pub address: Option<String>,
+    /// The agent that gets the messages.
+    #[arg(long)]
+    pub agent: String,
+}
+
+impl RouteArgs {
+    /// The route.
+    pub fn route(self) -> oxidepm_proto::Route {
+        oxidepm_proto::Route {
+            source: self.source,
+            channel: self.channel,
+            guild: self.guild,
+            address: self.address,
+            agent: self.agent,
+        }
+    }
 }

@@ -140,6 +140,14 @@ fn run(cli: Cli) -> Result<(), ClientError> {
             })?;
             out.audit(&v);
         }
+        Command::Route { action } => {
+            let mut c = connect::client(true)?;
+            match action {
+                args::RouteAction::List => out.routes(&c.call(Op::Routes)?),
+                args::RouteAction::Add(r) => out.value(&c.call(Op::RouteAdd { route: r.route() })?),
+                args::RouteAction::Rm(r) => out.value(&c.call(Op::RouteRm { route: r.route() })?),
+            }
+        }
         Command::Lanes => {
             let v = connect::client(true)?.call(Op::Lanes)?;
             out.lanes(&v);

@@ -355,4 +355,39 @@ impl Printer {
             println!("{}: {}", s(a, "agent"), s(a, "socket"));
         }
     }
+
+    /// Prints the routing table and the bridge's counters.
+    pub fn routes(&self, v: &Value) {
+        if self.json {
+            return print_json(v);
+        }
+        let rows: Vec<Vec<String>> = v
+            .get("routes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let (k, m) = ["channel", "guild", "address"]
+                    .iter()
+                    .find_map(|k| r.get(*k).and_then(Value::as_str).map(|m| (*k, m)))
+                    .unwrap_or(("-", "-"));
+                vec![
+                    s(r, "source"),
+                    format!("{k}={m}"),
+                    s(r, "agent"),
+                    s(r, "origin"),
+                ]
+            })
+            .collect();
+        if rows.is_empty() {
+            println!("no routes");
+        } else {
+            table(&["source", "match", "agent", "origin"], &rows);
+        }
+        println!("default agent: {}", s(v, "default_agent"));
+        if let Some(c) = v.get("counters").and_then(Value::as_object) {
+            let parts: Vec<String> = c.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            println!("counters: {}", parts.join(", "));
+        }
+    }
 }

@@ -30,6 +30,47 @@ impl Daemon {
     ) -> std::io::Result<()> {
         let caller = self.caller(peer, req.claim.as_deref());
         let id = req.id;
+        match req.op {
+            Op::Logs {
+                ref target,
+                lines,
+                follow,
+                stream,
+            } => {
+                let mut apps = Vec::new();
+                if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
+                    self.audit(&caller, "logs", &apps, &Err(e.clone()));
+                    return sink.send(&Response::err(id, e)).await;
+                }
+                log::debug!("logs by {} via {}", caller.actor, caller.socket.as_str());
+                self.logs(id, target, lines, follow, stream, sink).await
+            }
+            Op::Kill => {
+                let mut apps = Vec::new();
+                if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
+                    self.audit(&caller, "kill", &apps, &Err(e.clone()));
+                    return sink.send(&Response::err(id, e)).await;
+                }
+                log::info!("kill by {} via {}", caller.actor, caller.socket.as_str());
+                control::shutdown(&self.sup, &caller.actor).await;
+                self.audit(&caller, "kill", &apps, &Ok(Value::Null));
+                sink.send(&Response::ok(id, json!({"stopped": true})))
+                    .await?;
+                self.exit.notify_one();
+                Ok(())
+            }
+            _ => {
+                let resp = self.answer(&caller, req).await;
+                sink.send(&resp).await
+            }
+        }
+    }
+
+    /// Answers one request of `caller`: logs it, checks it, runs it and
+    /// audits it. Used by both sockets and by the `ops` responder (where
+    /// `logs` answers with the lines at once and `kill` is not offered).
+    pub async fn answer(&self, caller: &Caller, req: Request) -> Response {
+        let id = req.id;
         let op_name = req.op.name();
         let read = policy::is_read(&req.op);
         if read {
@@ -47,41 +88,22 @@ impl Daemon {
         }
         // Names of the apps the request touches, for the audit and messages.
         let mut apps: Vec<String> = Vec::new();
-        let answer = match self.authorize(&caller, &req.op, &mut apps) {
+        let answer = match self.authorize(caller, &req.op, &mut apps) {
             Err(e) => Err(e),
-            Ok(()) => match req.op {
-                Op::Logs {
-                    target,
-                    lines,
-                    follow,
-                    stream,
-                } => {
-                    return self.logs(id, &target, lines, follow, stream, sink).await;
-                }
-                Op::Kill => {
-                    control::shutdown(&self.sup, &caller.actor).await;
-                    self.audit(&caller, op_name, &apps, &Ok(Value::Null));
-                    sink.send(&Response::ok(id, json!({"stopped": true})))
-                        .await?;
-                    self.exit.notify_one();
-                    return Ok(());
-                }
-                op => self.execute(&caller, op).await,
-            },
+            Ok(()) => self.execute(caller, req.op).await,
         };
         if !read || answer.is_err() {
-            self.audit(&caller, op_name, &apps, &answer);
+            self.audit(caller, op_name, &apps, &answer);
         }
         if let Err(e) = &answer {
             if matches!(e.code, ErrorCode::PolicyDenied | ErrorCode::Protected) {
                 log::warn!("refused: {}", e.message);
             }
         }
-        let resp = match answer {
+        match answer {
             Ok(v) => Response::ok(id, v),
             Err(e) => Response::err(id, e),
-        };
-        sink.send(&resp).await
+        }
     }
 
     /// Checks the tier and protection rules; fills `apps` with the names
@@ -171,7 +193,7 @@ impl Daemon {
         }
     }
 
-    async fn execute(self: &Arc<Self>, caller: &Caller, op: Op) -> Answer {
+    async fn execute(&self, caller: &Caller, op: Op) -> Answer {
         let actor = &caller.actor;
         let reveal = caller.actor.class == Class::Human;
         match op {
@@ -234,6 +256,50 @@ impl Daemon {
                 control::define(&self.sup, apps, actor).await
             }
             Op::Lanes => self.lanes.report(&self.sup).await,
+            Op::Routes => self.lanes.routes_report(&self.sup).await,
+            Op::RouteAdd { route } => {
+                self.lanes.check_route(&self.sup, &route)?;
+                let added = lock(&self.sup)
+                    .store
+                    .add_route(&route)
+                    .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
+                if !added {
+                    return Err(ErrorBody::new(
+                        ErrorCode::Conflict,
+                        format!("route {} is already there", route.describe()),
+                    ));
+                }
+                let agents = self.lanes.agents(&self.sup);
+                self.lanes.ensure_bridge(&self.sup, &agents).await?;
+                Ok(json!({"added": route}))
+            }
+            Op::RouteRm { route } => {
+                if self.lanes.settings.routes.contains(&route) {
+                    return Err(ErrorBody::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "route {} is defined in daemon.toml; remove it there and restart the daemon",
+                            route.describe()
+                        ),
+                    ));
+                }
+                let removed = lock(&self.sup)
+                    .store
+                    .remove_route(&route)
+                    .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
+                if !removed {
+                    return Err(ErrorBody::new(
+                        ErrorCode::NotFound,
+                        format!(
+                            "no runtime route {}; see `oxidepm route list`",
+                            route.describe()
+                        ),
+                    ));
+                }
+                let agents = self.lanes.agents(&self.sup);
+                self.lanes.ensure_bridge(&self.sup, &agents).await?;
+                Ok(json!({"removed": route}))
+            }
             Op::Start { target } => {
                 let ids = lock(&self.sup).resolve(&target)?;
                 control::start(&self.sup, &ids, actor).await
@@ -350,7 +416,27 @@ impl Daemon {
                     .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
                 Ok(serde_json::to_value(rows).unwrap_or_default())
             }
-            Op::Logs { .. } | Op::Kill => unreachable!("handled before"),
+            Op::Logs {
+                target,
+                lines,
+                stream,
+                ..
+            } => {
+                let plan = self.log_plan(&target, stream)?;
+                let lines = lines.min(10_000);
+                let mut out = Vec::new();
+                for (app, st, path, keep) in &plan {
+                    for line in logfile::tail(path, *keep, lines).unwrap_or_default() {
+                        out.push(LogLine {
+                            app: app.clone(),
+                            stream: *st,
+                            line,
+                        });
+                    }
+                }
+                Ok(serde_json::to_value(out).unwrap_or_default())
+            }
+            Op::Kill => Err(bad("kill is only available on the daemon's sockets")),
         }
     }
 
@@ -398,25 +484,7 @@ impl Daemon {
         stream: Option<LogStream>,
         sink: &mut Sink,
     ) -> std::io::Result<()> {
-        let plan = {
-            let s = lock(&self.sup);
-            s.resolve(target).map(|ids| {
-                ids.iter()
-                    .filter_map(|i| s.app(*i))
-                    .flat_map(|a| {
-                        let [o, e] = s.log_paths(&a.spec.name);
-                        let keep = a.spec.log_keep;
-                        let name = a.spec.name.clone();
-                        [
-                            (name.clone(), LogStream::Out, o, keep),
-                            (name, LogStream::Err, e, keep),
-                        ]
-                    })
-                    .filter(|(_, st, _, _)| stream.is_none_or(|want| want == *st))
-                    .collect::<Vec<_>>()
-            })
-        };
-        let plan = match plan {
+        let plan = match self.log_plan(target, stream) {
             Ok(p) => p,
             Err(e) => return sink.send(&Response::err(id, e)).await,
         };
@@ -464,6 +532,30 @@ impl Daemon {
         }
         sink.send(&Response::ok(id, json!({"apps": plan.len() / 2})))
             .await
+    }
+}
+
+/// The log files a `logs` request reads: app, stream, path, files kept.
+type LogPlan = Vec<(String, LogStream, std::path::PathBuf, u32)>;
+
+impl Daemon {
+    fn log_plan(&self, target: &str, stream: Option<LogStream>) -> Result<LogPlan, ErrorBody> {
+        let s = lock(&self.sup);
+        let ids = s.resolve(target)?;
+        Ok(ids
+            .iter()
+            .filter_map(|i| s.app(*i))
+            .flat_map(|a| {
+                let [o, e] = s.log_paths(&a.spec.name);
+                let keep = a.spec.log_keep;
+                let name = a.spec.name.clone();
+                [
+                    (name.clone(), LogStream::Out, o, keep),
+                    (name, LogStream::Err, e, keep),
+                ]
+            })
+            .filter(|(_, st, _, _)| stream.is_none_or(|want| want == *st))
+            .collect())
     }
 }
 

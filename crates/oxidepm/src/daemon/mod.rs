@@ -11,6 +11,7 @@ use crate::access::peer::{self, PeerInfo};
 use crate::access::{identity, listener, Caller, SocketKind};
 use crate::lanes::admin::Lanes;
 use crate::lanes::layout::Layout;
+use crate::lanes::ops;
 use crate::lanes::settings::Backend;
 use crate::paths::Home;
 use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
@@ -113,6 +114,17 @@ impl Daemon {
         }
     }
 
+    /// The caller of a request that came through an agent's lane: the
+    /// agent named by the stream key, never by the payload.
+    pub fn lane_caller(&self, agent: &str) -> Caller {
+        Caller {
+            actor: Actor::new(Class::Ai, agent),
+            socket: SocketKind::Lane,
+            tier: self.config.ai_tier(agent),
+            scope: None,
+        }
+    }
+
     /// Milliseconds since the daemon started.
     pub fn uptime_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
@@ -174,6 +186,23 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
         lanes,
         started: Instant::now(),
     });
+
+    if config.lanes.backend == Backend::Redis
+        && config.lanes.responders.iter().any(|r| r == ops::NAME)
+    {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ops::OpsRequest>();
+        ops::spawn(daemon.lanes.layout.clone(), sup.clone(), tx);
+        let d = daemon.clone();
+        tokio::spawn(async move {
+            while let Some(r) = rx.recv().await {
+                let d = d.clone();
+                tokio::spawn(async move {
+                    let caller = d.lane_caller(&r.agent);
+                    let _ = r.reply.send(d.answer(&caller, r.req).await);
+                });
+            }
+        });
+    }
 
     let main = listener::bind(&home.daemon_socket())
         .map_err(|e| format!("cannot listen on {}: {e}", home.daemon_socket().display()))?;

@@ -25,9 +25,16 @@ pub struct ActivatedSocket {
 pub enum ActivationError {
     BadCount(String),
     /// LISTEN_FDNAMES is missing or does not name every socket.
-    Names { fds: usize, names: usize },
+    Names {
+        fds: usize,
+        names: usize,
+    },
     /// An inherited descriptor is not a listening unix stream socket.
-    NotAListener { fd: RawFd, name: String, why: String },
+    NotAListener {
+        fd: RawFd,
+        name: String,
+        why: String,
+    },
 }
 
 impl fmt::Display for ActivationError {

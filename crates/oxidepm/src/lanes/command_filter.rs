@@ -183,7 +183,11 @@ fn xadd(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
         let at = 2;
         args.splice(
             at..at,
-            [b"MAXLEN".to_vec(), b"~".to_vec(), cap.to_string().into_bytes()],
+            [
+                b"MAXLEN".to_vec(),
+                b"~".to_vec(),
+                cap.to_string().into_bytes(),
+            ],
         );
     }
     Verdict::Rewrite(args)
@@ -223,13 +227,7 @@ fn parse_u64(s: &[u8]) -> Option<u64> {
 fn printable(s: &[u8]) -> String {
     s.iter()
         .take(40)
-        .map(|&b| {
-            if b.is_ascii_graphic() {
-                b as char
-            } else {
-                '?'
-            }
-        })
+        .map(|&b| if b.is_ascii_graphic() { b as char } else { '?' })
         .collect()
 }
 
@@ -270,7 +268,15 @@ mod tests {
     #[test]
     fn stream_commands_pass() {
         for c in [
-            &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "alice:discord:inbox", ">"][..],
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "STREAMS",
+                "alice:discord:inbox",
+                ">",
+            ][..],
             &["xack", "alice:discord:inbox", "g", "1-1"],
             &["XPENDING", "k", "g"],
             &["XRANGE", "k", "-", "+"],
@@ -348,7 +354,10 @@ mod tests {
         let Verdict::Reply(r) = run(&["FOO\r\nBAR"], None) else {
             panic!()
         };
-        assert_eq!(&r[..], b"-NOPERM 'FOO??BAR' is not allowed on an agent lane\r\n");
+        assert_eq!(
+            &r[..],
+            b"-NOPERM 'FOO??BAR' is not allowed on an agent lane\r\n"
+        );
     }
 
     #[test]
@@ -366,7 +375,11 @@ mod tests {
             "discord:inbox",
             "a:b:c:outbox",
         ] {
-            assert_eq!(run(&["XADD", k, "*", "a", "b"], None), Verdict::Forward, "{k}");
+            assert_eq!(
+                run(&["XADD", k, "*", "a", "b"], None),
+                Verdict::Forward,
+                "{k}"
+            );
         }
     }
 
@@ -374,17 +387,49 @@ mod tests {
     fn maxlen_cap_is_added_or_lowered() {
         assert_eq!(
             rewritten(run(&["XADD", "discord:outbox", "*", "a", "b"], Some(100))),
-            ["XADD", "alice:discord:outbox", "MAXLEN", "~", "100", "*", "a", "b"]
+            [
+                "XADD",
+                "alice:discord:outbox",
+                "MAXLEN",
+                "~",
+                "100",
+                "*",
+                "a",
+                "b"
+            ]
         );
         assert_eq!(
             rewritten(run(
-                &["XADD", "k", "NOMKSTREAM", "MAXLEN", "=", "5000", "*", "a", "b"],
+                &[
+                    "XADD",
+                    "k",
+                    "NOMKSTREAM",
+                    "MAXLEN",
+                    "=",
+                    "5000",
+                    "*",
+                    "a",
+                    "b"
+                ],
                 Some(100)
             )),
-            ["XADD", "k", "NOMKSTREAM", "MAXLEN", "=", "100", "*", "a", "b"]
+            [
+                "XADD",
+                "k",
+                "NOMKSTREAM",
+                "MAXLEN",
+                "=",
+                "100",
+                "*",
+                "a",
+                "b"
+            ]
         );
         assert_eq!(
-            rewritten(run(&["XADD", "k", "maxlen", "10", "*", "a", "b"], Some(100))),
+            rewritten(run(
+                &["XADD", "k", "maxlen", "10", "*", "a", "b"],
+                Some(100)
+            )),
             ["XADD", "k", "maxlen", "10", "*", "a", "b"]
         );
         assert_eq!(

@@ -123,7 +123,9 @@ impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
-            ConfigError::Parse(p, e) => write!(f, "{} is not a valid lane proxy config: {e}", p.display()),
+            ConfigError::Parse(p, e) => {
+                write!(f, "{} is not a valid lane proxy config: {e}", p.display())
+            }
             ConfigError::Invalid(m) => f.write_str(m),
         }
     }
@@ -151,7 +153,10 @@ impl ProxyConfig {
         for a in &self.agents {
             check_agent_name(&a.name).map_err(ConfigError::Invalid)?;
             if !seen.insert(a.name.as_str()) {
-                return Err(ConfigError::Invalid(format!("agent '{}' is listed twice", a.name)));
+                return Err(ConfigError::Invalid(format!(
+                    "agent '{}' is listed twice",
+                    a.name
+                )));
             }
             if a.socket_mode & !0o777 != 0 {
                 return Err(ConfigError::Invalid(format!(
@@ -249,7 +254,10 @@ mod tests {
         assert!(cfg.check_peer_uid);
         assert_eq!(cfg.limits.max_pipeline, 1024);
         let a = cfg.agent("alice").unwrap();
-        assert_eq!((a.uid, a.socket_mode, a.max_connections), (Some(1001), 0o600, 256));
+        assert_eq!(
+            (a.uid, a.socket_mode, a.max_connections),
+            (Some(1001), 0o600, 256)
+        );
     }
 
     #[test]
@@ -258,7 +266,17 @@ mod tests {
             r#"{"upstream":"/r","lanes_dir":"/l","agents":[{"name":"a","password_file":"/p","ratelimit":5}]}"#
         )
         .is_err());
-        for bad in ["", "A", "1a", "a*", "a:b", "a.b", "default", "bridge", &"a".repeat(32)] {
+        for bad in [
+            "",
+            "A",
+            "1a",
+            "a*",
+            "a:b",
+            "a.b",
+            "default",
+            "bridge",
+            &"a".repeat(32),
+        ] {
             assert!(check_agent_name(bad).is_err(), "{bad:?}");
         }
         for good in ["a", "alice", "bob-2", "x_y", &"a".repeat(31)] {

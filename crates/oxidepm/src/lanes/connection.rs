@@ -40,7 +40,6 @@ const CHUNK: usize = 64 << 10;
 
 /// What a connection on one lane needs; a snapshot taken at accept (a
 /// reload changes it for new connections only).
-#[derive(Debug)]
 pub struct LaneSettings {
     pub agent: String,
     pub upstream: PathBuf,
@@ -53,6 +52,22 @@ pub struct LaneSettings {
     pub max_connections: usize,
     /// Shared by every connection of the lane.
     pub rate: Option<Arc<Mutex<TokenBucket>>>,
+}
+
+impl std::fmt::Debug for LaneSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaneSettings")
+            .field("agent", &self.agent)
+            .field("upstream", &self.upstream)
+            .field("password", &"<redacted>")
+            .field("uid", &self.uid)
+            .field("check_peer_uid", &self.check_peer_uid)
+            .field("maxlen", &self.maxlen)
+            .field("limits", &self.limits)
+            .field("max_connections", &self.max_connections)
+            .field("rate", &self.rate.is_some())
+            .finish()
+    }
 }
 
 impl LaneSettings {
@@ -88,8 +103,7 @@ pub async fn serve(client: UnixStream, settings: Arc<LaneSettings>) {
         refuse(client, &format!("ERR lane proxy: {why}")).await;
         return;
     }
-    let upstream = match tokio::time::timeout(UPSTREAM_TIMEOUT, connect_upstream(&settings)).await
-    {
+    let upstream = match tokio::time::timeout(UPSTREAM_TIMEOUT, connect_upstream(&settings)).await {
         Ok(Ok(u)) => u,
         Ok(Err(e)) => {
             log::error!("lane {agent}: upstream unavailable: {e}");
@@ -161,18 +175,27 @@ fn check_peer(client: &UnixStream, s: &LaneSettings) -> Result<(), String> {
     if uid == own || Some(uid) == s.uid {
         Ok(())
     } else {
-        Err(format!("uid {uid} may not use the lane of agent '{}'", s.agent))
+        Err(format!(
+            "uid {uid} may not use the lane of agent '{}'",
+            s.agent
+        ))
     }
 }
 
 /// Connects to Redis and authenticates as `agent_<name>`.
 async fn connect_upstream(s: &LaneSettings) -> io::Result<UnixStream> {
     let mut up = UnixStream::connect(&s.upstream).await.map_err(|e| {
-        io::Error::new(e.kind(), format!("cannot connect to {}: {e}", s.upstream.display()))
+        io::Error::new(
+            e.kind(),
+            format!("cannot connect to {}: {e}", s.upstream.display()),
+        )
     })?;
     let user = s.user();
     let mut auth = Vec::with_capacity(64);
-    encode_args(&mut auth, &[b"AUTH".as_slice(), user.as_bytes(), &s.password]);
+    encode_args(
+        &mut auth,
+        &[b"AUTH".as_slice(), user.as_bytes(), &s.password],
+    );
     up.write_all(&auth).await?;
     let mut reply = Vec::with_capacity(64);
     loop {
@@ -195,7 +218,9 @@ async fn connect_upstream(s: &LaneSettings) -> io::Result<UnixStream> {
     let text = String::from_utf8_lossy(reply.strip_prefix(b"-").unwrap_or(&reply))
         .trim_end()
         .to_string();
-    Err(io::Error::other(format!("Redis refused AUTH as {user}: {text}")))
+    Err(io::Error::other(format!(
+        "Redis refused AUTH as {user}: {text}"
+    )))
 }
 
 /// Client → upstream.
@@ -214,7 +239,10 @@ async fn pump_commands(
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
     let mut start = 0usize;
     let mut up: Vec<u8> = Vec::with_capacity(CHUNK);
-    let send = |slot: Slot| tx.send(slot).map_err(|_| io::Error::other("reply pump gone"));
+    let send = |slot: Slot| {
+        tx.send(slot)
+            .map_err(|_| io::Error::other("reply pump gone"))
+    };
     loop {
         let mut forwarded = 0usize;
         let mut out_of_permits = false;
@@ -247,7 +275,10 @@ async fn pump_commands(
             let mut verdict = decide(&cmd, &policy);
             if matches!(verdict, Verdict::Forward | Verdict::Rewrite(_)) {
                 if let Some(rate) = &s.rate {
-                    let ok = rate.lock().map(|mut b| b.try_take(Instant::now())).unwrap_or(true);
+                    let ok = rate
+                        .lock()
+                        .map(|mut b| b.try_take(Instant::now()))
+                        .unwrap_or(true);
                     if !ok {
                         verdict = Verdict::Reply(Cow::Borrowed(b"-ERR rate limit exceeded\r\n"));
                     }
@@ -255,7 +286,11 @@ async fn pump_commands(
             }
             match verdict {
                 Verdict::Forward => {
-                    encode_command(&mut up, &cmd);
+                    if parser.is_canonical() {
+                        up.extend_from_slice(&buf[start..start + n]);
+                    } else {
+                        encode_command(&mut up, &cmd);
+                    }
                     forwarded += 1;
                 }
                 Verdict::Rewrite(args) => {
@@ -287,8 +322,10 @@ async fn pump_commands(
             }
             if up.len() >= CHUNK {
                 // Keep upstream writes (and this buffer) bounded.
-                send(Slot::Upstream(forwarded))?;
-                forwarded = 0;
+                if forwarded > 0 {
+                    send(Slot::Upstream(forwarded))?;
+                    forwarded = 0;
+                }
                 uw.write_all(&up).await?;
                 up.clear();
             }

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 pub const REDIS_APP: &str = "oxidepm-redis";
 /// Name of the system app running the auth proxy.
 pub const PROXY_APP: &str = "oxidepm-lanes";
+/// Name of the adapter app running the bridge.
+pub const BRIDGE_APP: &str = "oxidepm-bridge";
 
 /// The files of the lanes under a home.
 #[derive(Debug, Clone)]
@@ -35,6 +37,10 @@ impl Layout {
     /// The proxy's configuration.
     pub fn proxy_conf(&self) -> PathBuf {
         self.redis_dir().join("proxy.json")
+    }
+    /// The bridge's configuration.
+    pub fn bridge_conf(&self) -> PathBuf {
+        self.redis_dir().join("bridge.json")
     }
     /// Lane passwords (0700).
     pub fn secrets_dir(&self) -> PathBuf {

@@ -21,11 +21,14 @@
 pub mod acl;
 pub mod activation;
 pub mod admin;
+pub mod bridge;
 pub mod command_filter;
 pub mod config;
 pub mod connection;
+pub mod email;
 pub mod layout;
 pub mod names;
+pub mod ops;
 pub mod proxy;
 pub mod rate_limit;
 pub mod reply_scanner;

@@ -131,18 +131,20 @@ impl Proxy {
                     continue;
                 }
                 if st.lanes.contains_key(&sock.name) {
-                    log::error!("two inherited sockets are named '{}'; closing one", sock.name);
+                    log::error!(
+                        "two inherited sockets are named '{}'; closing one",
+                        sock.name
+                    );
                     continue;
                 }
-                let listener = match activation::into_listener(sock.fd)
-                    .and_then(UnixListener::from_std)
-                {
-                    Ok(l) => Arc::new(l),
-                    Err(e) => {
-                        log::error!("inherited socket '{}' cannot be used: {e}", sock.name);
-                        continue;
-                    }
-                };
+                let listener =
+                    match activation::into_listener(sock.fd).and_then(UnixListener::from_std) {
+                        Ok(l) => Arc::new(l),
+                        Err(e) => {
+                            log::error!("inherited socket '{}' cannot be used: {e}", sock.name);
+                            continue;
+                        }
+                    };
                 let shared = Arc::new(LaneShared {
                     name: sock.name.clone(),
                     settings: RwLock::new(None),
@@ -235,7 +237,11 @@ impl Proxy {
                 }
                 Origin::Activated => {
                     // Keep the inherited socket; answer "unavailable" on it.
-                    *lane.shared.settings.write().unwrap_or_else(|p| p.into_inner()) = None;
+                    *lane
+                        .shared
+                        .settings
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner()) = None;
                     st.lanes.insert(name.clone(), lane);
                 }
             }
@@ -269,7 +275,11 @@ impl Proxy {
                         lane.uid = a.uid;
                     }
                 }
-                *lane.shared.settings.write().unwrap_or_else(|p| p.into_inner()) = Some(settings);
+                *lane
+                    .shared
+                    .settings
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(settings);
                 if was_served {
                     report.kept.push(a.name.clone());
                 } else {
@@ -287,7 +297,9 @@ impl Proxy {
             {
                 Ok(l) => Arc::new(l),
                 Err(e) => {
-                    report.failed.push((a.name.clone(), format!("{}: {e}", path.display())));
+                    report
+                        .failed
+                        .push((a.name.clone(), format!("{}: {e}", path.display())));
                     continue;
                 }
             };
@@ -323,7 +335,11 @@ impl Proxy {
 }
 
 fn read_settings(shared: &LaneShared) -> Option<Arc<LaneSettings>> {
-    shared.settings.read().unwrap_or_else(|p| p.into_inner()).clone()
+    shared
+        .settings
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
 }
 
 fn lane_settings(
@@ -387,7 +403,10 @@ async fn client(stream: tokio::net::UnixStream, shared: Arc<LaneShared>) {
     let Some(settings) = read_settings(&shared) else {
         connection::refuse(
             stream,
-            &format!("ERR lane unavailable: agent '{}' is not configured", shared.name),
+            &format!(
+                "ERR lane unavailable: agent '{}' is not configured",
+                shared.name
+            ),
         )
         .await;
         return;
@@ -517,7 +536,8 @@ fn chown_socket(path: &Path, uid: Option<u32>) -> io::Result<()> {
 /// configuration. Must be called inside a tokio runtime.
 pub async fn run(config_path: PathBuf, activated: Vec<ActivatedSocket>) -> Result<(), ConfigError> {
     use tokio::signal::unix::{signal, SignalKind};
-    let sig = |k| signal(k).map_err(|e| ConfigError::Invalid(format!("cannot handle signals: {e}")));
+    let sig =
+        |k| signal(k).map_err(|e| ConfigError::Invalid(format!("cannot handle signals: {e}")));
     let mut hup = sig(SignalKind::hangup())?;
     let mut term = sig(SignalKind::terminate())?;
     let mut int = sig(SignalKind::interrupt())?;

@@ -90,7 +90,10 @@ impl ReplyScanner {
             };
             // At a top-level boundary, a new reply (or the attribute that
             // opens one) may start only within the quota; pushes may pass.
-            if self.stack.is_empty() && !self.after_attribute && ty != b'>' && replies >= max_replies
+            if self.stack.is_empty()
+                && !self.after_attribute
+                && ty != b'>'
+                && replies >= max_replies
             {
                 return Ok((pos, replies));
             }
@@ -262,7 +265,12 @@ mod tests {
         let mut total = 0;
         for (bytes, n) in SAMPLES {
             for step in 1..=bytes.len() {
-                assert_eq!(count(bytes, step), *n, "{:?} step {step}", String::from_utf8_lossy(bytes));
+                assert_eq!(
+                    count(bytes, step),
+                    *n,
+                    "{:?} step {step}",
+                    String::from_utf8_lossy(bytes)
+                );
             }
             all.extend_from_slice(bytes);
             total += n;
@@ -301,7 +309,14 @@ mod tests {
 
     #[test]
     fn refuses_what_it_cannot_follow() {
-        for bad in [&b"?x\r\n"[..], b"$abc\r\n", b"+OK\n", b"*1.5\r\n", b"~-1\r\n", b"$?\r\n"] {
+        for bad in [
+            &b"?x\r\n"[..],
+            b"$abc\r\n",
+            b"+OK\n",
+            b"*1.5\r\n",
+            b"~-1\r\n",
+            b"$?\r\n",
+        ] {
             assert!(ReplyScanner::new().scan(bad, 5).is_err(), "{bad:?}");
         }
     }

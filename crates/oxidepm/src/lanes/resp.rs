@@ -45,9 +45,17 @@ pub enum ProtocolError {
     BadBulkHeader,
     /// A bulk string not followed by `\r\n`.
     MissingCrlf,
-    TooManyElements { count: usize, max: usize },
-    BulkTooLarge { len: usize, max: usize },
-    CommandTooLarge { max: usize },
+    TooManyElements {
+        count: usize,
+        max: usize,
+    },
+    BulkTooLarge {
+        len: usize,
+        max: usize,
+    },
+    CommandTooLarge {
+        max: usize,
+    },
 }
 
 impl fmt::Display for ProtocolError {
@@ -69,10 +77,16 @@ impl fmt::Display for ProtocolError {
             }
             ProtocolError::MissingCrlf => f.write_str("bulk string not terminated by CRLF"),
             ProtocolError::TooManyElements { count, max } => {
-                write!(f, "command has {count} arguments; at most {max} are accepted")
+                write!(
+                    f,
+                    "command has {count} arguments; at most {max} are accepted"
+                )
             }
             ProtocolError::BulkTooLarge { len, max } => {
-                write!(f, "argument of {len} bytes; at most {max} bytes are accepted")
+                write!(
+                    f,
+                    "argument of {len} bytes; at most {max} bytes are accepted"
+                )
             }
             ProtocolError::CommandTooLarge { max } => {
                 write!(f, "command larger than {max} bytes")
@@ -123,6 +137,9 @@ pub struct CommandParser {
     /// Bytes the command is known to need in total (headers seen so far
     /// plus declared bulk lengths): a hint for buffer reservation.
     need: usize,
+    /// Every header so far was written the way [`encode_command`] writes
+    /// it (no leading zero, no sign).
+    canonical: bool,
 }
 
 impl CommandParser {
@@ -133,6 +150,7 @@ impl CommandParser {
             pos: 0,
             spans: Vec::new(),
             need: 0,
+            canonical: true,
         }
     }
 
@@ -142,6 +160,13 @@ impl CommandParser {
     }
 
     /// Whether part of a command has been parsed.
+    /// Whether the command just parsed is byte for byte its canonical
+    /// encoding: then copying its bytes *is* re-encoding it (every byte has
+    /// been checked), which saves the proxy rebuilding it.
+    pub fn is_canonical(&self) -> bool {
+        self.canonical
+    }
+
     pub fn in_progress(&self) -> bool {
         self.expected.is_some()
     }
@@ -152,6 +177,7 @@ impl CommandParser {
         self.pos = 0;
         self.spans.clear();
         self.need = 0;
+        self.canonical = true;
     }
 
     /// Parses from `buf`, which starts at the current command's first byte
@@ -166,7 +192,7 @@ impl CommandParser {
                 if first != b'*' {
                     return Err(ProtocolError::Inline);
                 }
-                let Some((count, next)) =
+                let Some((count, next, canonical)) =
                     read_header(buf, 0).map_err(|_| ProtocolError::BadArrayHeader)?
                 else {
                     return Ok(None);
@@ -184,6 +210,7 @@ impl CommandParser {
                 self.expected = Some(count);
                 self.pos = next;
                 self.need = next;
+                self.canonical = canonical;
                 self.spans.reserve(count.min(1024));
                 count
             }
@@ -196,7 +223,7 @@ impl CommandParser {
             if ty != b'$' {
                 return Err(ProtocolError::NotBulk(ty));
             }
-            let Some((len, data)) =
+            let Some((len, data, canonical)) =
                 read_header(buf, pos).map_err(|_| ProtocolError::BadBulkHeader)?
             else {
                 return Ok(None);
@@ -225,6 +252,7 @@ impl CommandParser {
                 return Err(ProtocolError::MissingCrlf);
             }
             self.spans.push(Span { start: data, len });
+            self.canonical &= canonical;
             self.pos = end;
         }
         Ok(Some(self.pos))
@@ -240,8 +268,9 @@ impl CommandParser {
 }
 
 /// Reads a `<type><integer>\r\n` header at `at`. `Ok(None)`: incomplete.
-/// Returns the integer and the offset after the CRLF.
-fn read_header(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, ()> {
+/// Returns the integer, the offset after the CRLF, and whether the integer
+/// was written canonically.
+fn read_header(buf: &[u8], at: usize) -> Result<Option<(i64, usize, bool)>, ()> {
     let rest = &buf[at + 1..];
     let limit = rest.len().min(MAX_HEADER);
     let Some(cr) = rest[..limit].iter().position(|&b| b == b'\r') else {
@@ -256,8 +285,10 @@ fn read_header(buf: &[u8], at: usize) -> Result<Option<(i64, usize)>, ()> {
         Some(b'\n') => {}
         Some(_) => return Err(()),
     }
-    let n = parse_int(&rest[..cr]).ok_or(())?;
-    Ok(Some((n, at + 1 + cr + 2)))
+    let text = &rest[..cr];
+    let n = parse_int(text).ok_or(())?;
+    let canonical = text[0] != b'-' && (text[0] != b'0' || text.len() == 1);
+    Ok(Some((n, at + 1 + cr + 2, canonical)))
 }
 
 /// A decimal integer, optionally negative; no `+`, no spaces, no empty.
@@ -359,11 +390,13 @@ fn push_header(out: &mut Vec<u8>, ty: u8, n: usize) {
 pub fn error_reply(text: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len() + 3);
     out.push(b'-');
-    out.extend(text.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+    out.extend(
+        text.bytes()
+            .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
     out.extend_from_slice(b"\r\n");
     out
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -373,7 +406,8 @@ mod tests {
 
     fn parse_all(bytes: &[u8], limits: Limits) -> Result<Parsed, ProtocolError> {
         let mut p = CommandParser::new(limits);
-        Ok(p.parse(bytes)?.map(|n| (n, p.command(bytes).args().map(<[u8]>::to_vec).collect())))
+        Ok(p.parse(bytes)?
+            .map(|n| (n, p.command(bytes).args().map(<[u8]>::to_vec).collect())))
     }
 
     fn err(bytes: &[u8]) -> ProtocolError {
@@ -408,10 +442,20 @@ mod tests {
     fn refuses_everything_else() {
         assert_eq!(err(b"PING\r\n"), ProtocolError::Inline);
         assert_eq!(err(b"\x16\x03\x01\x02"), ProtocolError::Inline);
-        assert_eq!(err(b"*1\r\n*1\r\n$4\r\nPING\r\n"), ProtocolError::NotBulk(b'*'));
+        assert_eq!(
+            err(b"*1\r\n*1\r\n$4\r\nPING\r\n"),
+            ProtocolError::NotBulk(b'*')
+        );
         assert_eq!(err(b"*1\r\n:1\r\n"), ProtocolError::NotBulk(b':'));
         assert_eq!(err(b"*1\r\n+PING\r\n"), ProtocolError::NotBulk(b'+'));
-        for h in [&b"*0\r\n"[..], b"*-1\r\n", b"*abc\r\n", b"*\r\n", b"*+1\r\n", b"*1\rx"] {
+        for h in [
+            &b"*0\r\n"[..],
+            b"*-1\r\n",
+            b"*abc\r\n",
+            b"*\r\n",
+            b"*+1\r\n",
+            b"*1\rx",
+        ] {
             assert_eq!(err(h), ProtocolError::BadArrayHeader, "{h:?}");
         }
         for h in [&b"*1\r\n$-1\r\n"[..], b"*1\r\n$x\r\n", b"*1\r\n$ 4\r\n"] {
@@ -420,7 +464,10 @@ mod tests {
         assert_eq!(err(b"*1\r\n$4\r\nPINGxx"), ProtocolError::MissingCrlf);
         // A header that never ends is refused, not waited for.
         assert_eq!(err(&[b'*'; 40]), ProtocolError::BadArrayHeader);
-        assert_eq!(err(b"*1\r\n$11111111111111111111111111"), ProtocolError::BadBulkHeader);
+        assert_eq!(
+            err(b"*1\r\n$11111111111111111111111111"),
+            ProtocolError::BadBulkHeader
+        );
     }
 
     #[test]
@@ -464,6 +511,15 @@ mod tests {
         let mut again = Vec::new();
         encode_command(&mut again, &p.command(&out));
         assert_eq!(again, out);
+        assert!(p.is_canonical());
+        // Equivalent but not canonical: parsed, then rebuilt.
+        let odd = b"*02\r\n$4\r\nECHO\r\n$-0\r\n\r\n";
+        let mut p = CommandParser::new(Limits::default());
+        assert_eq!(p.parse(odd).unwrap(), Some(odd.len()));
+        assert!(!p.is_canonical());
+        let mut rebuilt = Vec::new();
+        encode_command(&mut rebuilt, &p.command(odd));
+        assert_eq!(rebuilt, b"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n");
         assert_eq!(error_reply("ERR a\r\nb"), b"-ERR a  b\r\n");
     }
 }

@@ -35,6 +35,50 @@ pub struct LanesSettings {
     /// Length cap (`MAXLEN ~`) applied to every XADD of an agent.
     #[serde(default)]
     pub maxlen: Option<u64>,
+    /// Routes of the bridge (more can be added at runtime).
+    #[serde(default)]
+    pub routes: Vec<oxidepm_proto::Route>,
+    /// Agent that gets messages no route matches (else `bridge:unrouted`).
+    #[serde(default)]
+    pub default_agent: Option<String>,
+    /// The webhook source.
+    #[serde(default)]
+    pub webhook: Option<WebhookSettings>,
+    /// The email source.
+    #[serde(default)]
+    pub email: Option<EmailSettings>,
+}
+
+/// `[lanes.webhook]`.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Where to listen for `POST /in/<source>` (loopback by default).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Where outbox entries of each channel are POSTed (`"*"` for any).
+    #[serde(default)]
+    pub deliver: std::collections::BTreeMap<String, String>,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8787".into()
+}
+
+/// `[lanes.email]`.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailSettings {
+    /// Maildir whose `new/` mail is routed into inboxes.
+    pub maildir: String,
+    /// SMTP relay (`host:port`) for outbox mail.
+    pub smtp: String,
+    /// Sender address of each agent (`alice = "alice@example.org"`).
+    #[serde(default)]
+    pub from: std::collections::BTreeMap<String, String>,
+    /// Domain for agents without an address: `<agent>@<domain>`.
+    #[serde(default)]
+    pub domain: Option<String>,
 }
 
 fn everysec() -> String {
@@ -65,6 +109,17 @@ impl LanesSettings {
 
     /// Checks the names and values.
     pub fn check(&self) -> Result<(), String> {
+        for r in &self.routes {
+            r.check()?;
+            if !self.sources.contains(&r.source) {
+                return Err(format!(
+                    "route {}: {:?} is not one of lanes.sources {:?}",
+                    r.describe(),
+                    r.source,
+                    self.sources
+                ));
+            }
+        }
         if !matches!(self.appendfsync.as_str(), "everysec" | "always" | "no") {
             return Err(format!(
                 "lanes.appendfsync = {:?}: use everysec, always or no",

@@ -14,7 +14,14 @@ fn alice() -> (Redis, TestProxy) {
 
 /// The bridge writes `text` to alice's discord inbox (creating group g).
 fn to_inbox(bridge: &mut Client, text: &str) {
-    let _ = bridge.cmd(&["XGROUP", "CREATE", "alice:discord:inbox", "g", "0", "MKSTREAM"]);
+    let _ = bridge.cmd(&[
+        "XGROUP",
+        "CREATE",
+        "alice:discord:inbox",
+        "g",
+        "0",
+        "MKSTREAM",
+    ]);
     let id = bridge.cmd(&["XADD", "alice:discord:inbox", "*", "text", text]);
     assert!(matches!(id, Value::Bulk(_)), "{id:?}");
 }
@@ -31,12 +38,23 @@ fn agent_sends_and_receives_through_its_lane() {
     let id = a.cmd(&["XADD", "alice:discord:outbox", "*", "text", "hello out"]);
     assert!(matches!(id, Value::Bulk(_)), "{id:?}");
     let seen = bridge.cmd(&["XRANGE", "alice:discord:outbox", "-", "+"]);
-    assert!(seen.strings().contains(&"hello out".to_string()), "{seen:?}");
+    assert!(
+        seen.strings().contains(&"hello out".to_string()),
+        "{seen:?}"
+    );
 
     // Inbound: what the bridge wrote, read with the group, acknowledged.
     to_inbox(&mut bridge, "hello in");
     let got = a.cmd(&[
-        "XREADGROUP", "GROUP", "g", "c1", "COUNT", "10", "STREAMS", "alice:discord:inbox", ">",
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c1",
+        "COUNT",
+        "10",
+        "STREAMS",
+        "alice:discord:inbox",
+        ">",
     ]);
     let strings = got.strings();
     assert!(strings.contains(&"hello in".to_string()), "{got:?}");
@@ -65,12 +83,27 @@ fn shared_outbox_form_lands_in_the_agents_outbox() {
 fn other_agents_keys_are_refused_by_redis() {
     let (redis, proxy) = alice();
     let mut bridge = redis.bridge();
-    bridge.cmd(&["XGROUP", "CREATE", "bob:discord:inbox", "g", "0", "MKSTREAM"]);
+    bridge.cmd(&[
+        "XGROUP",
+        "CREATE",
+        "bob:discord:inbox",
+        "g",
+        "0",
+        "MKSTREAM",
+    ]);
     bridge.cmd(&["XADD", "bob:discord:inbox", "*", "text", "for bob"]);
     let mut a = proxy.client("alice");
     for c in [
         &["XADD", "bob:discord:outbox", "*", "text", "spoof"][..],
-        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "bob:discord:inbox", ">"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "STREAMS",
+            "bob:discord:inbox",
+            ">",
+        ],
         &["XRANGE", "bob:discord:inbox", "-", "+"],
         &["XLEN", "bob:discord:inbox"],
         // Its own outbox is write-only.
@@ -107,10 +140,7 @@ fn commands_off_the_allowlist_are_refused_by_the_proxy() {
     // The connection is still an ordinary, working one.
     assert_eq!(a.cmd(&["ECHO", "still here"]), bulk("still here"));
     assert_eq!(a.whoami(), bulk("agent_alice"));
-    assert_eq!(
-        a.cmd(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"]),
-        ok()
-    );
+    assert_eq!(a.cmd(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"]), ok());
     // Nothing reached Redis as another user: the bridge's keys are intact.
     let mut bridge = redis.bridge();
     bridge.cmd(&["SET", "bridge:canary", "1"]);
@@ -238,10 +268,25 @@ fn a_client_that_never_reads_is_held_back_not_buffered() {
 fn a_blocking_read_does_not_hold_up_other_connections() {
     let (redis, proxy) = alice();
     let mut bridge = redis.bridge();
-    bridge.cmd(&["XGROUP", "CREATE", "alice:discord:inbox", "g", "$", "MKSTREAM"]);
+    bridge.cmd(&[
+        "XGROUP",
+        "CREATE",
+        "alice:discord:inbox",
+        "g",
+        "$",
+        "MKSTREAM",
+    ]);
     let mut blocked = proxy.client("alice");
     blocked.send(&[
-        "XREADGROUP", "GROUP", "g", "c1", "BLOCK", "0", "STREAMS", "alice:discord:inbox", ">",
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c1",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "alice:discord:inbox",
+        ">",
     ]);
     let mut other = proxy.client("alice");
     for i in 0..50 {
@@ -260,26 +305,53 @@ fn large_values_round_trip() {
     let mut a = proxy.client("alice");
     let big: Vec<u8> = (0..10 << 20).map(|i: u32| (i % 251) as u8).collect();
     // Both directions at once.
-    assert_eq!(
-        a.cmd(&[b"ECHO".as_slice(), &big]),
-        Value::Bulk(big.clone())
-    );
+    assert_eq!(a.cmd(&[b"ECHO".as_slice(), &big]), Value::Bulk(big.clone()));
     // Up: into the outbox, checked by the bridge.
     let id = a.cmd(&[&b"XADD"[..], b"alice:discord:outbox", b"*", b"data", &big]);
     assert!(matches!(id, Value::Bulk(_)));
     let mut bridge = redis.bridge();
     let seen = bridge.cmd(&["XRANGE", "alice:discord:outbox", "-", "+"]);
-    let Value::Array(entries) = seen else { panic!() };
-    let Value::Array(entry) = &entries[0] else { panic!() };
-    assert_eq!(entry[1], Value::Array(vec![bulk("data"), Value::Bulk(big.clone())]));
+    let Value::Array(entries) = seen else {
+        panic!()
+    };
+    let Value::Array(entry) = &entries[0] else {
+        panic!()
+    };
+    assert_eq!(
+        entry[1],
+        Value::Array(vec![bulk("data"), Value::Bulk(big.clone())])
+    );
     // Down: from the inbox, read through the lane.
-    bridge.cmd(&["XGROUP", "CREATE", "alice:discord:inbox", "g", "0", "MKSTREAM"]);
+    bridge.cmd(&[
+        "XGROUP",
+        "CREATE",
+        "alice:discord:inbox",
+        "g",
+        "0",
+        "MKSTREAM",
+    ]);
     bridge.cmd(&[&b"XADD"[..], b"alice:discord:inbox", b"*", b"data", &big]);
-    let got = a.cmd(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "alice:discord:inbox", ">"]);
-    let Value::Array(streams) = got else { panic!("{got:?}") };
-    let Value::Array(stream) = &streams[0] else { panic!() };
-    let Value::Array(entries) = &stream[1] else { panic!() };
-    let Value::Array(entry) = &entries[0] else { panic!() };
+    let got = a.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "STREAMS",
+        "alice:discord:inbox",
+        ">",
+    ]);
+    let Value::Array(streams) = got else {
+        panic!("{got:?}")
+    };
+    let Value::Array(stream) = &streams[0] else {
+        panic!()
+    };
+    let Value::Array(entries) = &stream[1] else {
+        panic!()
+    };
+    let Value::Array(entry) = &entries[0] else {
+        panic!()
+    };
     assert_eq!(entry[1], Value::Array(vec![bulk("data"), Value::Bulk(big)]));
 }
 
@@ -287,10 +359,25 @@ fn large_values_round_trip() {
 fn agents_come_and_go_without_disturbing_others() {
     let (redis, proxy) = alice();
     let mut bridge = redis.bridge();
-    bridge.cmd(&["XGROUP", "CREATE", "alice:discord:inbox", "g", "$", "MKSTREAM"]);
+    bridge.cmd(&[
+        "XGROUP",
+        "CREATE",
+        "alice:discord:inbox",
+        "g",
+        "$",
+        "MKSTREAM",
+    ]);
     let mut blocked = proxy.client("alice");
     blocked.send(&[
-        "XREADGROUP", "GROUP", "g", "c1", "BLOCK", "0", "STREAMS", "alice:discord:inbox", ">",
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c1",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "alice:discord:inbox",
+        ">",
     ]);
     // Make sure the read is parked in Redis before the reload.
     assert_eq!(proxy.client("alice").whoami(), bulk("agent_alice"));
@@ -309,7 +396,10 @@ fn agents_come_and_go_without_disturbing_others() {
 
     bridge.cmd(&["XADD", "alice:discord:inbox", "*", "text", "after reload"]);
     let got = blocked.read();
-    assert!(got.strings().contains(&"after reload".to_string()), "{got:?}");
+    assert!(
+        got.strings().contains(&"after reload".to_string()),
+        "{got:?}"
+    );
 
     // Bob goes: his socket disappears and his connection is closed.
     let report = proxy.reconfigure(&[Agent::new("alice")]);
@@ -334,7 +424,16 @@ fn caps_rate_and_stream_length_when_configured() {
     );
     let mut a = proxy.client("alice");
     for i in 0..20 {
-        a.cmd(&["XADD", "alice:discord:outbox", "MAXLEN", "=", "100", "*", "n", &i.to_string()]);
+        a.cmd(&[
+            "XADD",
+            "alice:discord:outbox",
+            "MAXLEN",
+            "=",
+            "100",
+            "*",
+            "n",
+            &i.to_string(),
+        ]);
     }
     let mut bridge = redis.bridge();
     assert_eq!(bridge.cmd(&["XLEN", "alice:discord:outbox"]), Value::Int(5));
@@ -362,6 +461,9 @@ fn upstream_refusal_is_reported_to_the_client() {
     let proxy = TestProxy::start(&redis, &[Agent::new("carol")]);
     let mut c = proxy.client("carol");
     let r = c.read();
-    assert!(r.error_starts("ERR lane unavailable: Redis refused AUTH as agent_carol"), "{r:?}");
+    assert!(
+        r.error_starts("ERR lane unavailable: Redis refused AUTH as agent_carol"),
+        "{r:?}"
+    );
     c.assert_closed();
 }

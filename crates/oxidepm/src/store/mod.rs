@@ -388,6 +388,42 @@ impl Store {
         }
     }
 
+    /// Routes added at runtime, in the order they were added.
+    pub fn routes(&self) -> Result<Vec<oxidepm_proto::Route>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT route FROM routes ORDER BY id")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        let mut out = Vec::new();
+        for r in rows {
+            let text = r?;
+            let route = serde_json::from_str(&text)
+                .map_err(|e| StoreError(format!("unreadable route {text}: {e}")))?;
+            out.push(route);
+        }
+        Ok(out)
+    }
+
+    /// Adds a route; false when the same route is already there.
+    pub fn add_route(&self, route: &oxidepm_proto::Route) -> Result<bool> {
+        let text = serde_json::to_string(route).map_err(|e| StoreError(e.to_string()))?;
+        let n = self
+            .conn
+            .prepare_cached("INSERT OR IGNORE INTO routes (route) VALUES (?1)")?
+            .execute(params![text])?;
+        Ok(n == 1)
+    }
+
+    /// Removes a route; false when there was no such route.
+    pub fn remove_route(&self, route: &oxidepm_proto::Route) -> Result<bool> {
+        let text = serde_json::to_string(route).map_err(|e| StoreError(e.to_string()))?;
+        let n = self
+            .conn
+            .prepare_cached("DELETE FROM routes WHERE route = ?1")?
+            .execute(params![text])?;
+        Ok(n == 1)
+    }
+
     /// Runs `f` inside one transaction (all of its writes land or none do).
     pub fn transaction<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;

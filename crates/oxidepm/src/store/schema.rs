@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// Sets pragmas and creates or migrates the schema.
 pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
@@ -52,6 +52,16 @@ pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
              CREATE TABLE IF NOT EXISTS snapshots (
                name TEXT PRIMARY KEY, at INTEGER NOT NULL, apps TEXT NOT NULL);
              PRAGMA user_version = 1;
+             COMMIT;",
+        )?;
+    }
+    if version < 2 {
+        conn.execute_batch(
+            "BEGIN;
+             CREATE TABLE IF NOT EXISTS routes (
+               id INTEGER PRIMARY KEY AUTOINCREMENT,
+               route TEXT NOT NULL UNIQUE);
+             PRAGMA user_version = 2;
              COMMIT;",
         )?;
     }

@@ -44,7 +44,10 @@ fn inherited_sockets_are_served_by_name() {
     // An inherited socket whose agent is not configured says so.
     let mut z = Client::connect(&zed_path);
     let r = z.read();
-    assert!(r.error_starts("ERR lane unavailable: agent 'zed' is not configured"), "{r:?}");
+    assert!(
+        r.error_starts("ERR lane unavailable: agent 'zed' is not configured"),
+        "{r:?}"
+    );
     z.assert_closed();
 
     let report = proxy.reconfigure(&[Agent::new("alice"), Agent::new("zed")]);
@@ -167,19 +170,21 @@ fn the_binary_is_socket_activated_reloads_on_sighup_and_stops_on_sigterm() {
             let _ = self.0.wait();
         }
     }
-    let mut child = Kill(Command::new("systemd-socket-activate")
-        .arg("-l")
-        .arg(&alice_sock)
-        .arg("--fdname=alice")
-        .arg(&bin)
-        .arg("--config")
-        .arg(&config)
-        .env("RUST_LOG", "debug")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("systemd-socket-activate must be installed (Debian: systemd)"));
+    let mut child = Kill(
+        Command::new("systemd-socket-activate")
+            .arg("-l")
+            .arg(&alice_sock)
+            .arg("--fdname=alice")
+            .arg(&bin)
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("systemd-socket-activate must be installed (Debian: systemd)"),
+    );
     let pid = child.0.id();
     wait_for("the activation socket", || alice_sock.exists());
     // The first connection starts the proxy (systemd-socket-activate execs

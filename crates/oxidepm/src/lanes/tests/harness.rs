@@ -146,8 +146,7 @@ impl TestProxy {
             .enable_all()
             .build()
             .unwrap();
-        let (proxy, report) =
-            Proxy::start(config.clone(), activated, rt.handle().clone()).unwrap();
+        let (proxy, report) = Proxy::start(config.clone(), activated, rt.handle().clone()).unwrap();
         assert!(report.failed.is_empty(), "{report}");
         TestProxy {
             proxy,
@@ -323,9 +322,11 @@ pub struct Client {
 
 impl Client {
     pub fn connect(path: &Path) -> Client {
-        let stream = UnixStream::connect(path)
-            .unwrap_or_else(|e| panic!("connect {}: {e}", path.display()));
-        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let stream =
+            UnixStream::connect(path).unwrap_or_else(|e| panic!("connect {}: {e}", path.display()));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
         Client {
             stream,
             buf: Vec::new(),

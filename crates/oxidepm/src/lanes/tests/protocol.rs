@@ -77,7 +77,14 @@ fn commands_split_across_many_writes_are_reassembled() {
 fn resp3_replies_are_relayed_whole() {
     let (redis, proxy) = lane();
     let mut bridge = redis.bridge();
-    bridge.cmd(&["XGROUP", "CREATE", "alice:discord:inbox", "g", "0", "MKSTREAM"]);
+    bridge.cmd(&[
+        "XGROUP",
+        "CREATE",
+        "alice:discord:inbox",
+        "g",
+        "0",
+        "MKSTREAM",
+    ]);
     bridge.cmd(&["XADD", "alice:discord:inbox", "*", "text", "resp3"]);
     let mut c = proxy.client("alice");
     let hello = c.cmd(&["HELLO", "3"]);
@@ -86,7 +93,15 @@ fn resp3_replies_are_relayed_whole() {
     let mut out = Vec::new();
     for args in [
         &["XINFO", "STREAM", "alice:discord:inbox"][..],
-        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "alice:discord:inbox", ">"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "STREAMS",
+            "alice:discord:inbox",
+            ">",
+        ],
         &["XPENDING", "alice:discord:inbox", "g", "-", "+", "10"],
         &["XINFO", "GROUPS", "alice:discord:inbox"],
         &["KEYS", "*"],
@@ -111,11 +126,26 @@ fn resp3_replies_are_relayed_whole() {
 fn the_client_closing_early_frees_its_upstream_connection() {
     let (redis, proxy) = lane();
     let mut bridge = redis.bridge();
-    bridge.cmd(&["XGROUP", "CREATE", "alice:discord:inbox", "g", "$", "MKSTREAM"]);
+    bridge.cmd(&[
+        "XGROUP",
+        "CREATE",
+        "alice:discord:inbox",
+        "g",
+        "$",
+        "MKSTREAM",
+    ]);
     {
         let mut c = proxy.client("alice");
         c.send(&[
-            "XREADGROUP", "GROUP", "g", "gone", "BLOCK", "0", "STREAMS", "alice:discord:inbox", ">",
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "gone",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "alice:discord:inbox",
+            ">",
         ]);
         assert_eq!(proxy.client("alice").whoami(), bulk("agent_alice"));
     }
@@ -132,6 +162,14 @@ fn the_client_closing_early_frees_its_upstream_connection() {
     }
     bridge.cmd(&["XADD", "alice:discord:inbox", "*", "text", "later"]);
     let mut c = proxy.client("alice");
-    let got = c.cmd(&["XREADGROUP", "GROUP", "g", "next", "STREAMS", "alice:discord:inbox", ">"]);
+    let got = c.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "next",
+        "STREAMS",
+        "alice:discord:inbox",
+        ">",
+    ]);
     assert!(got.strings().contains(&"later".to_string()), "{got:?}");
 }

@@ -1,0 +1,413 @@
+//! `bridge`: the release `oxidepm-bridge` against a private redis-server
+//! (unix socket, the lanes' ACL for the `bridge` user, append-only
+//! `everysec` as the daemon runs it), without the daemon:
+//!
+//! * webhook → inbox: 8 senders, each on its own keep-alive connection,
+//!   POST as fast as they are answered; every message must be in an inbox;
+//! * routing latency: one message at a time, from the POST to the entry
+//!   being readable in the inbox (a blocking XREAD), p50 / p99;
+//! * outbox → sink: entries written to 8 agents' outboxes at once, until a
+//!   local HTTP sink has been POSTed every one of them.
+
+mod http;
+mod resp;
+
+use super::Plan;
+use crate::procfs;
+use crate::report::{percentile, Row};
+use crate::sandbox::{Bins, Result};
+use resp::Resp;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const SENDERS: usize = 8;
+const AGENTS: usize = 8;
+const TOKEN: &str = "bench-webhook-token";
+const BRIDGE_PW: &str = "bench-bridge-pw";
+const ADMIN_PW: &str = "bench-admin-pw";
+
+/// The `bridge` user's rules, as `oxidepm::lanes::acl::bridge_rules` makes
+/// them (the bench does not link the library).
+const BRIDGE_RULES: &str = "resetchannels -@all +xadd +xreadgroup +xack +xautoclaim +xclaim \
+     +xpending +xlen +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
+     +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel \
+     ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox";
+
+/// Sizes: (messages in, latency samples, outbox entries).
+fn sizes(plan: &Plan) -> (usize, usize, usize) {
+    if plan.quick {
+        (40_000, 300, 8_000)
+    } else {
+        (200_000, 2_000, 40_000)
+    }
+}
+
+/// Processes started here, ended on drop.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in self.0.iter_mut().rev() {
+            // SIGTERM first, so that each can stop cleanly.
+            // SAFETY: kill(2) on a child of ours that has not been reaped.
+            unsafe {
+                libc::kill(c.id() as libc::pid_t, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for {what}"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+fn start_redis(dir: &Path, procs: &mut Procs) -> Result<PathBuf> {
+    let exe = find_on_path("redis-server")
+        .ok_or("redis-server is not on PATH (Debian: apt-get install redis-server)")?;
+    let socket = dir.join("redis.sock");
+    let acl = format!(
+        "user default reset off resetchannels -@all\n\
+         user bridge reset on >{BRIDGE_PW} {BRIDGE_RULES}\n\
+         user sys reset on >{ADMIN_PW} resetchannels ~* +@all\n"
+    );
+    std::fs::write(dir.join("users.acl"), acl).map_err(|e| e.to_string())?;
+    let conf = format!(
+        "port 0\nunixsocket {sock}\nunixsocketperm 700\naclfile {d}/users.acl\ndir {d}\n\
+         save \"\"\nappendonly yes\nappendfsync everysec\nmaxmemory-policy noeviction\n\
+         daemonize no\nlogfile {d}/redis.log\n",
+        sock = socket.display(),
+        d = dir.display()
+    );
+    std::fs::write(dir.join("redis.conf"), conf).map_err(|e| e.to_string())?;
+    let child = Command::new(exe)
+        .arg(dir.join("redis.conf"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start redis-server: {e}"))?;
+    procs.0.push(child);
+    wait_for("redis-server", Duration::from_secs(20), || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    })?;
+    Ok(socket)
+}
+
+fn start_bridge(
+    exe: &Path,
+    dir: &Path,
+    socket: &Path,
+    sink: SocketAddr,
+    procs: &mut Procs,
+) -> Result<SocketAddr> {
+    std::fs::write(dir.join("bridge.pw"), BRIDGE_PW).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("token"), TOKEN).map_err(|e| e.to_string())?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let agents: Vec<String> = (0..AGENTS).map(|i| format!("a{i}")).collect();
+    let routes: Vec<serde_json::Value> = (0..AGENTS)
+        .map(|i| serde_json::json!({"source": "webhook", "channel": format!("c{i}"), "agent": format!("a{i}")}))
+        .collect();
+    let cfg = serde_json::json!({
+        "redis_socket": socket,
+        "password_file": dir.join("bridge.pw"),
+        "agents": agents,
+        "sources": ["webhook"],
+        "routes": routes,
+        "webhook": {
+            "listen": format!("127.0.0.1:{port}"),
+            "token_file": dir.join("token"),
+            "deliver": {"*": format!("http://{sink}/out")},
+        },
+    });
+    let path = dir.join("bridge.json");
+    std::fs::write(&path, cfg.to_string()).map_err(|e| e.to_string())?;
+    let log = std::fs::File::create(dir.join("bridge.log")).map_err(|e| e.to_string())?;
+    let child = Command::new(exe)
+        .arg("--config")
+        .arg(&path)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    procs.0.push(child);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_for(
+        "the bridge's webhook listener",
+        Duration::from_secs(30),
+        || std::net::TcpStream::connect(addr).is_ok(),
+    )?;
+    Ok(addr)
+}
+
+/// The message POSTed by sender `s`, number `i`.
+fn message(s: usize, i: usize) -> String {
+    format!(
+        r#"{{"channel":"c{}","sender":"bench-{s}","text":"message {i} from sender {s}","id":"{s}-{i}"}}"#,
+        s % AGENTS
+    )
+}
+
+/// `n` messages from `SENDERS` threads; returns the seconds taken.
+fn send_all(addr: SocketAddr, n: usize) -> Result<f64> {
+    let per = n / SENDERS;
+    let barrier = Arc::new(Barrier::new(SENDERS + 1));
+    let threads: Vec<_> = (0..SENDERS)
+        .map(|s| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || -> Result<()> {
+                let mut c = http::Client::connect(addr)?;
+                let bodies: Vec<String> = (0..per).map(|i| message(s, i)).collect();
+                barrier.wait();
+                for b in &bodies {
+                    let (status, answer) = c.post("/in/webhook", TOKEN, b)?;
+                    if status != 202 {
+                        return Err(format!(
+                            "the webhook answered {status}: {}",
+                            String::from_utf8_lossy(&answer)
+                        ));
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t0 = Instant::now();
+    for t in threads {
+        t.join().map_err(|_| "a sender panicked")??;
+    }
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+fn inbox_total(admin: &mut Resp) -> Result<i64> {
+    let mut total = 0;
+    for a in 0..AGENTS {
+        total += admin
+            .cmd(&["XLEN", &format!("a{a}:webhook:inbox")])?
+            .int()
+            .unwrap_or(0);
+    }
+    Ok(total)
+}
+
+/// Latency samples, in ms: POST, then a blocking XREAD from the last id
+/// returns the entry.
+fn latencies(addr: SocketAddr, admin: &mut Resp, samples: usize) -> Result<Vec<f64>> {
+    let key = "a0:webhook:inbox";
+    let mut last = admin
+        .cmd(&["XREVRANGE", key, "+", "-", "COUNT", "1"])?
+        .items()
+        .first()
+        .and_then(|e| e.items().first().and_then(|id| id.text()))
+        .unwrap_or_else(|| "0-0".into());
+    let mut c = http::Client::connect(addr)?;
+    let mut out = Vec::with_capacity(samples);
+    for i in 0..samples {
+        admin.send(&[
+            "XREAD", "COUNT", "1", "BLOCK", "10000", "STREAMS", key, &last,
+        ])?;
+        let t0 = Instant::now();
+        c.send_post("/in/webhook", TOKEN, &message(0, i))?;
+        let got = admin.read()?;
+        let dt = t0.elapsed();
+        let id = got
+            .items()
+            .first()
+            .and_then(|s| s.items().get(1))
+            .and_then(|es| es.items().first())
+            .and_then(|e| e.items().first())
+            .and_then(|id| id.text())
+            .ok_or_else(|| format!("XREAD gave no entry: {got:?}"))?;
+        let (status, _) = c.read_answer()?;
+        if status != 202 {
+            return Err(format!("the webhook answered {status}"));
+        }
+        last = id;
+        out.push(dt.as_secs_f64() * 1e3);
+    }
+    Ok(out)
+}
+
+/// Writes `n` entries over the agents' outboxes; returns the seconds until
+/// the sink has had them all.
+fn drain(admin: &mut Resp, sink: &http::Sink, n: usize) -> Result<f64> {
+    let before = sink.count.load(Ordering::SeqCst);
+    let cmds: Vec<Vec<String>> = (0..n)
+        .map(|i| {
+            let a = i % AGENTS;
+            [
+                "XADD".to_string(),
+                format!("a{a}:webhook:outbox"),
+                "*".into(),
+                "channel".into(),
+                format!("c{a}"),
+                "text".into(),
+                format!("answer {i}"),
+            ]
+            .to_vec()
+        })
+        .collect();
+    let t0 = Instant::now();
+    for chunk in cmds.chunks(1000) {
+        admin.pipeline(chunk)?;
+    }
+    let want = before + n as u64;
+    wait_for(
+        "every outbox entry at the sink",
+        Duration::from_secs(300),
+        || sink.count.load(Ordering::SeqCst) >= want,
+    )?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
+    let exe = bins
+        .me
+        .parent()
+        .map(|d| d.join("oxidepm-bridge"))
+        .filter(|p| p.is_file())
+        .ok_or("oxidepm-bridge is not next to the benchmark; build it: cargo build --release -p oxidepm")?;
+    let (n_in, samples, n_out) = sizes(plan);
+    let dir = tempfile::Builder::new()
+        .prefix("oxidepm-bench-bridge-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a temp dir: {e}"))?;
+    let mut procs = Procs(Vec::new());
+    let socket = start_redis(dir.path(), &mut procs)?;
+    let sink = http::Sink::start()?;
+    let addr = start_bridge(&exe, dir.path(), &socket, sink.addr, &mut procs)?;
+    let mut admin = Resp::connect(&socket, "sys", ADMIN_PW)?;
+    let pids = [procs.0[1].id(), procs.0[0].id()];
+    let result = measure(addr, &mut admin, &sink, pids, (n_in, samples, n_out));
+    drop(procs);
+    let log = std::fs::read_to_string(dir.path().join("bridge.log")).unwrap_or_default();
+    let complaints: Vec<&str> = log.lines().filter(|l| !l.contains("stopping")).collect();
+    if !complaints.is_empty() {
+        say!("  bridge log (warnings and errors):");
+        for l in complaints.iter().take(10) {
+            say!("    {l}");
+        }
+    }
+    result
+}
+
+/// CPU seconds used so far by `pid`.
+fn cpu_of(pid: u32) -> f64 {
+    procfs::stat(pid)
+        .map(|s| (s.utime + s.stime) as f64 / procfs::ticks_per_second())
+        .unwrap_or(f64::NAN)
+}
+
+/// CPU seconds used so far by this process (the senders).
+fn own_cpu() -> f64 {
+    // SAFETY: getrusage writes into the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// `pids`: the bridge's and redis-server's; `sizes`: messages in, latency
+/// samples, outbox entries.
+fn measure(
+    addr: SocketAddr,
+    admin: &mut Resp,
+    sink: &http::Sink,
+    pids: [u32; 2],
+    (n_in, samples, n_out): (usize, usize, usize),
+) -> Result<Vec<Row>> {
+    say!(
+        "  {SENDERS} keep-alive senders x {} messages, {AGENTS} agents routed by channel, redis appendfsync everysec",
+        n_in / SENDERS
+    );
+    send_all(addr, 8_000)?;
+    let warm = inbox_total(admin)?;
+    let cpu0 = [cpu_of(pids[0]), cpu_of(pids[1]), own_cpu()];
+    let secs = send_all(addr, n_in)?;
+    let cpu1 = [cpu_of(pids[0]), cpu_of(pids[1]), own_cpu()];
+    let sent = (n_in / SENDERS * SENDERS) as i64;
+    let rate = sent as f64 / secs;
+    let kept = inbox_total(admin)? - warm;
+    let us = |i: usize| (cpu1[i] - cpu0[i]) * 1e6 / sent as f64;
+    say!(
+        "  CPU per message: bridge {:.1} us, redis-server {:.1} us, the 8 senders {:.1} us",
+        us(0),
+        us(1),
+        us(2)
+    );
+    say!("  webhook -> inbox: {sent} messages in {secs:.2} s = {rate:.0} msg/s; {kept} in the inboxes");
+    if kept != sent {
+        return Err(format!(
+            "{sent} messages were accepted but {kept} are in the inboxes"
+        ));
+    }
+
+    let lat = latencies(addr, admin, samples)?;
+    let (p50, p99) = (percentile(&lat, 50.0), percentile(&lat, 99.0));
+    say!("  routing latency (POST -> readable in the inbox), {samples} samples: p50 {p50:.3} ms, p99 {p99:.3} ms");
+
+    send_drain_warmup(admin, sink)?;
+    let secs_out = drain(admin, sink, n_out)?;
+    let rate_out = n_out as f64 / secs_out;
+    say!("  outbox -> sink: {n_out} entries over {AGENTS} outboxes in {secs_out:.2} s = {rate_out:.0} deliveries/s");
+    let delivered = admin
+        .cmd(&["HGET", "bridge:stats", "delivered"])?
+        .text()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(0);
+    let requests = sink.count.load(Ordering::SeqCst);
+    say!("  sink requests {requests}, bridge:stats delivered {delivered}");
+    say!("  target: webhook -> inbox >= 50,000 msg/s");
+    Ok(vec![
+        Row::check(
+            "bridge: webhook -> inbox, 8 senders",
+            format!("{rate:.0} msg/s"),
+            ">= 50,000 /s",
+            rate >= 50_000.0,
+        ),
+        Row::info(
+            "bridge: outbox -> sink",
+            format!("{rate_out:.0} deliveries/s"),
+        ),
+        Row::info(
+            "bridge: routing latency p50 / p99",
+            format!("{p50:.3} / {p99:.3} ms"),
+        ),
+    ])
+}
+
+/// A first small drain, so that connections to the sink exist.
+fn send_drain_warmup(admin: &mut Resp, sink: &http::Sink) -> Result<()> {
+    drain(admin, sink, 800).map(|_| ())
+}

@@ -1,0 +1,56 @@
+//! `oxidepm-bridge`, the bridge between the outside world and the lanes.
+//!
+//! Routes inbound messages (the webhook listener, …) into
+//! `<agent>:<source>:inbox` and delivers every `<agent>:<source>:outbox`,
+//! as the Redis user `bridge`; see `oxidepm::lanes::bridge`. Runs in the
+//! foreground and logs to stderr (`RUST_LOG`, default `info`). SIGHUP
+//! re-reads the configuration without dropping anything; SIGTERM and
+//! SIGINT stop it cleanly.
+
+use clap::Parser;
+use oxidepm::lanes::bridge;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The bridge of oxidepm's message lanes.
+#[derive(Parser, Debug)]
+#[command(name = "oxidepm-bridge", version, about)]
+struct Args {
+    /// The JSON configuration file (see oxidepm::lanes::bridge::config).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Worker threads (default 2; 1 runs everything on one thread).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    threads: usize,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_target(false)
+        .init();
+    let rt = if args.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.threads)
+            .enable_all()
+            .build()
+    };
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(e) => {
+            log::error!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(bridge::run(args.config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}

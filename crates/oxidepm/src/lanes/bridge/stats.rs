@@ -1,0 +1,75 @@
+//! The bridge's counters: fields of the Redis hash `bridge:stats`, each
+//! raised with HINCRBY in the same pipeline as the write it counts.
+
+use redis::aio::ConnectionManager;
+use std::collections::HashMap;
+
+/// The hash holding the counters.
+pub const STATS_KEY: &str = "bridge:stats";
+/// The stream of messages no route (and no default agent) matched.
+pub const UNROUTED_KEY: &str = "bridge:unrouted";
+
+/// One counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// Inbound messages written to an agent's inbox.
+    Routed,
+    /// Inbound messages written to `bridge:unrouted`.
+    Unrouted,
+    /// Outbox entries delivered and acknowledged.
+    Delivered,
+    /// Delivery tries that failed and were tried again.
+    Retried,
+    /// Outbox entries moved to a dead-letter stream.
+    Dead,
+}
+
+impl Counter {
+    /// Every counter.
+    pub const ALL: [Counter; 5] = [
+        Counter::Routed,
+        Counter::Unrouted,
+        Counter::Delivered,
+        Counter::Retried,
+        Counter::Dead,
+    ];
+
+    /// Its field in `bridge:stats`.
+    pub fn field(self) -> &'static str {
+        match self {
+            Counter::Routed => "routed",
+            Counter::Unrouted => "unrouted",
+            Counter::Delivered => "delivered",
+            Counter::Retried => "retried",
+            Counter::Dead => "dead",
+        }
+    }
+
+    /// Adds `HINCRBY bridge:stats <field> n` to a pipeline.
+    pub fn add_to(self, pipe: &mut redis::Pipeline, n: i64) {
+        pipe.cmd("HINCRBY")
+            .arg(STATS_KEY)
+            .arg(self.field())
+            .arg(n)
+            .ignore();
+    }
+}
+
+/// Raises one counter on its own (when nothing else is written).
+pub async fn bump(con: &mut ConnectionManager, c: Counter, n: i64) -> redis::RedisResult<()> {
+    let mut pipe = redis::pipe();
+    c.add_to(&mut pipe, n);
+    pipe.query_async(con).await
+}
+
+/// Every counter (missing ones are 0).
+pub async fn read(con: &mut ConnectionManager) -> redis::RedisResult<HashMap<String, i64>> {
+    let mut m: HashMap<String, i64> = redis::cmd("HGETALL")
+        .arg(STATS_KEY)
+        .query_async(con)
+        .await?;
+    for c in Counter::ALL {
+        m.entry(c.field().to_string()).or_insert(0);
+    }
+    Ok(m)
+}

@@ -1,0 +1,264 @@
+//! The `ops` responder: an agent asks the daemon for what its tier allows
+//! through its own lane. It writes a request to `<agent>:ops:outbox`; the
+//! responder (ACL user `resp_ops`) takes the agent from the KEY it read,
+//! never from the payload, has the daemon answer it as `ai:<agent>` under
+//! the normal tiers and audit, and replies into `<agent>:ops:inbox` with
+//! the same result or error code a socket would give.
+//!
+//! A request is an entry with a field `request` holding a protocol request
+//! (`{"op":"restart","target":"web"}`), or the request's fields themselves
+//! (`op restart target web`). The reply has `request_id` (the outbox entry
+//! id) and `response` (a protocol response as JSON).
+
+use super::acl;
+use super::layout::Layout;
+use super::secrets;
+use crate::supervise::{lock, Shared};
+use oxidepm_proto::{AppKind, ErrorBody, ErrorCode, Request, Response};
+use redis::streams::{StreamReadOptions, StreamReadReply};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+/// The responder's name (stream family and ACL user suffix).
+pub const NAME: &str = "ops";
+/// Consumer group of the responder on every `<agent>:ops:outbox`.
+const GROUP: &str = "ops";
+/// Its consumer name; stable, so a restarted daemon finds its pending entries.
+const CONSUMER: &str = "oxidepmd";
+
+/// One request for the daemon to answer.
+pub struct OpsRequest {
+    /// The agent, from the stream key.
+    pub agent: String,
+    /// What it asks.
+    pub req: Request,
+    /// Where the answer goes.
+    pub reply: std::sync::mpsc::Sender<Response>,
+}
+
+/// Runs the responder on its own thread until `tx` is closed.
+pub fn spawn(layout: Layout, shared: Shared, tx: tokio::sync::mpsc::UnboundedSender<OpsRequest>) {
+    let spawned = std::thread::Builder::new()
+        .name("ops-responder".into())
+        .spawn(move || {
+            while !tx.is_closed() {
+                if let Err(e) = serve(&layout, &shared, &tx) {
+                    log::debug!("ops responder: {e}; retrying");
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+    if let Err(e) = spawned {
+        log::error!("cannot start the ops responder: {e}");
+    }
+}
+
+fn connect(layout: &Layout) -> Result<redis::Connection, String> {
+    let user = acl::responder_user(NAME);
+    let pw = std::fs::read_to_string(secrets::path(&layout.secrets_dir(), &user))
+        .map_err(|e| format!("no password for {user}: {e}"))?;
+    let url = format!("redis+unix://{}", layout.redis_socket().display());
+    let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
+    let mut con = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .map_err(|e| e.to_string())?;
+    redis::cmd("AUTH")
+        .arg(&user)
+        .arg(pw.trim())
+        .query::<()>(&mut con)
+        .map_err(|e| e.to_string())?;
+    Ok(con)
+}
+
+fn agents(shared: &Shared) -> Vec<String> {
+    lock(shared)
+        .apps()
+        .filter(|a| a.spec.kind == AppKind::Agent)
+        .map(|a| a.spec.name.clone())
+        .collect()
+}
+
+fn serve(
+    layout: &Layout,
+    shared: &Shared,
+    tx: &tokio::sync::mpsc::UnboundedSender<OpsRequest>,
+) -> Result<(), String> {
+    if !layout.redis_socket().exists() || agents(shared).is_empty() {
+        return Err("no lanes yet".into());
+    }
+    let mut con = connect(layout)?;
+    let mut ready: HashSet<String> = HashSet::new();
+    loop {
+        if tx.is_closed() {
+            return Ok(());
+        }
+        let keys: Vec<String> = agents(shared)
+            .iter()
+            .map(|a| format!("{a}:{NAME}:outbox"))
+            .collect();
+        if keys.is_empty() {
+            return Err("no agents".into());
+        }
+        let mut fresh = Vec::new();
+        for k in &keys {
+            if !ready.contains(k) {
+                let r: redis::RedisResult<()> = redis::cmd("XGROUP")
+                    .arg("CREATE")
+                    .arg(k)
+                    .arg(GROUP)
+                    .arg("0")
+                    .arg("MKSTREAM")
+                    .query(&mut con);
+                match r {
+                    Ok(()) => {}
+                    Err(e) if e.code() == Some("BUSYGROUP") => {}
+                    Err(e) => return Err(format!("XGROUP CREATE {k}: {e}")),
+                }
+                ready.insert(k.clone());
+                fresh.push(k.clone());
+            }
+        }
+        // Entries read but not answered before a crash come first.
+        if !fresh.is_empty() {
+            let ids = vec!["0"; fresh.len()];
+            let opts = StreamReadOptions::default()
+                .group(GROUP, CONSUMER)
+                .count(64);
+            let pending: StreamReadReply =
+                redis::Commands::xread_options(&mut con, &fresh, &ids, &opts)
+                    .map_err(|e| e.to_string())?;
+            handle(&mut con, tx, pending)?;
+        }
+        let ids = vec![">"; keys.len()];
+        let opts = StreamReadOptions::default()
+            .group(GROUP, CONSUMER)
+            .count(32)
+            .block(1000);
+        let got: Option<StreamReadReply> =
+            redis::Commands::xread_options(&mut con, &keys, &ids, &opts)
+                .map_err(|e| e.to_string())?;
+        if let Some(got) = got {
+            handle(&mut con, tx, got)?;
+        }
+    }
+}
+
+fn handle(
+    con: &mut redis::Connection,
+    tx: &tokio::sync::mpsc::UnboundedSender<OpsRequest>,
+    reply: StreamReadReply,
+) -> Result<(), String> {
+    for key in reply.keys {
+        let Some(agent) = key.key.split(':').next().map(str::to_string) else {
+            continue;
+        };
+        for entry in key.ids {
+            let fields: BTreeMap<String, String> = entry
+                .map
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), redis::from_redis_value::<String>(v).ok()?)))
+                .collect();
+            let response = match parse_request(&fields) {
+                Err(e) => Response::err(0, e),
+                Ok(req) => ask(tx, &agent, req),
+            };
+            let json = serde_json::to_string(&response).unwrap_or_default();
+            redis::cmd("XADD")
+                .arg(format!("{agent}:{NAME}:inbox"))
+                .arg("*")
+                .arg("request_id")
+                .arg(&entry.id)
+                .arg("response")
+                .arg(json)
+                .query::<String>(con)
+                .map_err(|e| format!("reply to {agent}: {e}"))?;
+            redis::cmd("XACK")
+                .arg(&key.key)
+                .arg(GROUP)
+                .arg(&entry.id)
+                .query::<i64>(con)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+fn ask(tx: &tokio::sync::mpsc::UnboundedSender<OpsRequest>, agent: &str, req: Request) -> Response {
+    let id = req.id;
+    let (rtx, rrx) = std::sync::mpsc::channel();
+    let sent = tx.send(OpsRequest {
+        agent: agent.to_string(),
+        req,
+        reply: rtx,
+    });
+    let unavailable = |m: &str| Response::err(id, ErrorBody::new(ErrorCode::Unavailable, m));
+    if sent.is_err() {
+        return unavailable("the daemon is stopping");
+    }
+    rrx.recv_timeout(Duration::from_secs(120))
+        .unwrap_or_else(|_| unavailable("the daemon did not answer in time"))
+}
+
+/// Reads a request from an entry's fields.
+pub fn parse_request(fields: &BTreeMap<String, String>) -> Result<Request, ErrorBody> {
+    let bad = |m: String| ErrorBody::new(ErrorCode::BadRequest, m);
+    let value = match fields.get("request") {
+        Some(text) => serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| bad(format!("field `request` is not JSON: {e}")))?,
+        None => {
+            let mut m = serde_json::Map::new();
+            for (k, v) in fields {
+                // Numbers (lines, limit, id) are sent as strings in a stream entry.
+                let val = v
+                    .parse::<u64>()
+                    .map(serde_json::Value::from)
+                    .unwrap_or_else(|_| serde_json::Value::String(v.clone()));
+                m.insert(k.clone(), val);
+            }
+            serde_json::Value::Object(m)
+        }
+    };
+    let mut req: Request = serde_json::from_value(value).map_err(|e| {
+        bad(format!(
+            "not a request: {e}; write a field `request` with e.g. {{\"op\":\"status\"}}"
+        ))
+    })?;
+    // The lane is the identity: a claim in the payload is ignored.
+    req.claim = None;
+    Ok(req)
+}
+
+/// Whether the responder can run here at all.
+pub fn available(layout: &Layout) -> bool {
+    Path::new(&secrets::path(
+        &layout.secrets_dir(),
+        &acl::responder_user(NAME),
+    ))
+    .exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_from_fields() {
+        let mut f = BTreeMap::new();
+        f.insert(
+            "request".to_string(),
+            r#"{"op":"restart","target":"web","claim":"human:x"}"#.to_string(),
+        );
+        let r = parse_request(&f).unwrap();
+        assert_eq!(r.op.name(), "restart");
+        assert!(r.claim.is_none());
+        let mut f = BTreeMap::new();
+        f.insert("op".to_string(), "logs".to_string());
+        f.insert("target".to_string(), "web".to_string());
+        f.insert("lines".to_string(), "5".to_string());
+        assert_eq!(parse_request(&f).unwrap().op.name(), "logs");
+        let mut f = BTreeMap::new();
+        f.insert("request".to_string(), "nope".to_string());
+        assert_eq!(parse_request(&f).unwrap_err().code, ErrorCode::BadRequest);
+    }
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Two agents, each on its own lane, answering messages that arrive through
+# the webhook; the answers reach a local HTTP sink.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin="$PWD/target/release"
+export OXIDEPM_HOME="${OXIDEPM_HOME:-$(mktemp -d /tmp/oxidepm-lanes.XXXXXX)}"
+trap '"$bin/oxidepm" kill >/dev/null 2>&1 || true' EXIT
+mkdir -p "$OXIDEPM_HOME"
+cp examples/agents/daemon.toml "$OXIDEPM_HOME/daemon.toml"
+py="$(command -v python3)"
+
+echo "== home: $OXIDEPM_HOME"
+"$bin/oxidepm" start --name sink -- "$py" examples/agents/sink.py 8799
+"$bin/oxidepm" start --kind agent --name alice -- "$py" examples/agents/agent.py "Alice (support)"
+"$bin/oxidepm" start --kind agent --name bob -- "$py" examples/agents/agent.py "Bob (sales)"
+"$bin/oxidepm" route list
+token="$(cat "$OXIDEPM_HOME/secrets/webhook_token")"
+for _ in $(seq 1 50); do
+  curl -s -o /dev/null "http://127.0.0.1:8787/" && break || sleep 0.1
+done
+echo "== two messages in, through the webhook"
+curl -s -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+  -d '{"channel":"support","sender":"carol","text":"my login fails"}' http://127.0.0.1:8787/in/webhook; echo
+curl -s -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+  -d '{"channel":"sales","sender":"dan","text":"how much is it?"}' http://127.0.0.1:8787/in/webhook; echo
+echo "== the answers, as the sink received them"
+for _ in $(seq 1 100); do
+  [ "$("$bin/oxidepm" logs sink --lines 10 --out | grep -c 'says')" -ge 2 ] && break
+  sleep 0.1
+done
+"$bin/oxidepm" logs sink --lines 10 --out
+"$bin/oxidepm" lanes
+"$bin/oxidepm" route list
