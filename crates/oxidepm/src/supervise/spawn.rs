@@ -150,20 +150,7 @@ pub fn spawn_app(
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
-    let ids = creds.map(|c| (c.uid, c.gid, c.groups.clone()));
-    // SAFETY: the closure only makes async-signal-safe system calls and
-    // allocates nothing (the group list was built before the fork).
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::unistd::setsid()?;
-            if let Some((uid, gid, groups)) = &ids {
-                nix::unistd::setgroups(groups)?;
-                nix::unistd::setgid(*gid)?;
-                nix::unistd::setuid(*uid)?;
-            }
-            Ok(())
-        });
-    }
+    own_session_as(&mut cmd, creds);
     let child = cmd.spawn().map_err(|e| spawn_error(spec, e))?;
     let pid = child.id();
     // The reaper owns waiting; dropping a std Child neither waits nor kills.
@@ -190,6 +177,26 @@ pub fn spawn_app(
         start_ticks,
         shim_pid,
     })
+}
+
+/// Makes `cmd` start in a session of its own and, with `creds`, as that
+/// user (supplementary groups, then group, then user: the order in which
+/// root can still drop each).
+fn own_session_as(cmd: &mut Command, creds: Option<&Creds>) {
+    let ids = creds.map(|c| (c.uid, c.gid, c.groups.clone()));
+    // SAFETY: the closure only makes async-signal-safe system calls and
+    // allocates nothing (the group list was built before the fork).
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
+            if let Some((uid, gid, groups)) = &ids {
+                nix::unistd::setgroups(groups)?;
+                nix::unistd::setgid(*gid)?;
+                nix::unistd::setuid(*uid)?;
+            }
+            Ok(())
+        });
+    }
 }
 
 fn spawn_error(spec: &AppSpec, e: std::io::Error) -> String {
@@ -302,19 +309,7 @@ pub fn spawn_probe(
     if let Some(d) = cwd {
         c.current_dir(d);
     }
-    let ids = creds.map(|c| (c.uid, c.gid, c.groups.clone()));
-    // SAFETY: as in spawn_app: async-signal-safe calls only.
-    unsafe {
-        c.pre_exec(move || {
-            nix::unistd::setsid()?;
-            if let Some((uid, gid, groups)) = &ids {
-                nix::unistd::setgroups(groups)?;
-                nix::unistd::setgid(*gid)?;
-                nix::unistd::setuid(*uid)?;
-            }
-            Ok(())
-        });
-    }
+    own_session_as(&mut c, creds);
     let child = c
         .spawn()
         .map_err(|e| format!("cannot run health check {prog:?}: {e}"))?;

@@ -1,0 +1,24 @@
+# Sourced by run.sh and test.sh: installs what is missing.
+#   need_packages CMD:PACKAGE...   Debian packages, for commands not on PATH
+#   need_python MODULE...          Python modules (PyPI), for python3
+need_packages() {
+  local missing=() pair
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  echo "installing ${missing[*]} (Debian packages)" >&2
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+need_python() {
+  local m
+  for m in "$@"; do
+    python3 -c "import $m" >/dev/null 2>&1 && continue
+    echo "installing $m for python3 (PyPI)" >&2
+    python3 -m pip install --quiet "$m" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$m"
+  done
+}
