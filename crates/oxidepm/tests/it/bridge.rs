@@ -1,0 +1,358 @@
+//! Layer 3, part 2, through the daemon: the bridge it runs, the webhook,
+//! runtime routes. (The bridge's own behaviour under crashes and failing
+//! sinks is tested in lanes::bridge.)
+
+use crate::harness::{read, Env};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// POSTs JSON; returns the status code and the body.
+fn post(port: u16, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (code, body)
+}
+
+/// A local HTTP sink that records every JSON body it receives.
+fn sink() -> (u16, Arc<Mutex<Vec<Value>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        let mut h = String::new();
+                        if r.read_line(&mut h).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if h == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    if r.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if let Ok(v) = serde_json::from_slice(&body) {
+                        g.lock().unwrap().push(v);
+                    }
+                    let mut w = &s;
+                    let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                }
+            });
+        }
+    });
+    (port, got)
+}
+
+fn conn(env: &Env, agent: &str) -> redis::Connection {
+    redis::Client::open(
+        format!(
+            "redis+unix://{}",
+            env.home.join(format!("lanes/{agent}.sock")).display()
+        )
+        .as_str(),
+    )
+    .unwrap()
+    .get_connection()
+    .unwrap()
+}
+
+fn read_inbox(
+    c: &mut redis::Connection,
+    agent: &str,
+    source: &str,
+) -> Vec<std::collections::HashMap<String, String>> {
+    let got: redis::streams::StreamReadReply = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(agent)
+        .arg("t")
+        .arg("COUNT")
+        .arg(100)
+        .arg("BLOCK")
+        .arg(3000)
+        .arg("STREAMS")
+        .arg(format!("{agent}:{source}:inbox"))
+        .arg(">")
+        .query(c)
+        .unwrap_or_default();
+    got.keys
+        .into_iter()
+        .flat_map(|k| k.ids)
+        .map(|e| {
+            e.map
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        redis::from_redis_value::<String>(v).unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn webhook_messages_reach_the_routed_agent_and_answers_leave_as_that_agent() {
+    let env = Env::new();
+    let port = free_port();
+    let (sink_port, got) = sink();
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("daemon.toml"),
+        format!(
+            r#"
+[lanes]
+sources = ["webhook"]
+
+[[lanes.routes]]
+source = "webhook"
+channel = "support"
+agent = "alice"
+
+[[lanes.routes]]
+source = "webhook"
+guild = "acme"
+agent = "bob"
+
+[lanes.webhook]
+listen = "127.0.0.1:{port}"
+deliver = {{ "*" = "http://127.0.0.1:{sink_port}/out" }}
+"#
+        ),
+    )
+    .unwrap();
+    for a in ["alice", "bob"] {
+        env.ok(&[
+            "start", "--kind", "agent", "--name", a, "--", "sleep", "100000",
+        ]);
+    }
+    env.wait(20, "the bridge", || {
+        env.status()
+            .iter()
+            .any(|a| a["name"] == "oxidepm-bridge" && a["status"] == "online")
+            && TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let token = read(&env.home.join("secrets/webhook_token"))
+        .trim()
+        .to_string();
+
+    // A wrong token or a bad body: 4xx, nothing written.
+    let (code, body) = post(
+        port,
+        "/in/webhook",
+        Some("nope"),
+        r#"{"channel":"support","sender":"x","text":"hi"}"#,
+    );
+    assert!((400..500).contains(&code), "{code} {body}");
+    let (code, body) = post(port, "/in/webhook", Some(&token), "{not json");
+    assert!((400..500).contains(&code), "{code} {body}");
+    assert!(!body.is_empty(), "a clear message");
+
+    // By channel, by guild, and unrouted.
+    let (code, body) = post(
+        port,
+        "/in/webhook",
+        Some(&token),
+        r#"{"channel":"support","sender":"carol","text":"help"}"#,
+    );
+    assert!((200..300).contains(&code), "{code} {body}");
+    let (code, _) = post(
+        port,
+        "/in/webhook",
+        Some(&token),
+        r#"{"channel":"general","guild":"acme","sender":"dan","text":"price?"}"#,
+    );
+    assert!((200..300).contains(&code));
+    let (code, _) = post(
+        port,
+        "/in/webhook",
+        Some(&token),
+        r#"{"channel":"random","sender":"eve","text":"anyone?"}"#,
+    );
+    assert!((200..300).contains(&code));
+
+    let mut alice = conn(&env, "alice");
+    let mut bob = conn(&env, "bob");
+    let a = read_inbox(&mut alice, "alice", "webhook");
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0]["text"], "help");
+    assert_eq!(a[0]["sender"], "carol");
+    assert_eq!(a[0]["source"], "webhook");
+    assert!(a[0].contains_key("received_at"));
+    let b = read_inbox(&mut bob, "bob", "webhook");
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_eq!(b[0]["text"], "price?");
+    // The invalid requests wrote nothing: one entry each, and one unrouted.
+    let routes = env.json(&["route", "list"]);
+    assert_eq!(routes["counters"]["unrouted"], 1, "{routes}");
+    assert_eq!(routes["counters"]["routed"], 2, "{routes}");
+
+    // Alice answers, claiming to be bob: it leaves as alice.
+    redis::cmd("XADD")
+        .arg("webhook:outbox")
+        .arg("*")
+        .arg("channel")
+        .arg("support")
+        .arg("text")
+        .arg("on it")
+        .arg("agent")
+        .arg("bob")
+        .query::<String>(&mut alice)
+        .unwrap();
+    env.wait(20, "the sink to get the answer", || {
+        !got.lock().unwrap().is_empty()
+    });
+    let m = got.lock().unwrap()[0].clone();
+    assert_eq!(m["agent"], "alice", "{m}");
+    assert_eq!(m["text"], "on it");
+    assert!(m["id"].as_str().is_some_and(|i| i.contains('-')), "{m}");
+
+    // A route added at runtime takes effect without restarting the bridge.
+    let bridge_pid = env.pid("oxidepm-bridge");
+    env.ok(&[
+        "route",
+        "add",
+        "--source",
+        "webhook",
+        "--channel",
+        "random",
+        "--agent",
+        "bob",
+    ]);
+    let mut routed = false;
+    for _ in 0..50 {
+        let (code, _) = post(
+            port,
+            "/in/webhook",
+            Some(&token),
+            r#"{"channel":"random","sender":"eve","text":"again"}"#,
+        );
+        assert!((200..300).contains(&code));
+        if read_inbox(&mut bob, "bob", "webhook")
+            .iter()
+            .any(|m| m["text"] == "again")
+        {
+            routed = true;
+            break;
+        }
+    }
+    assert!(routed, "the runtime route never took effect");
+    assert_eq!(
+        env.pid("oxidepm-bridge"),
+        bridge_pid,
+        "the bridge was restarted"
+    );
+    let list = env.json(&["route", "list"]);
+    assert!(
+        list["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["channel"] == "random" && r["origin"] == "runtime"),
+        "{list}"
+    );
+    // An AI may not change routes; the refusal is audited.
+    let o = env
+        .cmd()
+        .env("OXIDEPM_ACTOR", "ai:x")
+        .args([
+            "route",
+            "rm",
+            "--source",
+            "webhook",
+            "--channel",
+            "random",
+            "--agent",
+            "bob",
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("E_POLICY_DENIED"));
+    let err = env.fails(&[
+        "route",
+        "rm",
+        "--source",
+        "webhook",
+        "--channel",
+        "support",
+        "--agent",
+        "alice",
+    ]);
+    assert!(err.contains("daemon.toml"), "{err}");
+    env.ok(&[
+        "route",
+        "rm",
+        "--source",
+        "webhook",
+        "--channel",
+        "random",
+        "--agent",
+        "bob",
+    ]);
+    let audit = env.json(&["audit"]);
+    let ops: Vec<String> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {}",
+                r["actor"].as_str().unwrap(),
+                r["op"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        ops.contains(&"human:cli route-add ok".to_string()),
+        "{ops:?}"
+    );
+    assert!(
+        ops.contains(&"ai:x route-rm E_POLICY_DENIED".to_string()),
+        "{ops:?}"
+    );
+    let _ = json!(null);
+}
