@@ -1,7 +1,12 @@
 //! The scenarios, each measured in fresh oxidepm homes.
 
+mod adopt;
+mod agentsock;
 mod bridge;
+mod health;
 mod logs;
+mod memwatch;
+mod proxy;
 mod respawn;
 mod rss;
 mod start;
@@ -97,6 +102,31 @@ pub const ALL: &[Scenario] = &[
         name: "bridge",
         about: "oxidepm-bridge: webhook -> inbox msgs/s, outbox -> sink deliveries/s, routing latency",
         run: bridge::run,
+    },
+    Scenario {
+        name: "adopt",
+        about: "SIGKILL of the daemon with N apps -> new daemon re-adopts all (same pids)",
+        run: adopt::run,
+    },
+    Scenario {
+        name: "health",
+        about: "daemon CPU and RSS with N apps under a 1 s health check (tcp, command)",
+        run: health::run,
+    },
+    Scenario {
+        name: "memwatch",
+        about: "daemon CPU of max_memory_restart on N apps vs none, per app per second",
+        run: memwatch::run,
+    },
+    Scenario {
+        name: "agentsock",
+        about: "agent.sock req/s, 32 clients (ping, status; pipelined), accept+identity cost",
+        run: agentsock::run,
+    },
+    Scenario {
+        name: "proxy",
+        about: "lane auth proxy vs direct Redis, redis-benchmark 50 clients, plain and -P 16",
+        run: proxy::run,
     },
 ];
 

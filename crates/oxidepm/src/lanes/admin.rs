@@ -188,12 +188,33 @@ impl Lanes {
         let token = secrets::path(&l.secrets_dir(), "webhook_token");
         secrets::ensure(&l.secrets_dir(), "webhook_token")
             .map_err(|e| unavailable(format!("cannot make the webhook token: {e}")))?;
-        let routes: Vec<Route> = self.routes(shared).into_iter().map(|(r, _)| r).collect();
+        // The bridge serves the sources it has settings for; outboxes of
+        // the others keep their entries until one is configured.
+        let served: Vec<&String> = self
+            .settings
+            .sources
+            .iter()
+            .filter(|s| match s.as_str() {
+                "webhook" => self.settings.webhook.is_some(),
+                "email" => self.settings.email.is_some(),
+                _ => false,
+            })
+            .collect();
+        if served.is_empty() {
+            log::info!("lanes: no source is configured ([lanes.webhook], [lanes.email]); no bridge runs");
+            return Ok(());
+        }
+        let routes: Vec<Route> = self
+            .routes(shared)
+            .into_iter()
+            .map(|(r, _)| r)
+            .filter(|r| served.contains(&&r.source))
+            .collect();
         let mut conf = json!({
             "redis_socket": l.redis_socket(),
             "password_file": secrets::path(&l.secrets_dir(), acl::BRIDGE_USER),
             "agents": agents.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
-            "sources": self.settings.sources,
+            "sources": served,
             "routes": routes,
             "default_agent": self.settings.default_agent,
         });

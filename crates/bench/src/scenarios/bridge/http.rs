@@ -1,9 +1,12 @@
-//! Minimal blocking HTTP/1.1 for the `bridge` scenario: a keep-alive
-//! client, and a keep-alive sink that counts what it is POSTed.
+//! Minimal HTTP/1.1 for the `bridge` scenario: a blocking keep-alive
+//! client, a driver of many keep-alive connections from one thread (as a
+//! load generator such as wrk does it), and a keep-alive sink that counts
+//! what it is POSTed.
 
 use crate::sandbox::Result;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,15 +58,8 @@ impl Client {
     /// Writes a POST without reading the answer.
     pub fn send_post(&mut self, path: &str, token: &str, body: &str) -> Result<()> {
         // One write: separate small ones would meet Nagle on the far side.
-        let req = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            self.addr,
-            body.len()
-        );
-        self.w
-            .write_all(req.as_bytes())
-            .map_err(|e| format!("http: {e}"))
+        let req = post_request(self.addr, path, token, body);
+        self.w.write_all(&req).map_err(|e| format!("http: {e}"))
     }
 
     /// Reads one answer: `(status, body)`.
@@ -78,12 +74,116 @@ impl Client {
             .ok_or_else(|| format!("http: bad status line {first:?}"))?;
         Ok((status, body))
     }
+}
 
-    /// A POST and its answer.
-    pub fn post(&mut self, path: &str, token: &str, body: &str) -> Result<(u16, Vec<u8>)> {
-        self.send_post(path, token, body)?;
-        self.read_answer()
+/// A POST request, whole.
+pub fn post_request(addr: SocketAddr, path: &str, token: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// The length of the first complete answer in `buf` and its status, if
+/// there is one.
+fn complete_answer(buf: &[u8]) -> Result<Option<(usize, u16)>> {
+    let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Ok(None);
+    };
+    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| "http: answer head not UTF-8")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("http: bad answer {head:?}"))?;
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let total = head_end + 4 + len;
+    Ok((buf.len() >= total).then_some((total, status)))
+}
+
+/// Sends `requests[i]` over connection `i`, one at a time (keep-alive, the
+/// next as soon as the previous is answered), every connection driven from
+/// this one thread; every answer must have status `expect`.
+pub fn drive(addr: SocketAddr, requests: Vec<Vec<Vec<u8>>>, expect: u16) -> Result<()> {
+    struct Conn {
+        s: TcpStream,
+        reqs: std::vec::IntoIter<Vec<u8>>,
+        buf: Vec<u8>,
+        busy: bool,
     }
+    let mut conns = Vec::new();
+    for reqs in requests {
+        let s = TcpStream::connect(addr).map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+        let _ = s.set_nodelay(true);
+        let mut c = Conn {
+            s,
+            reqs: reqs.into_iter(),
+            buf: Vec::with_capacity(4096),
+            busy: false,
+        };
+        if let Some(r) = c.reqs.next() {
+            c.s.write_all(&r).map_err(|e| format!("http: {e}"))?;
+            c.busy = true;
+        }
+        conns.push(c);
+    }
+    let mut chunk = vec![0u8; 64 << 10];
+    while conns.iter().any(|c| c.busy) {
+        let mut fds: Vec<libc::pollfd> = conns
+            .iter()
+            .map(|c| libc::pollfd {
+                fd: if c.busy { c.s.as_raw_fd() } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: poll(2) on a vector of pollfds we own.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 30_000) };
+        if n == 0 {
+            return Err("http: no answer for 30 s".into());
+        }
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("http: poll: {e}"));
+        }
+        for (c, fd) in conns.iter_mut().zip(&fds) {
+            if fd.revents == 0 {
+                continue;
+            }
+            // Readable: this read does not block.
+            let got = c.s.read(&mut chunk).map_err(|e| format!("http: {e}"))?;
+            if got == 0 {
+                return Err("http: the connection closed".into());
+            }
+            c.buf.extend_from_slice(&chunk[..got]);
+            if let Some((len, status)) = complete_answer(&c.buf)? {
+                if status != expect {
+                    return Err(format!(
+                        "the server answered {status}: {}",
+                        String::from_utf8_lossy(&c.buf[..len])
+                    ));
+                }
+                c.buf.drain(..len);
+                match c.reqs.next() {
+                    Some(r) => c.s.write_all(&r).map_err(|e| format!("http: {e}"))?,
+                    None => c.busy = false,
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A local HTTP sink answering 200 to every request, counting them.

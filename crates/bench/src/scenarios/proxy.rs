@@ -1,0 +1,449 @@
+//! `proxy`: the lanes' auth proxy (`oxidepm-lane-proxy`, run by the daemon
+//! as `oxidepm-lanes`) against the private Redis directly.
+//!
+//! A daemon with one agent app `bench` (which makes it run redis-server and
+//! the proxy); `redis-benchmark` with 50 clients over unix sockets, plain
+//! and pipelined (`-P 16`), with commands the agent may send:
+//! `XADD bench:bench:outbox * f v` (its own outbox; the proxy forwards it
+//! as it is) and `XLEN bench:webhook:inbox` (a read of its own inbox).
+//! Through the agent's socket `lanes/bench.sock` (no password: the socket
+//! is the identity) and directly on `redis/redis.sock` as the admin user
+//! `sys`. Every XADD run is checked: the stream must have grown by exactly
+//! the number of requests (redis-benchmark counts error replies as answers).
+
+use super::{sleep_ms, with_sandbox, Plan};
+use crate::procfs;
+use crate::report::{median, Row};
+use crate::sandbox::{s, Bins, Result, Sandbox};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CLIENTS: usize = 50;
+const PIPELINE: usize = 16;
+const AGENT: &str = "bench";
+const OUTBOX: &str = "bench:bench:outbox";
+const INBOX: &str = "bench:webhook:inbox";
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// A RESP reply, as far as this benchmark needs it (errors are shown with `{:?}`).
+#[derive(Debug)]
+#[allow(dead_code)]
+enum Reply {
+    Status(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<String>),
+    Array,
+}
+
+/// A plain RESP connection (for checks and clean-up, not for load).
+struct Conn {
+    w: UnixStream,
+    r: BufReader<UnixStream>,
+}
+
+impl Conn {
+    fn open(path: &Path) -> Result<Conn> {
+        let s = UnixStream::connect(path)
+            .map_err(|e| format!("cannot connect to {}: {e}", path.display()))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
+        let r = BufReader::new(s.try_clone().map_err(|e| e.to_string())?);
+        Ok(Conn { w: s, r })
+    }
+
+    fn cmd(&mut self, args: &[&str]) -> Result<Reply> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+        self.w
+            .write_all(&out)
+            .map_err(|e| format!("RESP write: {e}"))?;
+        self.reply()
+    }
+
+    fn reply(&mut self) -> Result<Reply> {
+        let mut line = String::new();
+        self.r
+            .read_line(&mut line)
+            .map_err(|e| format!("RESP read: {e}"))?;
+        let line = line.trim_end();
+        let (t, rest) = line.split_at(line.len().min(1));
+        match t {
+            "+" => Ok(Reply::Status(rest.into())),
+            "-" => Ok(Reply::Error(rest.into())),
+            ":" => rest
+                .parse()
+                .map(Reply::Int)
+                .map_err(|_| format!("bad RESP integer {line:?}")),
+            "$" => {
+                let n: i64 = rest.parse().map_err(|_| format!("bad RESP {line:?}"))?;
+                if n < 0 {
+                    return Ok(Reply::Bulk(None));
+                }
+                let mut b = vec![0u8; n as usize + 2];
+                std::io::Read::read_exact(&mut self.r, &mut b)
+                    .map_err(|e| format!("RESP read: {e}"))?;
+                b.truncate(n as usize);
+                Ok(Reply::Bulk(Some(String::from_utf8_lossy(&b).into_owned())))
+            }
+            "*" => {
+                let n: i64 = rest.parse().map_err(|_| format!("bad RESP {line:?}"))?;
+                for _ in 0..n.max(0) {
+                    self.reply()?;
+                }
+                Ok(Reply::Array)
+            }
+            _ => Err(format!("unexpected RESP line {line:?}")),
+        }
+    }
+
+    fn int(&mut self, args: &[&str]) -> Result<i64> {
+        match self.cmd(args)? {
+            Reply::Int(n) => Ok(n),
+            other => Err(format!("`{}` answered {other:?}", args.join(" "))),
+        }
+    }
+}
+
+/// One redis-benchmark run's figures.
+#[derive(Debug, Clone, Copy)]
+struct Bench {
+    rps: f64,
+    p50: f64,
+    p99: f64,
+    proxy_cpu: f64,
+    redis_cpu: f64,
+    /// redis-benchmark's own CPU, fraction of a core.
+    client_cpu: f64,
+}
+
+/// CPU seconds of this process's waited-for children.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage writes into the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(ru.ru_utime) + s(ru.ru_stime)
+}
+
+/// Where to point redis-benchmark.
+struct Target<'a> {
+    name: &'static str,
+    socket: &'a Path,
+    auth: Option<&'a str>,
+}
+
+/// A workload: a command and its pipelining.
+struct Work {
+    label: String,
+    args: Vec<&'static str>,
+    pipeline: usize,
+    requests: usize,
+    /// Stream that must grow by `requests` per run.
+    grows: Option<&'static str>,
+}
+
+fn cpu_secs(pid: Option<u32>) -> f64 {
+    pid.and_then(procfs::stat)
+        .map(|s| (s.utime + s.stime) as f64 / procfs::ticks_per_second())
+        .unwrap_or(0.0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_once(
+    exe: &Path,
+    home: &Path,
+    t: &Target<'_>,
+    w: &Work,
+    admin: &mut Conn,
+    proxy_pid: Option<u32>,
+    redis_pid: Option<u32>,
+) -> Result<Bench> {
+    let before = match w.grows {
+        Some(k) => admin.int(&["XLEN", k])?,
+        None => 0,
+    };
+    let mut cmd = Command::new(exe);
+    cmd.current_dir(home)
+        .stdin(Stdio::null())
+        .args(["-s", &t.socket.to_string_lossy()])
+        .args(["-n", &w.requests.to_string()])
+        .args(["-c", &CLIENTS.to_string()])
+        .args(["-P", &w.pipeline.to_string()])
+        .arg("--csv");
+    if let Some(pw) = t.auth {
+        cmd.args(["--user", "sys", "-a", pw]);
+    }
+    cmd.args(&w.args);
+    let (p0, r0, c0) = (cpu_secs(proxy_pid), cpu_secs(redis_pid), children_cpu());
+    let t0 = Instant::now();
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    let wall = t0.elapsed().as_secs_f64();
+    let (p1, r1, c1) = (cpu_secs(proxy_pid), cpu_secs(redis_pid), children_cpu());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let what = format!("redis-benchmark {} on {}", w.label, t.name);
+    if !out.status.success() {
+        return Err(format!("{what} failed ({}): {}", out.status, stderr.trim()));
+    }
+    if let Some(e) = stderr.lines().find(|l| l.contains("Error from server")) {
+        return Err(format!("{what}: {e}"));
+    }
+    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+    let row = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('"') && !l.starts_with("\"test\""))
+        .ok_or_else(|| format!("{what}: no CSV result in {stdout:?} / {stderr:?}"))?;
+    let f: Vec<f64> = row
+        .rsplit("\",\"")
+        .take(7)
+        .map(|x| x.trim_matches('"').parse::<f64>().unwrap_or(f64::NAN))
+        .collect();
+    // Reversed: max, p99, p95, p50, min, avg, rps.
+    if f.len() < 7 || f[6].is_nan() {
+        return Err(format!("{what}: cannot read the CSV line {row:?}"));
+    }
+    if let Some(k) = w.grows {
+        let after = admin.int(&["XLEN", k])?;
+        let added = after - before;
+        if added != w.requests as i64 {
+            return Err(format!(
+                "{what}: {k} grew by {added}, expected {} (some commands were refused?)",
+                w.requests
+            ));
+        }
+        admin.int(&["DEL", k])?;
+    }
+    Ok(Bench {
+        rps: f[6],
+        p50: f[3],
+        p99: f[1],
+        proxy_cpu: (p1 - p0) / wall,
+        redis_cpu: (r1 - r0) / wall,
+        client_cpu: (c1 - c0) / wall,
+    })
+}
+
+fn pid_of(sb: &Sandbox, name: &str) -> Result<Option<u32>> {
+    Ok(sb
+        .status()?
+        .into_iter()
+        .find(|a| s(a, "name") == name)
+        .and_then(|a| a.get("pid").and_then(Value::as_u64))
+        .map(|p| p as u32))
+}
+
+pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
+    let Some(exe) = find_on_path("redis-benchmark") else {
+        say!("  SKIPPED: redis-benchmark is not on PATH (Debian: apt-get install redis-tools)");
+        return Ok(vec![Row::info(
+            "proxy vs direct Redis",
+            "skipped: no redis-benchmark (apt-get install redis-tools)".into(),
+        )]);
+    };
+    if find_on_path("redis-server").is_none() {
+        say!("  SKIPPED: redis-server is not on PATH (Debian: apt-get install redis-server)");
+        return Ok(vec![Row::info(
+            "proxy vs direct Redis",
+            "skipped: no redis-server (apt-get install redis-server)".into(),
+        )]);
+    }
+    let rounds = if plan.quick { 1 } else { 3 };
+    let (plain_n, piped_n) = if plan.quick {
+        (50_000, 200_000)
+    } else {
+        (200_000, 1_000_000)
+    };
+    with_sandbox(bins, |sb| {
+        sb.ping()?;
+        sb.run(&[
+            "start", "--kind", "agent", "--name", AGENT, "--", "sleep", "100000",
+        ])?;
+        let lane = sb.home().join("lanes").join(format!("{AGENT}.sock"));
+        let redis = sb.home().join("redis").join("redis.sock");
+        let t0 = Instant::now();
+        while UnixStream::connect(&lane).is_err() || UnixStream::connect(&redis).is_err() {
+            if t0.elapsed() > Duration::from_secs(20) {
+                return Err(format!(
+                    "{} or {} not reachable 20 s after defining the agent",
+                    lane.display(),
+                    redis.display()
+                ));
+            }
+            sleep_ms(20);
+        }
+        let pw_file = sb.home().join("secrets").join("sys");
+        let pw = std::fs::read_to_string(&pw_file)
+            .map_err(|e| format!("cannot read {}: {e}", pw_file.display()))?
+            .trim()
+            .to_string();
+
+        // The commands work on both paths (an error reply would be counted
+        // as an answer by redis-benchmark).
+        let mut admin = Conn::open(&redis)?;
+        match admin.cmd(&["AUTH", "sys", &pw])? {
+            Reply::Status(s) if s == "OK" => {}
+            other => return Err(format!("AUTH sys on {}: {other:?}", redis.display())),
+        }
+        let mut agent = Conn::open(&lane)?;
+        match agent.cmd(&["XADD", OUTBOX, "*", "f", "v"])? {
+            Reply::Bulk(Some(_)) => {}
+            other => return Err(format!("XADD {OUTBOX} through the proxy: {other:?}")),
+        }
+        match agent.cmd(&["XLEN", INBOX])? {
+            Reply::Int(_) => {}
+            other => return Err(format!("XLEN {INBOX} through the proxy: {other:?}")),
+        }
+        match agent.cmd(&["ACL", "WHOAMI"])? {
+            Reply::Bulk(Some(u)) => say!("  lane {}: ACL user {u}", lane.display()),
+            other => say!("  note: ACL WHOAMI through the proxy: {other:?}"),
+        }
+        drop(agent);
+        admin.int(&["DEL", OUTBOX])?;
+
+        let proxy_pid = pid_of(sb, "oxidepm-lanes")?;
+        let redis_pid = pid_of(sb, "oxidepm-redis")?;
+        let bridge = sb
+            .status()?
+            .into_iter()
+            .find(|a| s(a, "name") == "oxidepm-bridge")
+            .map(|a| format!("{} (restarts {})", s(&a, "status"), s(&a, "restarts")));
+        say!(
+            "  proxy pid {}, redis-server pid {}, oxidepm-bridge {}",
+            proxy_pid.map_or("?".into(), |p| p.to_string()),
+            redis_pid.map_or("?".into(), |p| p.to_string()),
+            bridge.unwrap_or_else(|| "not running".into())
+        );
+        say!(
+            "  redis-benchmark -c {CLIENTS}: -n {plain_n} plain, -n {piped_n} with -P {PIPELINE}; \
+             {rounds} round(s), direct and proxy alternating"
+        );
+
+        let works = [
+            Work {
+                label: format!("XADD {OUTBOX} * f v"),
+                args: vec!["XADD", OUTBOX, "*", "f", "v"],
+                pipeline: 1,
+                requests: plain_n,
+                grows: Some(OUTBOX),
+            },
+            Work {
+                label: format!("XADD {OUTBOX} * f v -P {PIPELINE}"),
+                args: vec!["XADD", OUTBOX, "*", "f", "v"],
+                pipeline: PIPELINE,
+                requests: piped_n,
+                grows: Some(OUTBOX),
+            },
+            Work {
+                label: format!("XLEN {INBOX}"),
+                args: vec!["XLEN", INBOX],
+                pipeline: 1,
+                requests: plain_n,
+                grows: None,
+            },
+            Work {
+                label: format!("XLEN {INBOX} -P {PIPELINE}"),
+                args: vec!["XLEN", INBOX],
+                pipeline: PIPELINE,
+                requests: piped_n,
+                grows: None,
+            },
+        ];
+        let direct = Target {
+            name: "redis.sock (direct, user sys)",
+            socket: &redis,
+            auth: Some(&pw),
+        };
+        let proxied = Target {
+            name: "lanes/bench.sock (proxy)",
+            socket: &lane,
+            auth: None,
+        };
+        let mut rows = Vec::new();
+        for w in &works {
+            let (mut d, mut p): (Vec<Bench>, Vec<Bench>) = (Vec::new(), Vec::new());
+            for round in 0..rounds {
+                let order: [(&Target<'_>, bool); 2] = if round % 2 == 0 {
+                    [(&direct, false), (&proxied, true)]
+                } else {
+                    [(&proxied, true), (&direct, false)]
+                };
+                for (t, is_proxy) in order {
+                    let b = bench_once(&exe, sb.home(), t, w, &mut admin, proxy_pid, redis_pid)?;
+                    if is_proxy {
+                        p.push(b);
+                    } else {
+                        d.push(b);
+                    }
+                }
+            }
+            let med =
+                |v: &[Bench], f: fn(&Bench) -> f64| median(&v.iter().map(f).collect::<Vec<f64>>());
+            let (drps, prps) = (med(&d, |b| b.rps), med(&p, |b| b.rps));
+            let (dp50, pp50) = (med(&d, |b| b.p50), med(&p, |b| b.p50));
+            let ratio = prps / drps;
+            say!("  {}:", w.label);
+            say!(
+                "    direct {:>9.0} req/s  p50 {:.3} ms  p99 {:.3} ms  (CPU, % of a core: redis {:.0}, client {:.0})   rounds: {}",
+                drps,
+                dp50,
+                med(&d, |b| b.p99),
+                med(&d, |b| b.redis_cpu) * 100.0,
+                med(&d, |b| b.client_cpu) * 100.0,
+                d.iter()
+                    .map(|b| format!("{:.0}", b.rps))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            say!(
+                "    proxy  {:>9.0} req/s  p50 {:.3} ms  p99 {:.3} ms  (CPU, % of a core: redis {:.0}, client {:.0}, proxy {:.0})   rounds: {}",
+                prps,
+                pp50,
+                med(&p, |b| b.p99),
+                med(&p, |b| b.redis_cpu) * 100.0,
+                med(&p, |b| b.client_cpu) * 100.0,
+                med(&p, |b| b.proxy_cpu) * 100.0,
+                p.iter()
+                    .map(|b| format!("{:.0}", b.rps))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            say!(
+                "    proxy/direct {ratio:.2}; p50 added by the proxy {:+.3} ms",
+                pp50 - dp50
+            );
+            let short = if w.pipeline > 1 {
+                format!("{} -P{}", w.args[0], w.pipeline)
+            } else {
+                w.args[0].to_string()
+            };
+            rows.push(Row::check(
+                format!("proxy/direct, {short}, {CLIENTS} clients"),
+                format!("{ratio:.2} ({prps:.0} vs {drps:.0} /s)"),
+                ">= 0.90",
+                ratio >= 0.90,
+            ));
+            rows.push(Row::info(
+                format!("proxy added p50, {short}"),
+                format!("{:+.3} ms ({pp50:.3} vs {dp50:.3})", pp50 - dp50),
+            ));
+        }
+        say!("  target: proxy >= 0.90 of direct throughput, plain and pipelined");
+        Ok(rows)
+    })
+}
