@@ -19,8 +19,9 @@ struct Args {
     /// The JSON configuration file (see oxidepm::lanes::bridge::config).
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
-    /// Worker threads (default 2; 1 runs everything on one thread).
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    /// Worker threads. The default, 1, is the most efficient: the work is
+    /// I/O, and one thread avoids waking another for each message.
+    #[arg(long, value_name = "N", default_value_t = 1)]
     threads: usize,
 }
 

@@ -201,7 +201,9 @@ impl Lanes {
             })
             .collect();
         if served.is_empty() {
-            log::info!("lanes: no source is configured ([lanes.webhook], [lanes.email]); no bridge runs");
+            log::info!(
+                "lanes: no source is configured ([lanes.webhook], [lanes.email]); no bridge runs"
+            );
             return Ok(());
         }
         let routes: Vec<Route> = self

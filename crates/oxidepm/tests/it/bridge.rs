@@ -356,3 +356,118 @@ deliver = {{ "*" = "http://127.0.0.1:{sink_port}/out" }}
     );
     let _ = json!(null);
 }
+
+#[test]
+fn mail_in_a_maildir_reaches_the_agent_and_its_answer_leaves_by_smtp() {
+    if std::process::Command::new("python3")
+        .args(["-c", "import aiosmtpd"])
+        .status()
+        .map(|s| !s.success())
+        .unwrap_or(true)
+    {
+        assert!(
+            std::env::var_os("OXIDEPM_REQUIRE_SMTP_SINK").is_none(),
+            "aiosmtpd is required"
+        );
+        eprintln!("SKIP: python3 with aiosmtpd is not installed (python3 -m pip install aiosmtpd)");
+        return;
+    }
+    let env = Env::new();
+    let out = env.path("smtp-out");
+    std::fs::create_dir_all(&out).unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/lanes/email/testdata/smtp_sink.py"
+    );
+    let mut sink = std::process::Command::new("python3")
+        .arg(script)
+        .arg(&out)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    BufReader::new(sink.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let smtp_port: u16 = port.trim().parse().unwrap();
+    let maildir = env.path("Maildir");
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("daemon.toml"),
+        format!(
+            r#"
+[lanes]
+sources = ["email"]
+
+[[lanes.routes]]
+source = "email"
+address = "support@example.org"
+agent = "alice"
+
+[lanes.email]
+maildir = "{}"
+smtp = "127.0.0.1:{smtp_port}"
+domain = "example.org"
+"#,
+            maildir.display()
+        ),
+    )
+    .unwrap();
+    env.ok(&[
+        "start", "--kind", "agent", "--name", "alice", "--", "sleep", "100000",
+    ]);
+    env.wait(20, "the bridge", || {
+        env.status()
+            .iter()
+            .any(|a| a["name"] == "oxidepm-bridge" && a["status"] == "online")
+    });
+    let mail = "From: Carol <carol@example.com>\r\nTo: Support <support@example.org>\r\nSubject: Login\r\nMessage-ID: <m1@example.com>\r\n\r\nI cannot log in.\r\n";
+    std::fs::write(maildir.join("new/1700000000.m1.host"), mail).unwrap();
+    let mut alice = conn(&env, "alice");
+    let mut got = Vec::new();
+    for _ in 0..10 {
+        got = read_inbox(&mut alice, "alice", "email");
+        if !got.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0]["text"].contains("I cannot log in"), "{got:?}");
+    assert_eq!(got[0]["sender"], "carol@example.com");
+    assert_eq!(got[0]["subject"], "Login");
+    env.wait(10, "the mail to move to cur/", || {
+        std::fs::read_dir(maildir.join("cur"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 1
+    });
+    assert_eq!(std::fs::read_dir(maildir.join("new")).unwrap().count(), 0);
+
+    redis::cmd("XADD")
+        .arg("alice:email:outbox")
+        .arg("*")
+        .arg("to")
+        .arg("carol@example.com")
+        .arg("subject")
+        .arg("Re: Login")
+        .arg("text")
+        .arg("Try resetting your password.")
+        .arg("in_reply_to")
+        .arg("m1@example.com")
+        .query::<String>(&mut alice)
+        .unwrap();
+    env.wait(20, "the answer at the SMTP sink", || {
+        out.join("1.json").exists()
+    });
+    let sent: Value = serde_json::from_str(&read(&out.join("1.json"))).unwrap();
+    assert_eq!(sent["from"], "alice@example.org", "{sent}");
+    assert_eq!(sent["to"][0], "carol@example.com");
+    let data = sent["data"].as_str().unwrap();
+    assert!(data.contains("X-Oxidepm-Agent: alice"), "{data}");
+    assert!(data.contains("In-Reply-To: <m1@example.com>"), "{data}");
+    assert!(data.contains("Try resetting your password."));
+    drop(sink.stdin.take());
+    let _ = sink.kill();
+    let _ = sink.wait();
+}

@@ -349,7 +349,10 @@ fn measure(
             .and_then(|l| l.split(['=', ',']).nth(1)?.parse().ok())
             .unwrap_or(f64::NAN)
     };
-    let info = admin.cmd(&["INFO", "commandstats"])?.text().unwrap_or_default();
+    let info = admin
+        .cmd(&["INFO", "commandstats"])?
+        .text()
+        .unwrap_or_default();
     say!(
         "  messages per Redis write (XADD / HINCRBY): {:.1}",
         calls("xadd", &info) / calls("hincrby", &info)

@@ -131,10 +131,12 @@ impl RouteConfig {
             (Some(c), None, None) => RouteSelector::Channel(c.clone()),
             (None, Some(g), None) => RouteSelector::Guild(g.clone()),
             (None, None, Some(a)) => RouteSelector::Address(a.clone()),
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "route to {:?} for source {:?} must have exactly one of channel, guild or address",
                 self.agent, self.source
-            )),
+            ))
+            }
         };
         if selector.value().is_empty() {
             return Err(format!(

@@ -27,6 +27,7 @@
 pub mod config;
 pub mod conn;
 pub mod delivery;
+pub mod email_source;
 pub mod entries;
 pub mod outbox;
 pub mod publish;

@@ -50,6 +50,9 @@ pub fn build_sources(cfg: &BridgeConfig) -> Result<Sources, String> {
         webhook_addr = Some(hook.local_addr());
         all.push(Arc::new(hook));
     }
+    if let Some(mail) = super::email_source::EmailSource::new(cfg)? {
+        all.push(Arc::new(mail));
+    }
     Ok(Sources { all, webhook_addr })
 }
 

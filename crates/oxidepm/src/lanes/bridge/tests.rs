@@ -71,7 +71,7 @@ fn routes_by_channel_guild_and_address() {
     assert_eq!((st, r["routed_to"].clone()), (202, json!("bob")), "{r}");
     // …and from another source through the publisher sources are given.
     let published = tb
-        .block_on(tb.bridge.publisher().publish(&Inbound {
+        .block_on(tb.bridge.publisher().publish(Inbound {
             source: "email".into(),
             channel: "INBOX".into(),
             address: Some("alice@EXAMPLE.org".into()),

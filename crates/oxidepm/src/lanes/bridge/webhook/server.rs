@@ -252,7 +252,7 @@ async fn handle(req: Request<Incoming>, ctx: &Ctx) -> Response<Full<Bytes>> {
         Ok(m) => m,
         Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
-    match ctx.publisher.publish(&msg).await {
+    match ctx.publisher.publish(msg).await {
         Ok(p) => reply(
             StatusCode::ACCEPTED,
             json!({ "routed_to": p.agent, "stream": p.stream, "id": p.id }),
