@@ -100,7 +100,8 @@ pub const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "bridge",
-        about: "oxidepm-bridge: webhook -> inbox msgs/s, outbox -> sink deliveries/s, routing latency",
+        about:
+            "oxidepm-bridge: webhook -> inbox msgs/s, outbox -> sink deliveries/s, routing latency",
         run: bridge::run,
     },
     Scenario {

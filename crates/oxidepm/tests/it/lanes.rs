@@ -394,7 +394,11 @@ fn the_agent_is_told_about_its_lane() {
         .any(|s| s["key"] == "carol:ops:inbox" && s["length"] == 0));
     // With no source configured no bridge runs (and none crash-loops).
     std::thread::sleep(Duration::from_millis(300));
-    assert!(env.status().iter().all(|a| a["name"] != "oxidepm-bridge"), "{:?}", env.status());
+    assert!(
+        env.status().iter().all(|a| a["name"] != "oxidepm-bridge"),
+        "{:?}",
+        env.status()
+    );
     // The system apps are protected from an AI.
     let o = env
         .cmd()
