@@ -30,17 +30,7 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format_target(false)
         .init();
-    let rt = if args.threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(args.threads)
-            .enable_all()
-            .build()
-    };
-    let rt = match rt {
+    let rt = match oxidepm::lanes::runtime(args.threads) {
         Ok(rt) => rt,
         Err(e) => {
             log::error!("cannot start the runtime: {e}");

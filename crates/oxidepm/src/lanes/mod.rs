@@ -41,3 +41,17 @@ pub use proxy::{run, Proxy, ReloadReport};
 
 #[cfg(test)]
 mod tests;
+
+/// The tokio runtime of a lanes process: one thread, or `threads` workers.
+pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+}
