@@ -488,7 +488,8 @@ impl Daemon {
             Ok(p) => p,
             Err(e) => return sink.send(&Response::err(id, e)).await,
         };
-        let lines = lines.min(1_000_000);
+        // The lines are read into memory before they are sent: bound it.
+        let lines = lines.min(100_000);
         let mut followers = Vec::new();
         for (app, st, path, keep) in &plan {
             if follow {
