@@ -40,6 +40,8 @@ pub use config::{AgentConfig, ConfigError, ProxyConfig};
 pub use proxy::{run, Proxy, ReloadReport};
 
 #[cfg(test)]
+mod testkit;
+#[cfg(test)]
 mod tests;
 
 /// The tokio runtime of a lanes process: one thread, or `threads` workers.

@@ -6,9 +6,9 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const BRIDGE_PW: &str = "bridge-secret-pw";
 
@@ -41,37 +41,13 @@ impl Redis {
         let dir = tempfile::tempdir().unwrap();
         // Other uids (the peer-uid test) must reach lanes/ inside it.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-        let socket = dir.path().join("redis.sock");
         let mut acl = String::from("user default off resetkeys -@all\n");
         acl.push_str(&format!("user bridge on >{BRIDGE_PW} ~* &* +@all\n"));
         for a in agents {
             acl.push_str(&agent_acl(a));
             acl.push('\n');
         }
-        std::fs::write(dir.path().join("users.acl"), acl).unwrap();
-        let conf = format!(
-            "port 0\nunixsocket {sock}\nunixsocketperm 700\naclfile {dir}/users.acl\n\
-             dir {dir}\nsave \"\"\nappendonly no\ndaemonize no\nlogfile {dir}/redis.log\n",
-            sock = socket.display(),
-            dir = dir.path().display()
-        );
-        let conf_path = dir.path().join("redis.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new("redis-server")
-            .arg(&conf_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (Debian: redis-server)");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while UnixStream::connect(&socket).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start: {}",
-                std::fs::read_to_string(dir.path().join("redis.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (child, socket) = crate::lanes::testkit::private_redis(dir.path(), &acl);
         Redis { dir, socket, child }
     }
 

@@ -46,7 +46,6 @@ pub struct Redis {
 impl Redis {
     pub fn start(agents: &[&str]) -> Redis {
         let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("redis.sock");
         let mut users = vec![
             (
                 acl::ADMIN_USER.to_string(),
@@ -62,30 +61,8 @@ impl Redis {
         for a in agents {
             users.push((acl::agent_user(a), agent_pw(a), acl::agent_rules(a)));
         }
-        std::fs::write(dir.path().join("users.acl"), acl::acl_file(&users)).unwrap();
-        let conf = format!(
-            "port 0\nunixsocket {sock}\nunixsocketperm 700\naclfile {dir}/users.acl\n\
-             dir {dir}\nsave \"\"\nappendonly no\ndaemonize no\nlogfile {dir}/redis.log\n",
-            sock = socket.display(),
-            dir = dir.path().display()
-        );
-        let conf_path = dir.path().join("redis.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new("redis-server")
-            .arg(&conf_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (Debian: redis-server)");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start: {}",
-                std::fs::read_to_string(dir.path().join("redis.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (child, socket) =
+            crate::lanes::testkit::private_redis(dir.path(), &acl::acl_file(&users));
         std::fs::write(dir.path().join("bridge.pw"), format!("{BRIDGE_PW}\n")).unwrap();
         std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
         Redis { dir, socket, child }
