@@ -148,6 +148,21 @@ fn the_client_closing_early_frees_its_upstream_connection() {
             ">",
         ]);
         assert_eq!(proxy.client("alice").whoami(), bulk("agent_alice"));
+        // The read must be blocked in Redis before the client goes, or the
+        // wait below could pass before it ever arrived.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !bridge
+            .cmd(&["CLIENT", "LIST"])
+            .strings()
+            .join("")
+            .contains("cmd=xreadgroup")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the read never blocked"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
     // The abandoned read must not take the next message: Redis sees its
     // client go, as if the agent had been connected directly.
