@@ -35,7 +35,7 @@ fn denied(caller: &Caller, op: &str, apps: &[String], why: String) -> ErrorBody 
     let on = if apps.is_empty() {
         String::new()
     } else {
-        format!(" on {}", apps.join(", "))
+        format!(" {}", apps.join(", "))
     };
     ErrorBody::new(
         ErrorCode::PolicyDenied,
