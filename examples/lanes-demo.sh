@@ -31,4 +31,3 @@ for _ in $(seq 1 100); do
 done
 "$bin/oxidepm" logs sink --lines 10 --out
 "$bin/oxidepm" lanes
-"$bin/oxidepm" route list

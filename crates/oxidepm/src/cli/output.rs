@@ -324,13 +324,14 @@ impl Printer {
         );
     }
 
-    /// Prints the lanes.
+    /// Prints the lanes, then the bridge's routes and counters.
     pub fn lanes(&self, v: &Value) {
         if self.json {
             return print_json(v);
         }
+        let agents = v.get("agents").and_then(Value::as_array);
         let mut rows = Vec::new();
-        for a in v.as_array().into_iter().flatten() {
+        for a in agents.into_iter().flatten() {
             for st in a
                 .get("streams")
                 .and_then(Value::as_array)
@@ -351,8 +352,12 @@ impl Printer {
             return;
         }
         table(&["agent", "acl user", "stream", "length", "pending"], &rows);
-        for a in v.as_array().into_iter().flatten() {
+        for a in agents.into_iter().flatten() {
             println!("{}: {}", s(a, "agent"), s(a, "socket"));
+        }
+        if let Some(b) = v.get("bridge") {
+            println!();
+            self.routes(b);
         }
     }
 

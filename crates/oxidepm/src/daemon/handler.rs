@@ -255,7 +255,10 @@ impl Daemon {
                 }
                 control::define(&self.sup, apps, actor).await
             }
-            Op::Lanes => self.lanes.report(&self.sup).await,
+            Op::Lanes => Ok(json!({
+                "agents": self.lanes.report(&self.sup).await?,
+                "bridge": self.lanes.routes_report(&self.sup).await?,
+            })),
             Op::Routes => self.lanes.routes_report(&self.sup).await,
             Op::RouteAdd { route } => {
                 self.lanes.check_route(&self.sup, &route)?;

@@ -271,12 +271,26 @@ impl Lanes {
         let pw =
             std::fs::read_to_string(secrets::path(&self.layout.secrets_dir(), acl::ADMIN_USER));
         let sock = self.layout.redis_socket();
+        let outboxes: Vec<String> = self
+            .agents(shared)
+            .iter()
+            .flat_map(|a| {
+                self.settings
+                    .sources
+                    .iter()
+                    .map(move |s| format!("{}:{s}:outbox", a.name))
+            })
+            .collect();
         let counters = match pw {
             Err(_) => json!({}),
             Ok(pw) => tokio::task::spawn_blocking(move || -> Value {
                 let Ok(mut con) = connect(&sock, pw.trim()) else {
                     return json!({});
                 };
+                let pending: i64 = outboxes
+                    .iter()
+                    .map(|k| group_pending(&mut con, k, "bridge"))
+                    .sum();
                 let stats: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
                     .arg("bridge:stats")
                     .query(&mut con)
@@ -285,6 +299,7 @@ impl Lanes {
                 for k in ["routed", "unrouted", "delivered", "retried", "dead"] {
                     out[k] = json!(stats.get(k).copied().unwrap_or(0));
                 }
+                out["pending"] = json!(pending);
                 out["unrouted_stream"] = json!(redis::cmd("XLEN")
                     .arg("bridge:unrouted")
                     .query::<i64>(&mut con)

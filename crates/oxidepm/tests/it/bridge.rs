@@ -229,6 +229,9 @@ deliver = {{ "*" = "http://127.0.0.1:{sink_port}/out" }}
     let routes = env.json(&["route", "list"]);
     assert_eq!(routes["counters"]["unrouted"], 1, "{routes}");
     assert_eq!(routes["counters"]["routed"], 2, "{routes}");
+    let lanes = env.json(&["lanes"]);
+    assert_eq!(lanes["bridge"]["counters"]["unrouted"], 1, "{lanes}");
+    assert_eq!(lanes["bridge"]["counters"]["pending"], 0, "{lanes}");
 
     // Alice answers, claiming to be bob: it leaves as alice.
     redis::cmd("XADD")

@@ -384,7 +384,8 @@ fn the_agent_is_told_about_its_lane() {
     let desc: Value = serde_json::from_str(&read(&env.home.join("lanes/carol.json"))).unwrap();
     assert_eq!(desc["acl_user"], "agent_carol");
     let lanes = env.json(&["lanes"]);
-    let carol = &lanes.as_array().unwrap()[0];
+    let carol = &lanes["agents"].as_array().unwrap()[0];
+    assert!(lanes["bridge"]["routes"].is_array(), "{lanes}");
     assert_eq!(carol["agent"], "carol");
     assert_eq!(carol["acl_user"], "agent_carol");
     assert!(carol["streams"]
