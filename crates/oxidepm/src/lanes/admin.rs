@@ -5,17 +5,17 @@
 //! and a deleted one alike.
 
 use super::acl;
-use super::layout::{self, Layout, BRIDGE_APP, PROXY_APP, REDIS_APP};
+use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
 use super::secrets;
 use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
-use oxidepm_proto::{Actor, AppKind, AppSpec, ErrorBody, ErrorCode, Route, Status};
+use oxidepm_proto::{Actor, AppKind, AppSpec, ErrorBody, ErrorCode, Status};
 use serde_json::{json, Value};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-fn unavailable(msg: impl Into<String>) -> ErrorBody {
+pub(super) fn unavailable(msg: impl Into<String>) -> ErrorBody {
     ErrorBody::new(ErrorCode::Unavailable, msg)
 }
 
@@ -29,7 +29,7 @@ pub struct AgentLane {
 }
 
 /// A program installed beside the daemon's own executable.
-fn sibling(name: &str) -> Option<PathBuf> {
+pub(super) fn sibling(name: &str) -> Option<PathBuf> {
     std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(|d| d.join(name)))
@@ -155,185 +155,6 @@ impl Lanes {
         self.wait_for_sockets(&agents).await;
         self.write_descriptions(&agents);
         self.ensure_bridge(shared, &agents).await
-    }
-
-    /// Routes: those of daemon.toml (`config`) then those added at runtime.
-    pub fn routes(&self, shared: &Shared) -> Vec<(Route, &'static str)> {
-        let mut out: Vec<(Route, &'static str)> = self
-            .settings
-            .routes
-            .iter()
-            .cloned()
-            .map(|r| (r, "config"))
-            .collect();
-        match lock(shared).store.routes() {
-            Ok(rs) => out.extend(rs.into_iter().map(|r| (r, "runtime"))),
-            Err(e) => log::error!("cannot read routes: {e}"),
-        }
-        out
-    }
-
-    /// Writes the bridge's configuration and runs it (an adapter app with
-    /// the `bridge` identity), or has it reload (SIGHUP) when it runs.
-    pub async fn ensure_bridge(
-        &self,
-        shared: &Shared,
-        agents: &[AgentLane],
-    ) -> Result<(), ErrorBody> {
-        let Some(exe) = sibling("oxidepm-bridge") else {
-            log::warn!("oxidepm-bridge is missing beside oxidepmd: no bridge runs");
-            return Ok(());
-        };
-        let l = &self.layout;
-        let token = secrets::path(&l.secrets_dir(), "webhook_token");
-        secrets::ensure(&l.secrets_dir(), "webhook_token")
-            .map_err(|e| unavailable(format!("cannot make the webhook token: {e}")))?;
-        // The bridge serves the sources it has settings for; outboxes of
-        // the others keep their entries until one is configured.
-        let served: Vec<&String> = self
-            .settings
-            .sources
-            .iter()
-            .filter(|s| match s.as_str() {
-                "webhook" => self.settings.webhook.is_some(),
-                "email" => self.settings.email.is_some(),
-                _ => false,
-            })
-            .collect();
-        if served.is_empty() {
-            log::info!(
-                "lanes: no source is configured ([lanes.webhook], [lanes.email]); no bridge runs"
-            );
-            return Ok(());
-        }
-        let routes: Vec<Route> = self
-            .routes(shared)
-            .into_iter()
-            .map(|(r, _)| r)
-            .filter(|r| served.contains(&&r.source))
-            .collect();
-        let mut conf = json!({
-            "redis_socket": l.redis_socket(),
-            "password_file": secrets::path(&l.secrets_dir(), acl::BRIDGE_USER),
-            "agents": agents.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
-            "sources": served,
-            "routes": routes,
-            "default_agent": self.settings.default_agent,
-        });
-        if let Some(w) = &self.settings.webhook {
-            conf["webhook"] = json!({
-                "listen": w.listen,
-                "token_file": token,
-                "deliver": w.deliver,
-            });
-        }
-        if let Some(e) = &self.settings.email {
-            conf["email"] = serde_json::to_value(e).unwrap_or_default();
-        }
-        write_atomic(&l.bridge_conf(), conf.to_string().as_bytes())
-            .map_err(|e| unavailable(format!("cannot write the bridge configuration: {e}")))?;
-        let id = find_app(shared, BRIDGE_APP);
-        match id {
-            Some(id) if is_running(shared, id) => {
-                if let Some(pid) = lock(shared).app(id).and_then(|a| a.rt.pid) {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid as i32),
-                        nix::sys::signal::Signal::SIGHUP,
-                    );
-                }
-                Ok(())
-            }
-            _ => {
-                let mut s = AppSpec::new(
-                    BRIDGE_APP,
-                    exe.display().to_string(),
-                    vec!["--config".into(), l.bridge_conf().display().to_string()],
-                );
-                s.kind = AppKind::Adapter;
-                s.protected = true;
-                ensure_app(shared, s, id).await
-            }
-        }
-    }
-
-    /// The routing table with where each route comes from, the default
-    /// agent and the bridge's counters.
-    pub async fn routes_report(&self, shared: &Shared) -> Result<Value, ErrorBody> {
-        let routes: Vec<Value> = self
-            .routes(shared)
-            .into_iter()
-            .map(|(r, origin)| {
-                let mut v = serde_json::to_value(&r).unwrap_or_default();
-                v["origin"] = json!(origin);
-                v
-            })
-            .collect();
-        let pw =
-            std::fs::read_to_string(secrets::path(&self.layout.secrets_dir(), acl::ADMIN_USER));
-        let sock = self.layout.redis_socket();
-        let outboxes: Vec<String> = self
-            .agents(shared)
-            .iter()
-            .flat_map(|a| {
-                self.settings
-                    .sources
-                    .iter()
-                    .map(move |s| format!("{}:{s}:outbox", a.name))
-            })
-            .collect();
-        let counters = match pw {
-            Err(_) => json!({}),
-            Ok(pw) => tokio::task::spawn_blocking(move || -> Value {
-                let Ok(mut con) = connect(&sock, pw.trim()) else {
-                    return json!({});
-                };
-                let pending: i64 = outboxes
-                    .iter()
-                    .map(|k| group_pending(&mut con, k, "bridge"))
-                    .sum();
-                let stats: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
-                    .arg("bridge:stats")
-                    .query(&mut con)
-                    .unwrap_or_default();
-                let mut out = json!({});
-                for k in ["routed", "unrouted", "delivered", "retried", "dead"] {
-                    out[k] = json!(stats.get(k).copied().unwrap_or(0));
-                }
-                out["pending"] = json!(pending);
-                out["unrouted_stream"] = json!(redis::cmd("XLEN")
-                    .arg("bridge:unrouted")
-                    .query::<i64>(&mut con)
-                    .unwrap_or(0));
-                out
-            })
-            .await
-            .unwrap_or_default(),
-        };
-        Ok(json!({
-            "routes": routes,
-            "default_agent": self.settings.default_agent,
-            "counters": counters,
-        }))
-    }
-
-    /// Checks a route given at runtime.
-    pub fn check_route(&self, shared: &Shared, r: &Route) -> Result<(), ErrorBody> {
-        let bad = |m: String| ErrorBody::new(ErrorCode::BadRequest, m);
-        r.check().map_err(bad)?;
-        if !self.settings.sources.contains(&r.source) {
-            return Err(bad(format!(
-                "{:?} is not a source of the lanes ({}); add it to [lanes] sources in daemon.toml",
-                r.source,
-                self.settings.sources.join(", ")
-            )));
-        }
-        if !self.agents(shared).iter().any(|a| a.name == r.agent) {
-            return Err(ErrorBody::new(
-                ErrorCode::NotFound,
-                format!("no agent named {:?}; define it first", r.agent),
-            ));
-        }
-        Ok(())
     }
 
     fn prepare_dirs(&self, agents: &[AgentLane]) -> std::io::Result<()> {
@@ -558,7 +379,7 @@ impl Lanes {
     }
 }
 
-fn group_pending(con: &mut redis::Connection, key: &str, group: &str) -> i64 {
+pub(super) fn group_pending(con: &mut redis::Connection, key: &str, group: &str) -> i64 {
     let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
         .arg("GROUPS")
         .arg(key)
@@ -578,27 +399,31 @@ fn group_pending(con: &mut redis::Connection, key: &str, group: &str) -> i64 {
         .sum()
 }
 
-fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, data)?;
     std::fs::rename(&tmp, path)
 }
 
-fn find_app(shared: &Shared, name: &str) -> Option<u64> {
+pub(super) fn find_app(shared: &Shared, name: &str) -> Option<u64> {
     lock(shared)
         .apps()
         .find(|a| a.spec.name == name)
         .map(|a| a.id)
 }
 
-fn is_running(shared: &Shared, id: u64) -> bool {
+pub(super) fn is_running(shared: &Shared, id: u64) -> bool {
     lock(shared)
         .app(id)
         .is_some_and(|a| a.rt.status == Status::Online)
 }
 
 /// Defines (or updates) a system app and starts it.
-async fn ensure_app(shared: &Shared, spec: AppSpec, id: Option<u64>) -> Result<(), ErrorBody> {
+pub(super) async fn ensure_app(
+    shared: &Shared,
+    spec: AppSpec,
+    id: Option<u64>,
+) -> Result<(), ErrorBody> {
     let actor = Actor::system("lanes");
     let id = {
         let mut s = lock(shared);
@@ -616,7 +441,7 @@ async fn ensure_app(shared: &Shared, spec: AppSpec, id: Option<u64>) -> Result<(
     Ok(())
 }
 
-fn connect(sock: &Path, admin_pw: &str) -> Result<redis::Connection, ErrorBody> {
+pub(super) fn connect(sock: &Path, admin_pw: &str) -> Result<redis::Connection, ErrorBody> {
     let url = format!("redis+unix://{}", sock.display());
     let client = redis::Client::open(url.as_str())
         .map_err(|e| unavailable(format!("lanes: bad Redis address {url}: {e}")))?;

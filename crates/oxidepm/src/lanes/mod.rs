@@ -1,6 +1,8 @@
 //! Layer 3 — lanes: each AI agent's private slice of the message bus.
 //!
-//! This module holds the per-agent Redis **auth proxy**
+//! The daemon side is [`admin`] (Redis, ACL users, the proxy app) and
+//! [`bridge_admin`] (the bridge app and its routes); [`ops`] is the ops
+//! responder. The rest of this module is the per-agent Redis **auth proxy**
 //! (`oxidepm-lane-proxy`): one process listening on one unix socket per
 //! agent, `<lanes_dir>/<agent>.sock`. The socket a connection arrives on is
 //! its identity: the proxy opens a connection of its own to the private
@@ -22,6 +24,7 @@ pub mod acl;
 pub mod activation;
 pub mod admin;
 pub mod bridge;
+pub mod bridge_admin;
 pub mod command_filter;
 pub mod config;
 pub mod connection;

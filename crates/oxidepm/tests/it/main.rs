@@ -6,4 +6,5 @@ mod bridge;
 mod harness;
 mod lanes;
 mod lifecycle;
+mod ops;
 mod supervision;

@@ -1,0 +1,241 @@
+use super::*;
+use std::io::Cursor;
+
+fn read(path: &Path) -> String {
+    String::from_utf8(fs::read(path).unwrap()).unwrap()
+}
+
+/// Each read returns what the closure gives (at most one read's worth; empty is EOF).
+struct FnReader<F>(F);
+impl<F: FnMut() -> Vec<u8>> Read for FnReader<F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let piece = (self.0)();
+        buf[..piece.len()].copy_from_slice(&piece);
+        Ok(piece.len())
+    }
+}
+
+/// Returns `data` in reads of `size` bytes, as a pipe might.
+fn pieces(data: &[u8], size: usize) -> impl Read + '_ {
+    let mut it = data.chunks(size);
+    FnReader(move || it.next().unwrap_or_default().to_vec())
+}
+
+#[test]
+fn args_round_trip() {
+    for timestamps in [true, false] {
+        let cfg = ShimConfig {
+            out_path: "/l/a b-out.log".into(),
+            err_path: "/l/a b-err.log".into(),
+            timestamps,
+            max_bytes: 10 << 20,
+            keep: 7,
+        };
+        assert_eq!(ShimConfig::from_args(&cfg.to_args()).unwrap(), cfg);
+    }
+    for bad in [
+        "--out a --err b --max-bytes 1",
+        "--out a --err b --max-bytes x --keep 1",
+        "--out a --err b --max-bytes 1 --keep 1 -v",
+        "--out a --max-bytes 1 --keep 1",
+        "--out",
+    ] {
+        let args: Vec<OsString> = bad.split(' ').map(OsString::from).collect();
+        assert!(ShimConfig::from_args(&args).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn timestamps_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.log");
+    copy_stream(Cursor::new("hello\n\nworld"), &path, true, 0, 0).unwrap();
+    let text = read(&path);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text:?}");
+    for (line, want) in lines.iter().zip(["hello", "", "world"]) {
+        let (ts, rest) = line.split_at(24);
+        assert_eq!(rest, format!(" {want}"));
+        let t = chrono::DateTime::parse_from_rfc3339(ts).unwrap().to_utc();
+        // Round-trips exactly: UTC, `Z`, three fraction digits.
+        assert_eq!(t.to_rfc3339_opts(SecondsFormat::Millis, true), ts);
+        assert!((Utc::now() - t).num_seconds().abs() < 60);
+    }
+    assert!(text.ends_with("world\n"));
+}
+
+#[test]
+fn appends_to_existing_file_and_creates_0640() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.log");
+    copy_stream(Cursor::new("old\n"), &path, false, 0, 0).unwrap();
+    let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & !0o640, 0, "mode {mode:o}");
+    copy_stream(Cursor::new("a\nb\n"), &path, false, 0, 0).unwrap();
+    assert_eq!(read(&path), "old\na\nb\n");
+}
+
+#[test]
+fn partial_line_joined_across_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.log");
+    let mut it = ["hel", "lo\nwor", "ld\n", "ta", "il", ""].into_iter();
+    let input = FnReader(move || it.next().unwrap().as_bytes().to_vec());
+    copy_stream(input, &path, false, 0, 0).unwrap();
+    assert_eq!(read(&path), "hello\nworld\ntail\n");
+}
+
+#[test]
+fn long_lines_cut_the_same_whatever_the_reads() {
+    let mut data = vec![b'a'; 2 * MAX_LINE + 10];
+    data.push(b'\n');
+    data.extend(vec![b'b'; MAX_LINE]);
+    data.push(b'\n');
+    data.extend(vec![b'c'; MAX_LINE + 1]);
+    let m = MAX_LINE;
+    let want = [
+        (b'a', m),
+        (b'a', m),
+        (b'a', 10),
+        (b'b', m),
+        (b'c', m),
+        (b'c', 1),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for size in [1000, 4096, READ_CHUNK - 1, READ_CHUNK] {
+        let path = dir.path().join(format!("{size}.log"));
+        copy_stream(pieces(&data, size), &path, false, 0, 0).unwrap();
+        let text = read(&path);
+        let got: Vec<(u8, usize)> = text
+            .split_terminator('\n')
+            .map(|l| (l.as_bytes()[0], l.len()))
+            .collect();
+        assert_eq!(got, want, "read size {size}");
+        assert!(text.ends_with('\n'));
+    }
+}
+
+/// All rotated files oldest first, then the current one.
+fn all_lines(path: &Path, keep: u32, max_bytes: u64) -> Vec<String> {
+    let mut lines = Vec::new();
+    for i in (0..=keep).rev() {
+        let p = match i {
+            0 => path.to_path_buf(),
+            i => rotated_path(path, i),
+        };
+        if let Ok(text) = fs::read_to_string(&p) {
+            assert!(text.is_empty() || text.ends_with('\n'), "{p:?}");
+            assert!(text.len() as u64 <= max_bytes, "{p:?}: {}", text.len());
+            lines.extend(text.lines().map(str::to_owned));
+        }
+    }
+    assert!(!rotated_path(path, keep + 1).exists());
+    lines
+}
+
+#[test]
+fn rotation_loses_and_tears_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a-out.log");
+    let (max_bytes, keep, total) = (256 * 1024, 60, 200_000);
+    let line = |i: usize| format!("line {i:07} {}", "x".repeat(i % 13));
+    let (reader, mut writer) = io::pipe().unwrap();
+    let feeder = thread::spawn(move || {
+        let data: String = (0..total).map(|i| line(i) + "\n").collect();
+        // Odd-sized writes put line ends anywhere in the shim's reads.
+        for chunk in data.as_bytes().chunks(7919) {
+            writer.write_all(chunk).unwrap();
+        }
+    });
+    copy_stream(reader, &path, true, max_bytes, keep).unwrap();
+    feeder.join().unwrap();
+    assert!(rotated_path(&path, 20).exists());
+    let lines = all_lines(&path, keep, max_bytes);
+    assert_eq!(lines.len(), total);
+    for (i, got) in lines.iter().enumerate() {
+        assert_eq!(got[24..], format!(" {}", line(i)));
+    }
+}
+
+#[test]
+fn rotation_keeps_n_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.log");
+    let data: String = (0..10_000).map(|i| format!("{i:05}\n")).collect();
+    copy_stream(pieces(data.as_bytes(), 1000), &path, false, 600, 3).unwrap();
+    assert!(rotated_path(&path, 3).exists());
+    let lines = all_lines(&path, 3, 600);
+    // Each full file holds 100 lines of 6 bytes.
+    assert!(lines.len() > 300 && lines.len() <= 400, "{}", lines.len());
+    let first: usize = lines[0].parse().unwrap();
+    for (k, line) in lines.iter().enumerate() {
+        assert_eq!(line, &format!("{:05}", first + k));
+    }
+    assert_eq!(lines.last().unwrap(), "09999");
+}
+
+#[test]
+fn keep_zero_starts_the_file_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.log");
+    let data: String = (0..1000).map(|i| format!("{i:03}\n")).collect();
+    copy_stream(Cursor::new(data), &path, false, 100, 0).unwrap();
+    let lines = all_lines(&path, 0, 100);
+    assert_eq!(lines.last().unwrap(), "999");
+}
+
+#[test]
+fn existing_size_counts_toward_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.log");
+    fs::write(&path, "x".repeat(95) + "\n").unwrap();
+    copy_stream(Cursor::new("abcdef\n"), &path, false, 100, 2).unwrap();
+    assert_eq!(read(&rotated_path(&path, 1)).len(), 96);
+    assert_eq!(read(&path), "abcdef\n");
+}
+
+#[test]
+fn write_errors_do_not_stop_the_shim() {
+    // /dev/full fails every write with ENOSPC: all input must still be consumed.
+    let data = "y\n".repeat(100_000);
+    let mut input = Cursor::new(data.as_bytes());
+    copy_stream(&mut input, Path::new("/dev/full"), true, 0, 0).unwrap();
+    assert_eq!(input.position() as usize, data.len());
+
+    // A log directory that appears later: the open is retried on the next chunk.
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("logs");
+    let path = sub.join("a.log");
+    let mut reads = 0;
+    let input = FnReader(|| {
+        reads += 1;
+        match reads {
+            1 => b"lost\n".to_vec(),
+            2 => {
+                fs::create_dir(&sub).unwrap();
+                b"kept\n".to_vec()
+            }
+            _ => Vec::new(),
+        }
+    });
+    copy_stream(input, &path, false, 1000, 2).unwrap();
+    assert_eq!(read(&path), "kept\n");
+}
+
+#[test]
+fn throughput() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.log");
+    let lines = 200_000;
+    let data = format!("{}\n", "z".repeat(99)).repeat(lines);
+    let start = std::time::Instant::now();
+    copy_stream(Cursor::new(data), &path, true, 0, 0).unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    let len = fs::metadata(&path).unwrap().len();
+    assert_eq!(len, (lines * (100 + 25)) as u64);
+    println!(
+        "logshim: {lines} lines in {secs:.3}s, {:.0}/s",
+        lines as f64 / secs
+    );
+}
