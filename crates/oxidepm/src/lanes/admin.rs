@@ -442,21 +442,22 @@ pub(super) async fn ensure_app(
 }
 
 pub(super) fn connect(sock: &Path, admin_pw: &str) -> Result<redis::Connection, ErrorBody> {
+    connect_as(sock, acl::ADMIN_USER, admin_pw).map_err(unavailable)
+}
+
+/// A connection to the private Redis, authenticated as `user`.
+pub(super) fn connect_as(sock: &Path, user: &str, pw: &str) -> Result<redis::Connection, String> {
     let url = format!("redis+unix://{}", sock.display());
     let client = redis::Client::open(url.as_str())
-        .map_err(|e| unavailable(format!("lanes: bad Redis address {url}: {e}")))?;
+        .map_err(|e| format!("lanes: bad Redis address {url}: {e}"))?;
     let mut con = client
         .get_connection_with_timeout(Duration::from_secs(2))
-        .map_err(|e| unavailable(format!("lanes: cannot reach the private Redis: {e}")))?;
+        .map_err(|e| format!("lanes: cannot reach the private Redis: {e}"))?;
     redis::cmd("AUTH")
-        .arg(acl::ADMIN_USER)
-        .arg(admin_pw)
+        .arg(user)
+        .arg(pw)
         .query::<()>(&mut con)
-        .map_err(|e| {
-            unavailable(format!(
-                "lanes: cannot authenticate to the private Redis: {e}"
-            ))
-        })?;
+        .map_err(|e| format!("lanes: cannot authenticate to the private Redis as {user}: {e}"))?;
     Ok(con)
 }
 

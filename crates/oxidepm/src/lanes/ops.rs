@@ -58,17 +58,7 @@ fn connect(layout: &Layout) -> Result<redis::Connection, String> {
     let user = acl::responder_user(NAME);
     let pw = std::fs::read_to_string(secrets::path(&layout.secrets_dir(), &user))
         .map_err(|e| format!("no password for {user}: {e}"))?;
-    let url = format!("redis+unix://{}", layout.redis_socket().display());
-    let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .map_err(|e| e.to_string())?;
-    redis::cmd("AUTH")
-        .arg(&user)
-        .arg(pw.trim())
-        .query::<()>(&mut con)
-        .map_err(|e| e.to_string())?;
-    Ok(con)
+    super::admin::connect_as(&layout.redis_socket(), &user, pw.trim())
 }
 
 fn agents(shared: &Shared) -> Vec<String> {

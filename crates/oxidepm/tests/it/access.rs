@@ -133,12 +133,7 @@ fn the_claim_table_on_both_sockets_with_the_cli_and_a_raw_client() {
 #[test]
 fn agent_socket_limits_connections_line_length_and_idle_time() {
     let env = Env::new();
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("daemon.toml"),
-        "agent_idle_timeout_secs = 1\n",
-    )
-    .unwrap();
+    env.daemon_toml("agent_idle_timeout_secs = 1\n");
     env.daemon_pid();
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(env.home.join("agent.sock"))
@@ -229,11 +224,6 @@ fn a_client_that_never_reads_is_dropped_while_others_are_served() {
     assert!(total < 20 * 300000 * 10, "it did not send everything");
 }
 
-fn adapter_config(env: &Env, grant: &str) {
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(env.home.join("daemon.toml"), grant).unwrap();
-}
-
 /// Starts an app of `kind` that runs the CLI with `args` (and a claim)
 /// from inside its own process tree, writing the JSON answer to a file.
 fn run_inside(env: &Env, name: &str, kind: &str, claim: Option<&str>, args: &str) -> Value {
@@ -265,10 +255,7 @@ fn run_inside(env: &Env, name: &str, kind: &str, claim: Option<&str>, args: &str
 #[test]
 fn the_cli_inside_an_adapter_or_agent_is_that_adapter_or_agent() {
     let env = Env::new();
-    adapter_config(
-        &env,
-        "[adapters.chat]\ntier = \"control\"\napps = [\"web\"]\n",
-    );
+    env.daemon_toml("[adapters.chat]\ntier = \"control\"\napps = [\"web\"]\n");
     let v = run_inside(&env, "chat", "adapter", Some("human:root"), "whoami");
     assert_eq!(
         (v["class"].as_str(), v["label"].as_str()),
@@ -293,10 +280,7 @@ fn the_cli_inside_an_adapter_or_agent_is_that_adapter_or_agent() {
 #[test]
 fn an_adapter_stays_inside_its_grant_and_what_it_defines_is_never_more_trusted() {
     let env = Env::new();
-    adapter_config(
-        &env,
-        "[adapters.chat]\ntier = \"manage\"\napps = [\"web\", \"@bots\"]\n",
-    );
+    env.daemon_toml("[adapters.chat]\ntier = \"manage\"\napps = [\"web\", \"@bots\"]\n");
     env.ok(&["start", "--name", "web", "--", "sleep", "1000"]);
     env.ok(&["start", "--name", "db", "--", "sleep", "1000"]);
     let db = env.pid("db");
@@ -321,7 +305,7 @@ fn an_adapter_stays_inside_its_grant_and_what_it_defines_is_never_more_trusted()
         bin("oxidepm").display(),
         inner.display()
     );
-    adapter_config(&env, "[adapters.chat]\ntier = \"manage\"\napps = [\"web\", \"@bots\"]\n[adapters.maker]\ntier = \"manage\"\napps = [\"@bots\"]\n");
+    env.daemon_toml("[adapters.chat]\ntier = \"manage\"\napps = [\"web\", \"@bots\"]\n[adapters.maker]\ntier = \"manage\"\napps = [\"@bots\"]\n");
     env.ok(&["kill"]);
     env.ok(&[
         "start", "--name", "maker", "--kind", "adapter", "--", "sh", "-c", &script,

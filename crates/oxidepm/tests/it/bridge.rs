@@ -139,11 +139,8 @@ fn webhook_messages_reach_the_routed_agent_and_answers_leave_as_that_agent() {
     let env = Env::new();
     let port = free_port();
     let (sink_port, got) = sink();
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("daemon.toml"),
-        format!(
-            r#"
+    env.daemon_toml(&format!(
+        r#"
 [lanes]
 sources = ["webhook"]
 
@@ -161,9 +158,7 @@ agent = "bob"
 listen = "127.0.0.1:{port}"
 deliver = {{ "*" = "http://127.0.0.1:{sink_port}/out" }}
 "#
-        ),
-    )
-    .unwrap();
+    ));
     for a in ["alice", "bob"] {
         env.ok(&[
             "start", "--kind", "agent", "--name", a, "--", "sleep", "100000",
@@ -395,11 +390,8 @@ fn mail_in_a_maildir_reaches_the_agent_and_its_answer_leaves_by_smtp() {
         .unwrap();
     let smtp_port: u16 = port.trim().parse().unwrap();
     let maildir = env.path("Maildir");
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("daemon.toml"),
-        format!(
-            r#"
+    env.daemon_toml(&format!(
+        r#"
 [lanes]
 sources = ["email"]
 
@@ -413,10 +405,8 @@ maildir = "{}"
 smtp = "127.0.0.1:{smtp_port}"
 domain = "example.org"
 "#,
-            maildir.display()
-        ),
-    )
-    .unwrap();
+        maildir.display()
+    ));
     env.ok(&[
         "start", "--kind", "agent", "--name", "alice", "--", "sleep", "100000",
     ]);

@@ -27,6 +27,12 @@ impl Env {
         Env { dir, home }
     }
 
+    /// Writes the daemon's configuration (before the daemon starts).
+    pub fn daemon_toml(&self, text: &str) {
+        std::fs::create_dir_all(&self.home).unwrap();
+        std::fs::write(self.home.join("daemon.toml"), text).unwrap();
+    }
+
     /// A file path inside the test's temp dir.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)

@@ -421,12 +421,7 @@ fn the_agent_is_told_about_its_lane() {
 #[test]
 fn acknowledged_writes_survive_a_redis_crash_and_new_agents_do_not_break_old_connections() {
     let env = Env::new();
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("daemon.toml"),
-        "[lanes]\nappendfsync = \"always\"\n",
-    )
-    .unwrap();
+    env.daemon_toml("[lanes]\nappendfsync = \"always\"\n");
     start_agents(&env, &["alice"]);
     let sock = env.home.join("lanes/alice.sock");
     let mut alice = conn(&sock);

@@ -202,8 +202,7 @@ fn a_dependency_cycle_is_refused_with_its_names() {
 #[test]
 fn resurrect_after_a_clean_daemon_stop_and_by_snapshot() {
     let env = Env::new();
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(env.home.join("daemon.toml"), "resurrect = true\n").unwrap();
+    env.daemon_toml("resurrect = true\n");
     env.ok(&["start", "--name", "keep", "--", "sleep", "1000"]);
     env.ok(&["start", "--name", "off", "--", "sleep", "1000"]);
     env.ok(&["stop", "off"]);

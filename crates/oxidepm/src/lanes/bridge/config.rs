@@ -54,9 +54,10 @@
 //! off.
 
 use super::routing::{RouteSelector, RouteSpec};
+use crate::lanes::config::load_json;
+pub use crate::lanes::config::ConfigError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -254,35 +255,10 @@ impl Default for OutboxConfig {
     }
 }
 
-/// A configuration that cannot be used, with what to fix.
-#[derive(Debug)]
-pub enum ConfigError {
-    /// The file cannot be read.
-    Read(PathBuf, std::io::Error),
-    /// The file is not valid JSON of this shape.
-    Parse(PathBuf, serde_json::Error),
-    /// The values do not fit together.
-    Invalid(String),
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigError::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
-            ConfigError::Parse(p, e) => write!(f, "{}: {e}", p.display()),
-            ConfigError::Invalid(m) => write!(f, "{m}"),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
 impl BridgeConfig {
     /// Reads and checks the file.
     pub fn load(path: &Path) -> Result<BridgeConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read(path.into(), e))?;
-        let cfg: BridgeConfig =
-            serde_json::from_str(&text).map_err(|e| ConfigError::Parse(path.into(), e))?;
+        let cfg: BridgeConfig = load_json(path)?;
         cfg.check().map_err(ConfigError::Invalid)?;
         Ok(cfg)
     }
