@@ -4,11 +4,11 @@
 //! the set of agent apps, so one `reconcile` serves start-up, a new agent
 //! and a deleted one alike.
 
-use super::acl;
 use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
-use super::secrets;
 use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
+use oxidepm_lanes::acl;
+use oxidepm_lanes::secret as secrets;
 use oxidepm_proto::{Actor, AppKind, AppSpec, ErrorBody, ErrorCode, Status};
 use serde_json::{json, Value};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -58,7 +58,7 @@ impl Lanes {
     /// can be had at all.
     pub fn check_agents(&self, specs: &[AppSpec]) -> Result<(), ErrorBody> {
         for s in specs.iter().filter(|s| s.kind == AppKind::Agent) {
-            super::names::check_agent_name(&s.name, &self.settings.families())
+            oxidepm_lanes::check_agent_name(&s.name, &self.settings.families())
                 .map_err(|m| ErrorBody::new(ErrorCode::BadRequest, m))?;
             if self.settings.backend == Backend::Redis {
                 self.programs()?;

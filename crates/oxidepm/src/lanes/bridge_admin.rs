@@ -1,14 +1,14 @@
 //! The bridge's side of the lanes: its configuration, the app that runs
 //! it, and the routing table with its counters.
 
-use super::acl;
 use super::admin::{
     connect, ensure_app, find_app, group_pending, is_running, sibling, unavailable, write_atomic,
     AgentLane, Lanes,
 };
 use super::layout::BRIDGE_APP;
-use super::secrets;
 use crate::supervise::{lock, Shared};
+use oxidepm_lanes::acl;
+use oxidepm_lanes::secret as secrets;
 use oxidepm_proto::{AppKind, AppSpec, ErrorBody, ErrorCode, Route};
 use serde_json::{json, Value};
 

@@ -103,7 +103,7 @@ pub fn agent_description(layout: &Layout, agent: &str, families: &[String]) -> s
         "inboxes": inboxes,
         "outboxes": outboxes,
         "group": agent,
-        "acl_user": super::acl::agent_user(agent),
+        "acl_user": oxidepm_lanes::acl::agent_user(agent),
         "oxidepm_socket": layout.home.agent_socket(),
     })
 }

@@ -10,10 +10,10 @@
 //! (`op restart target web`). The reply has `request_id` (the outbox entry
 //! id) and `response` (a protocol response as JSON).
 
-use super::acl;
 use super::layout::Layout;
-use super::secrets;
 use crate::supervise::{lock, Shared};
+use oxidepm_lanes::acl;
+use oxidepm_lanes::secret as secrets;
 use oxidepm_proto::{AppKind, ErrorBody, ErrorCode, Request, Response};
 use redis::streams::{StreamReadOptions, StreamReadReply};
 use std::collections::{BTreeMap, HashSet};

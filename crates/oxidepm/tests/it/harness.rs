@@ -11,7 +11,17 @@ use std::time::{Duration, Instant};
 
 /// Path of one of the package's binaries.
 pub fn bin(name: &str) -> PathBuf {
-    assert_cmd::cargo::cargo_bin(name)
+    match name {
+        "oxidepm-lane-proxy" | "oxidepm-bridge" => oxidepm_testkit::workspace_bin(name, name),
+        _ => assert_cmd::cargo::cargo_bin(name),
+    }
+}
+
+/// Builds the lane proxy and the bridge, which the daemon finds beside
+/// itself (`cargo test -p oxidepm` builds only this package's binaries).
+pub fn lane_binaries() {
+    bin("oxidepm-lane-proxy");
+    bin("oxidepm-bridge");
 }
 
 /// One test's home, with its daemon; everything is stopped on drop.
@@ -22,6 +32,7 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Env {
+        lane_binaries();
         let dir = tempfile::Builder::new().prefix("oxpm").tempdir().unwrap();
         let home = dir.path().join("h");
         Env { dir, home }

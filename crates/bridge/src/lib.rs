@@ -1,0 +1,60 @@
+//! `oxidepm-bridge`: the outside world in and out of the lanes.
+//!
+//! A host-side process, run by the daemon as an `adapter` app, that talks to
+//! the private Redis as the ACL user `bridge`. Inbound, each source (the
+//! webhook listener, the mail reader, …) hands messages to one
+//! [`publish`](publish::publish) function, which routes them by the table of
+//! the configuration and writes `<agent>:<source>:inbox` — or
+//! `bridge:unrouted` when no route and no default agent matches: nothing is
+//! dropped. Outbound, every `<agent>:<source>:outbox` is drained with the
+//! consumer group `bridge` in one blocking multi-stream read, each entry is
+//! delivered by its source as coming from the agent named by the key (never
+//! by the payload), and acknowledged only after delivery; an entry that
+//! keeps failing goes to `<agent>:<source>:outbox:dead`.
+//!
+//! * [`config`] — the JSON configuration file the daemon writes;
+//! * [`routing`] — the routing table (pure);
+//! * [`conn`] — connections to the private Redis;
+//! * [`stats`] — the counters in `bridge:stats`;
+//! * [`publish`] — the only way into an inbox;
+//! * [`source`] — the `Source` trait and the messages it handles;
+//! * [`entries`] — stream entries as Redis returns them;
+//! * [`outbox`] — the reader of every outbox;
+//! * [`delivery`] — one outbox's worker: deliver, retry, dead-letter, ack;
+//! * [`sources`] — the sources: `webhook` (HTTP in, HTTP out) and `email`
+//!   (Maildir in, SMTP out);
+//! * [`service`] — the whole bridge: start, reload (SIGHUP), shutdown.
+
+pub mod config;
+pub mod conn;
+pub mod delivery;
+pub mod entries;
+pub mod outbox;
+pub mod publish;
+pub mod routing;
+pub mod service;
+pub mod source;
+pub mod sources;
+pub mod stats;
+
+pub use config::{BridgeConfig, ConfigError};
+pub use publish::{PublishError, Published, Publisher};
+pub use service::{run, Bridge, ReloadReport};
+pub use source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source};
+
+#[cfg(test)]
+mod tests;
+
+/// The tokio runtime of the bridge: one thread, or `threads` workers.
+pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+}

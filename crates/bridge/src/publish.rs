@@ -1,0 +1,338 @@
+//! The only way into an inbox.
+//!
+//! [`publish`] routes messages and writes them, in one pipeline:
+//!
+//! ```text
+//! XADD <agent>:<source>:inbox * source … channel … sender … text …
+//!      received_at <RFC 3339> external_id … [guild …] [address …] [extra …]
+//! …
+//! HINCRBY bridge:stats routed <n>
+//! ```
+//!
+//! or, for a message no route and no default agent matches, the same
+//! fields to `bridge:unrouted`, counted in `unrouted`. Nothing is dropped:
+//! when Redis does not take a message, its result is an error and the
+//! source must answer its sender with a failure.
+//!
+//! Sources publish through a [`Publisher`], which gathers the messages of
+//! concurrent callers into one call of [`publish`] (one pipeline, one
+//! write to Redis: group commit) while earlier ones are in flight. Each
+//! write wakes Redis and each answer wakes the bridge, and on a small
+//! (virtual) machine those wake-ups, not the commands, are most of the
+//! cost; a lone message still costs one round trip.
+
+use crate::routing::{RouteKey, Routes};
+use crate::source::Inbound;
+use crate::stats::{Counter, UNROUTED_KEY};
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::Value;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+/// Fields the bridge writes itself; an `extra` field of the same name is
+/// left out so that a source cannot forge them.
+const OWN_FIELDS: &[&str] = &[
+    "source",
+    "channel",
+    "sender",
+    "text",
+    "received_at",
+    "external_id",
+    "guild",
+    "address",
+];
+
+/// Most messages in one pipeline.
+const MAX_BATCH: usize = 512;
+/// Messages waiting for the next pipeline; past it, publishing waits.
+const QUEUE: usize = 8192;
+/// Pipelines in flight at once.
+const IN_FLIGHT: usize = 2;
+
+/// What routing needs: the table and the configured sources.
+#[derive(Clone, Debug, Default)]
+pub struct RoutingTable {
+    /// The routes and the default agent.
+    pub routes: Routes,
+    /// Source names messages may be published under.
+    pub sources: Vec<String>,
+}
+
+impl RoutingTable {
+    /// The table of a configuration.
+    pub fn from_config(cfg: &crate::BridgeConfig) -> Result<RoutingTable, String> {
+        let specs = cfg
+            .routes
+            .iter()
+            .map(|r| r.spec())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RoutingTable {
+            routes: Routes::new(&specs, cfg.default_agent.clone()),
+            sources: cfg.sources.clone(),
+        })
+    }
+}
+
+/// Where a message went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    /// The agent, or `None` for `bridge:unrouted`.
+    pub agent: Option<String>,
+    /// The stream written.
+    pub stream: String,
+    /// The new entry's id.
+    pub id: String,
+}
+
+/// Why a message was not taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PublishError {
+    /// The source is not one of the configured sources.
+    UnknownSource(String),
+    /// Redis did not take it; the sender should try again later.
+    Unavailable(String),
+}
+
+impl fmt::Display for PublishError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PublishError::UnknownSource(s) => write!(f, "unknown source {s:?}"),
+            PublishError::Unavailable(e) => {
+                write!(
+                    f,
+                    "the message bus is unavailable ({e}); the message was not taken"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for PublishError {}
+
+/// Where one message goes: `(agent, stream, counter)`.
+fn destination(
+    table: &RoutingTable,
+    m: &Inbound,
+) -> Result<(Option<String>, String, Counter), PublishError> {
+    if !table.sources.contains(&m.source) {
+        return Err(PublishError::UnknownSource(m.source.clone()));
+    }
+    let key = RouteKey {
+        source: &m.source,
+        channel: Some(m.channel.as_str()),
+        guild: m.guild.as_deref(),
+        address: m.address.as_deref(),
+    };
+    Ok(match table.routes.route(&key) {
+        Some((a, _)) => (
+            Some(a.to_string()),
+            format!("{a}:{}:inbox", m.source),
+            Counter::Routed,
+        ),
+        None => (None, UNROUTED_KEY.to_string(), Counter::Unrouted),
+    })
+}
+
+/// Adds the XADD of one message to `pipe`.
+fn add_xadd(pipe: &mut redis::Pipeline, stream: &str, m: &Inbound, received_at: &str) {
+    let x = pipe.cmd("XADD").arg(stream).arg("*");
+    x.arg("source").arg(&m.source);
+    x.arg("channel").arg(&m.channel);
+    x.arg("sender").arg(&m.sender);
+    x.arg("text").arg(&m.text);
+    x.arg("received_at").arg(received_at);
+    x.arg("external_id")
+        .arg(m.external_id.as_deref().unwrap_or(""));
+    if let Some(g) = &m.guild {
+        x.arg("guild").arg(g);
+    }
+    if let Some(a) = &m.address {
+        x.arg("address").arg(a);
+    }
+    for (k, v) in &m.extra {
+        if !k.is_empty() && !OWN_FIELDS.contains(&k.as_str()) {
+            x.arg(k).arg(v);
+        }
+    }
+}
+
+/// Routes every message by `table` and writes each to its inbox (or
+/// `bridge:unrouted`), counting them, in one pipeline. The one function
+/// that writes inboxes; one result per message, in order.
+pub async fn publish<C: ConnectionLike>(
+    con: &mut C,
+    table: &RoutingTable,
+    msgs: &[&Inbound],
+) -> Vec<Result<Published, PublishError>> {
+    let received_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let mut pipe = redis::pipe();
+    // Per message: where it goes, or why not; and its place in the pipeline.
+    let mut plan = Vec::with_capacity(msgs.len());
+    let (mut routed, mut unrouted) = (0i64, 0i64);
+    for m in msgs {
+        match destination(table, m) {
+            Ok((agent, stream, counter)) => {
+                add_xadd(&mut pipe, &stream, m, &received_at);
+                match counter {
+                    Counter::Routed => routed += 1,
+                    _ => unrouted += 1,
+                }
+                plan.push(Ok((agent, stream)));
+            }
+            Err(e) => plan.push(Err(e)),
+        }
+    }
+    // Counted in the same write as the messages: one HINCRBY per counter.
+    for (c, n) in [(Counter::Routed, routed), (Counter::Unrouted, unrouted)] {
+        if n > 0 {
+            c.add_to(&mut pipe, n);
+        }
+    }
+    // Per-command replies (a pipeline query would turn one error into an
+    // error for all).
+    let replies = if pipe.is_empty() {
+        Ok(Vec::new())
+    } else {
+        con.req_packed_commands(&pipe, 0, pipe.len())
+            .await
+            .map_err(|e| PublishError::Unavailable(e.to_string()))
+    };
+    let mut ids = match replies {
+        Ok(r) => r.into_iter(),
+        Err(e) => {
+            return plan
+                .into_iter()
+                .map(|p| p.and_then(|_| Err(e.clone())))
+                .collect();
+        }
+    };
+    plan.into_iter()
+        .map(|p| {
+            let (agent, stream) = p?;
+            match ids.next() {
+                Some(Value::BulkString(b)) => Ok(Published {
+                    agent,
+                    stream,
+                    id: String::from_utf8_lossy(&b).into_owned(),
+                }),
+                Some(Value::SimpleString(s)) => Ok(Published {
+                    agent,
+                    stream,
+                    id: s,
+                }),
+                Some(Value::ServerError(e)) => Err(PublishError::Unavailable(format!(
+                    "{}: {}",
+                    e.code(),
+                    e.details().unwrap_or("")
+                ))),
+                other => Err(PublishError::Unavailable(format!(
+                    "unexpected reply to XADD: {other:?}"
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// One message waiting to be published, and where its result goes.
+struct Job {
+    msg: Inbound,
+    done: oneshot::Sender<Result<Published, PublishError>>,
+}
+
+/// What sources hold to publish: the queue to the task that publishes in
+/// batches, and the current routing table, which a reload replaces.
+#[derive(Clone)]
+pub struct Publisher {
+    jobs: mpsc::Sender<Job>,
+    table: Arc<RwLock<Arc<RoutingTable>>>,
+}
+
+impl Publisher {
+    /// A publisher over `con`, routing by `table`; starts its batching
+    /// task (call inside a tokio runtime). The task ends when every
+    /// `Publisher` clone is gone.
+    pub fn new(con: ConnectionManager, table: RoutingTable) -> Publisher {
+        let (jobs, rx) = mpsc::channel(QUEUE);
+        let table = Arc::new(RwLock::new(Arc::new(table)));
+        tokio::spawn(batches(con, table.clone(), rx));
+        Publisher { jobs, table }
+    }
+
+    /// Routes and writes one message (see [`publish`]).
+    pub async fn publish(&self, msg: Inbound) -> Result<Published, PublishError> {
+        let (done, result) = oneshot::channel();
+        let job = Job { msg, done };
+        let gone = || PublishError::Unavailable("the bridge is stopping".into());
+        self.jobs.send(job).await.map_err(|_| gone())?;
+        result.await.unwrap_or_else(|_| Err(gone()))
+    }
+
+    /// Whether `source` is a configured source.
+    pub fn knows_source(&self, source: &str) -> bool {
+        self.table().sources.iter().any(|s| s == source)
+    }
+
+    /// The configured sources.
+    pub fn sources(&self) -> Vec<String> {
+        self.table().sources.clone()
+    }
+
+    /// Replaces the routing table; messages published from now on use it.
+    pub fn set_table(&self, table: RoutingTable) {
+        let mut t = self.table.write().unwrap_or_else(|p| p.into_inner());
+        *t = Arc::new(table);
+    }
+
+    fn table(&self) -> Arc<RoutingTable> {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Publishes whatever has gathered, at most `IN_FLIGHT` pipelines at a
+/// time: while they are in flight, the next batch gathers. Two pipelines
+/// may overtake each other; a sender's messages stay in order all the same,
+/// since each waits for its answer before it sends the next.
+async fn batches(
+    con: ConnectionManager,
+    table: Arc<RwLock<Arc<RoutingTable>>>,
+    mut rx: mpsc::Receiver<Job>,
+) {
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut last = 0;
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut jobs: Vec<Job> = Vec::with_capacity(last.max(16));
+        if rx.recv_many(&mut jobs, MAX_BATCH).await == 0 {
+            return;
+        }
+        if last > 1 && jobs.len() < MAX_BATCH {
+            // Under concurrent load, let the connections whose requests
+            // have arrived meanwhile run first (a yield lets the runtime
+            // poll its sockets): a bigger batch costs Redis, and us, one
+            // wake-up and one write instead of several.
+            tokio::task::yield_now().await;
+            while jobs.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(j) => jobs.push(j),
+                    Err(_) => break,
+                }
+            }
+        }
+        last = jobs.len();
+        let t = table.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut con = con.clone();
+        tokio::spawn(async move {
+            let msgs: Vec<&Inbound> = jobs.iter().map(|j| &j.msg).collect();
+            let results = publish(&mut con, &t, &msgs).await;
+            drop(slot);
+            for (job, r) in jobs.into_iter().zip(results) {
+                // The caller may have gone (its client hung up): the
+                // message is in its inbox all the same.
+                let _ = job.done.send(r);
+            }
+        });
+    }
+}

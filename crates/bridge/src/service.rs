@@ -1,0 +1,324 @@
+//! The whole bridge: builds the sources, starts their inbound loops and the
+//! outbox reader, reloads the configuration (SIGHUP) without dropping
+//! anything, and stops cleanly (SIGTERM, SIGINT).
+//!
+//! A reload replaces the routing table (messages published from then on
+//! use it), the sources' settings, the retry settings and the set of
+//! outboxes drained (the reader takes it up within `outbox.block_ms`). The
+//! Redis address and user, `outbox.concurrency`, the set of source
+//! implementations and the webhook's listen address need a restart; a
+//! reload that changes them says so in its report and in the log.
+
+use crate::config::BridgeConfig;
+use crate::conn::RedisTarget;
+use crate::delivery::{DeliveryContext, DeliverySettings};
+use crate::outbox::{OutboxPlan, Reader};
+use crate::publish::{Publisher, RoutingTable};
+use crate::source::{Shutdown, ShutdownTrigger, Source};
+use crate::sources::webhook::WebhookSource;
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
+
+/// How long stopping waits for deliveries and requests in flight.
+const GRACE: Duration = Duration::from_secs(5);
+/// How long start-up waits for Redis.
+const REDIS_PATIENCE: Duration = Duration::from_secs(30);
+/// Bound on one non-blocking Redis command.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The source implementations of a configuration.
+pub struct Sources {
+    /// Every source.
+    pub all: Vec<Arc<dyn Source>>,
+    /// Where the webhook listens, if it is one of them.
+    pub webhook_addr: Option<SocketAddr>,
+}
+
+/// Builds the source implementations a configuration asks for. To add a
+/// source, construct it here from its configuration section.
+pub fn build_sources(cfg: &BridgeConfig) -> Result<Sources, String> {
+    let mut all: Vec<Arc<dyn Source>> = Vec::new();
+    let mut webhook_addr = None;
+    if let Some(w) = &cfg.webhook {
+        let hook = WebhookSource::bind(w)?;
+        webhook_addr = Some(hook.local_addr());
+        all.push(Arc::new(hook));
+    }
+    if let Some(mail) = crate::sources::email::EmailSource::new(cfg)? {
+        all.push(Arc::new(mail));
+    }
+    Ok(Sources { all, webhook_addr })
+}
+
+/// Source name → the source that delivers its outboxes: each source its
+/// own, and the webhook also those of `webhook.relay`.
+fn deliverers(cfg: &BridgeConfig, sources: &[Arc<dyn Source>]) -> HashMap<String, Arc<dyn Source>> {
+    let mut m: HashMap<String, Arc<dyn Source>> = HashMap::new();
+    for s in sources {
+        m.insert(s.name().to_string(), s.clone());
+        if s.name() == "webhook" {
+            for r in cfg.webhook.iter().flat_map(|w| &w.relay) {
+                m.insert(r.clone(), s.clone());
+            }
+        }
+    }
+    m
+}
+
+/// The outboxes to drain: every agent × every source something delivers.
+fn plan(cfg: &BridgeConfig, deliverers: &HashMap<String, Arc<dyn Source>>) -> OutboxPlan {
+    let undelivered: Vec<&str> = cfg
+        .sources
+        .iter()
+        .filter(|s| !deliverers.contains_key(*s))
+        .map(String::as_str)
+        .collect();
+    if !undelivered.is_empty() && !cfg.agents.is_empty() {
+        log::warn!(
+            "outboxes of {} are not drained: no source of this bridge delivers them (their entries wait)",
+            undelivered.join(", ")
+        );
+    }
+    let outboxes = cfg
+        .agents
+        .iter()
+        .flat_map(|a| {
+            cfg.sources
+                .iter()
+                .filter(|s| deliverers.contains_key(*s))
+                .map(move |s| (a.clone(), s.clone()))
+        })
+        .collect();
+    OutboxPlan {
+        outboxes,
+        consumer: cfg.outbox.consumer.clone(),
+        block: Duration::from_millis(cfg.outbox.block_ms),
+        batch: cfg.outbox.batch,
+        claim_idle: Duration::from_millis(cfg.outbox.claim_idle_ms),
+    }
+}
+
+fn delivery_settings(cfg: &BridgeConfig) -> DeliverySettings {
+    DeliverySettings {
+        retry: cfg.retry,
+        deliver_timeout: Duration::from_millis(cfg.outbox.deliver_timeout_ms),
+    }
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadReport {
+    /// Agents now configured.
+    pub agents: usize,
+    /// Routes now in force.
+    pub routes: usize,
+    /// Outboxes now drained.
+    pub outboxes: usize,
+    /// Changes that only take effect after a restart.
+    pub need_restart: Vec<String>,
+}
+
+impl fmt::Display for ReloadReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} agents, {} routes, {} outboxes drained",
+            self.agents, self.routes, self.outboxes
+        )?;
+        if !self.need_restart.is_empty() {
+            write!(
+                f,
+                "; needs a restart to change: {}",
+                self.need_restart.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A running bridge.
+pub struct Bridge {
+    config_path: PathBuf,
+    config: Mutex<BridgeConfig>,
+    publisher: Publisher,
+    ctx: Arc<DeliveryContext>,
+    plan_tx: watch::Sender<OutboxPlan>,
+    sources: Vec<Arc<dyn Source>>,
+    webhook_addr: Option<SocketAddr>,
+    trigger: ShutdownTrigger,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Bridge {
+    /// Reads the configuration, connects to Redis, binds the sources and
+    /// starts every loop. Must be called inside a tokio runtime.
+    pub async fn start(config_path: PathBuf) -> Result<Arc<Bridge>, String> {
+        let cfg = BridgeConfig::load(&config_path).map_err(|e| e.to_string())?;
+        let target = RedisTarget::from_config(&cfg)?;
+        let Sources {
+            all: sources,
+            webhook_addr,
+        } = build_sources(&cfg)?;
+        let con = target
+            .connect_patiently(COMMAND_TIMEOUT, REDIS_PATIENCE)
+            .await?;
+        let block = Duration::from_millis(cfg.outbox.block_ms);
+        let reader_con = target
+            .connect_patiently(block + COMMAND_TIMEOUT, REDIS_PATIENCE)
+            .await?;
+        let table = RoutingTable::from_config(&cfg)?;
+        let routes = table.routes.len();
+        let publisher = Publisher::new(con.clone(), table);
+        let (trigger, shutdown) = Shutdown::new();
+        let delivering = deliverers(&cfg, &sources);
+        let plan = plan(&cfg, &delivering);
+        let ctx = Arc::new(DeliveryContext {
+            con,
+            deliverers: std::sync::RwLock::new(delivering),
+            settings: std::sync::RwLock::new(delivery_settings(&cfg)),
+            slots: Semaphore::new(cfg.outbox.concurrency),
+            room: tokio::sync::Notify::new(),
+            shutdown: shutdown.clone(),
+        });
+        let (plan_tx, plan_rx) = watch::channel(plan.clone());
+        let mut tasks = Vec::new();
+        for s in &sources {
+            let s = s.clone();
+            let p = publisher.clone();
+            let sd = shutdown.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = s.inbound(p, sd).await {
+                    log::error!("source {}: {e}", s.name());
+                }
+            }));
+        }
+        let reader = Reader::new(ctx.clone(), reader_con, plan_rx);
+        tasks.push(tokio::spawn(reader.run(GRACE)));
+        log::info!(
+            "bridge started as {} on {}: {} agents, {routes} routes, {} outboxes drained",
+            target.user,
+            target.socket.display(),
+            cfg.agents.len(),
+            plan.outboxes.len()
+        );
+        Ok(Arc::new(Bridge {
+            config_path,
+            config: Mutex::new(cfg),
+            publisher,
+            ctx,
+            plan_tx,
+            webhook_addr,
+            sources,
+            trigger,
+            tasks: Mutex::new(tasks),
+        }))
+    }
+
+    /// Where the webhook listens, if it runs.
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_addr
+    }
+
+    /// A handle to publish with (what sources are given).
+    pub fn publisher(&self) -> Publisher {
+        self.publisher.clone()
+    }
+
+    /// Reads the configuration again and applies it; on error the previous
+    /// one stays in force.
+    pub fn reload(&self) -> Result<ReloadReport, String> {
+        let cfg = BridgeConfig::load(&self.config_path).map_err(|e| e.to_string())?;
+        let table = RoutingTable::from_config(&cfg)?;
+        let mut old = self.config.lock().unwrap_or_else(|p| p.into_inner());
+        let mut need_restart = Vec::new();
+        if cfg.redis_socket != old.redis_socket
+            || cfg.password_file != old.password_file
+            || cfg.user != old.user
+        {
+            need_restart.push("the Redis socket, user or password file".to_string());
+        }
+        if cfg.outbox.concurrency != old.outbox.concurrency {
+            need_restart.push("outbox.concurrency".into());
+        }
+        if cfg.webhook.is_some() != self.sources.iter().any(|s| s.name() == "webhook") {
+            need_restart.push("adding or removing the webhook source".into());
+        }
+        for s in &self.sources {
+            let more = s
+                .reload(&cfg)
+                .map_err(|e| format!("source {}: {e}", s.name()))?;
+            need_restart.extend(more);
+        }
+        let routes = table.routes.len();
+        self.publisher.set_table(table);
+        let delivering = deliverers(&cfg, &self.sources);
+        let plan = plan(&cfg, &delivering);
+        *self
+            .ctx
+            .deliverers
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = delivering;
+        *self.ctx.settings.write().unwrap_or_else(|p| p.into_inner()) = delivery_settings(&cfg);
+        let report = ReloadReport {
+            agents: cfg.agents.len(),
+            routes,
+            outboxes: plan.outboxes.len(),
+            need_restart,
+        };
+        self.plan_tx.send_replace(plan);
+        *old = cfg;
+        Ok(report)
+    }
+
+    /// Stops: no new request or read; deliveries and requests in flight
+    /// get a grace period; what is not acknowledged stays pending in Redis.
+    pub async fn shutdown(&self) {
+        self.trigger.trigger();
+        let tasks: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in tasks {
+            let abort = t.abort_handle();
+            if tokio::time::timeout(GRACE * 2, t).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+}
+
+/// Runs the bridge until SIGTERM or SIGINT; SIGHUP reloads the
+/// configuration. Must be called inside a tokio runtime.
+pub async fn run(config_path: PathBuf) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Handlers first: SIGHUP's default action would end the process.
+    let sig = |k| signal(k).map_err(|e| format!("cannot handle signals: {e}"));
+    let mut hup = sig(SignalKind::hangup())?;
+    let mut term = sig(SignalKind::terminate())?;
+    let mut int = sig(SignalKind::interrupt())?;
+    let bridge = Bridge::start(config_path).await?;
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    loop {
+        tokio::select! {
+            _ = hup.recv() => match bridge.reload() {
+                Ok(report) => {
+                    log::info!("configuration reloaded: {report}");
+                    if !report.need_restart.is_empty() {
+                        log::warn!("restart the bridge to change: {}", report.need_restart.join(", "));
+                    }
+                }
+                Err(e) => log::error!("reload failed, previous configuration kept: {e}"),
+            },
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    log::info!("bridge stopping");
+    bridge.shutdown().await;
+    log::info!("bridge stopped");
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! The `email` source: Maildir in, SMTP out, built from the plain pieces
+//! in `lanes::email`.
+//!
+//! Inbound: every half second the Maildir's `new/` is scanned; each mail
+//! is parsed, routed by its recipient addresses (the first recipient with
+//! an `email` route, else the first recipient, which falls to the default
+//! agent or `bridge:unrouted`), published, and only then moved to `cur/`.
+//! A mail that cannot be published stays in `new/` and is tried again; one
+//! that cannot be parsed is flagged (`FS`) in `cur/` for a human.
+//!
+//! Outbound: an outbox entry is sent through the SMTP relay from the
+//! agent's address (`from.<agent>`, else `<agent>@<domain>`) to its `to`
+//! field (else its `channel`, which inbound mail sets to the sender), with
+//! `subject` and `in_reply_to` fields when present, and the agent and entry
+//! id in `X-Oxidepm-Agent` / `X-Oxidepm-Entry` so the far side can
+//! de-duplicate.
+
+use super::{maildir::Maildir, parse, smtp};
+use crate::config::BridgeConfig;
+use crate::publish::Publisher;
+use crate::source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+/// How often `new/` is scanned.
+const SCAN: Duration = Duration::from_millis(500);
+
+/// The `email` section of the bridge's configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailConfig {
+    /// Maildir whose `new/` is read.
+    pub maildir: String,
+    /// SMTP relay, `host:port`.
+    pub smtp: String,
+    /// Address of each agent.
+    #[serde(default)]
+    pub from: BTreeMap<String, String>,
+    /// Domain of agents without an address: `<agent>@<domain>`.
+    #[serde(default)]
+    pub domain: Option<String>,
+}
+
+/// The email source.
+pub struct EmailSource {
+    cfg: EmailConfig,
+    /// Addresses that have an `email` route, lowercased.
+    routed: HashSet<String>,
+}
+
+impl EmailSource {
+    /// Builds the source from the bridge's configuration.
+    pub fn new(cfg: &BridgeConfig) -> Result<Option<EmailSource>, String> {
+        let Some(raw) = &cfg.email else {
+            return Ok(None);
+        };
+        let email: EmailConfig = serde_json::from_value(raw.clone())
+            .map_err(|e| format!("email section of the bridge configuration: {e}"))?;
+        Maildir::create(&email.maildir)
+            .map_err(|e| format!("email: cannot use the Maildir {}: {e}", email.maildir))?;
+        let routed = cfg
+            .routes
+            .iter()
+            .filter(|r| r.source == "email")
+            .filter_map(|r| r.address.as_ref().map(|a| a.to_lowercase()))
+            .collect();
+        Ok(Some(EmailSource { cfg: email, routed }))
+    }
+
+    fn sender_of(&self, agent: &str) -> Option<String> {
+        self.cfg
+            .from
+            .get(agent)
+            .cloned()
+            .or_else(|| self.cfg.domain.as_ref().map(|d| format!("{agent}@{d}")))
+    }
+
+    /// Publishes what is in `new/`; returns how many mails were handled.
+    async fn scan(&self, publisher: &Publisher) -> usize {
+        let md = Maildir::new(&self.cfg.maildir);
+        let entries = match md.list_new() {
+            Ok(e) => e,
+            Err(e) => {
+                log::warn!("email: {e}");
+                return 0;
+            }
+        };
+        let mut handled = 0;
+        for entry in entries {
+            let raw = match md.read(&entry) {
+                Ok(r) => r,
+                Err(e) => {
+                    log::warn!("email: {e}; flagged for a human");
+                    let _ = md.mark(&entry, "FS");
+                    continue;
+                }
+            };
+            let mail = match parse::parse(&raw) {
+                Ok(m) => m,
+                Err(e) => {
+                    log::warn!(
+                        "email: {} cannot be parsed ({e}); flagged for a human",
+                        entry.name()
+                    );
+                    let _ = md.mark(&entry, "FS");
+                    continue;
+                }
+            };
+            let address = mail
+                .to
+                .iter()
+                .find(|a| self.routed.contains(*a))
+                .or(mail.to.first())
+                .cloned();
+            let mut extra = vec![
+                ("subject".to_string(), mail.subject.clone()),
+                ("to".to_string(), mail.to.join(",")),
+            ];
+            if let Some(r) = &mail.in_reply_to {
+                extra.push(("in_reply_to".into(), r.clone()));
+            }
+            if mail.auto_generated {
+                // Kept (nothing is dropped), but marked so that an agent
+                // does not answer a robot and start a mail loop.
+                extra.push(("auto_generated".into(), "true".into()));
+            }
+            let msg = Inbound {
+                source: "email".into(),
+                channel: mail.from.clone(),
+                guild: None,
+                address,
+                sender: mail.from.clone(),
+                text: mail.text.clone(),
+                external_id: mail
+                    .message_id
+                    .clone()
+                    .or_else(|| Some(entry.id().to_string())),
+                extra,
+            };
+            match publisher.publish(msg).await {
+                Ok(_) => {
+                    if let Err(e) = md.mark_seen(&entry) {
+                        log::error!(
+                            "email: published {} but cannot move it to cur/: {e}",
+                            entry.name()
+                        );
+                    }
+                    handled += 1;
+                }
+                Err(e) => {
+                    // Left in new/: the next scan tries again.
+                    log::warn!("email: {} not published ({e}); will retry", entry.name());
+                    break;
+                }
+            }
+        }
+        handled
+    }
+}
+
+impl Source for EmailSource {
+    fn name(&self) -> &str {
+        "email"
+    }
+
+    fn inbound(
+        &self,
+        publisher: Publisher,
+        mut shutdown: Shutdown,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            log::info!("email: reading {}/new", self.cfg.maildir);
+            loop {
+                self.scan(&publisher).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(SCAN) => {}
+                    _ = shutdown.wait() => return Ok(()),
+                }
+            }
+        })
+    }
+
+    fn deliver<'a>(&'a self, msg: &'a Outbound) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        Box::pin(async move {
+            let Some(from) = self.sender_of(&msg.agent) else {
+                return Err(DeliveryError::Permanent(format!(
+                    "agent {} has no mail address; set [lanes.email] from or domain",
+                    msg.agent
+                )));
+            };
+            let to: Vec<String> = msg
+                .field("to")
+                .filter(|t| !t.is_empty())
+                .unwrap_or(msg.channel.as_str())
+                .split(',')
+                .map(|a| a.trim().to_string())
+                .filter(|a| !a.is_empty())
+                .collect();
+            if to.is_empty() {
+                return Err(DeliveryError::Permanent(
+                    "the entry names no recipient (a `to` or `channel` field)".into(),
+                ));
+            }
+            let subject = msg
+                .field("subject")
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("Message from {}", msg.agent));
+            let mut headers = vec![
+                ("X-Oxidepm-Agent".to_string(), msg.agent.clone()),
+                ("X-Oxidepm-Entry".to_string(), msg.id.clone()),
+            ];
+            if let Some(r) = msg.field("in_reply_to").filter(|r| !r.is_empty()) {
+                headers.push(smtp::in_reply_to_header(r));
+            }
+            smtp::send(&self.cfg.smtp, &from, &to, &subject, &msg.text, &headers)
+                .await
+                .map_err(|e| {
+                    if e.is_transient() {
+                        DeliveryError::Retry(e.to_string())
+                    } else {
+                        DeliveryError::Permanent(e.to_string())
+                    }
+                })
+        })
+    }
+}

@@ -1,0 +1,4 @@
+//! The bridge's sources, each behind the [`Source`](crate::Source) trait.
+
+pub mod email;
+pub mod webhook;

@@ -1,0 +1,170 @@
+//! The `webhook` source: HTTP in, HTTP out.
+//!
+//! **Inbound** ([`server`]): a listener (loopback by default) taking
+//!
+//! ```text
+//! POST /in/<source>
+//! Authorization: Bearer <token from webhook.token_file>
+//! {"channel": "c1", "guild": "g1", "address": "a@b", "sender": "someone", "text": "hi", "id": "ext-1"}
+//! ```
+//!
+//! (`guild`, `address` and `id` optional; `<source>` any configured source,
+//! so that an outside gateway can post a discord message as `discord`).
+//! The token is compared in constant time. Answers `202 {"routed_to":
+//! "alice"|null, "stream": …, "id": <stream id>}`; a bad body, a missing or
+//! wrong token, an unknown source → 4xx `{"error": …}` and nothing
+//! written; Redis unavailable → 503, so that the sender tries again.
+//!
+//! **Outbound** ([`client`]): an outbox entry is POSTed as JSON
+//! `{agent, source, channel, text, id, fields}` to the URL configured for
+//! its channel in `webhook.deliver` (or `"*"`), with the header
+//! `Idempotency-Key: <outbox key>/<entry id>`. 2xx is delivered; 408, 429,
+//! 5xx and connection errors are tried again; any other answer is
+//! permanent.
+
+pub mod client;
+pub mod server;
+
+use crate::config::{read_secret, BridgeConfig, WebhookConfig};
+use crate::publish::Publisher;
+use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+/// Settings a reload may change.
+#[derive(Debug)]
+pub struct WebhookSettings {
+    /// SHA-256 of the bearer token: compared in constant time, and its
+    /// length does not leak.
+    pub token_digest: [u8; 32],
+    /// Channel (or `*`) → URL.
+    pub deliver: HashMap<String, hyper::Uri>,
+    /// Largest inbound body.
+    pub max_body: usize,
+    /// Timeout of one outbound POST.
+    pub timeout: Duration,
+}
+
+impl WebhookSettings {
+    /// The settings of a `webhook` section (reads the token file).
+    pub fn from_config(w: &WebhookConfig) -> Result<WebhookSettings, String> {
+        let token = read_secret(&w.token_file).map_err(|e| format!("webhook.token_file: {e}"))?;
+        let mut deliver = HashMap::new();
+        for (channel, url) in &w.deliver {
+            let uri = crate::config::check_http_url(url)
+                .map_err(|m| format!("webhook.deliver[{channel:?}]: {m}"))?;
+            deliver.insert(channel.clone(), uri);
+        }
+        Ok(WebhookSettings {
+            token_digest: Sha256::digest(token.as_bytes()).into(),
+            deliver,
+            max_body: w.max_body,
+            timeout: Duration::from_millis(w.timeout_ms),
+        })
+    }
+
+    /// The URL entries of `channel` go to.
+    pub fn url_for(&self, channel: &str) -> Option<&hyper::Uri> {
+        self.deliver.get(channel).or_else(|| self.deliver.get("*"))
+    }
+}
+
+/// Shared, replaceable settings.
+pub type SharedSettings = Arc<RwLock<Arc<WebhookSettings>>>;
+
+fn current(s: &SharedSettings) -> Arc<WebhookSettings> {
+    s.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// The webhook source.
+pub struct WebhookSource {
+    settings: SharedSettings,
+    /// Bound at construction (so that a taken port is a start-up error);
+    /// taken by the inbound loop.
+    listener: Mutex<Option<std::net::TcpListener>>,
+    listen: SocketAddr,
+    local_addr: SocketAddr,
+    client: client::HttpClient,
+}
+
+impl WebhookSource {
+    /// Reads the settings and binds the listener.
+    pub fn bind(w: &WebhookConfig) -> Result<WebhookSource, String> {
+        let settings = WebhookSettings::from_config(w)?;
+        let listener = std::net::TcpListener::bind(w.listen)
+            .map_err(|e| format!("webhook: cannot listen on {}: {e}", w.listen))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("webhook: {e}"))?;
+        let local_addr = listener.local_addr().map_err(|e| format!("webhook: {e}"))?;
+        Ok(WebhookSource {
+            settings: Arc::new(RwLock::new(Arc::new(settings))),
+            listener: Mutex::new(Some(listener)),
+            listen: w.listen,
+            local_addr,
+            client: client::HttpClient::new(),
+        })
+    }
+
+    /// The address actually listened on (the port, when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+}
+
+impl Source for WebhookSource {
+    fn name(&self) -> &str {
+        "webhook"
+    }
+
+    fn inbound(
+        &self,
+        publisher: Publisher,
+        shutdown: Shutdown,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let std_listener = self
+                .listener
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .ok_or("the webhook listener is already running")?;
+            let listener = tokio::net::TcpListener::from_std(std_listener)
+                .map_err(|e| format!("webhook: {e}"))?;
+            log::info!(
+                "webhook: listening on http://{}/in/<source>",
+                self.local_addr
+            );
+            server::serve(listener, self.settings.clone(), publisher, shutdown).await
+        })
+    }
+
+    fn deliver<'a>(&'a self, msg: &'a Outbound) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        Box::pin(async move {
+            let settings = current(&self.settings);
+            let Some(url) = settings.url_for(&msg.channel) else {
+                return Err(DeliveryError::Permanent(format!(
+                    "no delivery URL for channel {:?}: webhook.deliver has neither it nor \"*\"",
+                    msg.channel
+                )));
+            };
+            self.client.post(url, msg, settings.timeout).await
+        })
+    }
+
+    fn reload(&self, config: &BridgeConfig) -> Result<Vec<String>, String> {
+        let Some(w) = &config.webhook else {
+            return Ok(vec!["removing the webhook source".into()]);
+        };
+        let new = WebhookSettings::from_config(w)?;
+        *self.settings.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
+        let mut restart = Vec::new();
+        if w.listen != self.listen {
+            restart.push(format!("webhook.listen ({} → {})", self.listen, w.listen));
+        }
+        Ok(restart)
+    }
+}

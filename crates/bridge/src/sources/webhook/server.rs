@@ -1,0 +1,300 @@
+//! The webhook's inbound HTTP listener: `POST /in/<source>`.
+//!
+//! HTTP/1.1 with keep-alive. Every request is checked before anything is
+//! written: path, method, bearer token (constant time), source, body size,
+//! body shape. Only then is the message published, and the answer says
+//! where it went — or 503 when Redis did not take it.
+
+use super::{current, SharedSettings, WebhookSettings};
+use crate::publish::{PublishError, Publisher};
+use crate::source::{Inbound, Shutdown};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+/// Connections served at once; past it, accepting waits.
+const MAX_CONNECTIONS: usize = 1024;
+/// How long in-flight requests get to finish when the bridge stops.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// What every connection shares.
+struct Ctx {
+    settings: SharedSettings,
+    publisher: Publisher,
+}
+
+/// Serves until `shutdown`; then lets in-flight requests finish (up to a
+/// grace period) and closes every connection.
+pub async fn serve(
+    listener: TcpListener,
+    settings: SharedSettings,
+    publisher: Publisher,
+    mut shutdown: Shutdown,
+) -> Result<(), String> {
+    let ctx = Arc::new(Ctx {
+        settings,
+        publisher,
+    });
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut conns = JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shutdown.wait() => break,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.wait() => break,
+        };
+        // Reap finished connection tasks so the set does not grow.
+        while conns.try_join_next().is_some() {}
+        let (stream, _) = match accepted {
+            Ok(s) => s,
+            Err(e) => {
+                // EMFILE and the like: wait rather than spin.
+                log::warn!("webhook: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let ctx = ctx.clone();
+        let mut conn_shutdown = shutdown.clone();
+        conns.spawn(async move {
+            let _permit = permit;
+            let service = hyper::service::service_fn(move |req| {
+                let ctx = ctx.clone();
+                async move { Ok::<_, Infallible>(handle(req, &ctx).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30))
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        log::debug!("webhook: connection ended: {e}");
+                    }
+                }
+                _ = conn_shutdown.wait() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(GRACE, async { while conns.join_next().await.is_some() {} }).await;
+    conns.abort_all();
+    Ok(())
+}
+
+/// A JSON answer.
+fn reply(status: StatusCode, body: Value) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+/// A JSON error answer: `{"error": message}`.
+fn error(status: StatusCode, message: impl Into<String>) -> Response<Full<Bytes>> {
+    reply(status, json!({ "error": message.into() }))
+}
+
+/// The body of `POST /in/<source>`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Posted {
+    channel: String,
+    #[serde(default)]
+    guild: Option<String>,
+    #[serde(default)]
+    address: Option<String>,
+    sender: String,
+    text: String,
+    #[serde(default)]
+    id: Option<Value>,
+}
+
+const SHAPE: &str = r#"expected a JSON object {"channel": string, "guild"?: string, "address"?: string, "sender": string, "text": string, "id"?: string}"#;
+
+/// Parses and checks a body into a message of `source`.
+fn parse_body(source: &str, body: &[u8]) -> Result<Inbound, String> {
+    let p: Posted = serde_json::from_slice(body).map_err(|e| format!("bad body: {e}; {SHAPE}"))?;
+    if p.channel.is_empty() {
+        return Err(format!("bad body: channel is empty; {SHAPE}"));
+    }
+    if p.sender.is_empty() {
+        return Err(format!("bad body: sender is empty; {SHAPE}"));
+    }
+    let external_id = match p.id {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(other) => {
+            return Err(format!(
+                "bad body: id must be a string or a number, not {other}; {SHAPE}"
+            ))
+        }
+    };
+    Ok(Inbound {
+        source: source.to_string(),
+        channel: p.channel,
+        guild: p.guild.filter(|g| !g.is_empty()),
+        address: p.address.filter(|a| !a.is_empty()),
+        sender: p.sender,
+        text: p.text,
+        external_id,
+        extra: Vec::new(),
+    })
+}
+
+/// Checks `Authorization: Bearer <token>`, in constant time.
+fn authorized(req: &Request<Incoming>, s: &WebhookSettings) -> Result<(), &'static str> {
+    let Some(h) = req.headers().get(AUTHORIZATION) else {
+        return Err("missing bearer token: send the header Authorization: Bearer <token> (the token is in the bridge's webhook token file)");
+    };
+    let h = h.as_bytes();
+    let token = match h.get(..7) {
+        Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => &h[7..],
+        _ => return Err("the Authorization header must be of the form: Bearer <token>"),
+    };
+    let digest: [u8; 32] = Sha256::digest(token.trim_ascii()).into();
+    if bool::from(digest.ct_eq(&s.token_digest)) {
+        Ok(())
+    } else {
+        Err("wrong bearer token")
+    }
+}
+
+/// Answers one request.
+async fn handle(req: Request<Incoming>, ctx: &Ctx) -> Response<Full<Bytes>> {
+    let Some(source) = req.uri().path().strip_prefix("/in/").map(str::to_string) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no such path {:?}: POST to /in/<source>", req.uri().path()),
+        );
+    };
+    if req.method() != Method::POST {
+        let mut r = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{} is not allowed here: use POST", req.method()),
+        );
+        r.headers_mut()
+            .insert(hyper::header::ALLOW, HeaderValue::from_static("POST"));
+        return r;
+    }
+    let settings = current(&ctx.settings);
+    if let Err(m) = authorized(&req, &settings) {
+        let mut r = error(StatusCode::UNAUTHORIZED, m);
+        r.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer"),
+        );
+        return r;
+    }
+    if !ctx.publisher.knows_source(&source) {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "unknown source {source:?}: the bridge takes messages for {}",
+                ctx.publisher.sources().join(", ")
+            ),
+        );
+    }
+    let too_large = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is larger than {} bytes", settings.max_body),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > settings.max_body as u64) {
+        return too_large();
+    }
+    let body = match Limited::new(req.into_body(), settings.max_body)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the body: {e}"),
+            )
+        }
+    };
+    let msg = match parse_body(&source, &body) {
+        Ok(m) => m,
+        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    match ctx.publisher.publish(msg).await {
+        Ok(p) => reply(
+            StatusCode::ACCEPTED,
+            json!({ "routed_to": p.agent, "stream": p.stream, "id": p.id }),
+        ),
+        Err(e @ PublishError::UnknownSource(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ PublishError::Unavailable(_)) => {
+            log::warn!("webhook: refused a message: {e}");
+            let mut r = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{e}; try again later"),
+            );
+            r.headers_mut()
+                .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+            r
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies() {
+        let m = parse_body(
+            "webhook",
+            br#"{"channel": "c1", "guild": "g", "sender": "s", "text": "hi", "id": 7}"#,
+        )
+        .unwrap();
+        assert_eq!(m.channel, "c1");
+        assert_eq!(m.guild.as_deref(), Some("g"));
+        assert_eq!(m.external_id.as_deref(), Some("7"));
+        for bad in [
+            &b"not json"[..],
+            br#"{"channel": "c1", "text": "hi"}"#,
+            br#"{"channel": "", "sender": "s", "text": "hi"}"#,
+            br#"{"channel": "c", "sender": "s", "text": "hi", "agent": "bob"}"#,
+            br#"{"channel": "c", "sender": "s", "text": "hi", "id": [1]}"#,
+            br#"[1, 2]"#,
+        ] {
+            let e = parse_body("webhook", bad).unwrap_err();
+            assert!(e.starts_with("bad body"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! `oxidepm-lane-proxy`: the per-agent Redis auth proxy of oxidepm's lanes.
+//!
+//! One process listens on one unix socket per agent,
+//! `<lanes_dir>/<agent>.sock`. The socket a connection arrives on is its
+//! identity: the proxy opens a connection of its own to the private Redis,
+//! authenticates it as `agent_<name>` before reading anything from the
+//! client, and then relays the client's commands — parsed, checked against
+//! an allowlist, re-encoded — and Redis's replies. The agent holds no
+//! credential.
+//!
+//! * [`resp`] — the RESP command parser and encoder;
+//! * [`reply_scanner`] — finds reply boundaries in Redis's byte stream;
+//! * [`command_filter`] — the allowlist and the outbox-name mapping;
+//! * [`rate_limit`] — the per-agent token bucket;
+//! * [`activation`] — sockets inherited from systemd (LISTEN_FDS);
+//! * [`connection`] — one client connection, both directions;
+//! * [`server`] — the listeners, reload on SIGHUP, shutdown.
+//!
+//! Its configuration file is [`oxidepm_lanes::ProxyConfig`], written by the
+//! daemon.
+
+pub mod activation;
+pub mod command_filter;
+pub mod connection;
+pub mod rate_limit;
+pub mod reply_scanner;
+pub mod resp;
+pub mod server;
+
+pub use oxidepm_lanes::{AgentConfig, ConfigError, ProxyConfig};
+pub use server::{run, Proxy, ReloadReport};
+
+#[cfg(test)]
+mod tests;
+
+/// The tokio runtime of the proxy: one thread, or `threads` workers.
+pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+}

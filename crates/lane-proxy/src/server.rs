@@ -1,0 +1,560 @@
+//! The lane proxy server: one listening socket per agent, kept in step
+//! with the configuration file.
+//!
+//! Each lane has an accept loop task that owns the lane's connection tasks
+//! (a `JoinSet`): aborting the loop closes every connection of that lane
+//! and no other. [`Proxy::reload`] re-reads the file: new agents get a
+//! socket, removed agents lose theirs (and their connections), the others
+//! keep their listener and connections and pick up new settings (password,
+//! limits) for new connections.
+
+use crate::activation::{self, ActivatedSocket};
+use crate::connection::{self, LaneSettings};
+use crate::rate_limit::TokenBucket;
+use oxidepm_lanes::{check_agent_name, AgentConfig, ConfigError, ProxyConfig};
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::net::UnixListener;
+use tokio::runtime::Handle;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// Where a lane's listening socket came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Origin {
+    /// Bound by us at this path; unlinked when the agent goes.
+    Bound(PathBuf),
+    /// Inherited (socket activation); its file belongs to systemd.
+    Activated,
+}
+
+/// What every connection of a lane shares.
+#[derive(Debug)]
+struct LaneShared {
+    name: String,
+    /// `None`: an inherited socket whose agent is not configured.
+    settings: RwLock<Option<Arc<LaneSettings>>>,
+    connections: AtomicUsize,
+}
+
+#[derive(Debug)]
+struct Lane {
+    origin: Origin,
+    listener: Arc<UnixListener>,
+    shared: Arc<LaneShared>,
+    /// The accept loop; `None` until the first configuration is applied,
+    /// so that no inherited connection is accepted before its settings.
+    task: Option<JoinHandle<()>>,
+    uid: Option<u32>,
+}
+
+impl Lane {
+    fn stop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    config: Option<ProxyConfig>,
+    lanes: HashMap<String, Lane>,
+}
+
+/// What a reload did, for the log and for tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ReloadReport {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub kept: Vec<String>,
+    /// Agents that could not be (re)configured, with why. An agent that
+    /// was already served keeps its previous settings.
+    pub failed: Vec<(String, String)>,
+}
+
+impl fmt::Display for ReloadReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "added [{}], removed [{}], kept [{}]",
+            self.added.join(", "),
+            self.removed.join(", "),
+            self.kept.join(", ")
+        )?;
+        for (a, why) in &self.failed {
+            write!(f, "; {a} failed: {why}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The running proxy. Its methods may be called from any thread.
+pub struct Proxy {
+    config_path: PathBuf,
+    rt: Handle,
+    state: Mutex<State>,
+}
+
+impl Proxy {
+    /// Loads `config_path`, takes over `activated` sockets and starts
+    /// serving, on the runtime `rt`. Fails if the configuration cannot be
+    /// read; an agent that cannot be served is reported in the log.
+    pub fn start(
+        config_path: PathBuf,
+        activated: Vec<ActivatedSocket>,
+        rt: Handle,
+    ) -> Result<(Arc<Proxy>, ReloadReport), ConfigError> {
+        let cfg = ProxyConfig::load(&config_path)?;
+        let proxy = Arc::new(Proxy {
+            config_path,
+            rt,
+            state: Mutex::new(State::default()),
+        });
+        {
+            let _enter = proxy.rt.enter();
+            let mut st = proxy.lock();
+            for sock in activated {
+                if let Err(why) = check_agent_name(&sock.name, &[]) {
+                    log::error!("closing an inherited socket: {why}");
+                    continue;
+                }
+                if st.lanes.contains_key(&sock.name) {
+                    log::error!(
+                        "two inherited sockets are named '{}'; closing one",
+                        sock.name
+                    );
+                    continue;
+                }
+                let listener =
+                    match activation::into_listener(sock.fd).and_then(UnixListener::from_std) {
+                        Ok(l) => Arc::new(l),
+                        Err(e) => {
+                            log::error!("inherited socket '{}' cannot be used: {e}", sock.name);
+                            continue;
+                        }
+                    };
+                let shared = Arc::new(LaneShared {
+                    name: sock.name.clone(),
+                    settings: RwLock::new(None),
+                    connections: AtomicUsize::new(0),
+                });
+                st.lanes.insert(
+                    sock.name,
+                    Lane {
+                        origin: Origin::Activated,
+                        listener,
+                        shared,
+                        task: None,
+                        uid: None,
+                    },
+                );
+            }
+        }
+        let report = proxy.apply(cfg);
+        Ok((proxy, report))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Re-reads the configuration file and applies it. On an error the
+    /// previous configuration stays in force, untouched.
+    pub fn reload(&self) -> Result<ReloadReport, ConfigError> {
+        let cfg = ProxyConfig::load(&self.config_path)?;
+        Ok(self.apply(cfg))
+    }
+
+    /// The agents served now (configured and listening).
+    pub fn agents(&self) -> Vec<String> {
+        let st = self.lock();
+        let mut v: Vec<String> = st
+            .lanes
+            .values()
+            .filter(|l| read_settings(&l.shared).is_some())
+            .map(|l| l.shared.name.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Stops every lane, closes every connection and unlinks the sockets
+    /// this process bound.
+    pub fn shutdown(&self) {
+        let mut st = self.lock();
+        for (_, mut lane) in st.lanes.drain() {
+            lane.stop();
+            if let Origin::Bound(path) = &lane.origin {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    fn apply(&self, cfg: ProxyConfig) -> ReloadReport {
+        let _enter = self.rt.enter();
+        let mut report = ReloadReport::default();
+        let mut st = self.lock();
+        if let Some(old) = &st.config {
+            if old.lanes_dir != cfg.lanes_dir {
+                log::warn!(
+                    "lanes_dir changed from {} to {}: existing sockets stay until they are \
+                     removed or the proxy restarts; new ones are created in the new directory",
+                    old.lanes_dir.display(),
+                    cfg.lanes_dir.display()
+                );
+            }
+        }
+        // Agents that are gone.
+        let gone: Vec<String> = st
+            .lanes
+            .keys()
+            .filter(|n| cfg.agent(n).is_none())
+            .cloned()
+            .collect();
+        for name in gone {
+            let Some(mut lane) = st.lanes.remove(&name) else {
+                continue;
+            };
+            let was_served = read_settings(&lane.shared).is_some();
+            lane.stop();
+            match &lane.origin {
+                Origin::Bound(path) => {
+                    if let Err(e) = std::fs::remove_file(path) {
+                        log::warn!("lane {name}: cannot remove {}: {e}", path.display());
+                    }
+                }
+                Origin::Activated => {
+                    // Keep the inherited socket; answer "unavailable" on it.
+                    *lane
+                        .shared
+                        .settings
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner()) = None;
+                    st.lanes.insert(name.clone(), lane);
+                }
+            }
+            if was_served {
+                report.removed.push(name);
+            }
+        }
+        // Agents that stay or arrive.
+        let dir_ok = ensure_lanes_dir(&cfg.lanes_dir);
+        for a in &cfg.agents {
+            let old_rate = st
+                .lanes
+                .get(&a.name)
+                .and_then(|l| read_settings(&l.shared))
+                .and_then(|s| s.rate.clone());
+            let settings = match lane_settings(&cfg, a, old_rate) {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    report.failed.push((a.name.clone(), e.to_string()));
+                    continue;
+                }
+            };
+            if let Some(lane) = st.lanes.get_mut(&a.name) {
+                let was_served = read_settings(&lane.shared).is_some();
+                if let Origin::Bound(path) = &lane.origin {
+                    if lane.uid != a.uid {
+                        if let Err(e) = chown_socket(path, a.uid) {
+                            report.failed.push((a.name.clone(), e.to_string()));
+                            continue;
+                        }
+                        lane.uid = a.uid;
+                    }
+                }
+                *lane
+                    .shared
+                    .settings
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(settings);
+                if was_served {
+                    report.kept.push(a.name.clone());
+                } else {
+                    report.added.push(a.name.clone());
+                }
+                continue;
+            }
+            if let Err(e) = &dir_ok {
+                report.failed.push((a.name.clone(), e.to_string()));
+                continue;
+            }
+            let path = cfg.lanes_dir.join(format!("{}.sock", a.name));
+            let listener = match bind_lane_socket(&path, a.socket_mode, a.uid)
+                .and_then(UnixListener::from_std)
+            {
+                Ok(l) => Arc::new(l),
+                Err(e) => {
+                    report
+                        .failed
+                        .push((a.name.clone(), format!("{}: {e}", path.display())));
+                    continue;
+                }
+            };
+            let shared = Arc::new(LaneShared {
+                name: a.name.clone(),
+                settings: RwLock::new(Some(settings)),
+                connections: AtomicUsize::new(0),
+            });
+            st.lanes.insert(
+                a.name.clone(),
+                Lane {
+                    origin: Origin::Bound(path),
+                    listener,
+                    shared,
+                    task: None,
+                    uid: a.uid,
+                },
+            );
+            report.added.push(a.name.clone());
+        }
+        // Start (or restart) every lane that has no accept loop.
+        for lane in st.lanes.values_mut() {
+            if lane.task.is_none() {
+                let task = self
+                    .rt
+                    .spawn(accept_loop(lane.listener.clone(), lane.shared.clone()));
+                lane.task = Some(task);
+            }
+        }
+        st.config = Some(cfg);
+        report
+    }
+}
+
+fn read_settings(shared: &LaneShared) -> Option<Arc<LaneSettings>> {
+    shared
+        .settings
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
+fn lane_settings(
+    cfg: &ProxyConfig,
+    a: &AgentConfig,
+    old_rate: Option<Arc<Mutex<TokenBucket>>>,
+) -> Result<LaneSettings, ConfigError> {
+    let password = a.read_password()?;
+    let rate = a.rate_limit.map(|r| {
+        // Keep the bucket (and its level) when the rate did not change.
+        match old_rate {
+            Some(b) if b.lock().map(|b| b.rate() == r).unwrap_or(false) => b,
+            _ => Arc::new(Mutex::new(TokenBucket::new(r, Instant::now()))),
+        }
+    });
+    Ok(LaneSettings {
+        agent: a.name.clone(),
+        upstream: cfg.upstream.clone(),
+        password,
+        uid: a.uid,
+        check_peer_uid: cfg.check_peer_uid,
+        maxlen: a.maxlen,
+        limits: cfg.limits,
+        max_connections: a.max_connections,
+        rate,
+    })
+}
+
+/// Accepts on one lane until aborted; dropping it closes the lane's
+/// connections.
+async fn accept_loop(listener: Arc<UnixListener>, shared: Arc<LaneShared>) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => {
+                    let shared = shared.clone();
+                    conns.spawn(async move { client(stream, shared).await });
+                }
+                Err(e) => {
+                    // EMFILE and the like: do not spin.
+                    log::error!("lane {}: accept failed: {e}", shared.name);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+/// Decrements the lane's connection count when a connection ends.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn client(stream: tokio::net::UnixStream, shared: Arc<LaneShared>) {
+    let Some(settings) = read_settings(&shared) else {
+        connection::refuse(
+            stream,
+            &format!(
+                "ERR lane unavailable: agent '{}' is not configured",
+                shared.name
+            ),
+        )
+        .await;
+        return;
+    };
+    let n = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
+    let _count = Counted(&shared.connections);
+    if n > settings.max_connections {
+        log::warn!(
+            "lane {}: refused a connection over the limit of {}",
+            shared.name,
+            settings.max_connections
+        );
+        connection::refuse(
+            stream,
+            &format!(
+                "ERR lane proxy: agent '{}' has too many connections (at most {})",
+                shared.name, settings.max_connections
+            ),
+        )
+        .await;
+        return;
+    }
+    connection::serve(stream, settings).await;
+}
+
+/// Creates `dir` (mode 0711) if it is missing, and refuses a directory
+/// that someone else could write to: sockets are created inside a
+/// directory that already has the right mode.
+fn ensure_lanes_dir(dir: &Path) -> io::Result<()> {
+    if let Err(e) = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(dir)
+    {
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot create lanes_dir {}: {e}", dir.display()),
+        ));
+    }
+    let m = std::fs::symlink_metadata(dir)?;
+    let own = nix::unistd::geteuid().as_raw();
+    if !m.is_dir() {
+        return Err(io::Error::other(format!(
+            "lanes_dir {} is not a directory",
+            dir.display()
+        )));
+    }
+    if m.uid() != own && m.uid() != 0 {
+        return Err(io::Error::other(format!(
+            "lanes_dir {} belongs to uid {}, not to the proxy's uid {own}",
+            dir.display(),
+            m.uid()
+        )));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(io::Error::other(format!(
+            "lanes_dir {} is writable by group or others (mode {:o}); use 0711 or 0755",
+            dir.display(),
+            m.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// Serialises umask changes between binds.
+static UMASK: Mutex<()> = Mutex::new(());
+
+/// Binds `path` with `mode` from the start (through the umask, never a
+/// chmod after bind) and gives it to `uid`.
+fn bind_lane_socket(
+    path: &Path,
+    mode: u32,
+    uid: Option<u32>,
+) -> io::Result<std::os::unix::net::UnixListener> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "another process is serving this socket",
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "exists and is not a socket; move it away",
+            ))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = {
+        let _g = UMASK.lock().unwrap_or_else(|p| p.into_inner());
+        let mask = nix::sys::stat::Mode::from_bits_truncate(!mode & 0o777);
+        let old = nix::sys::stat::umask(mask);
+        let r = std::os::unix::net::UnixListener::bind(path);
+        nix::sys::stat::umask(old);
+        r?
+    };
+    if let Err(e) = chown_socket(path, uid) {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+fn chown_socket(path: &Path, uid: Option<u32>) -> io::Result<()> {
+    let own = nix::unistd::geteuid().as_raw();
+    let target = uid.unwrap_or(own);
+    let current = std::fs::symlink_metadata(path)?.uid();
+    if current == target {
+        return Ok(());
+    }
+    nix::unistd::chown(path, Some(nix::unistd::Uid::from_raw(target)), None).map_err(|e| {
+        io::Error::other(format!(
+            "cannot give {} to uid {target}: {e} (the proxy must run as root to serve \
+             agents under other uids)",
+            path.display()
+        ))
+    })
+}
+
+/// Runs the proxy until SIGTERM or SIGINT; SIGHUP reloads the
+/// configuration. Must be called inside a tokio runtime.
+pub async fn run(config_path: PathBuf, activated: Vec<ActivatedSocket>) -> Result<(), ConfigError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let sig =
+        |k| signal(k).map_err(|e| ConfigError::Invalid(format!("cannot handle signals: {e}")));
+    let mut hup = sig(SignalKind::hangup())?;
+    let mut term = sig(SignalKind::terminate())?;
+    let mut int = sig(SignalKind::interrupt())?;
+    let (proxy, report) = Proxy::start(config_path, activated, Handle::current())?;
+    log::info!("lane proxy started: {report}");
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    loop {
+        tokio::select! {
+            _ = hup.recv() => match proxy.reload() {
+                Ok(report) => log::info!("configuration reloaded: {report}"),
+                Err(e) => log::error!("reload failed, previous configuration kept: {e}"),
+            },
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    log::info!("lane proxy stopping");
+    proxy.shutdown();
+    Ok(())
+}

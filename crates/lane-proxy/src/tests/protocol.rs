@@ -1,0 +1,190 @@
+//! What the proxy accepts on the wire, and what it does with the rest.
+
+use super::harness::{bulk, Agent, Redis, TestProxy, Value};
+
+fn lane() -> (Redis, TestProxy) {
+    let redis = Redis::start(&["alice"]);
+    let proxy = TestProxy::start_with(
+        &redis,
+        &[Agent::new("alice")],
+        r#""limits": {"max_bulk": 1048576}"#,
+        Vec::new(),
+    );
+    (redis, proxy)
+}
+
+#[test]
+fn malformed_input_gets_an_error_and_a_close() {
+    let (_redis, proxy) = lane();
+    let cases: &[(&[u8], &str)] = &[
+        (b"*2\r\n$4\r\nECHO\r\n*1\r\n$1\r\nx\r\n", "nested array"),
+        (b"*2\r\n$4\r\nECHO\r\n:1\r\n", "an integer"),
+        (b"*2\r\n$4\r\nECHO\r\n$2000000\r\n", "at most 1048576 bytes"),
+        (b"*2000000\r\n", "at most 1048576 are accepted"),
+        (b"*0\r\n", "count >= 1"),
+        (b"*1\r\n$-1\r\n", "bulk string header"),
+        (b"*1\r\n$4\r\nPINGxx", "not terminated"),
+        (b"\x16\x03\x01\x00\xa5\x01\x00\x00", "inline"),
+        (b"GET x\r\n", "inline"),
+        (b"\r\n", "inline"),
+    ];
+    for (bytes, why) in cases {
+        let mut c = proxy.client("alice");
+        c.send_raw(bytes);
+        let r = c.read();
+        assert!(
+            matches!(&r, Value::Error(e) if e.starts_with("ERR protocol error") && e.contains(why)),
+            "{bytes:?} gave {r:?}"
+        );
+        c.assert_closed();
+    }
+}
+
+#[test]
+fn replies_before_a_violation_are_delivered_in_order() {
+    let (_redis, proxy) = lane();
+    let mut c = proxy.client("alice");
+    let mut out = Vec::new();
+    crate::resp::encode_args(&mut out, &["ECHO", "one"]);
+    crate::resp::encode_args(&mut out, &["KEYS", "*"]);
+    crate::resp::encode_args(&mut out, &["ECHO", "two"]);
+    out.extend_from_slice(b"*1\r\n*0\r\n");
+    crate::resp::encode_args(&mut out, &["ECHO", "never"]);
+    c.send_raw(&out);
+    assert_eq!(c.read(), bulk("one"));
+    assert!(c.read().error_starts("NOPERM"));
+    assert_eq!(c.read(), bulk("two"));
+    assert!(c.read().error_starts("ERR protocol error"));
+    c.assert_closed();
+}
+
+#[test]
+fn commands_split_across_many_writes_are_reassembled() {
+    let (_redis, proxy) = lane();
+    let mut c = proxy.client("alice");
+    let mut out = Vec::new();
+    let value = "v".repeat(100_000);
+    crate::resp::encode_args(&mut out, &["ECHO", &value]);
+    crate::resp::encode_args(&mut out, &["PING"]);
+    for piece in out.chunks(997) {
+        c.send_raw(piece);
+    }
+    assert_eq!(c.read(), bulk(&value));
+    assert_eq!(c.read(), Value::Simple("PONG".into()));
+}
+
+#[test]
+fn resp3_replies_are_relayed_whole() {
+    let (redis, proxy) = lane();
+    let mut bridge = redis.bridge();
+    bridge.cmd(&[
+        "XGROUP",
+        "CREATE",
+        "alice:discord:inbox",
+        "g",
+        "0",
+        "MKSTREAM",
+    ]);
+    bridge.cmd(&["XADD", "alice:discord:inbox", "*", "text", "resp3"]);
+    let mut c = proxy.client("alice");
+    let hello = c.cmd(&["HELLO", "3"]);
+    assert!(hello.strings().contains(&"proto".to_string()), "{hello:?}");
+    // Pipelined, so that reply boundaries matter.
+    let mut out = Vec::new();
+    for args in [
+        &["XINFO", "STREAM", "alice:discord:inbox"][..],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "STREAMS",
+            "alice:discord:inbox",
+            ">",
+        ],
+        &["XPENDING", "alice:discord:inbox", "g", "-", "+", "10"],
+        &["XINFO", "GROUPS", "alice:discord:inbox"],
+        &["KEYS", "*"],
+        &["ECHO", "end"],
+    ] {
+        crate::resp::encode_args(&mut out, args);
+    }
+    c.send_raw(&out);
+    let info = c.read();
+    assert!(matches!(info, Value::Map(_)), "{info:?}");
+    let read = c.read();
+    assert!(matches!(read, Value::Map(_)), "{read:?}");
+    assert!(read.strings().contains(&"resp3".to_string()));
+    assert!(matches!(c.read(), Value::Array(_)));
+    assert!(matches!(c.read(), Value::Array(_)));
+    assert!(c.read().error_starts("NOPERM"));
+    assert_eq!(c.read(), bulk("end"));
+    assert_eq!(c.whoami(), bulk("agent_alice"));
+}
+
+#[test]
+fn the_client_closing_early_frees_its_upstream_connection() {
+    let (redis, proxy) = lane();
+    let mut bridge = redis.bridge();
+    bridge.cmd(&[
+        "XGROUP",
+        "CREATE",
+        "alice:discord:inbox",
+        "g",
+        "$",
+        "MKSTREAM",
+    ]);
+    {
+        let mut c = proxy.client("alice");
+        c.send(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "gone",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "alice:discord:inbox",
+            ">",
+        ]);
+        assert_eq!(proxy.client("alice").whoami(), bulk("agent_alice"));
+        // The read must be blocked in Redis before the client goes, or the
+        // wait below could pass before it ever arrived.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !bridge
+            .cmd(&["CLIENT", "LIST"])
+            .strings()
+            .join("")
+            .contains("cmd=xreadgroup")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the read never blocked"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    // The abandoned read must not take the next message: Redis sees its
+    // client go, as if the agent had been connected directly.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let clients = bridge.cmd(&["CLIENT", "LIST"]).strings().join("");
+        if !clients.contains("cmd=xreadgroup") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{clients}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    bridge.cmd(&["XADD", "alice:discord:inbox", "*", "text", "later"]);
+    let mut c = proxy.client("alice");
+    let got = c.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "next",
+        "STREAMS",
+        "alice:discord:inbox",
+        ">",
+    ]);
+    assert!(got.strings().contains(&"later".to_string()), "{got:?}");
+}

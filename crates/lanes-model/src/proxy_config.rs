@@ -1,0 +1,224 @@
+//! The lane proxy's configuration file (JSON), written by the daemon.
+//!
+//! ```json
+//! {
+//!   "upstream": "/home/u/.oxidepm/redis/redis.sock",
+//!   "lanes_dir": "/home/u/.oxidepm/lanes",
+//!   "agents": [
+//!     { "name": "alice", "password_file": "/home/u/.oxidepm/secrets/agent_alice",
+//!       "uid": 1001, "socket_mode": 384, "rate_limit": null, "maxlen": null }
+//!   ]
+//! }
+//! ```
+//!
+//! Optional top-level keys: `check_peer_uid` (default true) and `limits`
+//! (`max_bulk`, `max_elements`, `max_command`, `max_pipeline`). Optional
+//! agent keys: `uid` (owner of the socket and the uid allowed to connect;
+//! default: the proxy's own), `socket_mode` (default 0o600), `rate_limit`
+//! (commands per second, burst of one second's worth), `maxlen` (XADD cap),
+//! `max_connections` (default 256). Unknown keys are errors, so a typo does
+//! not silently turn a limit off.
+
+use crate::config::{load_json, ConfigError};
+use crate::name::check_agent_name;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The whole file.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// The private Redis's unix socket.
+    pub upstream: PathBuf,
+    /// Where `<agent>.sock` files are created.
+    pub lanes_dir: PathBuf,
+    #[serde(default)]
+    pub agents: Vec<AgentConfig>,
+    /// Refuse peers whose uid (SO_PEERCRED) is neither the agent's nor the
+    /// proxy's own. Turn off only where uids are remapped (containers with
+    /// user namespaces), where the socket's bind-mount is the guard.
+    #[serde(default = "yes")]
+    pub check_peer_uid: bool,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Bounds on client input, the same for every lane.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest argument, in bytes (default 64 MiB).
+    pub max_bulk: usize,
+    /// Most arguments in one command (default 1,048,576).
+    pub max_elements: usize,
+    /// Largest command, in bytes (default 128 MiB).
+    pub max_command: usize,
+    /// Most commands read from one client and not yet answered (default
+    /// 1024); past it the proxy stops reading that client.
+    pub max_pipeline: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_bulk: 64 << 20,
+            max_elements: 1 << 20,
+            max_command: 128 << 20,
+            max_pipeline: 1024,
+        }
+    }
+}
+
+/// One agent's lane.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub name: String,
+    /// File holding the clear password of ACL user `agent_<name>`.
+    pub password_file: PathBuf,
+    #[serde(default)]
+    pub uid: Option<u32>,
+    #[serde(default = "default_socket_mode")]
+    pub socket_mode: u32,
+    #[serde(default)]
+    pub rate_limit: Option<f64>,
+    #[serde(default)]
+    pub maxlen: Option<u64>,
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+fn default_socket_mode() -> u32 {
+    0o600
+}
+
+fn default_max_connections() -> usize {
+    256
+}
+
+impl ProxyConfig {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<ProxyConfig, ConfigError> {
+        let cfg: ProxyConfig = load_json(path)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks what serde cannot: names, duplicates, ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let l = &self.limits;
+        if l.max_bulk == 0 || l.max_elements == 0 || l.max_command == 0 || l.max_pipeline == 0 {
+            return Err(ConfigError::Invalid("limits must all be at least 1".into()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for a in &self.agents {
+            check_agent_name(&a.name, &[]).map_err(ConfigError::Invalid)?;
+            if !seen.insert(a.name.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "agent '{}' is listed twice",
+                    a.name
+                )));
+            }
+            if a.socket_mode & !0o777 != 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "agent '{}': socket_mode {:o} is not a permission mode",
+                    a.name, a.socket_mode
+                )));
+            }
+            if let Some(r) = a.rate_limit {
+                if !(r.is_finite() && r > 0.0) {
+                    return Err(ConfigError::Invalid(format!(
+                        "agent '{}': rate_limit must be a positive number of commands per second",
+                        a.name
+                    )));
+                }
+            }
+            if a.maxlen == Some(0) {
+                return Err(ConfigError::Invalid(format!(
+                    "agent '{}': maxlen 0 would empty every stream it writes",
+                    a.name
+                )));
+            }
+            if a.max_connections == 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "agent '{}': max_connections must be at least 1",
+                    a.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn agent(&self, name: &str) -> Option<&AgentConfig> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+}
+
+impl AgentConfig {
+    /// The lane's password, read now from `password_file` (a trailing
+    /// newline is not part of it).
+    pub fn read_password(&self) -> Result<Vec<u8>, ConfigError> {
+        let mut pw = std::fs::read(&self.password_file)
+            .map_err(|e| ConfigError::Read(self.password_file.clone(), e))?;
+        while matches!(pw.last(), Some(b'\n' | b'\r')) {
+            pw.pop();
+        }
+        if pw.is_empty() {
+            return Err(ConfigError::Invalid(format!(
+                "agent '{}': password file {} is empty",
+                self.name,
+                self.password_file.display()
+            )));
+        }
+        Ok(pw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_form() {
+        let cfg: ProxyConfig = serde_json::from_str(
+            r#"{ "upstream": "/r.sock", "lanes_dir": "/l", "agents": [
+                 {"name":"alice","password_file":"/s/a","uid":1001,"socket_mode":384,
+                  "rate_limit": null, "maxlen": null} ] }"#,
+        )
+        .unwrap();
+        cfg.validate().unwrap();
+        assert!(cfg.check_peer_uid);
+        assert_eq!(cfg.limits.max_pipeline, 1024);
+        let a = cfg.agent("alice").unwrap();
+        assert_eq!(
+            (a.uid, a.socket_mode, a.max_connections),
+            (Some(1001), 0o600, 256)
+        );
+    }
+
+    #[test]
+    fn rejects_typos() {
+        assert!(serde_json::from_str::<ProxyConfig>(
+            r#"{"upstream":"/r","lanes_dir":"/l","agents":[{"name":"a","password_file":"/p","ratelimit":5}]}"#
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn rejects_duplicates_and_zero_limits() {
+        let mut cfg: ProxyConfig = serde_json::from_str(
+            r#"{"upstream":"/r","lanes_dir":"/l","agents":[
+                {"name":"a","password_file":"/p"},{"name":"a","password_file":"/q"}]}"#,
+        )
+        .unwrap();
+        assert!(cfg.validate().is_err());
+        cfg.agents.pop();
+        cfg.validate().unwrap();
+        cfg.agents[0].maxlen = Some(0);
+        assert!(cfg.validate().is_err());
+    }
+}
