@@ -22,3 +22,13 @@ need_python() {
     python3 -m pip install --quiet "$m" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$m"
   done
 }
+
+# need_rust_components NAME...   rustup components (rustfmt, clippy), when rustup is there
+need_rust_components() {
+  command -v rustup >/dev/null 2>&1 || return 0
+  local c installed
+  installed=$(rustup component list --installed 2>/dev/null)
+  for c in "$@"; do
+    grep -q "^$c" <<<"$installed" || rustup component add "$c" >&2
+  done
+}

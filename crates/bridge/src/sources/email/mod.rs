@@ -8,7 +8,7 @@
 //!
 //! * [`maildir`] — list `<maildir>/new/`, read one message, move it to
 //!   `cur/` with the `:2,S` info suffix once it has been handled;
-//! * [`parse`] — MIME parsing (`mail-parser`) into a [`ParsedMail`];
+//! * [`mod@parse`] — MIME parsing (`mail-parser`) into a [`ParsedMail`];
 //! * [`smtp`] — sending one plain-text mail through a relay (`lettre`),
 //!   with an error that says whether a retry may help.
 //!
