@@ -6,25 +6,75 @@
 //! foreground and logs to stderr (`RUST_LOG`, default `info`). SIGHUP
 //! re-reads the configuration; SIGTERM and SIGINT stop it cleanly.
 
-use clap::Parser;
 use oxidepm_lane_proxy::{activation, run, runtime};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The per-agent Redis auth proxy of oxidepm's message lanes.
-#[derive(Parser, Debug)]
-#[command(name = "oxidepm-lane-proxy", version, about)]
+const USAGE: &str = "\
+oxidepm's per-agent Redis auth proxy: one unix socket per agent, the socket is the identity
+
+Usage: oxidepm-lane-proxy --config <FILE> [--threads <N>]
+
+Options:
+      --config <FILE>  The JSON configuration file (upstream, lanes_dir, agents)
+      --threads <N>    Worker threads (default 2; 1 runs everything on one thread)
+  -h, --help           Print help
+  -V, --version        Print version";
+
+/// The command line.
 struct Args {
-    /// The JSON configuration file (upstream, lanes_dir, agents).
-    #[arg(long, value_name = "FILE")]
     config: PathBuf,
-    /// Worker threads (default 2; 1 runs everything on one thread).
-    #[arg(long, value_name = "N", default_value_t = 2)]
     threads: usize,
 }
 
+/// What the command line asks for. A hand-sized parser (lexopt) keeps the
+/// proxy's dependency tree small: it is the crate a security review reads.
+enum Cli {
+    Run(Args),
+    Help,
+    Version,
+}
+
+fn parse_args() -> Result<Cli, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut config = None;
+    let mut threads = 2;
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("config") => config = Some(PathBuf::from(parser.value()?)),
+            Long("threads") => threads = parser.value()?.parse()?,
+            Short('h') | Long("help") => return Ok(Cli::Help),
+            Short('V') | Long("version") => return Ok(Cli::Version),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let config = config.ok_or("the option --config <FILE> is required")?;
+    Ok(Cli::Run(Args { config, threads }))
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match parse_args() {
+        Ok(Cli::Run(a)) => a,
+        Ok(Cli::Help) => {
+            // A closed stdout (`| head`) is not an error worth a panic.
+            let _ = writeln!(std::io::stdout(), "{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Cli::Version) => {
+            let _ = writeln!(
+                std::io::stdout(),
+                "oxidepm-lane-proxy {}",
+                env!("CARGO_PKG_VERSION")
+            );
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format_target(false)
         .init();

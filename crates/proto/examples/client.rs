@@ -53,8 +53,12 @@ fn ask(
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = socket();
-    let stream = UnixStream::connect(&path)
-        .map_err(|e| format!("cannot connect to {}: {e} (is oxidepmd running?)", path.display()))?;
+    let stream = UnixStream::connect(&path).map_err(|e| {
+        format!(
+            "cannot connect to {}: {e} (is oxidepmd running?)",
+            path.display()
+        )
+    })?;
     let mut conn = BufReader::new(stream);
     for (id, op) in [(1, Op::Whoami), (2, Op::Status)] {
         let resp = ask(&mut conn, id, op)?;
