@@ -15,6 +15,10 @@ use std::time::Duration;
 
 type Answer = Result<Value, ErrorBody>;
 
+fn value<T: serde::Serialize>(t: T) -> Value {
+    serde_json::to_value(t).unwrap_or_default()
+}
+
 fn bad(msg: impl Into<String>) -> ErrorBody {
     ErrorBody::new(ErrorCode::BadRequest, msg)
 }
@@ -253,7 +257,7 @@ impl Daemon {
                     self.lanes.check_agents(&apps)?;
                     self.lanes.reconcile(&self.sup, &agents).await?;
                 }
-                control::define(&self.sup, apps, actor).await
+                control::define(&self.sup, apps, actor).await.map(value)
             }
             Op::Lanes => Ok(json!({
                 "agents": self.lanes.report(&self.sup).await?,
@@ -305,7 +309,7 @@ impl Daemon {
             }
             Op::Start { target } => {
                 let ids = lock(&self.sup).resolve(&target)?;
-                control::start(&self.sup, &ids, actor).await
+                control::start(&self.sup, &ids, actor).await.map(value)
             }
             Op::Stop { target } => {
                 let ids = lock(&self.sup).resolve(&target)?;
@@ -320,7 +324,7 @@ impl Daemon {
             }
             Op::Restart { target } => {
                 let ids = lock(&self.sup).resolve(&target)?;
-                control::restart(&self.sup, &ids, actor).await
+                control::restart(&self.sup, &ids, actor).await.map(value)
             }
             Op::Delete { target } => {
                 let (ids, agents) = {
@@ -335,7 +339,7 @@ impl Daemon {
                 if agents {
                     self.lanes.reconcile(&self.sup, &[]).await?;
                 }
-                Ok(out)
+                Ok(value(out))
             }
             Op::Events { target, limit } => {
                 let s = lock(&self.sup);
@@ -475,7 +479,7 @@ impl Daemon {
                 ids.push(id);
             }
         }
-        control::start(&self.sup, &ids, actor).await
+        control::start(&self.sup, &ids, actor).await.map(value)
     }
 
     async fn logs(

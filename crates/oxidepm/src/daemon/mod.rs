@@ -8,7 +8,7 @@ mod lockfile;
 
 use crate::access::conn::{self, Limits};
 use crate::access::peer::{self, PeerInfo};
-use crate::access::{identity, listener, Caller, SocketKind};
+use crate::access::{identity, listener, Caller, Scope, SocketKind};
 use crate::lanes::admin::Lanes;
 use crate::lanes::layout::Layout;
 use crate::lanes::ops;
@@ -98,13 +98,13 @@ impl Daemon {
     pub fn caller(&self, peer: &Peer, claim: Option<&str>) -> Caller {
         let actor = identity::decide(peer.socket, &peer.info.origin, claim);
         let (tier, scope) = match actor.class {
-            Class::Human => (Tier::Admin, None),
-            Class::Ai => (self.config.ai_tier(&actor.label), None),
+            Class::Human => (Tier::Admin, Scope::All),
+            Class::Ai => (self.config.ai_tier(&actor.label), Scope::All),
             Class::Adapter => {
                 let (t, apps) = self.config.adapter_grant(&actor.label);
-                (t, Some(apps))
+                (t, Scope::Only(apps))
             }
-            Class::System => (Tier::Read, Some(Vec::new())),
+            Class::System => (Tier::Read, Scope::Only(Vec::new())),
         };
         Caller {
             actor,
@@ -121,7 +121,7 @@ impl Daemon {
             actor: Actor::new(Class::Ai, agent),
             socket: SocketKind::Lane,
             tier: self.config.ai_tier(agent),
-            scope: None,
+            scope: Scope::All,
         }
     }
 
