@@ -17,6 +17,17 @@ pub enum RestartPolicy {
     Never,
 }
 
+impl RestartPolicy {
+    /// The policy as written on the wire and in config files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::Always => "always",
+            RestartPolicy::OnFailure => "on-failure",
+            RestartPolicy::Never => "never",
+        }
+    }
+}
+
 /// What an app is to the daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -30,6 +41,18 @@ pub enum AppKind {
     Adapter,
     /// oxidepm's own infrastructure; always protected.
     System,
+}
+
+impl AppKind {
+    /// The lowercase name of the kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppKind::App => "app",
+            AppKind::Agent => "agent",
+            AppKind::Adapter => "adapter",
+            AppKind::System => "system",
+        }
+    }
 }
 
 /// When a dependency counts as satisfied.
@@ -347,6 +370,17 @@ pub enum HealthState {
     Unhealthy,
 }
 
+impl HealthState {
+    /// The lowercase name of the state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HealthState::Unknown => "unknown",
+            HealthState::Healthy => "healthy",
+            HealthState::Unhealthy => "unhealthy",
+        }
+    }
+}
+
 /// What `status` and `show` report about one app.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AppInfo {
@@ -419,6 +453,33 @@ pub fn check_app_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_match_the_wire() {
+        let name = |v: serde_json::Value| v.as_str().unwrap().to_string();
+        for p in [
+            RestartPolicy::Always,
+            RestartPolicy::OnFailure,
+            RestartPolicy::Never,
+        ] {
+            assert_eq!(name(serde_json::to_value(p).unwrap()), p.as_str());
+        }
+        for k in [
+            AppKind::App,
+            AppKind::Agent,
+            AppKind::Adapter,
+            AppKind::System,
+        ] {
+            assert_eq!(name(serde_json::to_value(k).unwrap()), k.as_str());
+        }
+        for h in [
+            HealthState::Unknown,
+            HealthState::Healthy,
+            HealthState::Unhealthy,
+        ] {
+            assert_eq!(name(serde_json::to_value(h).unwrap()), h.as_str());
+        }
+    }
 
     #[test]
     fn health_keeps_its_wire_shape() {
