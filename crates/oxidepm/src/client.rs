@@ -1,6 +1,7 @@
 //! A blocking client of the daemon's protocol, used by the CLI.
 
 use oxidepm_proto::{ErrorBody, Op, Request, Response};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -59,6 +60,38 @@ impl Client {
         self.call_stream(op, |_| true)
     }
 
+    /// Sends `op` and decodes the final result as the answer type of `op`
+    /// (see `oxidepm_proto::Reply`).
+    pub fn call_as<T: DeserializeOwned>(&mut self, op: Op) -> Result<T, ClientError> {
+        decode(self.call(op)?)
+    }
+
+    /// Like [`Client::call_stream`], with items and the final result
+    /// decoded; `None` when `on_item` stopped the reading early.
+    pub fn call_stream_as<I: DeserializeOwned, T: DeserializeOwned>(
+        &mut self,
+        op: Op,
+        mut on_item: impl FnMut(I) -> bool,
+    ) -> Result<Option<T>, ClientError> {
+        let mut bad_item = None;
+        let mut stopped = false;
+        let last = self.call_stream(op, |item| match decode(item) {
+            Ok(item) => {
+                stopped = !on_item(item);
+                !stopped
+            }
+            Err(e) => {
+                bad_item = Some(e);
+                false
+            }
+        })?;
+        match bad_item {
+            Some(e) => Err(e),
+            None if stopped => Ok(None),
+            None => decode(last).map(Some),
+        }
+    }
+
     /// Sends `op`, passing each streamed item to `on_item` (which returns
     /// false to stop reading), and returns the final result.
     pub fn call_stream(
@@ -104,4 +137,9 @@ impl Client {
             return Ok(resp.result.unwrap_or(Value::Null));
         }
     }
+}
+
+/// Reads an answer (or a streamed item) as `T`.
+fn decode<T: DeserializeOwned>(v: Value) -> Result<T, ClientError> {
+    serde_json::from_value(v).map_err(|e| ClientError::Protocol(e.to_string()))
 }

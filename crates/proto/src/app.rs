@@ -17,6 +17,17 @@ pub enum RestartPolicy {
     Never,
 }
 
+impl RestartPolicy {
+    /// The policy as written on the wire and in config files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::Always => "always",
+            RestartPolicy::OnFailure => "on-failure",
+            RestartPolicy::Never => "never",
+        }
+    }
+}
+
 /// What an app is to the daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -30,6 +41,18 @@ pub enum AppKind {
     Adapter,
     /// oxidepm's own infrastructure; always protected.
     System,
+}
+
+impl AppKind {
+    /// The lowercase name of the kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppKind::App => "app",
+            AppKind::Agent => "agent",
+            AppKind::Adapter => "adapter",
+            AppKind::System => "system",
+        }
+    }
 }
 
 /// When a dependency counts as satisfied.
@@ -56,20 +79,25 @@ pub struct Dependency {
     pub condition: DependencyCondition,
 }
 
-/// A health check; exactly one of `http`, `tcp`, `command` is set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct HealthSpec {
+/// What a health check probes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealthProbe {
     /// URL to GET.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http: Option<String>,
+    Http(String),
     /// `host:port` to connect to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tcp: Option<String>,
+    Tcp(String),
     /// Program and arguments; exit status 0 is healthy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<Vec<String>>,
+    Command(Vec<String>),
+}
+
+/// A health check. On the wire and in files the probe is one of the keys
+/// `http`, `tcp` or `command` beside the other fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "HealthFields", into = "HealthFields")]
+pub struct HealthSpec {
+    /// What is probed.
+    pub probe: HealthProbe,
     /// Expected HTTP status; any 2xx when unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_status: Option<u16>,
     /// Time between checks, in milliseconds.
     pub interval_ms: u64,
@@ -79,6 +107,66 @@ pub struct HealthSpec {
     pub retries: u32,
     /// Grace period after a start during which failures do not count.
     pub start_period_ms: u64,
+}
+
+/// The shape of [`HealthSpec`] on the wire: the probe is whichever of
+/// three keys is present, so the JSON clients and the store already hold
+/// stays valid.
+#[derive(Serialize, Deserialize)]
+struct HealthFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    http: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tcp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expect_status: Option<u16>,
+    interval_ms: u64,
+    timeout_ms: u64,
+    retries: u32,
+    start_period_ms: u64,
+}
+
+impl TryFrom<HealthFields> for HealthSpec {
+    type Error = String;
+    fn try_from(f: HealthFields) -> Result<HealthSpec, String> {
+        let probe = match (f.http, f.tcp, f.command) {
+            (Some(url), None, None) => HealthProbe::Http(url),
+            (None, Some(addr), None) => HealthProbe::Tcp(addr),
+            (None, None, Some(cmd)) => HealthProbe::Command(cmd),
+            _ => return Err("a health check needs exactly one of http, tcp or command".into()),
+        };
+        Ok(HealthSpec {
+            probe,
+            expect_status: f.expect_status,
+            interval_ms: f.interval_ms,
+            timeout_ms: f.timeout_ms,
+            retries: f.retries,
+            start_period_ms: f.start_period_ms,
+        })
+    }
+}
+
+impl From<HealthSpec> for HealthFields {
+    fn from(h: HealthSpec) -> HealthFields {
+        let (mut http, mut tcp, mut command) = (None, None, None);
+        match h.probe {
+            HealthProbe::Http(url) => http = Some(url),
+            HealthProbe::Tcp(addr) => tcp = Some(addr),
+            HealthProbe::Command(cmd) => command = Some(cmd),
+        }
+        HealthFields {
+            http,
+            tcp,
+            command,
+            expect_status: h.expect_status,
+            interval_ms: h.interval_ms,
+            timeout_ms: h.timeout_ms,
+            retries: h.retries,
+            start_period_ms: h.start_period_ms,
+        }
+    }
 }
 
 /// Everything needed to run an app, resolved and validated.
@@ -282,6 +370,17 @@ pub enum HealthState {
     Unhealthy,
 }
 
+impl HealthState {
+    /// The lowercase name of the state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HealthState::Unknown => "unknown",
+            HealthState::Healthy => "healthy",
+            HealthState::Unhealthy => "unhealthy",
+        }
+    }
+}
+
 /// What `status` and `show` report about one app.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AppInfo {
@@ -349,4 +448,64 @@ pub fn check_app_name(name: &str) -> Result<(), String> {
         return Err("\"all\" selects every app and cannot be an app name".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_the_wire() {
+        let name = |v: serde_json::Value| v.as_str().unwrap().to_string();
+        for p in [
+            RestartPolicy::Always,
+            RestartPolicy::OnFailure,
+            RestartPolicy::Never,
+        ] {
+            assert_eq!(name(serde_json::to_value(p).unwrap()), p.as_str());
+        }
+        for k in [
+            AppKind::App,
+            AppKind::Agent,
+            AppKind::Adapter,
+            AppKind::System,
+        ] {
+            assert_eq!(name(serde_json::to_value(k).unwrap()), k.as_str());
+        }
+        for h in [
+            HealthState::Unknown,
+            HealthState::Healthy,
+            HealthState::Unhealthy,
+        ] {
+            assert_eq!(name(serde_json::to_value(h).unwrap()), h.as_str());
+        }
+    }
+
+    #[test]
+    fn health_keeps_its_wire_shape() {
+        for text in [
+            r#"{"http":"http://h/","expect_status":200,"interval_ms":1,"timeout_ms":2,"retries":3,"start_period_ms":4}"#,
+            r#"{"tcp":"h:1","interval_ms":1,"timeout_ms":2,"retries":3,"start_period_ms":4}"#,
+            r#"{"command":["true","x"],"interval_ms":1,"timeout_ms":2,"retries":3,"start_period_ms":4}"#,
+        ] {
+            let h: HealthSpec = serde_json::from_str(text).unwrap();
+            assert_eq!(serde_json::to_string(&h).unwrap(), text);
+        }
+        let h: HealthSpec = serde_json::from_str(
+            r#"{"tcp":"h:1","interval_ms":1,"timeout_ms":2,"retries":3,"start_period_ms":4}"#,
+        )
+        .unwrap();
+        assert_eq!(h.probe, HealthProbe::Tcp("h:1".into()));
+        for text in [
+            r#"{"interval_ms":1,"timeout_ms":2,"retries":3,"start_period_ms":4}"#,
+            r#"{"tcp":"h:1","http":"http://h/","interval_ms":1,"timeout_ms":2,"retries":3,"start_period_ms":4}"#,
+        ] {
+            let e = serde_json::from_str::<HealthSpec>(text).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("exactly one of http, tcp or command"),
+                "{e}"
+            );
+        }
+    }
 }

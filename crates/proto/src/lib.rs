@@ -3,21 +3,32 @@
 //! The protocol is JSON lines over unix stream sockets: one [`Request`] per
 //! line, answered by one [`Response`] per line. A streamed answer (such as
 //! `logs --follow`) is a sequence of [`Response`]s carrying `stream` items,
-//! ending with one that carries `ok`. This crate does no I/O so that any
-//! client can reuse it.
+//! ending with one that carries `ok`. What `result` holds for each
+//! operation is in [`reply`]. This crate does no I/O so that any client
+//! can reuse it.
 
 pub mod actor;
 pub mod app;
 pub mod record;
+pub mod reply;
+pub mod report;
 pub mod route;
 pub mod wire;
 
 pub use actor::{Actor, Class, Tier};
 pub use app::{
-    check_app_name, AppInfo, AppKind, AppSpec, Dependency, DependencyCondition, HealthSpec,
-    HealthState, RestartPolicy, Status,
+    check_app_name, AppInfo, AppKind, AppSpec, Dependency, DependencyCondition, HealthProbe,
+    HealthSpec, HealthState, RestartPolicy, Status,
 };
-pub use record::{AuditRecord, EventRecord, LogLine, LogStream};
+pub use record::{AuditRecord, EventKind, EventRecord, LogLine, LogStream};
+pub use reply::{
+    Action, AppAction, Defined, Flushed, Identity, Killed, LogsDone, Pong, Reply, RouteAdded,
+    RouteRemoved, Saved, Stopped,
+};
+pub use report::{
+    AgentLaneReport, BridgeCounters, Counters, LanesReport, RouteOrigin, RouteReport, RoutesReport,
+    StreamReport,
+};
 pub use route::Route;
 pub use wire::{ErrorBody, ErrorCode, Op, Request, Response};
 

@@ -32,6 +32,15 @@ impl SocketKind {
     }
 }
 
+/// The apps a caller may touch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every app (tiers and protection still apply).
+    All,
+    /// Only these apps, by name or `@tag`: an adapter's grant.
+    Only(Vec<String>),
+}
+
 /// What the daemon decided about a request's sender.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
@@ -41,6 +50,6 @@ pub struct Caller {
     pub socket: SocketKind,
     /// What the actor may do.
     pub tier: Tier,
-    /// For adapters: the apps (names and `@tags`) the grant covers.
-    pub scope: Option<Vec<String>>,
+    /// The apps it may touch.
+    pub scope: Scope,
 }

@@ -1,7 +1,7 @@
 //! Permission tiers: what each request needs, and who may touch protected
 //! apps. Pure decisions, so they are tested without processes.
 
-use super::Caller;
+use super::{Caller, Scope};
 use oxidepm_proto::{AppKind, AppSpec, Class, ErrorBody, ErrorCode, Op, Tier};
 
 /// The tier a request needs.
@@ -104,7 +104,7 @@ pub fn check_scope(
     op: &str,
     touched: &[(String, Vec<String>)],
 ) -> Result<(), ErrorBody> {
-    let Some(scope) = &caller.scope else {
+    let Scope::Only(scope) = &caller.scope else {
         return Ok(());
     };
     let allowed = |name: &str, tags: &[String]| {
@@ -181,7 +181,7 @@ mod tests {
             actor: Actor::new(class, "x"),
             socket: SocketKind::Daemon,
             tier,
-            scope: None,
+            scope: Scope::All,
         }
     }
 
@@ -215,7 +215,7 @@ mod tests {
     #[test]
     fn adapter_scope() {
         let mut c = caller(Class::Adapter, Tier::Control);
-        c.scope = Some(vec!["web".into(), "@chat".into()]);
+        c.scope = Scope::Only(vec!["web".into(), "@chat".into()]);
         let ok = vec![
             ("web".to_string(), vec![]),
             ("bot".to_string(), vec!["chat".to_string()]),

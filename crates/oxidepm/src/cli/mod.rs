@@ -9,7 +9,11 @@ mod startup;
 use crate::client::ClientError;
 use args::{Cli, Command, StartArgs};
 use clap::Parser;
-use oxidepm_proto::{AppKind, AppSpec, ErrorBody, ErrorCode, LogStream, Op, RestartPolicy};
+use oxidepm_proto::{
+    AppAction, AppInfo, AppKind, AppSpec, AuditRecord, Defined, ErrorBody, ErrorCode, EventRecord,
+    Flushed, Killed, LogLine, LogStream, LogsDone, Op, Pong, RestartPolicy, RouteAdded,
+    RouteRemoved, Saved, Stopped,
+};
 use serde_json::Value;
 use std::path::Path;
 use std::process::ExitCode;
@@ -49,36 +53,37 @@ fn run(cli: Cli) -> Result<(), ClientError> {
     let json = cli.json;
     let out = output::Printer { json };
     match cli.command {
-        Command::Start(a) => {
-            let op = start_op(a)?;
-            let v = connect::client(true)?.call(op)?;
-            out.actions(&v);
-        }
+        Command::Start(a) => match start_op(a)? {
+            op @ Op::Define { .. } => {
+                out.defined(&connect::client(true)?.call_as::<Vec<Defined>>(op)?)
+            }
+            op => out.actions(&connect::client(true)?.call_as::<Vec<AppAction>>(op)?),
+        },
         Command::Stop { targets } => {
-            let v = connect::client(true)?.call(Op::Stop {
+            let done: Vec<Stopped> = connect::client(true)?.call_as(Op::Stop {
                 target: targets.join(","),
             })?;
-            out.actions(&v);
+            out.stopped(&done);
         }
         Command::Restart { targets } => {
-            let v = connect::client(true)?.call(Op::Restart {
+            let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Restart {
                 target: targets.join(","),
             })?;
-            out.actions(&v);
+            out.actions(&done);
         }
         Command::Delete { targets } => {
-            let v = connect::client(true)?.call(Op::Delete {
+            let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Delete {
                 target: targets.join(","),
             })?;
-            out.actions(&v);
+            out.actions(&done);
         }
         Command::Status => {
-            let v = connect::client(true)?.call(Op::Status)?;
-            out.status(&v);
+            let apps: Vec<AppInfo> = connect::client(true)?.call_as(Op::Status)?;
+            out.status(&apps);
         }
         Command::Show { target } => {
-            let v = connect::client(true)?.call(Op::Show { target })?;
-            out.show(&v);
+            let apps: Vec<AppInfo> = connect::client(true)?.call_as(Op::Show { target })?;
+            out.show(&apps);
         }
         Command::Logs {
             target,
@@ -100,58 +105,60 @@ fn run(cli: Cli) -> Result<(), ClientError> {
                 stream,
             };
             let mut stdout = std::io::stdout().lock();
-            c.call_stream(op, |item| out.log_line(&mut stdout, &item))?;
+            let _: Option<LogsDone> =
+                c.call_stream_as(op, |line: LogLine| out.log_line(&mut stdout, &line))?;
         }
         Command::Events { target, limit } => {
-            let v = connect::client(true)?.call(Op::Events { target, limit })?;
-            out.events(&v);
+            let events: Vec<EventRecord> =
+                connect::client(true)?.call_as(Op::Events { target, limit })?;
+            out.events(&events);
         }
         Command::Flush { target } => {
-            let v = connect::client(true)?.call(Op::Flush { target })?;
-            out.value(&v);
+            let flushed: Flushed = connect::client(true)?.call_as(Op::Flush { target })?;
+            out.value(&flushed);
         }
         Command::Save { name } => {
-            let v = connect::client(true)?.call(Op::Save { name })?;
-            out.value(&v);
+            let saved: Saved = connect::client(true)?.call_as(Op::Save { name })?;
+            out.value(&saved);
         }
         Command::Resurrect { name } => {
-            let v = connect::client(true)?.call(Op::Resurrect { name })?;
-            out.actions(&v);
+            let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Resurrect { name })?;
+            out.actions(&done);
         }
         Command::Ping => {
-            let v = connect::client(true)?.call(Op::Ping)?;
-            out.value(&v);
+            let pong: Pong = connect::client(true)?.call_as(Op::Ping)?;
+            out.value(&pong);
         }
-        Command::Whoami => {
-            let v = connect::client(true)?.call(Op::Whoami)?;
-            out.whoami(&v);
-        }
+        Command::Whoami => out.whoami(&connect::client(true)?.call_as(Op::Whoami)?),
         Command::Audit {
             app,
             actor,
             since,
             limit,
         } => {
-            let v = connect::client(true)?.call(Op::Audit {
+            let rows: Vec<AuditRecord> = connect::client(true)?.call_as(Op::Audit {
                 app,
                 actor,
                 since,
                 limit,
             })?;
-            out.audit(&v);
+            out.audit(&rows);
         }
         Command::Route { action } => {
             let mut c = connect::client(true)?;
             match action {
-                args::RouteAction::List => out.routes(&c.call(Op::Routes)?),
-                args::RouteAction::Add(r) => out.value(&c.call(Op::RouteAdd { route: r.route() })?),
-                args::RouteAction::Rm(r) => out.value(&c.call(Op::RouteRm { route: r.route() })?),
+                args::RouteAction::List => out.routes(&c.call_as(Op::Routes)?),
+                args::RouteAction::Add(r) => {
+                    let added: RouteAdded = c.call_as(Op::RouteAdd { route: r.route() })?;
+                    out.value(&added);
+                }
+                args::RouteAction::Rm(r) => {
+                    let removed: RouteRemoved = c.call_as(Op::RouteRm { route: r.route() })?;
+                    out.value(&removed);
+                }
             }
         }
-        Command::Lanes => {
-            let v = connect::client(true)?.call(Op::Lanes)?;
-            out.lanes(&v);
-        }
+        Command::Lanes => out.lanes(&connect::client(true)?.call_as(Op::Lanes)?),
         Command::Startup { user, write } => {
             let home = crate::paths::Home::from_env();
             let text = startup::unit(&home, &startup::daemon_path(), user);
@@ -164,9 +171,9 @@ fn run(cli: Cli) -> Result<(), ClientError> {
         }
         Command::Kill => match connect::client(false) {
             Ok(mut c) => {
-                let v = c.call(Op::Kill)?;
+                let killed: Killed = c.call_as(Op::Kill)?;
                 connect::wait_gone();
-                out.value(&v);
+                out.value(&killed);
             }
             Err(ClientError::Io(_)) => {
                 if json {

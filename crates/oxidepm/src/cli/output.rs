@@ -1,8 +1,17 @@
 //! Printing answers: tables for people, JSON for programs.
+//!
+//! In JSON mode an answer is printed through `serde_json::Value`, whose
+//! objects have sorted keys: the bytes are those the daemon wrote.
 
 use super::print_json;
 use crate::timefmt::short_duration;
+use oxidepm_proto::{
+    AppAction, AppInfo, AuditRecord, Counters, Defined, EventRecord, Identity, LanesReport,
+    LogLine, LogStream, RoutesReport, Status, Stopped,
+};
+use serde::Serialize;
 use serde_json::Value;
+use std::fmt::Display;
 use std::io::Write;
 
 /// Prints answers in the chosen form.
@@ -11,12 +20,9 @@ pub struct Printer {
     pub json: bool,
 }
 
-fn s(v: &Value, k: &str) -> String {
-    match v.get(k) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => "-".into(),
-        Some(other) => other.to_string(),
-    }
+/// A table cell for a value that may be missing.
+fn or_dash<T: Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
 fn bytes(n: u64) -> String {
@@ -59,97 +65,136 @@ fn table(header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-impl Printer {
-    /// Prints any answer.
-    pub fn value(&self, v: &Value) {
-        if self.json {
-            print_json(v);
+fn to_value<T: Serialize>(t: &T) -> Value {
+    serde_json::to_value(t).unwrap_or_default()
+}
+
+/// One line of what a request did to an app.
+struct Done<'a> {
+    name: Option<&'a str>,
+    id: u64,
+    what: &'a str,
+    status: Option<Status>,
+    pid: Option<u32>,
+}
+
+fn print_done<'a>(rows: impl Iterator<Item = Done<'a>>) {
+    for d in rows {
+        let status = d.status.map(Status::as_str).filter(|st| *st != d.what);
+        let pid = d.pid.map(|p| format!("pid {p}"));
+        let extra: Vec<String> = status.map(String::from).into_iter().chain(pid).collect();
+        let extra = if extra.is_empty() {
+            String::new()
         } else {
-            match v {
-                Value::Object(m) => {
-                    for (k, v) in m {
-                        let v = match v {
-                            Value::String(s) => s.clone(),
-                            Value::Array(a) => a
-                                .iter()
-                                .map(|x| {
-                                    x.as_str()
-                                        .map(String::from)
-                                        .unwrap_or_else(|| x.to_string())
-                                })
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                            other => other.to_string(),
-                        };
-                        println!("{k}: {v}");
-                    }
+            format!(" ({})", extra.join(", "))
+        };
+        println!("{} [{}]: {}{extra}", or_dash(d.name), d.id, d.what);
+    }
+}
+
+/// `  key             value`, as `show` lists fields.
+fn field(k: &str, v: impl Display) {
+    println!("  {k:<15} {v}");
+}
+
+impl Printer {
+    /// Prints JSON of a typed answer.
+    fn json_of<T: Serialize>(&self, t: &T) {
+        print_json(&to_value(t));
+    }
+
+    /// Prints an answer that is one object: `key: value` lines for people.
+    pub fn value<T: Serialize>(&self, t: &T) {
+        let v = to_value(t);
+        if self.json {
+            return print_json(&v);
+        }
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    let v = match v {
+                        Value::String(s) => s,
+                        Value::Array(a) => a
+                            .iter()
+                            .map(|x| {
+                                x.as_str()
+                                    .map(String::from)
+                                    .unwrap_or_else(|| x.to_string())
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        other => other.to_string(),
+                    };
+                    println!("{k}: {v}");
                 }
-                other => println!("{other}"),
             }
+            other => println!("{other}"),
         }
     }
 
-    /// Prints what a start/stop/restart/delete did.
-    pub fn actions(&self, v: &Value) {
+    /// Prints what a start, restart, resurrect or delete did.
+    pub fn actions(&self, rows: &[AppAction]) {
         if self.json {
-            return print_json(v);
+            return self.json_of(&rows);
         }
-        for a in v.as_array().into_iter().flatten() {
-            let what = a
-                .get("action")
-                .or_else(|| a.get("status"))
-                .and_then(Value::as_str)
-                .unwrap_or("done");
-            let status = a
-                .get("status")
-                .and_then(Value::as_str)
-                .filter(|st| *st != what);
-            let pid = a
-                .get("pid")
-                .and_then(Value::as_u64)
-                .map(|p| format!("pid {p}"));
-            let extra: Vec<String> = status.map(String::from).into_iter().chain(pid).collect();
-            let extra = if extra.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", extra.join(", "))
-            };
-            println!("{} [{}]: {what}{extra}", s(a, "name"), s(a, "id"));
+        print_done(rows.iter().map(|a| Done {
+            name: Some(&a.name),
+            id: a.id,
+            what: a.action.as_str(),
+            status: None,
+            pid: a.pid,
+        }));
+    }
+
+    /// Prints what a define did.
+    pub fn defined(&self, rows: &[Defined]) {
+        if self.json {
+            return self.json_of(&rows);
         }
+        print_done(rows.iter().map(|a| Done {
+            name: a.name.as_deref(),
+            id: a.id,
+            what: a.action.as_str(),
+            status: a.status,
+            pid: a.pid,
+        }));
+    }
+
+    /// Prints what a stop did.
+    pub fn stopped(&self, rows: &[Stopped]) {
+        if self.json {
+            return self.json_of(&rows);
+        }
+        print_done(rows.iter().map(|a| Done {
+            name: Some(&a.name),
+            id: a.id,
+            what: a.status.as_str(),
+            status: Some(a.status),
+            pid: None,
+        }));
     }
 
     /// Prints the app list.
-    pub fn status(&self, v: &Value) {
+    pub fn status(&self, apps: &[AppInfo]) {
         if self.json {
-            return print_json(v);
+            return self.json_of(&apps);
         }
-        let rows: Vec<Vec<String>> = v
-            .as_array()
-            .into_iter()
-            .flatten()
+        let rows: Vec<Vec<String>> = apps
+            .iter()
             .map(|a| {
-                let mut status = s(a, "status");
-                if let Some(h) = a.get("health").and_then(Value::as_str) {
-                    status = format!("{status} ({h})");
+                let mut status = a.status.as_str().to_string();
+                if let Some(h) = a.health {
+                    status = format!("{status} ({})", h.as_str());
                 }
                 vec![
-                    s(a, "id"),
-                    s(a, "name"),
-                    s(a, "pid"),
+                    a.id.to_string(),
+                    a.name.clone(),
+                    or_dash(a.pid),
                     status,
-                    s(a, "restarts"),
-                    a.get("uptime_ms")
-                        .and_then(Value::as_u64)
-                        .map(short_duration)
-                        .unwrap_or_else(|| "-".into()),
-                    a.get("cpu_percent")
-                        .and_then(Value::as_f64)
-                        .map(|c| format!("{c:.0}%"))
-                        .unwrap_or_else(|| "-".into()),
-                    a.get("memory_bytes")
-                        .and_then(Value::as_u64)
-                        .map(bytes)
-                        .unwrap_or_else(|| "-".into()),
+                    a.restarts.to_string(),
+                    or_dash(a.uptime_ms.map(short_duration)),
+                    or_dash(a.cpu_percent.map(|c| format!("{:.0}%", f64::from(c)))),
+                    or_dash(a.memory_bytes.map(bytes)),
                 ]
             })
             .collect();
@@ -164,116 +209,91 @@ impl Printer {
     }
 
     /// Prints apps in full.
-    pub fn show(&self, v: &Value) {
+    pub fn show(&self, apps: &[AppInfo]) {
         if self.json {
-            return print_json(v);
+            return self.json_of(&apps);
         }
-        for a in v.as_array().into_iter().flatten() {
-            println!("{} [{}]", s(a, "name"), s(a, "id"));
-            for k in [
-                "status",
-                "pid",
-                "restarts",
-                "last_exit_code",
-                "health",
-                "kind",
-                "protected",
-                "defined_by",
-            ] {
-                if let Some(x) = a.get(k).filter(|x| !x.is_null()) {
-                    println!(
-                        "  {k:<15} {}",
-                        x.as_str()
-                            .map(String::from)
-                            .unwrap_or_else(|| x.to_string())
-                    );
-                }
+        for a in apps {
+            println!("{} [{}]", a.name, a.id);
+            field("status", a.status.as_str());
+            if let Some(p) = a.pid {
+                field("pid", p);
             }
-            if let Some(t) = a
-                .get("tags")
-                .and_then(Value::as_array)
-                .filter(|t| !t.is_empty())
-            {
-                let t: Vec<&str> = t.iter().filter_map(Value::as_str).collect();
-                println!("  {:<15} {}", "tags", t.join(", "));
+            field("restarts", a.restarts);
+            if let Some(c) = a.last_exit_code {
+                field("last_exit_code", c);
             }
-            if let Some(spec) = a.get("spec") {
-                let cmd: Vec<String> = std::iter::once(s(spec, "command"))
-                    .chain(
-                        spec.get("args")
-                            .and_then(Value::as_array)
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|x| x.as_str().map(String::from)),
-                    )
+            if let Some(h) = a.health {
+                field("health", h.as_str());
+            }
+            field("kind", a.kind.as_str());
+            field("protected", a.protected);
+            field("defined_by", &a.defined_by);
+            if !a.tags.is_empty() {
+                field("tags", a.tags.join(", "));
+            }
+            if let Some(spec) = &a.spec {
+                let cmd: Vec<&str> = std::iter::once(spec.command.as_str())
+                    .chain(spec.args.iter().map(String::as_str))
                     .collect();
-                println!("  {:<15} {}", "command", cmd.join(" "));
-                for k in [
-                    "cwd",
-                    "user",
-                    "restart",
-                    "restart_delay_ms",
-                    "max_restarts",
-                    "min_uptime_ms",
-                    "kill_timeout_ms",
-                    "stop_signal",
-                    "max_memory_bytes",
-                    "cron_restart",
-                ] {
-                    if let Some(x) = spec.get(k).filter(|x| !x.is_null()) {
-                        println!(
-                            "  {k:<15} {}",
-                            x.as_str()
-                                .map(String::from)
-                                .unwrap_or_else(|| x.to_string())
-                        );
-                    }
+                field("command", cmd.join(" "));
+                if let Some(d) = &spec.cwd {
+                    field("cwd", d);
                 }
-                if let Some(env) = spec.get("env").and_then(Value::as_object) {
-                    for (k, v) in env {
-                        println!("  env {k}={}", v.as_str().unwrap_or(""));
-                    }
+                if let Some(u) = &spec.user {
+                    field("user", u);
+                }
+                field("restart", spec.restart.as_str());
+                field("restart_delay_ms", spec.restart_delay_ms);
+                field("max_restarts", spec.max_restarts);
+                field("min_uptime_ms", spec.min_uptime_ms);
+                field("kill_timeout_ms", spec.kill_timeout_ms);
+                field("stop_signal", &spec.stop_signal);
+                if let Some(m) = spec.max_memory_bytes {
+                    field("max_memory_bytes", m);
+                }
+                if let Some(c) = &spec.cron_restart {
+                    field("cron_restart", c);
+                }
+                for (k, v) in &spec.env {
+                    println!("  env {k}={v}");
                 }
             }
-            if let Some(f) = a.get("log_files").and_then(Value::as_array) {
-                for (i, p) in f.iter().enumerate() {
-                    let label = if i == 0 { "out log" } else { "err log" };
-                    println!("  {label:<15} {}", p.as_str().unwrap_or(""));
-                }
+            if let Some([out, err]) = &a.log_files {
+                field("out log", out);
+                field("err log", err);
             }
         }
     }
 
     /// Prints one streamed log line; false when stdout is closed.
-    pub fn log_line(&self, out: &mut impl Write, item: &Value) -> bool {
+    pub fn log_line(&self, out: &mut impl Write, item: &LogLine) -> bool {
         let r = if self.json {
-            writeln!(out, "{item}")
+            writeln!(out, "{}", to_value(item))
         } else {
-            let app = item.get("app").and_then(Value::as_str).unwrap_or("");
-            let st = item.get("stream").and_then(Value::as_str).unwrap_or("");
-            let line = item.get("line").and_then(Value::as_str).unwrap_or("");
-            let tag = if st == "err" { "err" } else { "out" };
-            writeln!(out, "{app}|{tag}| {line}")
+            let tag = match item.stream {
+                LogStream::Err => "err",
+                LogStream::Out => "out",
+            };
+            writeln!(out, "{}|{tag}| {}", item.app, item.line)
         };
         r.and_then(|_| out.flush()).is_ok()
     }
 
     /// Prints lifecycle events.
-    pub fn events(&self, v: &Value) {
+    pub fn events(&self, events: &[EventRecord]) {
         if self.json {
-            return print_json(v);
+            return self.json_of(&events);
         }
-        let rows: Vec<Vec<String>> = v
-            .as_array()
-            .into_iter()
-            .flatten()
+        let rows: Vec<Vec<String>> = events
+            .iter()
             .map(|e| {
                 vec![
-                    s(e, "at"),
-                    s(e, "app"),
-                    s(e, "kind"),
-                    s(e, "actor"),
-                    s(e, "detail"),
+                    e.at.clone(),
+                    e.app.clone(),
+                    e.kind.to_string(),
+                    e.actor.to_string(),
+                    e.detail.clone(),
                 ]
             })
             .collect();
@@ -281,29 +301,20 @@ impl Printer {
     }
 
     /// Prints audit rows.
-    pub fn audit(&self, v: &Value) {
+    pub fn audit(&self, records: &[AuditRecord]) {
         if self.json {
-            return print_json(v);
+            return self.json_of(&records);
         }
-        let rows: Vec<Vec<String>> = v
-            .as_array()
-            .into_iter()
-            .flatten()
+        let rows: Vec<Vec<String>> = records
+            .iter()
             .map(|e| {
-                let apps: Vec<String> = e
-                    .get("apps")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect();
                 vec![
-                    s(e, "at"),
-                    s(e, "actor"),
-                    s(e, "socket"),
-                    s(e, "op"),
-                    apps.join(","),
-                    s(e, "outcome"),
+                    e.at.clone(),
+                    e.actor.to_string(),
+                    e.socket.clone(),
+                    e.op.clone(),
+                    e.apps.join(","),
+                    e.outcome.clone(),
                 ]
             })
             .collect();
@@ -311,39 +322,30 @@ impl Printer {
     }
 
     /// Prints the caller's identity.
-    pub fn whoami(&self, v: &Value) {
+    pub fn whoami(&self, who: &Identity) {
         if self.json {
-            return print_json(v);
+            return self.json_of(who);
         }
         println!(
             "{}:{} via {} socket, tier {}",
-            s(v, "class"),
-            s(v, "label"),
-            s(v, "socket"),
-            s(v, "tier")
+            who.class, who.label, who.socket, who.tier
         );
     }
 
     /// Prints the lanes, then the bridge's routes and counters.
-    pub fn lanes(&self, v: &Value) {
+    pub fn lanes(&self, report: &LanesReport) {
         if self.json {
-            return print_json(v);
+            return self.json_of(report);
         }
-        let agents = v.get("agents").and_then(Value::as_array);
         let mut rows = Vec::new();
-        for a in agents.into_iter().flatten() {
-            for st in a
-                .get("streams")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+        for a in &report.agents {
+            for st in &a.streams {
                 rows.push(vec![
-                    s(a, "agent"),
-                    s(a, "acl_user"),
-                    s(st, "key"),
-                    s(st, "length"),
-                    s(st, "pending"),
+                    a.agent.clone(),
+                    a.acl_user.clone(),
+                    st.key.clone(),
+                    st.length.to_string(),
+                    st.pending.to_string(),
                 ]);
             }
         }
@@ -352,35 +354,28 @@ impl Printer {
             return;
         }
         table(&["agent", "acl user", "stream", "length", "pending"], &rows);
-        for a in agents.into_iter().flatten() {
-            println!("{}: {}", s(a, "agent"), s(a, "socket"));
+        for a in &report.agents {
+            println!("{}: {}", a.agent, a.socket.display());
         }
-        if let Some(b) = v.get("bridge") {
-            println!();
-            self.routes(b);
-        }
+        println!();
+        self.routes(&report.bridge);
     }
 
     /// Prints the routing table and the bridge's counters.
-    pub fn routes(&self, v: &Value) {
+    pub fn routes(&self, report: &RoutesReport) {
         if self.json {
-            return print_json(v);
+            return self.json_of(report);
         }
-        let rows: Vec<Vec<String>> = v
-            .get("routes")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
+        let rows: Vec<Vec<String>> = report
+            .routes
+            .iter()
             .map(|r| {
-                let (k, m) = ["channel", "guild", "address"]
-                    .iter()
-                    .find_map(|k| r.get(*k).and_then(Value::as_str).map(|m| (*k, m)))
-                    .unwrap_or(("-", "-"));
+                let (k, m) = r.matcher().unwrap_or(("-", "-"));
                 vec![
-                    s(r, "source"),
+                    r.source.clone(),
                     format!("{k}={m}"),
-                    s(r, "agent"),
-                    s(r, "origin"),
+                    r.agent.clone(),
+                    r.origin.as_str().to_string(),
                 ]
             })
             .collect();
@@ -389,10 +384,16 @@ impl Printer {
         } else {
             table(&["source", "match", "agent", "origin"], &rows);
         }
-        println!("default agent: {}", s(v, "default_agent"));
-        if let Some(c) = v.get("counters").and_then(Value::as_object) {
-            let parts: Vec<String> = c.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            println!("counters: {}", parts.join(", "));
-        }
+        println!("default agent: {}", or_dash(report.default_agent.as_ref()));
+        let parts: Vec<String> = match &report.counters {
+            None => return,
+            Some(Counters::Unread {}) => Vec::new(),
+            Some(Counters::Read(c)) => c
+                .entries()
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect(),
+        };
+        println!("counters: {}", parts.join(", "));
     }
 }

@@ -1,23 +1,13 @@
-//! Answering requests: policy, audit, then the operation.
+//! Answering requests: policy, audit, then the operation (in [`super::ops`]).
 
 use super::{Daemon, Peer};
 use crate::access::conn::Sink;
 use crate::access::{policy, Caller};
-use crate::lanes::admin::AgentLane;
-use crate::store::{AuditFilter, NewAudit, SnapshotApp};
-use crate::supervise::{control, lock, logfile};
-use oxidepm_proto::{
-    Actor, AppKind, Class, ErrorBody, ErrorCode, LogLine, LogStream, Op, Request, Response,
-};
-use serde_json::{json, Value};
+use crate::store::NewAudit;
+use crate::supervise::{control, lock};
+use oxidepm_proto::{ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response};
+use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
-
-type Answer = Result<Value, ErrorBody>;
-
-fn bad(msg: impl Into<String>) -> ErrorBody {
-    ErrorBody::new(ErrorCode::BadRequest, msg)
-}
 
 impl Daemon {
     /// Handles one request and writes its answer; an I/O error means the
@@ -39,22 +29,23 @@ impl Daemon {
             } => {
                 let mut apps = Vec::new();
                 if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
-                    self.audit(&caller, "logs", &apps, &Err(e.clone()));
+                    self.audit(&caller, "logs", &apps, Some(&e));
                     return sink.send(&Response::err(id, e)).await;
                 }
                 log::debug!("logs by {} via {}", caller.actor, caller.socket.as_str());
-                self.logs(id, target, lines, follow, stream, sink).await
+                self.stream_logs(id, target, lines, follow, stream, sink)
+                    .await
             }
             Op::Kill => {
                 let mut apps = Vec::new();
                 if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
-                    self.audit(&caller, "kill", &apps, &Err(e.clone()));
+                    self.audit(&caller, "kill", &apps, Some(&e));
                     return sink.send(&Response::err(id, e)).await;
                 }
                 log::info!("kill by {} via {}", caller.actor, caller.socket.as_str());
                 control::shutdown(&self.sup, &caller.actor).await;
-                self.audit(&caller, "kill", &apps, &Ok(Value::Null));
-                sink.send(&Response::ok(id, json!({"stopped": true})))
+                self.audit(&caller, "kill", &apps, None);
+                sink.send(&response(id, Ok(Killed { stopped: true }.into())))
                     .await?;
                 self.exit.notify_one();
                 Ok(())
@@ -93,17 +84,14 @@ impl Daemon {
             Ok(()) => self.execute(caller, req.op).await,
         };
         if !read || answer.is_err() {
-            self.audit(caller, op_name, &apps, &answer);
+            self.audit(caller, op_name, &apps, answer.as_ref().err());
         }
         if let Err(e) = &answer {
             if matches!(e.code, ErrorCode::PolicyDenied | ErrorCode::Protected) {
                 log::warn!("refused: {}", e.message);
             }
         }
-        match answer {
-            Ok(v) => Response::ok(id, v),
-            Err(e) => Response::err(id, e),
-        }
+        response(id, answer)
     }
 
     /// Checks the tier and protection rules; fills `apps` with the names
@@ -172,10 +160,12 @@ impl Daemon {
         Ok(())
     }
 
-    fn audit(&self, caller: &Caller, op: &str, apps: &[String], answer: &Answer) {
-        let (outcome, message) = match answer {
-            Ok(_) => ("ok".to_string(), String::new()),
-            Err(e) => (e.code.as_str().to_string(), e.message.clone()),
+    /// Writes the audit row of a request: `ok`, or the code and message
+    /// of `error`.
+    fn audit(&self, caller: &Caller, op: &str, apps: &[String], error: Option<&ErrorBody>) {
+        let (outcome, message) = match error {
+            None => ("ok", ""),
+            Some(e) => (e.code.as_str(), e.message.as_str()),
         };
         let s = lock(&self.sup);
         if let Err(e) = s.store.record_audit(&NewAudit {
@@ -183,8 +173,8 @@ impl Daemon {
             socket: caller.socket.as_str(),
             op,
             apps,
-            outcome: &outcome,
-            message: &message,
+            outcome,
+            message,
         }) {
             log::error!(
                 "cannot write the audit row of {op} by {}: {e}",
@@ -192,383 +182,18 @@ impl Daemon {
             );
         }
     }
+}
 
-    async fn execute(&self, caller: &Caller, op: Op) -> Answer {
-        let actor = &caller.actor;
-        let reveal = caller.actor.class == Class::Human;
-        match op {
-            Op::Ping => Ok(json!({
-                "pong": true,
-                "version": env!("CARGO_PKG_VERSION"),
-                "protocol": oxidepm_proto::PROTOCOL_VERSION,
-                "pid": std::process::id(),
-                "uptime_ms": self.uptime_ms(),
-                "home": self.home.root(),
-            })),
-            Op::Whoami => Ok(json!({
-                "class": caller.actor.class,
-                "label": caller.actor.label,
-                "actor": caller.actor,
-                "socket": caller.socket.as_str(),
-                "tier": caller.tier,
-            })),
-            Op::Status => {
-                let s = lock(&self.sup);
-                let list: Vec<_> = s.apps().map(|a| a.info(false, reveal, None)).collect();
-                Ok(serde_json::to_value(list).unwrap_or_default())
-            }
-            Op::Show { target } => {
-                let s = lock(&self.sup);
-                let ids = s.resolve(&target)?;
-                let list: Vec<_> = ids
-                    .iter()
-                    .filter_map(|id| s.app(*id))
-                    .map(|a| {
-                        let [o, e] = s.log_paths(&a.spec.name);
-                        let files = [o.display().to_string(), e.display().to_string()];
-                        a.info(true, reveal, Some(files))
-                    })
-                    .collect();
-                Ok(serde_json::to_value(list).unwrap_or_default())
-            }
-            Op::Define { apps } => {
-                if apps.is_empty() {
-                    return Err(bad("no apps to define"));
-                }
-                let agents: Vec<AgentLane> = apps
-                    .iter()
-                    .filter(|a| a.kind == AppKind::Agent)
-                    .map(|a| AgentLane {
-                        name: a.name.clone(),
-                        uid: a
-                            .user
-                            .as_deref()
-                            .and_then(|u| crate::supervise::spawn::resolve_user(u).ok())
-                            .map(|c| c.uid.as_raw())
-                            .filter(|u| *u != nix::unistd::getuid().as_raw()),
-                    })
-                    .collect();
-                if !agents.is_empty() {
-                    // The lane exists before the agent's first process.
-                    self.lanes.check_agents(&apps)?;
-                    self.lanes.reconcile(&self.sup, &agents).await?;
-                }
-                control::define(&self.sup, apps, actor).await
-            }
-            Op::Lanes => Ok(json!({
-                "agents": self.lanes.report(&self.sup).await?,
-                "bridge": self.lanes.routes_report(&self.sup).await?,
-            })),
-            Op::Routes => self.lanes.routes_report(&self.sup).await,
-            Op::RouteAdd { route } => {
-                self.lanes.check_route(&self.sup, &route)?;
-                let added = lock(&self.sup)
-                    .store
-                    .add_route(&route)
-                    .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
-                if !added {
-                    return Err(ErrorBody::new(
-                        ErrorCode::Conflict,
-                        format!("route {} is already there", route.describe()),
-                    ));
-                }
-                let agents = self.lanes.agents(&self.sup);
-                self.lanes.ensure_bridge(&self.sup, &agents).await?;
-                Ok(json!({"added": route}))
-            }
-            Op::RouteRm { route } => {
-                if self.lanes.settings.routes.contains(&route) {
-                    return Err(ErrorBody::new(
-                        ErrorCode::Conflict,
-                        format!(
-                            "route {} is defined in daemon.toml; remove it there and restart the daemon",
-                            route.describe()
-                        ),
-                    ));
-                }
-                let removed = lock(&self.sup)
-                    .store
-                    .remove_route(&route)
-                    .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
-                if !removed {
-                    return Err(ErrorBody::new(
-                        ErrorCode::NotFound,
-                        format!(
-                            "no runtime route {}; see `oxidepm route list`",
-                            route.describe()
-                        ),
-                    ));
-                }
-                let agents = self.lanes.agents(&self.sup);
-                self.lanes.ensure_bridge(&self.sup, &agents).await?;
-                Ok(json!({"removed": route}))
-            }
-            Op::Start { target } => {
-                let ids = lock(&self.sup).resolve(&target)?;
-                control::start(&self.sup, &ids, actor).await
-            }
-            Op::Stop { target } => {
-                let ids = lock(&self.sup).resolve(&target)?;
-                control::stop(&self.sup, &ids, actor, false).await;
-                let s = lock(&self.sup);
-                Ok(Value::Array(
-                    ids.iter()
-                        .filter_map(|id| s.app(*id))
-                        .map(|a| json!({"id": a.id, "name": a.spec.name, "status": a.rt.status}))
-                        .collect(),
-                ))
-            }
-            Op::Restart { target } => {
-                let ids = lock(&self.sup).resolve(&target)?;
-                control::restart(&self.sup, &ids, actor).await
-            }
-            Op::Delete { target } => {
-                let (ids, agents) = {
-                    let s = lock(&self.sup);
-                    let ids = s.resolve(&target)?;
-                    let agents = ids
-                        .iter()
-                        .any(|id| s.app(*id).is_some_and(|a| a.spec.kind == AppKind::Agent));
-                    (ids, agents)
-                };
-                let out = control::delete(&self.sup, &ids, actor).await?;
-                if agents {
-                    self.lanes.reconcile(&self.sup, &[]).await?;
-                }
-                Ok(out)
-            }
-            Op::Events { target, limit } => {
-                let s = lock(&self.sup);
-                let ids = match target {
-                    Some(t) => Some(s.resolve(&t)?),
-                    None => None,
-                };
-                let ev = s
-                    .store
-                    .events(ids.as_deref(), limit.clamp(1, 100_000))
-                    .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
-                Ok(serde_json::to_value(ev).unwrap_or_default())
-            }
-            Op::Flush { target } => {
-                let s = lock(&self.sup);
-                let ids = match target {
-                    Some(t) => s.resolve(&t)?,
-                    None => s.apps().map(|a| a.id).collect(),
-                };
-                let mut flushed = Vec::new();
-                for id in ids {
-                    let Some(a) = s.app(id) else { continue };
-                    for p in s.log_paths(&a.spec.name) {
-                        logfile::flush(&p, a.spec.log_keep).map_err(|e| {
-                            ErrorBody::new(
-                                ErrorCode::Internal,
-                                format!("cannot flush {}: {e}", p.display()),
-                            )
-                        })?;
-                    }
-                    flushed.push(a.spec.name.clone());
-                }
-                Ok(json!({ "flushed": flushed }))
-            }
-            Op::Save { name } => {
-                let name = name.unwrap_or_else(|| "default".into());
-                check_snapshot_name(&name)?;
-                let s = lock(&self.sup);
-                let apps: Vec<SnapshotApp> = s
-                    .apps()
-                    .filter(|a| a.rt.desired_running)
-                    .map(|a| SnapshotApp {
-                        spec: a.spec.clone(),
-                        defined_by: a.defined_by.clone(),
-                    })
-                    .collect();
-                s.store
-                    .save_snapshot(&name, &apps)
-                    .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
-                let names: Vec<&str> = apps.iter().map(|a| a.spec.name.as_str()).collect();
-                Ok(json!({ "snapshot": name, "apps": names }))
-            }
-            Op::Resurrect { name } => {
-                let name = name.unwrap_or_else(|| "default".into());
-                check_snapshot_name(&name)?;
-                self.resurrect(&name, actor).await
-            }
-            Op::Audit {
-                app,
-                actor: who,
-                since,
-                limit,
-            } => {
-                let since_ms = match since {
-                    Some(t) => Some(crate::timefmt::parse_rfc3339_ms(&t).ok_or_else(|| {
-                        bad(format!(
-                            "--since {t:?} is not an RFC 3339 time such as 2026-01-31T12:00:00Z"
-                        ))
-                    })?),
-                    None => None,
-                };
-                let f = AuditFilter {
-                    app,
-                    actor: who,
-                    since_ms,
-                    limit: limit.clamp(1, 100_000),
-                };
-                let rows = lock(&self.sup)
-                    .store
-                    .audit(&f)
-                    .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
-                Ok(serde_json::to_value(rows).unwrap_or_default())
-            }
-            Op::Logs {
-                target,
-                lines,
-                stream,
-                ..
-            } => {
-                let plan = self.log_plan(&target, stream)?;
-                let lines = lines.min(10_000);
-                let mut out = Vec::new();
-                for (app, st, path, keep) in &plan {
-                    for line in logfile::tail(path, *keep, lines).unwrap_or_default() {
-                        out.push(LogLine {
-                            app: app.clone(),
-                            stream: *st,
-                            line,
-                        });
-                    }
-                }
-                Ok(serde_json::to_value(out).unwrap_or_default())
-            }
-            Op::Kill => Err(bad("kill is only available on the daemon's sockets")),
-        }
-    }
-
-    async fn resurrect(&self, name: &str, actor: &Actor) -> Answer {
-        let snap = lock(&self.sup)
-            .store
-            .load_snapshot(name)
-            .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?
-            .ok_or_else(|| {
-                ErrorBody::new(
-                    ErrorCode::NotFound,
-                    format!("no snapshot named {name:?}; make one with `oxidepm save`"),
-                )
-            })?;
-        if snap.is_empty() {
-            return Err(ErrorBody::new(
-                ErrorCode::Conflict,
-                format!("snapshot {name:?} holds no apps; nothing was changed"),
-            ));
-        }
-        let mut ids = Vec::new();
-        {
-            let mut s = lock(&self.sup);
-            for app in snap {
-                let existing = s
-                    .apps()
-                    .find(|a| a.spec.name == app.spec.name)
-                    .map(|a| a.id);
-                let id = match existing {
-                    Some(id) => id,
-                    None => s.insert(app.spec, &app.defined_by)?,
-                };
-                ids.push(id);
-            }
-        }
-        control::start(&self.sup, &ids, actor).await
-    }
-
-    async fn logs(
-        &self,
-        id: u64,
-        target: &str,
-        lines: usize,
-        follow: bool,
-        stream: Option<LogStream>,
-        sink: &mut Sink,
-    ) -> std::io::Result<()> {
-        let plan = match self.log_plan(target, stream) {
-            Ok(p) => p,
-            Err(e) => return sink.send(&Response::err(id, e)).await,
-        };
-        // The lines are read into memory before they are sent: bound it.
-        let lines = lines.min(100_000);
-        let mut followers = Vec::new();
-        for (app, st, path, keep) in &plan {
-            if follow {
-                followers.push((app.clone(), *st, logfile::Follower::open_at_end(path)));
-            }
-            let got = logfile::tail(path, *keep, lines).unwrap_or_default();
-            for line in got {
-                let item = LogLine {
-                    app: app.clone(),
-                    stream: *st,
-                    line,
-                };
-                sink.send(&Response::item(
-                    id,
-                    serde_json::to_value(item).unwrap_or_default(),
-                ))
-                .await?;
-            }
-        }
-        if follow {
-            loop {
-                if sink.client_gone() {
-                    return Ok(());
-                }
-                for (app, st, f) in followers.iter_mut() {
-                    for line in f.poll().unwrap_or_default() {
-                        let item = LogLine {
-                            app: app.clone(),
-                            stream: *st,
-                            line,
-                        };
-                        sink.send(&Response::item(
-                            id,
-                            serde_json::to_value(item).unwrap_or_default(),
-                        ))
-                        .await?;
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        sink.send(&Response::ok(id, json!({"apps": plan.len() / 2})))
-            .await
+/// The final line of an answer. Answers are written through `Value`, so
+/// their keys are sorted as clients have always seen them.
+fn response(id: u64, answer: Result<Reply, ErrorBody>) -> Response {
+    match answer.and_then(|r| to_value(&r)) {
+        Ok(v) => Response::ok(id, v),
+        Err(e) => Response::err(id, e),
     }
 }
 
-/// The log files a `logs` request reads: app, stream, path, files kept.
-type LogPlan = Vec<(String, LogStream, std::path::PathBuf, u32)>;
-
-impl Daemon {
-    fn log_plan(&self, target: &str, stream: Option<LogStream>) -> Result<LogPlan, ErrorBody> {
-        let s = lock(&self.sup);
-        let ids = s.resolve(target)?;
-        Ok(ids
-            .iter()
-            .filter_map(|i| s.app(*i))
-            .flat_map(|a| {
-                let [o, e] = s.log_paths(&a.spec.name);
-                let keep = a.spec.log_keep;
-                let name = a.spec.name.clone();
-                [
-                    (name.clone(), LogStream::Out, o, keep),
-                    (name, LogStream::Err, e, keep),
-                ]
-            })
-            .filter(|(_, st, _, _)| stream.is_none_or(|want| want == *st))
-            .collect())
-    }
-}
-
-fn check_snapshot_name(name: &str) -> Result<(), ErrorBody> {
-    if oxidepm_proto::actor::valid_label(name) {
-        Ok(())
-    } else {
-        Err(bad(format!(
-            "snapshot name {name:?} must be 1 to 32 of A-Z a-z 0-9 . _ -"
-        )))
-    }
+fn to_value(r: &Reply) -> Result<Value, ErrorBody> {
+    r.to_value()
+        .map_err(|e| ErrorBody::new(ErrorCode::Internal, format!("cannot write the answer: {e}")))
 }

@@ -1,17 +1,18 @@
 //! The daemon: start-up (home, lock, state, recovery), the listeners, and
-//! shutdown. Requests are answered in [`handler`].
+//! shutdown. Requests are answered in [`handler`] and [`ops`].
 
 pub mod config;
 mod detach;
 mod handler;
 mod lockfile;
+mod ops;
 
 use crate::access::conn::{self, Limits};
 use crate::access::peer::{self, PeerInfo};
-use crate::access::{identity, listener, Caller, SocketKind};
+use crate::access::{identity, listener, Caller, Scope, SocketKind};
 use crate::lanes::admin::Lanes;
 use crate::lanes::layout::Layout;
-use crate::lanes::ops;
+use crate::lanes::ops as lane_ops;
 use crate::lanes::settings::Backend;
 use crate::paths::Home;
 use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
@@ -98,13 +99,13 @@ impl Daemon {
     pub fn caller(&self, peer: &Peer, claim: Option<&str>) -> Caller {
         let actor = identity::decide(peer.socket, &peer.info.origin, claim);
         let (tier, scope) = match actor.class {
-            Class::Human => (Tier::Admin, None),
-            Class::Ai => (self.config.ai_tier(&actor.label), None),
+            Class::Human => (Tier::Admin, Scope::All),
+            Class::Ai => (self.config.ai_tier(&actor.label), Scope::All),
             Class::Adapter => {
                 let (t, apps) = self.config.adapter_grant(&actor.label);
-                (t, Some(apps))
+                (t, Scope::Only(apps))
             }
-            Class::System => (Tier::Read, Some(Vec::new())),
+            Class::System => (Tier::Read, Scope::Only(Vec::new())),
         };
         Caller {
             actor,
@@ -121,7 +122,7 @@ impl Daemon {
             actor: Actor::new(Class::Ai, agent),
             socket: SocketKind::Lane,
             tier: self.config.ai_tier(agent),
-            scope: None,
+            scope: Scope::All,
         }
     }
 
@@ -188,10 +189,10 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
     });
 
     if config.lanes.backend == Backend::Redis
-        && config.lanes.responders.iter().any(|r| r == ops::NAME)
+        && config.lanes.responders.iter().any(|r| r == lane_ops::NAME)
     {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ops::OpsRequest>();
-        ops::spawn(daemon.lanes.layout.clone(), sup.clone(), tx);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<lane_ops::OpsRequest>();
+        lane_ops::spawn(daemon.lanes.layout.clone(), sup.clone(), tx);
         let d = daemon.clone();
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {

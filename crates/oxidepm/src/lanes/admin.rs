@@ -9,7 +9,9 @@ use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
 use oxidepm_lanes::acl;
 use oxidepm_lanes::secret as secrets;
-use oxidepm_proto::{Actor, AppKind, AppSpec, ErrorBody, ErrorCode, Status};
+use oxidepm_proto::{
+    Actor, AgentLaneReport, AppKind, AppSpec, ErrorBody, ErrorCode, Status, StreamReport,
+};
 use serde_json::{json, Value};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -339,10 +341,10 @@ impl Lanes {
 
     /// Per agent: socket, ACL user, and each stream with its length and
     /// pending count.
-    pub async fn report(&self, shared: &Shared) -> Result<Value, ErrorBody> {
+    pub async fn report(&self, shared: &Shared) -> Result<Vec<AgentLaneReport>, ErrorBody> {
         let agents = self.agents(shared);
         if agents.is_empty() {
-            return Ok(json!([]));
+            return Ok(Vec::new());
         }
         let pw =
             std::fs::read_to_string(secrets::path(&self.layout.secrets_dir(), acl::ADMIN_USER))
@@ -363,16 +365,20 @@ impl Lanes {
                 {
                     let len: i64 = redis::cmd("XLEN").arg(key).query(&mut con).unwrap_or(0);
                     let pending = group_pending(&mut con, key, group);
-                    streams.push(json!({"key": key, "length": len, "pending": pending}));
+                    streams.push(StreamReport {
+                        key: key.clone(),
+                        length: len,
+                        pending,
+                    });
                 }
-                out.push(json!({
-                    "agent": a.name,
-                    "socket": layout.agent_socket(&a.name),
-                    "acl_user": acl::agent_user(&a.name),
-                    "streams": streams,
-                }));
+                out.push(AgentLaneReport {
+                    acl_user: acl::agent_user(&a.name),
+                    agent: a.name.clone(),
+                    socket: layout.agent_socket(&a.name),
+                    streams,
+                });
             }
-            Ok(Value::Array(out))
+            Ok(out)
         })
         .await
         .map_err(|e| unavailable(format!("lanes: {e}")))?

@@ -9,21 +9,24 @@ use super::layout::BRIDGE_APP;
 use crate::supervise::{lock, Shared};
 use oxidepm_lanes::acl;
 use oxidepm_lanes::secret as secrets;
-use oxidepm_proto::{AppKind, AppSpec, ErrorBody, ErrorCode, Route};
-use serde_json::{json, Value};
+use oxidepm_proto::{
+    AppKind, AppSpec, BridgeCounters, Counters, ErrorBody, ErrorCode, Route, RouteOrigin,
+    RouteReport, RoutesReport,
+};
+use serde_json::json;
 
 impl Lanes {
     /// Routes: those of daemon.toml (`config`) then those added at runtime.
-    pub fn routes(&self, shared: &Shared) -> Vec<(Route, &'static str)> {
-        let mut out: Vec<(Route, &'static str)> = self
+    pub fn routes(&self, shared: &Shared) -> Vec<(Route, RouteOrigin)> {
+        let mut out: Vec<(Route, RouteOrigin)> = self
             .settings
             .routes
             .iter()
             .cloned()
-            .map(|r| (r, "config"))
+            .map(|r| (r, RouteOrigin::Config))
             .collect();
         match lock(shared).store.routes() {
-            Ok(rs) => out.extend(rs.into_iter().map(|r| (r, "runtime"))),
+            Ok(rs) => out.extend(rs.into_iter().map(|r| (r, RouteOrigin::Runtime))),
             Err(e) => log::error!("cannot read routes: {e}"),
         }
         out
@@ -114,15 +117,11 @@ impl Lanes {
 
     /// The routing table with where each route comes from, the default
     /// agent and the bridge's counters.
-    pub async fn routes_report(&self, shared: &Shared) -> Result<Value, ErrorBody> {
-        let routes: Vec<Value> = self
+    pub async fn routes_report(&self, shared: &Shared) -> Result<RoutesReport, ErrorBody> {
+        let routes: Vec<RouteReport> = self
             .routes(shared)
             .into_iter()
-            .map(|(r, origin)| {
-                let mut v = serde_json::to_value(&r).unwrap_or_default();
-                v["origin"] = json!(origin);
-                v
-            })
+            .map(|(r, origin)| RouteReport::new(r, origin))
             .collect();
         let pw =
             std::fs::read_to_string(secrets::path(&self.layout.secrets_dir(), acl::ADMIN_USER));
@@ -138,10 +137,10 @@ impl Lanes {
             })
             .collect();
         let counters = match pw {
-            Err(_) => json!({}),
-            Ok(pw) => tokio::task::spawn_blocking(move || -> Value {
+            Err(_) => Some(Counters::Unread {}),
+            Ok(pw) => tokio::task::spawn_blocking(move || -> Counters {
                 let Ok(mut con) = connect(&sock, pw.trim()) else {
-                    return json!({});
+                    return Counters::Unread {};
                 };
                 let pending: i64 = outboxes
                     .iter()
@@ -151,25 +150,28 @@ impl Lanes {
                     .arg("bridge:stats")
                     .query(&mut con)
                     .unwrap_or_default();
-                let mut out = json!({});
-                for k in ["routed", "unrouted", "delivered", "retried", "dead"] {
-                    out[k] = json!(stats.get(k).copied().unwrap_or(0));
-                }
-                out["pending"] = json!(pending);
-                out["unrouted_stream"] = json!(redis::cmd("XLEN")
-                    .arg("bridge:unrouted")
-                    .query::<i64>(&mut con)
-                    .unwrap_or(0));
-                out
+                let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
+                Counters::Read(BridgeCounters {
+                    dead: stat("dead"),
+                    delivered: stat("delivered"),
+                    pending,
+                    retried: stat("retried"),
+                    routed: stat("routed"),
+                    unrouted: stat("unrouted"),
+                    unrouted_stream: redis::cmd("XLEN")
+                        .arg("bridge:unrouted")
+                        .query::<i64>(&mut con)
+                        .unwrap_or(0),
+                })
             })
             .await
-            .unwrap_or_default(),
+            .ok(),
         };
-        Ok(json!({
-            "routes": routes,
-            "default_agent": self.settings.default_agent,
-            "counters": counters,
-        }))
+        Ok(RoutesReport {
+            counters,
+            default_agent: self.settings.default_agent.clone(),
+            routes,
+        })
     }
 
     /// Checks a route given at runtime.

@@ -5,7 +5,7 @@
 
 mod schema;
 
-use oxidepm_proto::{Actor, AppSpec, AuditRecord, EventRecord, Status};
+use oxidepm_proto::{Actor, AppSpec, AuditRecord, EventKind, EventRecord, Status};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::fmt;
 use std::path::Path;
@@ -303,7 +303,7 @@ impl Store {
                 at: rfc3339_ms(r.get(1)?),
                 app_id: r.get::<_, i64>(2)? as u64,
                 app: r.get(3)?,
-                kind: r.get(4)?,
+                kind: EventKind::parse(&r.get::<_, String>(4)?),
                 actor: parse_actor(&r.get::<_, String>(5)?),
                 detail: r.get(6)?,
             })

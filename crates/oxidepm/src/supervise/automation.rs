@@ -6,7 +6,7 @@
 use super::supervisor::{lock, Shared};
 use chrono::Local;
 use croner::parser::{CronParser, Seconds, Year};
-use oxidepm_proto::{Actor, Status};
+use oxidepm_proto::{Actor, EventKind, Status};
 use std::time::Duration;
 
 /// Parses a cron expression: 5 fields, or 6 with seconds first.
@@ -50,7 +50,7 @@ pub async fn cron_loop(shared: Shared, id: u64, epoch: u64, cron: croner::Cron, 
                     &shared,
                     id,
                     Actor::system("cron"),
-                    "cron",
+                    EventKind::Cron,
                     &detail,
                     false,
                 )

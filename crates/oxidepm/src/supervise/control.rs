@@ -6,9 +6,9 @@ use super::supervisor::{lock, Shared, StopTicket, Supervisor};
 use super::{deps, validate};
 use nix::sys::signal::Signal;
 use oxidepm_proto::{
-    Actor, AppSpec, DependencyCondition, ErrorBody, ErrorCode, HealthState, Status,
+    Action, Actor, AppAction, AppSpec, Defined, DependencyCondition, ErrorBody, ErrorCode,
+    EventKind, HealthState, Status,
 };
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::{sleep, timeout, Instant};
@@ -154,7 +154,7 @@ async fn launch(
     ids: &[u64],
     actor: &Actor,
     restarted: &[u64],
-) -> Result<Value, ErrorBody> {
+) -> Result<Vec<AppAction>, ErrorBody> {
     let order: Vec<u64> = {
         let s = lock(shared);
         let names = s.names(ids);
@@ -193,7 +193,12 @@ async fn launch(
         let name = app.spec.name.clone();
         match app.rt.status {
             Status::Online | Status::Starting => {
-                out.push(json!({"name": name, "id": id, "action": "already running"}));
+                out.push(AppAction {
+                    action: Action::AlreadyRunning,
+                    id,
+                    name,
+                    pid: None,
+                });
                 continue;
             }
             Status::Stopping => {
@@ -204,10 +209,10 @@ async fn launch(
             }
             Status::Stopped | Status::Errored => {}
         }
-        let kind = if restarted.contains(&id) {
-            "restarted"
+        let (kind, action) = if restarted.contains(&id) {
+            (EventKind::Restarted, Action::Restarted)
         } else {
-            "started"
+            (EventKind::Started, Action::Started)
         };
         if let Some(a) = s.app_mut(id) {
             a.unstable = 0;
@@ -215,20 +220,29 @@ async fn launch(
         }
         match deps_ready(&s, id) {
             Ok(true) => {
-                if kind == "restarted" {
+                if kind == EventKind::Restarted {
                     if let Some(a) = s.app_mut(id) {
                         a.rt.restarts += 1;
                     }
                 }
                 let pid = s.spawn_now(id, actor, kind)?;
-                out.push(json!({"name": name, "id": id, "action": kind, "pid": pid}));
+                out.push(AppAction {
+                    action,
+                    id,
+                    name,
+                    pid: Some(pid),
+                });
             }
             Ok(false) => {
                 let generation = s.wait_for_dependencies(id, actor);
-                out.push(json!({"name": name, "id": id, "action": "waiting for dependencies"}));
+                out.push(AppAction {
+                    action: Action::WaitingForDependencies,
+                    id,
+                    name,
+                    pid: None,
+                });
                 let shared = shared.clone();
                 let actor = actor.clone();
-                let kind = kind.to_string();
                 tokio::spawn(
                     async move { spawn_when_ready(shared, id, generation, actor, kind).await },
                 );
@@ -241,10 +255,10 @@ async fn launch(
             }
         }
     }
-    Ok(Value::Array(out))
+    Ok(out)
 }
 
-async fn spawn_when_ready(shared: Shared, id: u64, generation: u64, actor: Actor, kind: String) {
+async fn spawn_when_ready(shared: Shared, id: u64, generation: u64, actor: Actor, kind: EventKind) {
     loop {
         tokio::time::sleep(Duration::from_millis(20)).await;
         let mut s = lock(&shared);
@@ -255,12 +269,12 @@ async fn spawn_when_ready(shared: Shared, id: u64, generation: u64, actor: Actor
         match deps_ready(&s, id) {
             Ok(false) => continue,
             Ok(true) => {
-                if kind == "restarted" {
+                if kind == EventKind::Restarted {
                     if let Some(a) = s.app_mut(id) {
                         a.rt.restarts += 1;
                     }
                 }
-                let _ = s.spawn_now(id, &actor, &kind);
+                let _ = s.spawn_now(id, &actor, kind);
             }
             Err(why) => s.dependency_failed(id, &actor, &why),
         }
@@ -269,12 +283,20 @@ async fn spawn_when_ready(shared: Shared, id: u64, generation: u64, actor: Actor
 }
 
 /// Starts the apps `ids` that are not running (and what they depend on).
-pub async fn start(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Value, ErrorBody> {
+pub async fn start(
+    shared: &Shared,
+    ids: &[u64],
+    actor: &Actor,
+) -> Result<Vec<AppAction>, ErrorBody> {
     launch(shared, ids, actor, &[]).await
 }
 
 /// Restarts the apps `ids` (starting those that are not running).
-pub async fn restart(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Value, ErrorBody> {
+pub async fn restart(
+    shared: &Shared,
+    ids: &[u64],
+    actor: &Actor,
+) -> Result<Vec<AppAction>, ErrorBody> {
     let running: Vec<u64> = {
         let s = lock(shared);
         ids.iter()
@@ -293,7 +315,7 @@ pub async fn restart_by_daemon(
     shared: &Shared,
     id: u64,
     actor: Actor,
-    kind: &str,
+    kind: EventKind,
     detail: &str,
     counts: bool,
 ) {
@@ -321,7 +343,7 @@ pub async fn restart_by_daemon(
             s.persist(id);
             s.event(
                 id,
-                "errored",
+                EventKind::Errored,
                 &actor,
                 &format!("{n} restarts in a row; not restarting"),
             );
@@ -329,20 +351,29 @@ pub async fn restart_by_daemon(
         }
     }
     app.rt.restarts += 1;
-    let _ = s.spawn_now(id, &actor, "restarted");
+    let _ = s.spawn_now(id, &actor, EventKind::Restarted);
 }
 
 /// Stops and forgets the apps `ids`.
-pub async fn delete(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Value, ErrorBody> {
+pub async fn delete(
+    shared: &Shared,
+    ids: &[u64],
+    actor: &Actor,
+) -> Result<Vec<AppAction>, ErrorBody> {
     stop(shared, ids, actor, false).await;
     let mut out = Vec::new();
     let mut s = lock(shared);
     for &id in ids {
         let name = s.names(&[id]).pop().unwrap_or_default();
         s.remove(id, actor)?;
-        out.push(json!({"name": name, "id": id, "action": "deleted"}));
+        out.push(AppAction {
+            action: Action::Deleted,
+            id,
+            name,
+            pid: None,
+        });
     }
-    Ok(Value::Array(out))
+    Ok(out)
 }
 
 /// Defines apps (creating or changing them), then starts those that have
@@ -352,7 +383,7 @@ pub async fn define(
     shared: &Shared,
     specs: Vec<AppSpec>,
     actor: &Actor,
-) -> Result<Value, ErrorBody> {
+) -> Result<Vec<Defined>, ErrorBody> {
     let mut seen = std::collections::HashSet::new();
     for spec in &specs {
         validate::check_spec(spec)?;
@@ -377,18 +408,18 @@ pub async fn define(
             let existing = s.apps().find(|a| a.spec.name == spec.name).map(|a| a.id);
             let autostart = spec.autostart;
             let (id, action) = match existing {
-                None => (s.insert(spec, actor)?, "created"),
+                None => (s.insert(spec, actor)?, Action::Created),
                 Some(id) => {
                     let app = s.app(id).expect("found");
                     if app.spec == spec {
-                        (id, "unchanged")
+                        (id, Action::Unchanged)
                     } else {
                         let running = app.is_running();
                         s.replace_spec(id, spec, actor)?;
                         if running {
                             to_restart.push(id);
                         }
-                        (id, "changed")
+                        (id, Action::Changed)
                     }
                 }
             };
@@ -403,21 +434,21 @@ pub async fn define(
     }
     let started = start(shared, &to_start, actor).await;
     let s = lock(shared);
-    let out: Vec<Value> = actions
+    let out: Vec<Defined> = actions
         .into_iter()
         .map(|(id, action)| {
             let a = s.app(id);
-            json!({
-                "id": id,
-                "name": a.map(|a| a.spec.name.clone()),
-                "action": action,
-                "status": a.map(|a| a.rt.status),
-                "pid": a.and_then(|a| a.rt.pid),
-            })
+            Defined {
+                action,
+                id,
+                name: a.map(|a| a.spec.name.clone()),
+                pid: a.and_then(|a| a.rt.pid),
+                status: a.map(|a| a.rt.status),
+            }
         })
         .collect();
     started?;
-    Ok(Value::Array(out))
+    Ok(out)
 }
 
 /// Stops every app for a daemon shutdown; the running set stays recorded

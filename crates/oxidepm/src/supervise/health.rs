@@ -1,7 +1,7 @@
 //! Health probes (HTTP, TCP, command) and the per-app check loop.
 
 use super::supervisor::{lock, Shared};
-use oxidepm_proto::{Actor, HealthSpec, HealthState, Status};
+use oxidepm_proto::{Actor, EventKind, HealthProbe, HealthSpec, HealthState, Status};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -10,22 +10,17 @@ use tokio::time::timeout;
 /// Runs one probe; `Err` says why it failed.
 pub async fn probe(shared: &Shared, id: u64, h: &HealthSpec) -> Result<(), String> {
     let t = Duration::from_millis(h.timeout_ms.max(1));
-    if let Some(url) = &h.http {
-        return timeout(t, http(url, h.expect_status))
+    match &h.probe {
+        HealthProbe::Http(url) => timeout(t, http(url, h.expect_status))
             .await
-            .unwrap_or_else(|_| Err(format!("GET {url}: no answer within {t:?}")));
-    }
-    if let Some(addr) = &h.tcp {
-        return match timeout(t, TcpStream::connect(addr.as_str())).await {
+            .unwrap_or_else(|_| Err(format!("GET {url}: no answer within {t:?}"))),
+        HealthProbe::Tcp(addr) => match timeout(t, TcpStream::connect(addr.as_str())).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(format!("connect {addr}: {e}")),
             Err(_) => Err(format!("connect {addr}: no answer within {t:?}")),
-        };
+        },
+        HealthProbe::Command(cmd) => command(shared, id, cmd, t).await,
     }
-    if let Some(cmd) = &h.command {
-        return command(shared, id, cmd, t).await;
-    }
-    Err("the health check names no probe".into())
 }
 
 /// Splits `http://host[:port][/path]`.
@@ -162,7 +157,7 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
                 &shared,
                 id,
                 Actor::system("health"),
-                "unhealthy",
+                EventKind::Unhealthy,
                 &detail,
                 false,
             )

@@ -6,7 +6,7 @@
 
 use super::procfs;
 use super::supervisor::{lock, Shared};
-use oxidepm_proto::Actor;
+use oxidepm_proto::{Actor, EventKind};
 use std::time::{Duration, Instant};
 
 /// How often apps with a memory limit are sampled.
@@ -78,7 +78,7 @@ pub async fn run(shared: Shared) {
                     &shared,
                     id,
                     Actor::system("limit"),
-                    "memory-limit",
+                    EventKind::MemoryLimit,
                     &detail,
                     true,
                 )

@@ -12,7 +12,7 @@ use crate::paths::Home;
 use crate::store::{Runtime, Store};
 use crate::timefmt::now_ms;
 use nix::sys::signal::Signal;
-use oxidepm_proto::{Actor, AppSpec, ErrorBody, ErrorCode, Status};
+use oxidepm_proto::{Actor, AppSpec, ErrorBody, ErrorCode, EventKind, Status};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -262,7 +262,7 @@ impl Supervisor {
     }
 
     /// Records a lifecycle event of an app.
-    pub fn event(&self, id: u64, kind: &str, actor: &Actor, detail: &str) {
+    pub fn event(&self, id: u64, kind: EventKind, actor: &Actor, detail: &str) {
         let name = self
             .apps
             .get(&id)
@@ -272,7 +272,10 @@ impl Supervisor {
             "{name}: {kind} by {actor}{}{detail}",
             if detail.is_empty() { "" } else { ": " }
         );
-        if let Err(e) = self.store.record_event(id, name, kind, actor, detail) {
+        if let Err(e) = self
+            .store
+            .record_event(id, name, kind.as_str(), actor, detail)
+        {
             log::error!("cannot record event {kind} of {name}: {e}");
         }
     }
@@ -285,7 +288,7 @@ impl Supervisor {
             .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
         self.apps
             .insert(id, App::new(id, spec, actor.clone(), Runtime::default()));
-        self.event(id, "defined", actor, "");
+        self.event(id, EventKind::Defined, actor, "");
         self.arm(id);
         Ok(id)
     }
@@ -303,14 +306,14 @@ impl Supervisor {
             a.spec = spec;
             a.defined_by = actor.clone();
         }
-        self.event(id, "changed", actor, "");
+        self.event(id, EventKind::Changed, actor, "");
         self.arm(id);
         Ok(())
     }
 
     /// Forgets a stopped app.
     pub fn remove(&mut self, id: u64, actor: &Actor) -> Result<(), ErrorBody> {
-        self.event(id, "deleted", actor, "");
+        self.event(id, EventKind::Deleted, actor, "");
         self.store
             .delete_app(id)
             .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
@@ -366,7 +369,7 @@ impl Supervisor {
 
     /// Starts a process for app `id` now. `kind` is the event to record
     /// (`started` or `restarted`).
-    pub fn spawn_now(&mut self, id: u64, actor: &Actor, kind: &str) -> Result<u32, ErrorBody> {
+    pub fn spawn_now(&mut self, id: u64, actor: &Actor, kind: EventKind) -> Result<u32, ErrorBody> {
         let Some(app) = self.apps.get(&id) else {
             return Err(err(ErrorCode::NotFound, format!("no app with id {id}")));
         };
@@ -392,7 +395,7 @@ impl Supervisor {
                 app.rt.pid = None;
                 app.rt.desired_running = false;
                 self.persist(id);
-                self.event(id, "failed", actor, &msg);
+                self.event(id, EventKind::Failed, actor, &msg);
                 Err(err(ErrorCode::Spawn, msg))
             }
             Ok(sp) => {
@@ -432,7 +435,7 @@ impl Supervisor {
         let pid = self.apps.get(&id).and_then(|a| a.rt.pid).unwrap_or(0);
         self.event(
             id,
-            "adopted",
+            EventKind::Adopted,
             &Actor::system("adopt"),
             &format!("pid {pid}"),
         );
@@ -475,7 +478,7 @@ impl Supervisor {
         } else {
             crash.clone()
         };
-        self.event(id, "exited", &actor, &exit.describe());
+        self.event(id, EventKind::Exited, &actor, &exit.describe());
         // Whatever the app left in its process group goes with it, as with
         // systemd's control-group kill: a restart must not duplicate workers.
         if spawn::signal_group(pid, Signal::SIGTERM) {
@@ -501,9 +504,9 @@ impl Supervisor {
                 app.rt.desired_running = false;
                 self.persist(id);
                 let kind = if st == Status::Errored {
-                    "errored"
+                    EventKind::Errored
                 } else {
-                    "stopped"
+                    EventKind::Stopped
                 };
                 let detail = if st == Status::Errored && unstable > 0 {
                     format!(
@@ -525,7 +528,7 @@ impl Supervisor {
         };
         app.rt.restarts += 1;
         if delay_ms == 0 {
-            let _ = self.spawn_now(id, actor, "restarted");
+            let _ = self.spawn_now(id, actor, EventKind::Restarted);
             return;
         }
         app.rt.status = Status::Starting;
@@ -540,7 +543,7 @@ impl Supervisor {
             let mut s = lock(&shared);
             let due = matches!(s.apps.get(&id), Some(a) if a.generation == generation && a.rt.status == Status::Starting);
             if due && !s.shutting_down {
-                let _ = s.spawn_now(id, &actor, "restarted");
+                let _ = s.spawn_now(id, &actor, EventKind::Restarted);
             }
         });
     }
@@ -584,7 +587,7 @@ impl Supervisor {
                 app.generation += 1;
                 app.rt.status = Status::Stopped;
                 self.persist(id);
-                self.event(id, "stopped", actor, "pending start cancelled");
+                self.event(id, EventKind::Stopped, actor, "pending start cancelled");
                 None
             }
             Status::Stopped | Status::Errored => {
@@ -612,6 +615,6 @@ impl Supervisor {
         app.stopping_actor = None;
         app.unstable = 0;
         self.persist(id);
-        self.event(id, "stopped", actor, how);
+        self.event(id, EventKind::Stopped, actor, how);
     }
 }

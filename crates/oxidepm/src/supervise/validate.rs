@@ -3,7 +3,7 @@
 //! rules before anything changes.
 
 use super::{automation, deps, spawn};
-use oxidepm_proto::{AppSpec, DependencyCondition, ErrorBody, ErrorCode};
+use oxidepm_proto::{AppSpec, DependencyCondition, ErrorBody, ErrorCode, HealthProbe};
 use std::collections::BTreeMap;
 
 fn bad(msg: String) -> ErrorBody {
@@ -26,26 +26,19 @@ pub fn check_spec(spec: &AppSpec) -> Result<(), ErrorBody> {
     if let Some(c) = &spec.cron_restart {
         automation::parse_cron(c).map_err(|e| bad(format!("app {name:?}: {e}")))?;
     }
-    if let Some(h) = &spec.health {
-        let probes = [h.http.is_some(), h.tcp.is_some(), h.command.is_some()]
-            .iter()
-            .filter(|x| **x)
-            .count();
-        if probes != 1 {
-            return Err(bad(format!(
-                "app {name:?}: a health check needs exactly one of http, tcp or command"
-            )));
-        }
-        if h.command.as_ref().is_some_and(|c| c.is_empty()) {
+    // That a check names exactly one probe is settled when the spec is read.
+    match spec.health.as_ref().map(|h| &h.probe) {
+        Some(HealthProbe::Command(c)) if c.is_empty() => {
             return Err(bad(format!(
                 "app {name:?}: the health-check command is empty"
             )));
         }
-        if h.http.as_ref().is_some_and(|u| !u.starts_with("http://")) {
+        Some(HealthProbe::Http(u)) if !u.starts_with("http://") => {
             return Err(bad(format!(
                 "app {name:?}: the health-check URL must start with http://"
             )));
         }
+        _ => {}
     }
     for t in &spec.tags {
         if !oxidepm_proto::actor::valid_label(t) {

@@ -5,7 +5,7 @@ use super::de::{u32_of, Ctx, KeySeed, Table};
 use super::fields;
 use super::resolve::absolutize;
 use super::values::{non_empty, Amount, List, OneOrMany, Str, DAY_MS, SECOND_MS, WEEK_MS};
-use oxidepm_proto::{Dependency, DependencyCondition, HealthSpec};
+use oxidepm_proto::{Dependency, DependencyCondition, HealthProbe, HealthSpec};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -64,13 +64,12 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HealthSpec, A::Error> {
         let ctx = self.0;
-        let mut health = HealthSpec {
-            interval_ms: 5 * SECOND_MS,
-            timeout_ms: 2 * SECOND_MS,
-            retries: 3,
-            start_period_ms: 0,
-            ..HealthSpec::default()
-        };
+        let (mut http, mut tcp, mut command) = (None, None, None);
+        let mut expect_status = None;
+        let mut interval_ms = 5 * SECOND_MS;
+        let mut timeout_ms = 2 * SECOND_MS;
+        let mut retries = 3;
+        let mut start_period_ms = 0;
         let mut seen = BTreeMap::new();
         while let Some(key) = map.next_key_seed(KeySeed {
             keys: fields::HEALTH_KEYS,
@@ -82,7 +81,7 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
             let m = &mut map;
             match key.slot {
                 "http" => {
-                    health.http = Some(ctx.value(
+                    http = Some(ctx.value(
                         m,
                         &key,
                         Str {
@@ -92,7 +91,7 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
                     )?)
                 }
                 "tcp" => {
-                    health.tcp = Some(ctx.value(
+                    tcp = Some(ctx.value(
                         m,
                         &key,
                         Str {
@@ -102,7 +101,7 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
                     )?)
                 }
                 "command" => {
-                    health.command = Some(ctx.value(
+                    command = Some(ctx.value(
                         m,
                         &key,
                         List {
@@ -113,24 +112,22 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
                 }
                 "expect_status" => {
                     let status = ctx.value(m, &key, Amount::count(100, 599))?;
-                    health.expect_status = Some(u16::try_from(status).unwrap_or(u16::MAX));
+                    expect_status = Some(u16::try_from(status).unwrap_or(u16::MAX));
                 }
-                "interval" => {
-                    health.interval_ms = ctx.value(m, &key, Amount::millis(100, DAY_MS))?
-                }
-                "timeout" => health.timeout_ms = ctx.value(m, &key, Amount::millis(1, DAY_MS))?,
-                "retries" => health.retries = u32_of(ctx.value(m, &key, Amount::count(1, 100))?),
+                "interval" => interval_ms = ctx.value(m, &key, Amount::millis(100, DAY_MS))?,
+                "timeout" => timeout_ms = ctx.value(m, &key, Amount::millis(1, DAY_MS))?,
+                "retries" => retries = u32_of(ctx.value(m, &key, Amount::count(1, 100))?),
                 "start_period" => {
-                    health.start_period_ms = ctx.value(m, &key, Amount::millis(0, WEEK_MS))?
+                    start_period_ms = ctx.value(m, &key, Amount::millis(0, WEEK_MS))?
                 }
                 _ => unreachable!("HEALTH_KEYS has no other slot"),
             }
             seen.insert(key.slot, key.name);
         }
         let checks: Vec<&str> = [
-            ("http", health.http.is_some()),
-            ("tcp", health.tcp.is_some()),
-            ("command", health.command.is_some()),
+            ("http", http.is_some()),
+            ("tcp", tcp.is_some()),
+            ("command", command.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
@@ -149,17 +146,30 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
                 )))
             }
         }
-        if health.expect_status.is_some() && health.http.is_none() {
+        if expect_status.is_some() && http.is_none() {
             return Err(de::Error::custom(
                 "expect_status applies only to http checks",
             ));
         }
-        if health.command.as_ref().is_some_and(|c| c.is_empty()) {
-            return Err(de::Error::custom(
-                "the health command is empty; give the program and its arguments",
-            ));
-        }
-        Ok(health)
+        let probe = match (http, tcp, command) {
+            (Some(url), _, _) => HealthProbe::Http(url),
+            (_, Some(addr), _) => HealthProbe::Tcp(addr),
+            (_, _, Some(cmd)) if cmd.is_empty() => {
+                return Err(de::Error::custom(
+                    "the health command is empty; give the program and its arguments",
+                ))
+            }
+            (_, _, Some(cmd)) => HealthProbe::Command(cmd),
+            (None, None, None) => unreachable!("exactly one probe was checked above"),
+        };
+        Ok(HealthSpec {
+            probe,
+            expect_status,
+            interval_ms,
+            timeout_ms,
+            retries,
+            start_period_ms,
+        })
     }
 }
 

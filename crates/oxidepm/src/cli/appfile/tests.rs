@@ -285,7 +285,10 @@ fn health_checks_are_validated() {
         Format::Toml,
     );
     let health = apps[0].health.as_ref().unwrap();
-    assert_eq!(health.tcp.as_deref(), Some("[::1]:5432"));
+    assert_eq!(
+        health.probe,
+        oxidepm_proto::HealthProbe::Tcp("[::1]:5432".into())
+    );
     assert_eq!(
         (
             health.interval_ms,

@@ -3,7 +3,7 @@
 
 use super::Supervisor;
 use crate::supervise::policy::Exit;
-use oxidepm_proto::{Actor, Status};
+use oxidepm_proto::{Actor, EventKind, Status};
 use std::collections::BTreeMap;
 
 impl Supervisor {
@@ -49,7 +49,12 @@ impl Supervisor {
             .map(|d| format!("{} ({:?})", d.app, d.condition).to_lowercase())
             .collect();
         self.persist(id);
-        self.event(id, "waiting", actor, &format!("for {}", waiting.join(", ")));
+        self.event(
+            id,
+            EventKind::Waiting,
+            actor,
+            &format!("for {}", waiting.join(", ")),
+        );
         generation
     }
 
@@ -60,6 +65,6 @@ impl Supervisor {
             app.rt.desired_running = false;
         }
         self.persist(id);
-        self.event(id, "errored", actor, why);
+        self.event(id, EventKind::Errored, actor, why);
     }
 }

@@ -1,0 +1,30 @@
+//! What the daemon says about itself and about the caller.
+
+use crate::access::Caller;
+use crate::daemon::Daemon;
+use oxidepm_proto::{Identity, Pong};
+
+impl Daemon {
+    /// `ping`.
+    pub(super) fn ping(&self) -> Pong {
+        Pong {
+            home: self.home.root().to_path_buf(),
+            pid: std::process::id(),
+            pong: true,
+            protocol: oxidepm_proto::PROTOCOL_VERSION,
+            uptime_ms: self.uptime_ms(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// `whoami`: what was decided about the caller when it connected.
+pub(super) fn whoami(caller: &Caller) -> Identity {
+    Identity {
+        actor: caller.actor.clone(),
+        class: caller.actor.class,
+        label: caller.actor.label.clone(),
+        socket: caller.socket.as_str().into(),
+        tier: caller.tier,
+    }
+}

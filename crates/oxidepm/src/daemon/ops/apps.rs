@@ -1,0 +1,114 @@
+//! Reading and changing apps: status, show, define, start, stop, restart,
+//! delete.
+
+use crate::access::Caller;
+use crate::daemon::Daemon;
+use crate::supervise::{control, lock};
+use oxidepm_proto::{
+    Actor, AppAction, AppInfo, AppKind, AppSpec, Class, Defined, ErrorBody, Stopped,
+};
+
+/// Environment values are shown to humans only.
+fn reveal(caller: &Caller) -> bool {
+    caller.actor.class == Class::Human
+}
+
+impl Daemon {
+    /// `status`: every app, briefly.
+    pub(super) fn status(&self, caller: &Caller) -> Vec<AppInfo> {
+        let s = lock(&self.sup);
+        s.apps()
+            .map(|a| a.info(false, reveal(caller), None))
+            .collect()
+    }
+
+    /// `show`: the selected apps with their spec and log files.
+    pub(super) fn show(&self, caller: &Caller, target: &str) -> Result<Vec<AppInfo>, ErrorBody> {
+        let s = lock(&self.sup);
+        let ids = s.resolve(target)?;
+        Ok(ids
+            .iter()
+            .filter_map(|id| s.app(*id))
+            .map(|a| {
+                let [o, e] = s.log_paths(&a.spec.name);
+                let files = [o.display().to_string(), e.display().to_string()];
+                a.info(true, reveal(caller), Some(files))
+            })
+            .collect())
+    }
+
+    /// `define`: creates or changes apps, after their lanes when they are
+    /// agents.
+    pub(super) async fn define(
+        &self,
+        apps: Vec<AppSpec>,
+        actor: &Actor,
+    ) -> Result<Vec<Defined>, ErrorBody> {
+        if apps.is_empty() {
+            return Err(super::bad("no apps to define"));
+        }
+        self.prepare_lanes(&apps).await?;
+        control::define(&self.sup, apps, actor).await
+    }
+
+    /// `start`.
+    pub(super) async fn start(
+        &self,
+        target: &str,
+        actor: &Actor,
+    ) -> Result<Vec<AppAction>, ErrorBody> {
+        let ids = lock(&self.sup).resolve(target)?;
+        control::start(&self.sup, &ids, actor).await
+    }
+
+    /// `stop`: waits until every selected app is down.
+    pub(super) async fn stop(
+        &self,
+        target: &str,
+        actor: &Actor,
+    ) -> Result<Vec<Stopped>, ErrorBody> {
+        let ids = lock(&self.sup).resolve(target)?;
+        control::stop(&self.sup, &ids, actor, false).await;
+        let s = lock(&self.sup);
+        Ok(ids
+            .iter()
+            .filter_map(|id| s.app(*id))
+            .map(|a| Stopped {
+                id: a.id,
+                name: a.spec.name.clone(),
+                status: a.rt.status,
+            })
+            .collect())
+    }
+
+    /// `restart`.
+    pub(super) async fn restart(
+        &self,
+        target: &str,
+        actor: &Actor,
+    ) -> Result<Vec<AppAction>, ErrorBody> {
+        let ids = lock(&self.sup).resolve(target)?;
+        control::restart(&self.sup, &ids, actor).await
+    }
+
+    /// `delete`: an agent's lane goes with it.
+    pub(super) async fn delete(
+        &self,
+        target: &str,
+        actor: &Actor,
+    ) -> Result<Vec<AppAction>, ErrorBody> {
+        let (ids, agents) = {
+            let s = lock(&self.sup);
+            let ids = s.resolve(target)?;
+            let agents = ids
+                .iter()
+                .any(|id| s.app(*id).is_some_and(|a| a.spec.kind == AppKind::Agent));
+            (ids, agents)
+        };
+        let out = control::delete(&self.sup, &ids, actor).await?;
+        if agents {
+            self.lanes.reconcile(&self.sup, &[]).await?;
+        }
+        Ok(out)
+    }
+}

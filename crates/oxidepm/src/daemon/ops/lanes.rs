@@ -1,0 +1,88 @@
+//! The agents' lanes and the bridge's routes.
+
+use crate::daemon::Daemon;
+use crate::lanes::admin::AgentLane;
+use crate::supervise::lock;
+use oxidepm_proto::{
+    AppKind, AppSpec, ErrorBody, ErrorCode, LanesReport, Route, RouteAdded, RouteRemoved,
+};
+
+impl Daemon {
+    /// Makes the lanes of the agents among `apps` before they are defined.
+    pub(super) async fn prepare_lanes(&self, apps: &[AppSpec]) -> Result<(), ErrorBody> {
+        let agents: Vec<AgentLane> = apps
+            .iter()
+            .filter(|a| a.kind == AppKind::Agent)
+            .map(|a| AgentLane {
+                name: a.name.clone(),
+                uid: a
+                    .user
+                    .as_deref()
+                    .and_then(|u| crate::supervise::spawn::resolve_user(u).ok())
+                    .map(|c| c.uid.as_raw())
+                    .filter(|u| *u != nix::unistd::getuid().as_raw()),
+            })
+            .collect();
+        if !agents.is_empty() {
+            // The lane exists before the agent's first process.
+            self.lanes.check_agents(apps)?;
+            self.lanes.reconcile(&self.sup, &agents).await?;
+        }
+        Ok(())
+    }
+
+    /// `lanes`: every agent's lane, then the bridge.
+    pub(super) async fn lanes_report(&self) -> Result<LanesReport, ErrorBody> {
+        Ok(LanesReport {
+            agents: self.lanes.report(&self.sup).await?,
+            bridge: self.lanes.routes_report(&self.sup).await?,
+        })
+    }
+
+    /// `route_add`: kept in the store; the bridge reloads.
+    pub(super) async fn route_add(&self, route: Route) -> Result<RouteAdded, ErrorBody> {
+        self.lanes.check_route(&self.sup, &route)?;
+        let added = lock(&self.sup)
+            .store
+            .add_route(&route)
+            .map_err(super::internal)?;
+        if !added {
+            return Err(ErrorBody::new(
+                ErrorCode::Conflict,
+                format!("route {} is already there", route.describe()),
+            ));
+        }
+        let agents = self.lanes.agents(&self.sup);
+        self.lanes.ensure_bridge(&self.sup, &agents).await?;
+        Ok(RouteAdded { added: route })
+    }
+
+    /// `route_rm`: only routes added at runtime; daemon.toml's stay.
+    pub(super) async fn route_rm(&self, route: Route) -> Result<RouteRemoved, ErrorBody> {
+        if self.lanes.settings.routes.contains(&route) {
+            return Err(ErrorBody::new(
+                ErrorCode::Conflict,
+                format!(
+                    "route {} is defined in daemon.toml; remove it there and restart the daemon",
+                    route.describe()
+                ),
+            ));
+        }
+        let removed = lock(&self.sup)
+            .store
+            .remove_route(&route)
+            .map_err(super::internal)?;
+        if !removed {
+            return Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no runtime route {}; see `oxidepm route list`",
+                    route.describe()
+                ),
+            ));
+        }
+        let agents = self.lanes.agents(&self.sup);
+        self.lanes.ensure_bridge(&self.sup, &agents).await?;
+        Ok(RouteRemoved { removed: route })
+    }
+}

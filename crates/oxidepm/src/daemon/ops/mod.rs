@@ -1,0 +1,63 @@
+//! The operations, one file per group. Each turns a request that
+//! [`super::handler`] has already authorized into its typed answer; the
+//! handler audits the outcome and writes it.
+
+mod about;
+mod apps;
+mod lanes;
+mod logs;
+mod records;
+mod snapshots;
+
+use super::Daemon;
+use crate::access::Caller;
+use oxidepm_proto::{ErrorBody, ErrorCode, Op, Reply};
+
+/// A request that is invalid as asked.
+fn bad(msg: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(ErrorCode::BadRequest, msg)
+}
+
+/// A failure of the store, which may pass on a retry.
+fn internal(e: impl std::fmt::Display) -> ErrorBody {
+    ErrorBody::new(ErrorCode::Internal, e.to_string())
+}
+
+impl Daemon {
+    /// Runs an authorized request.
+    pub(super) async fn execute(&self, caller: &Caller, op: Op) -> Result<Reply, ErrorBody> {
+        let actor = &caller.actor;
+        match op {
+            Op::Ping => Ok(self.ping().into()),
+            Op::Whoami => Ok(about::whoami(caller).into()),
+            Op::Status => Ok(self.status(caller).into()),
+            Op::Show { target } => self.show(caller, &target).map(Into::into),
+            Op::Define { apps } => self.define(apps, actor).await.map(Into::into),
+            Op::Start { target } => self.start(&target, actor).await.map(Into::into),
+            Op::Stop { target } => self.stop(&target, actor).await.map(Into::into),
+            Op::Restart { target } => self.restart(&target, actor).await.map(Into::into),
+            Op::Delete { target } => self.delete(&target, actor).await.map(Into::into),
+            Op::Logs {
+                target,
+                lines,
+                stream,
+                ..
+            } => self.log_lines(&target, lines, stream).map(Into::into),
+            Op::Events { target, limit } => self.events(target, limit).map(Into::into),
+            Op::Flush { target } => self.flush(target).map(Into::into),
+            Op::Save { name } => self.save(name).map(Into::into),
+            Op::Resurrect { name } => self.resurrect(name, actor).await.map(Into::into),
+            Op::Audit {
+                app,
+                actor: who,
+                since,
+                limit,
+            } => self.audit_trail(app, who, since, limit).map(Into::into),
+            Op::Lanes => self.lanes_report().await.map(Into::into),
+            Op::Routes => self.lanes.routes_report(&self.sup).await.map(Into::into),
+            Op::RouteAdd { route } => self.route_add(route).await.map(Into::into),
+            Op::RouteRm { route } => self.route_rm(route).await.map(Into::into),
+            Op::Kill => Err(bad("kill is only available on the daemon's sockets")),
+        }
+    }
+}

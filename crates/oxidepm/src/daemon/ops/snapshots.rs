@@ -1,0 +1,83 @@
+//! Named snapshots of the running set: save and resurrect.
+
+use crate::daemon::Daemon;
+use crate::store::SnapshotApp;
+use crate::supervise::{control, lock};
+use oxidepm_proto::{Actor, AppAction, ErrorBody, ErrorCode, Saved};
+
+/// The snapshot a request names, `default` when it names none.
+fn snapshot_name(name: Option<String>) -> Result<String, ErrorBody> {
+    let name = name.unwrap_or_else(|| "default".into());
+    if oxidepm_proto::actor::valid_label(&name) {
+        Ok(name)
+    } else {
+        Err(super::bad(format!(
+            "snapshot name {name:?} must be 1 to 32 of A-Z a-z 0-9 . _ -"
+        )))
+    }
+}
+
+impl Daemon {
+    /// `save`: the apps meant to be running, with who defined them.
+    pub(super) fn save(&self, name: Option<String>) -> Result<Saved, ErrorBody> {
+        let name = snapshot_name(name)?;
+        let s = lock(&self.sup);
+        let apps: Vec<SnapshotApp> = s
+            .apps()
+            .filter(|a| a.rt.desired_running)
+            .map(|a| SnapshotApp {
+                spec: a.spec.clone(),
+                defined_by: a.defined_by.clone(),
+            })
+            .collect();
+        s.store
+            .save_snapshot(&name, &apps)
+            .map_err(super::internal)?;
+        Ok(Saved {
+            apps: apps.into_iter().map(|a| a.spec.name).collect(),
+            snapshot: name,
+        })
+    }
+
+    /// `resurrect`: defines the snapshot's apps that are gone (as their
+    /// original definer), then starts them all.
+    pub(super) async fn resurrect(
+        &self,
+        name: Option<String>,
+        actor: &Actor,
+    ) -> Result<Vec<AppAction>, ErrorBody> {
+        let name = snapshot_name(name)?;
+        let snap = lock(&self.sup)
+            .store
+            .load_snapshot(&name)
+            .map_err(super::internal)?
+            .ok_or_else(|| {
+                ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!("no snapshot named {name:?}; make one with `oxidepm save`"),
+                )
+            })?;
+        if snap.is_empty() {
+            return Err(ErrorBody::new(
+                ErrorCode::Conflict,
+                format!("snapshot {name:?} holds no apps; nothing was changed"),
+            ));
+        }
+        let mut ids = Vec::new();
+        {
+            let mut s = lock(&self.sup);
+            for app in snap {
+                let existing = s
+                    .apps()
+                    .find(|a| a.spec.name == app.spec.name)
+                    .map(|a| a.id);
+                let id = match existing {
+                    Some(id) => id,
+                    None => s.insert(app.spec, &app.defined_by)?,
+                };
+                ids.push(id);
+            }
+        }
+        control::start(&self.sup, &ids, actor).await
+    }
+}

@@ -1,0 +1,160 @@
+//! Reports about the lanes and the bridge (`lanes`, `routes`). Fields are
+//! declared in the order the daemon writes them (sorted keys).
+
+use crate::route::Route;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Answer to `lanes`: every agent's lane, then the bridge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LanesReport {
+    /// One entry per agent.
+    pub agents: Vec<AgentLaneReport>,
+    /// The bridge's routes and counters.
+    pub bridge: RoutesReport,
+}
+
+/// One agent's lane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentLaneReport {
+    /// The agent's ACL user in the private Redis.
+    pub acl_user: String,
+    /// The agent's name.
+    pub agent: String,
+    /// The agent's proxy socket.
+    pub socket: PathBuf,
+    /// Its inboxes, then its outboxes.
+    pub streams: Vec<StreamReport>,
+}
+
+/// One stream of a lane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamReport {
+    /// The stream's key.
+    pub key: String,
+    /// Entries in the stream.
+    pub length: i64,
+    /// Entries delivered to its reader and not acknowledged yet.
+    pub pending: i64,
+}
+
+/// Answer to `routes`: the routing table, the default agent and the
+/// bridge's counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutesReport {
+    /// The counters; `null` only if reading them failed unexpectedly.
+    pub counters: Option<Counters>,
+    /// Where unrouted messages go, if anywhere.
+    pub default_agent: Option<String>,
+    /// Routes of daemon.toml, then those added at runtime.
+    pub routes: Vec<RouteReport>,
+}
+
+/// The bridge's counters, or `{}` when Redis could not be asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Counters {
+    /// Read from the private Redis.
+    Read(BridgeCounters),
+    /// Redis could not be asked (lanes not set up, or not answering).
+    Unread {},
+}
+
+/// What the bridge counted, and what waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgeCounters {
+    /// Outbox entries moved to a dead-letter stream.
+    pub dead: i64,
+    /// Outbox entries delivered and acknowledged.
+    pub delivered: i64,
+    /// Outbox entries read by the bridge and not acknowledged yet.
+    pub pending: i64,
+    /// Delivery tries that failed and were tried again.
+    pub retried: i64,
+    /// Inbound messages written to an agent's inbox.
+    pub routed: i64,
+    /// Inbound messages written to `bridge:unrouted`.
+    pub unrouted: i64,
+    /// Entries in `bridge:unrouted`.
+    pub unrouted_stream: i64,
+}
+
+impl BridgeCounters {
+    /// Name and value of each counter, in the order they are shown.
+    pub fn entries(&self) -> [(&'static str, i64); 7] {
+        [
+            ("dead", self.dead),
+            ("delivered", self.delivered),
+            ("pending", self.pending),
+            ("retried", self.retried),
+            ("routed", self.routed),
+            ("unrouted", self.unrouted),
+            ("unrouted_stream", self.unrouted_stream),
+        ]
+    }
+}
+
+/// Where a route comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteOrigin {
+    /// daemon.toml.
+    Config,
+    /// Added with `route_add`.
+    Runtime,
+}
+
+impl RouteOrigin {
+    /// `config` or `runtime`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteOrigin::Config => "config",
+            RouteOrigin::Runtime => "runtime",
+        }
+    }
+}
+
+/// A route and where it comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteReport {
+    /// An address (an email recipient).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// The agent that gets the messages.
+    pub agent: String,
+    /// A channel of the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// A guild (a group of channels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guild: Option<String>,
+    /// Where the route comes from.
+    pub origin: RouteOrigin,
+    /// Source family.
+    pub source: String,
+}
+
+impl RouteReport {
+    /// A route with its origin.
+    pub fn new(route: Route, origin: RouteOrigin) -> RouteReport {
+        RouteReport {
+            address: route.address,
+            agent: route.agent,
+            channel: route.channel,
+            guild: route.guild,
+            origin,
+            source: route.source,
+        }
+    }
+
+    /// The matcher that is set, as `(name, value)`.
+    pub fn matcher(&self) -> Option<(&'static str, &str)> {
+        [
+            ("channel", &self.channel),
+            ("guild", &self.guild),
+            ("address", &self.address),
+        ]
+        .into_iter()
+        .find_map(|(k, v)| v.as_deref().map(|v| (k, v)))
+    }
+}
