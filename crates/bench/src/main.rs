@@ -28,13 +28,13 @@ macro_rules! say_raw {
     }};
 }
 
-mod cnproc;
 mod procfs;
 mod report;
 mod roles;
 mod sandbox;
 mod scenarios;
 
+use oxidepm_sys::cnproc;
 use report::Row;
 use sandbox::Bins;
 use scenarios::{Plan, ALL};

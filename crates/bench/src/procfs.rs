@@ -2,56 +2,7 @@
 
 use std::fs;
 
-/// The fields of `/proc/<pid>/stat` the benchmark uses.
-#[derive(Debug, Clone)]
-pub struct Stat {
-    /// Process id.
-    pub pid: u32,
-    /// State letter (`R`, `S`, `Z`, ...).
-    pub state: u8,
-    /// Parent pid.
-    pub ppid: u32,
-    /// User CPU, clock ticks.
-    pub utime: u64,
-    /// System CPU, clock ticks.
-    pub stime: u64,
-    /// User CPU of waited-for children, clock ticks.
-    pub cutime: u64,
-    /// System CPU of waited-for children, clock ticks.
-    pub cstime: u64,
-    /// Start time, clock ticks since boot (tells a reused pid apart).
-    pub starttime: u64,
-}
-
-/// `/proc/<pid>/stat`, or None when the process is gone.
-pub fn stat(pid: u32) -> Option<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may itself contain ") ".
-    let rest = &text[text.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // f[0] is field 3 (state) of proc(5).
-    let num = |i: usize| f.get(i - 3).and_then(|s| s.parse::<u64>().ok());
-    Some(Stat {
-        pid,
-        state: *f.first()?.as_bytes().first()?,
-        ppid: num(4)? as u32,
-        utime: num(14)?,
-        stime: num(15)?,
-        cutime: num(16)?,
-        cstime: num(17)?,
-        starttime: num(22)?,
-    })
-}
-
-/// Every process.
-pub fn all() -> Vec<Stat> {
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(stat)
-        .collect()
-}
+pub use oxidepm_sys::procfs::{all, stat, ProcStat as Stat};
 
 /// Direct children of `ppid` (zombies included), from
 /// `/proc/<ppid>/task/*/children`, or by scanning every process's parent
@@ -85,7 +36,7 @@ pub fn descendants(root: u32) -> Vec<Stat> {
         for p in procs.iter().filter(|p| p.ppid == parent) {
             if !found.iter().any(|f| f.pid == p.pid) {
                 frontier.push(p.pid);
-                found.push(p.clone());
+                found.push(*p);
             }
         }
     }
@@ -94,7 +45,7 @@ pub fn descendants(root: u32) -> Vec<Stat> {
 
 /// The process still runs (exists, is not a zombie, and is the same process).
 pub fn alive(p: &Stat) -> bool {
-    stat(p.pid).is_some_and(|s| s.state != b'Z' && s.starttime == p.starttime)
+    stat(p.pid).is_some_and(|s| s.state != b'Z' && s.start_ticks == p.start_ticks)
 }
 
 /// The arguments of a process (empty for zombies and kernel threads).
@@ -135,11 +86,5 @@ fn kb_field(text: &str, key: &str) -> Option<u64> {
 
 /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
 pub fn ticks_per_second() -> f64 {
-    // SAFETY: sysconf only reads a system constant.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
+    oxidepm_sys::procfs::ticks_per_second() as f64
 }

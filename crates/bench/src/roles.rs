@@ -59,11 +59,8 @@ pub fn write_lines(args: &[String]) -> ExitCode {
 
 /// This process's CPU time, microseconds (user, system).
 fn own_cpu_us() -> (u64, u64) {
-    // SAFETY: getrusage writes into the struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    (us(ru.ru_utime), us(ru.ru_stime))
+    let t = oxidepm_sys::rusage::own();
+    (t.user.as_micros() as u64, t.system.as_micros() as u64)
 }
 
 /// Parses the `writer-rusage` line; total CPU seconds.
@@ -92,7 +89,6 @@ pub fn probe(args: &[String]) -> ExitCode {
         Err(e) => eprintln!("__probe: cannot reach {sock}: {e}"),
     }
     loop {
-        // SAFETY: pause only waits for a signal.
-        unsafe { libc::pause() };
+        oxidepm_sys::signal::pause();
     }
 }

@@ -2,6 +2,7 @@
 //! temp dir, and the teardown that leaves no process behind.
 
 use crate::procfs;
+use oxidepm_sys::signal::{self, Signal};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -263,8 +264,7 @@ impl Sandbox {
                 if left.len() > 5 { ", ..." } else { "" }
             ));
             for p in left {
-                // SAFETY: kill only sends a signal.
-                unsafe { libc::kill(p.pid as i32, libc::SIGKILL) };
+                let _ = signal::kill(p.pid, Signal::SIGKILL);
             }
         }
         self.daemon_pid = None;
@@ -295,11 +295,5 @@ pub fn s(v: &Value, k: &str) -> String {
 
 /// Monotonic clock in nanoseconds (`CLOCK_MONOTONIC`, comparable across processes).
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    oxidepm_sys::clock::monotonic_ns()
 }

@@ -23,7 +23,6 @@ use oxidepm_lanes::LimitsConfig;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -364,14 +363,7 @@ async fn pump_commands(
 /// left a command half sent) is dropped now, as Redis would drop it, so a
 /// blocking read it left behind does not linger upstream.
 fn client_eof(cr: &OwnedReadHalf, partial: bool, tx: &UnboundedSender<Slot>) -> End {
-    let fd = cr.as_ref().as_raw_fd();
-    let mut p = libc::pollfd {
-        fd,
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, zero timeout.
-    let hung_up = unsafe { libc::poll(&mut p, 1, 0) } > 0 && p.revents & libc::POLLHUP != 0;
+    let hung_up = oxidepm_sys::poll::hung_up(cr.as_ref());
     if partial || hung_up || tx.send(Slot::Close).is_err() {
         End::Abort
     } else {

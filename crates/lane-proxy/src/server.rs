@@ -502,11 +502,10 @@ fn bind_lane_socket(
     }
     let listener = {
         let _g = UMASK.lock().unwrap_or_else(|p| p.into_inner());
-        let mask = nix::sys::stat::Mode::from_bits_truncate(!mode & 0o777);
-        let old = nix::sys::stat::umask(mask);
-        let r = std::os::unix::net::UnixListener::bind(path);
-        nix::sys::stat::umask(old);
-        r?
+        // Declared after the lock, so dropped (and the umask restored)
+        // before it is released.
+        let _umask = oxidepm_sys::umask::Guard::set(!mode & 0o777);
+        std::os::unix::net::UnixListener::bind(path)?
     };
     if let Err(e) = chown_socket(path, uid) {
         let _ = std::fs::remove_file(path);

@@ -7,6 +7,7 @@ use super::{sleep_ms, Plan};
 use crate::procfs::{self, Stat};
 use crate::report::{max, median, min, ms, Row};
 use crate::sandbox::{s, Bins, Result, Sandbox};
+use oxidepm_sys::signal::{self, Signal};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -38,8 +39,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
                 .join(", ")
         );
         for p in left {
-            // SAFETY: kill only sends a signal.
-            unsafe { libc::kill(p.pid as i32, libc::SIGKILL) };
+            let _ = signal::kill(p.pid, Signal::SIGKILL);
         }
     }
     result
@@ -108,18 +108,14 @@ fn body(sb: &mut Sandbox, plan: &Plan, seen: &mut Vec<Stat>) -> Result<Vec<Row>>
         for p in procfs::descendants(dpid) {
             if !seen
                 .iter()
-                .any(|q| q.pid == p.pid && q.starttime == p.starttime)
+                .any(|q| q.pid == p.pid && q.start_ticks == p.start_ticks)
             {
                 seen.push(p);
             }
         }
         let old = procfs::stat(dpid).ok_or_else(|| format!("the daemon (pid {dpid}) is gone"))?;
-        // SAFETY: kill only sends a signal.
-        if unsafe { libc::kill(dpid as i32, libc::SIGKILL) } != 0 {
-            return Err(format!(
-                "cannot SIGKILL the daemon {dpid}: {}",
-                std::io::Error::last_os_error()
-            ));
+        if let Err(e) = signal::kill(dpid, Signal::SIGKILL) {
+            return Err(format!("cannot SIGKILL the daemon {dpid}: {e}"));
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         while procfs::alive(&old) {
@@ -211,8 +207,7 @@ fn body(sb: &mut Sandbox, plan: &Plan, seen: &mut Vec<Stat>) -> Result<Vec<Row>>
     // Supervised again: kill one adopted app, it must come back.
     let victim = before.keys().next().cloned().unwrap_or_default();
     let vpid = before[&victim].unwrap_or(0);
-    // SAFETY: kill only sends a signal.
-    unsafe { libc::kill(vpid as i32, libc::SIGKILL) };
+    let _ = signal::kill(vpid, Signal::SIGKILL);
     let t0 = Instant::now();
     let respawned = loop {
         let now = pids(sb)?;

@@ -125,11 +125,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
 
 /// This process's CPU seconds (all threads).
 fn own_cpu() -> f64 {
-    // SAFETY: getrusage writes into the struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(ru.ru_utime) + s(ru.ru_stime)
+    oxidepm_sys::rusage::own().total().as_secs_f64()
 }
 
 /// CLIENTS threads sending `op` with `window` requests in flight for `span`.

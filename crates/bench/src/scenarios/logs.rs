@@ -11,7 +11,6 @@ use crate::roles::{line, parse_rusage, LINE_LEN};
 use crate::sandbox::{Bins, Result, Sandbox};
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -303,12 +302,12 @@ fn capture_run(sb: &Sandbox, dpid: u32, n: u64, round: usize) -> Result<Capture>
         match p {
             None => notes.push(format!("did not see the {what} process")),
             Some(p) => {
-                while procfs::stat(p.pid).is_some_and(|s| s.starttime == p.starttime)
+                while procfs::stat(p.pid).is_some_and(|s| s.start_ticks == p.start_ticks)
                     && Instant::now() < deadline
                 {
                     sleep_ms(2);
                 }
-                if let Some(s) = procfs::stat(p.pid).filter(|s| s.starttime == p.starttime) {
+                if let Some(s) = procfs::stat(p.pid).filter(|s| s.start_ticks == p.start_ticks) {
                     notes.push(format!(
                         "the {what} (pid {}) was not reaped 10 s after the capture (state {})",
                         p.pid, s.state as char
@@ -334,23 +333,13 @@ fn capture_run(sb: &Sandbox, dpid: u32, n: u64, round: usize) -> Result<Capture>
 /// Blocks until process `p` exits (through a pidfd), at most `timeout`.
 /// Returns at once when the process is already gone or pidfds are unavailable.
 fn wait_exit(p: &Stat, timeout: Duration) {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid as libc::c_int, 0) };
-    if fd < 0 {
+    let Ok(fd) = oxidepm_sys::pidfd::open(p.pid) else {
         return;
-    }
-    // SAFETY: the descriptor is new and ours.
-    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
-    if !matches!(procfs::stat(p.pid), Some(s) if s.starttime == p.starttime) {
-        return;
-    }
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
     };
-    // SAFETY: poll on one pollfd we own.
-    unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as libc::c_int) };
+    if !matches!(procfs::stat(p.pid), Some(s) if s.start_ticks == p.start_ticks) {
+        return;
+    }
+    let _ = oxidepm_sys::poll::readable(&fd, timeout);
 }
 
 /// `<out>.K` … `<out>.1`, `<out>`: the log's files that exist, oldest first.

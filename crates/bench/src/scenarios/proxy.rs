@@ -131,11 +131,7 @@ struct Bench {
 
 /// CPU seconds of this process's waited-for children.
 fn children_cpu() -> f64 {
-    // SAFETY: getrusage writes into the struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(ru.ru_utime) + s(ru.ru_stime)
+    oxidepm_sys::rusage::children().total().as_secs_f64()
 }
 
 /// Where to point redis-benchmark.

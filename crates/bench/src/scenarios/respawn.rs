@@ -13,11 +13,10 @@ use super::{sleep_ms, with_sandbox, Plan};
 use crate::cnproc::{Event, ProcEvents};
 use crate::report::{max, median, min, percentile, Row};
 use crate::sandbox::{mono_ns, s, Bins, Result, Sandbox};
+use oxidepm_sys::signal::{self, Signal};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -82,12 +81,8 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
                 ev.drain().map_err(|e| format!("process events: {e}"))?;
             }
             let t0 = mono_ns();
-            // SAFETY: kill only sends a signal.
-            if unsafe { libc::kill(current as i32, libc::SIGKILL) } != 0 {
-                return Err(format!(
-                    "cannot kill {current}: {}",
-                    std::io::Error::last_os_error()
-                ));
+            if let Err(e) = signal::kill(current, Signal::SIGKILL) {
+                return Err(format!("cannot kill {current}: {e}"));
             }
             let (new_pid, started) = next_probe(&listener)
                 .map_err(|e| format!("after SIGKILL #{} of {APP} (pid {current}): {e}", i + 1))?;
@@ -229,13 +224,7 @@ fn exec_floor(me: &Path, listener: &UnixListener, sock: &str, runs: usize) -> Re
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: setsid is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
+        oxidepm_sys::exec::own_session(&mut cmd);
         let t0 = mono_ns();
         let mut child = cmd
             .spawn()
@@ -252,14 +241,10 @@ fn exec_floor(me: &Path, listener: &UnixListener, sock: &str, runs: usize) -> Re
 
 /// Waits (5 s at most) for the next probe to report; its pid and start time.
 fn next_probe(listener: &UnixListener) -> Result<(u32, u64)> {
-    let mut pfd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll reads and writes the one pollfd we own.
-    let ready = unsafe { libc::poll(&mut pfd, 1, 5000) };
-    if ready <= 0 {
+    if !matches!(
+        oxidepm_sys::poll::readable(listener, Duration::from_secs(5)),
+        Ok(true)
+    ) {
         return Err("no new process of the app reported within 5 s".into());
     }
     let (stream, _) = listener

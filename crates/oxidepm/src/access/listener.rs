@@ -31,8 +31,6 @@ pub fn bind(path: &Path) -> io::Result<UnixListener> {
     // umask 177 while binding: the socket file is created 0600, so it is
     // never reachable by others even for an instant. The daemon forks only
     // from this same thread, so no child inherits the temporary umask.
-    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-    let l = UnixListener::bind(path);
-    nix::sys::stat::umask(old);
-    l
+    let _umask = oxidepm_sys::umask::Guard::set(0o177);
+    UnixListener::bind(path)
 }

@@ -4,10 +4,8 @@
 use crate::supervise::procfs::{self, ProcStat};
 use crate::supervise::Supervisor;
 use oxidepm_proto::{Actor, AppKind};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-
-/// `SO_PEERPIDFD` (Linux 6.5+): a pidfd of the peer, pinned at connect.
-const SO_PEERPIDFD: libc::c_int = 77;
+use oxidepm_sys::{peer, pidfd};
+use std::os::fd::BorrowedFd;
 
 /// Where a peer's process sits, as far as the daemon can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,37 +38,6 @@ pub struct PeerInfo {
     pub origin: Origin,
 }
 
-fn peer_pidfd(fd: libc::c_int) -> Option<OwnedFd> {
-    let mut pidfd: libc::c_int = -1;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `pidfd`.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            SO_PEERPIDFD,
-            &mut pidfd as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    // SAFETY: on success the kernel gave us a new fd that nothing else owns.
-    (r == 0 && pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })
-}
-
-fn pidfd_alive(pidfd: &OwnedFd) -> bool {
-    // SAFETY: signal 0 through a pidfd only checks that the process lives.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            0,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    r == 0
-}
-
 /// The chain from `pid` up to the daemon (inclusive) or to init.
 fn ancestry(pid: u32, daemon: u32) -> Option<Vec<ProcStat>> {
     let mut chain = Vec::new();
@@ -90,28 +57,23 @@ fn ancestry(pid: u32, daemon: u32) -> Option<Vec<ProcStat>> {
 /// pidfd where the kernel offers one (else by its start time): if the
 /// process is gone or replaced by the end of the walk, the answer is
 /// `Unknown`, which is treated as an AI.
-pub fn identify(fd: libc::c_int, sup: &Supervisor) -> PeerInfo {
-    let cred = nix::sys::socket::getsockopt(
-        // SAFETY: the caller's socket outlives this call.
-        &unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
-        nix::sys::socket::sockopt::PeerCredentials,
-    )
-    .ok();
-    let pid = cred.map(|c| c.pid()).filter(|p| *p > 0).map(|p| p as u32);
-    let uid = cred.map(|c| c.uid());
+pub fn identify(fd: BorrowedFd<'_>, sup: &Supervisor) -> PeerInfo {
+    let cred = peer::credentials(fd);
+    let pid = cred.and_then(|c| c.pid);
+    let uid = cred.map(|c| c.uid);
     let unknown = PeerInfo {
         pid,
         uid,
         origin: Origin::Unknown,
     };
     let Some(pid) = pid else { return unknown };
-    let pidfd = peer_pidfd(fd);
+    let pidfd = peer::pidfd(fd);
     let daemon = std::process::id();
     let Some(chain) = ancestry(pid, daemon) else {
         return unknown;
     };
     let pinned = match &pidfd {
-        Some(p) => pidfd_alive(p),
+        Some(p) => pidfd::is_alive(p),
         None => procfs::stat(pid).is_some_and(|s| s.start_ticks == chain[0].start_ticks),
     };
     if !pinned {

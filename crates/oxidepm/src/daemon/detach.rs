@@ -1,7 +1,6 @@
 //! Starting the daemon in the background.
 
 use crate::paths::Home;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,13 +37,7 @@ pub fn spawn_detached(home: &Home, resurrect: bool) -> Result<u32, String> {
     if resurrect {
         cmd.arg("--resurrect");
     }
-    // SAFETY: setsid is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()?;
-            Ok(())
-        });
-    }
+    oxidepm_sys::exec::own_session(&mut cmd);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start the daemon: {e}"))?;

@@ -3,7 +3,6 @@
 use crate::paths::Home;
 use std::fs::File;
 use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 
 /// Held for the daemon's life; dropping it releases the home.
 #[derive(Debug)]
@@ -47,9 +46,7 @@ impl DaemonLock {
             .truncate(false)
             .open(home.lock_file())
             .map_err(LockError::Io)?;
-        // SAFETY: flock on an fd we own.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r != 0 {
+        if oxidepm_sys::flock::try_lock_exclusive(&file).is_err() {
             let mut s = String::new();
             let _ = file.read_to_string(&mut s);
             return Err(LockError::Held {

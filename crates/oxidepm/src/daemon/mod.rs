@@ -83,8 +83,8 @@ pub fn prepare_home(home: &Home) -> std::io::Result<()> {
 impl Daemon {
     /// Decides who a new connection is, once, at accept.
     pub fn identify_peer(&self, stream: &UnixStream, socket: SocketKind) -> Peer {
-        use std::os::fd::AsRawFd;
-        let info = peer::identify(stream.as_raw_fd(), &crate::supervise::lock(&self.sup));
+        use std::os::fd::AsFd;
+        let info = peer::identify(stream.as_fd(), &crate::supervise::lock(&self.sup));
         log::debug!(
             "{} socket: peer pid {:?} uid {:?} origin {:?}",
             socket.as_str(),

@@ -9,7 +9,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::{FromRawFd, RawFd};
+use std::os::unix::io::RawFd;
 use std::path::{Path, PathBuf};
 use std::thread;
 
@@ -119,26 +119,23 @@ pub fn run(cfg: &ShimConfig) -> io::Result<()> {
 /// A stop signal sent to the app's process group must not kill the logger
 /// before it has drained what the app wrote; EOF is what ends the shim.
 fn ignore_signals() -> io::Result<()> {
-    use nix::sys::signal::{signal, SigHandler, Signal::*};
+    use oxidepm_sys::signal::{ignore, Signal::*};
     for sig in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] {
-        // SAFETY: SIG_IGN installs no handler code, so nothing can run in
-        // signal context.
-        unsafe { signal(sig, SigHandler::SigIgn) }.map_err(io::Error::from)?;
+        ignore(sig)?;
     }
     Ok(())
 }
 
+/// The shim's inputs are fds 0 and 3 as the daemon set them up; in the
+/// shim process nothing else owns them.
 fn take_fd(fd: RawFd) -> io::Result<File> {
-    // SAFETY: F_GETFD only queries the descriptor.
-    if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
+    match oxidepm_sys::fd::take_inherited(fd) {
+        Ok(fd) => Ok(File::from(fd)),
+        Err(e) => Err(io::Error::new(
             e.kind(),
             format!("log shim input fd {fd}: {e}"),
-        ));
+        )),
     }
-    // SAFETY: the fd is open and, in the shim process, nothing else owns it.
-    Ok(unsafe { File::from_raw_fd(fd) })
 }
 
 /// The same loop for one reader/writer pair (used by `run` per stream and by tests).

@@ -11,21 +11,11 @@ use super::supervisor::{lock, Shared};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use oxidepm_proto::{Actor, Status};
-use std::os::fd::{FromRawFd, OwnedFd};
-use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
+use oxidepm_sys::pidfd;
+use std::os::fd::OwnedFd;
 use tokio::signal::unix::{signal, SignalKind};
 
-/// Makes this process the reaper of orphans in its subtree.
-pub fn become_subreaper() -> std::io::Result<()> {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer argument.
-    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
+pub use oxidepm_sys::subreaper::become_subreaper;
 
 /// Reaps every child on SIGCHLD, forever.
 pub async fn run(shared: Shared) {
@@ -75,16 +65,6 @@ pub fn reap_all(shared: &Shared) {
     }
 }
 
-fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this fd, and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
 /// Brings back every stored app after a daemon start: a process that
 /// outlived the previous daemon (same pid, same start time, same boot) is
 /// adopted and supervised again; an app whose process died meanwhile is
@@ -111,7 +91,7 @@ pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
                 if same_boot && procfs::is_same_process(pid, start) {
                     // Open the pidfd first and check the start time again
                     // after, so a pid reused in between is never adopted.
-                    if let Ok(fd) = pidfd_open(pid) {
+                    if let Ok(fd) = pidfd::open(pid) {
                         if procfs::is_same_process(pid, start) {
                             s.adopted(id);
                             let stopping = rt.status == Status::Stopping;
@@ -161,18 +141,11 @@ pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
 /// Watches an adopted process through its pidfd and reports its exit.
 pub fn watch_adopted(shared: Shared, id: u64, pid: u32, fd: OwnedFd) {
     tokio::spawn(async move {
-        // SAFETY: the pidfd is owned by the AsyncFd and closed only when it
-        // is dropped, after deregistration.
-        match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
-            Ok(afd) => {
-                // A pidfd becomes readable when the process exits.
-                let _ = afd.readable().await;
-            }
-            Err(e) => {
-                log::warn!("cannot watch adopted pid {pid} ({e}); polling instead");
-                while procfs::stat(pid).is_some_and(|s| s.state != b'Z') {
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                }
+        // A pidfd becomes readable when the process exits.
+        if let Err(e) = pidfd::exited(fd).await {
+            log::warn!("cannot watch adopted pid {pid} ({e}); polling instead");
+            while procfs::stat(pid).is_some_and(|s| s.state != b'Z') {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
         }
         lock(&shared).handle_exit_unowned(id, pid);

@@ -41,7 +41,9 @@ pub async fn run(shared: Shared) {
             let (ticks, pages) = procs
                 .iter()
                 .filter(|p| tree.contains(&p.pid))
-                .fold((0u64, 0u64), |(t, r), p| (t + p.cpu_ticks, r + p.rss_pages));
+                .fold((0u64, 0u64), |(t, r), p| {
+                    (t + p.cpu_ticks(), r + p.rss_pages)
+                });
             let Some(app) = s.app_mut(id) else { continue };
             if app.rt.pid != Some(root) {
                 continue;

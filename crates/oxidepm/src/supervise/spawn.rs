@@ -1,13 +1,13 @@
 //! Starting an app's process and its log shim, and signalling its tree.
 
-use super::logshim::ShimConfig;
+use super::logshim::{ShimConfig, ERR_INPUT_FD};
 use super::procfs;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::{Gid, Pid, Uid};
 use oxidepm_proto::AppSpec;
+use oxidepm_sys::exec;
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::str::FromStr;
@@ -183,20 +183,12 @@ pub fn spawn_app(
 /// user (supplementary groups, then group, then user: the order in which
 /// root can still drop each).
 fn own_session_as(cmd: &mut Command, creds: Option<&Creds>) {
-    let ids = creds.map(|c| (c.uid, c.gid, c.groups.clone()));
-    // SAFETY: the closure only makes async-signal-safe system calls and
-    // allocates nothing (the group list was built before the fork).
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::unistd::setsid()?;
-            if let Some((uid, gid, groups)) = &ids {
-                nix::unistd::setgroups(groups)?;
-                nix::unistd::setgid(*gid)?;
-                nix::unistd::setuid(*uid)?;
-            }
-            Ok(())
-        });
-    }
+    let id = creds.map(|c| exec::Identity {
+        uid: c.uid,
+        gid: c.gid,
+        groups: c.groups.clone(),
+    });
+    exec::own_session_as(cmd, id);
 }
 
 fn spawn_error(spec: &AppSpec, e: std::io::Error) -> String {
@@ -230,28 +222,16 @@ fn spawn_shim(
     out_r: OwnedFd,
     err_r: OwnedFd,
 ) -> std::io::Result<u32> {
-    let err_raw = err_r.as_raw_fd();
     let mut cmd = Command::new(exe);
     cmd.arg("__logshim")
         .args(cfg.to_args())
         .env_clear()
         .stdin(Stdio::from(out_r))
         .stdout(Stdio::null());
-    // SAFETY: only async-signal-safe calls (setsid, dup2, fcntl).
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::unistd::setsid()?;
-            if err_raw == 3 {
-                let fl = libc::fcntl(3, libc::F_GETFD);
-                libc::fcntl(3, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
-            } else if libc::dup2(err_raw, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // `cmd` owns the read end from here: it is closed when `cmd` is dropped
+    // at the end of this function, after the spawn.
+    exec::own_session_with_fd(&mut cmd, err_r, ERR_INPUT_FD);
     let child = cmd.spawn()?;
-    drop(err_r);
     Ok(child.id())
 }
 

@@ -200,9 +200,9 @@ fn is_oxidepmd(pid: u32) -> bool {
 
 /// Sends a signal.
 pub fn kill(pid: u32, sig: i32) {
-    // SAFETY: kill(2) with a pid and a signal.
-    unsafe {
-        libc::kill(pid as i32, sig);
+    use nix::sys::signal::{self, Signal};
+    if let Ok(sig) = Signal::try_from(sig) {
+        let _ = signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
     }
 }
 

@@ -6,7 +6,7 @@
 use crate::sandbox::Result;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,28 +138,18 @@ pub fn drive(addr: SocketAddr, requests: Vec<Vec<Vec<u8>>>, expect: u16) -> Resu
     }
     let mut chunk = vec![0u8; 64 << 10];
     while conns.iter().any(|c| c.busy) {
-        let mut fds: Vec<libc::pollfd> = conns
-            .iter()
-            .map(|c| libc::pollfd {
-                fd: if c.busy { c.s.as_raw_fd() } else { -1 },
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: poll(2) on a vector of pollfds we own.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 30_000) };
-        if n == 0 {
+        let fds: Vec<Option<BorrowedFd<'_>>> =
+            conns.iter().map(|c| c.busy.then(|| c.s.as_fd())).collect();
+        let ready = match oxidepm_sys::poll::readable_any(&fds, Duration::from_secs(30)) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("http: poll: {e}")),
+        };
+        if !ready.contains(&true) {
             return Err("http: no answer for 30 s".into());
         }
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(format!("http: poll: {e}"));
-        }
-        for (c, fd) in conns.iter_mut().zip(&fds) {
-            if fd.revents == 0 {
+        for (c, ready) in conns.iter_mut().zip(ready) {
+            if !ready {
                 continue;
             }
             // Readable: this read does not block.

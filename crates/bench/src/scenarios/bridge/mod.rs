@@ -16,6 +16,7 @@ use super::Plan;
 use crate::procfs;
 use crate::report::{percentile, Row};
 use crate::sandbox::{Bins, Result};
+use oxidepm_sys::signal::{self, Signal};
 use resp::Resp;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -51,11 +52,9 @@ struct Procs(Vec<Child>);
 impl Drop for Procs {
     fn drop(&mut self) {
         for c in self.0.iter_mut().rev() {
-            // SIGTERM first, so that each can stop cleanly.
-            // SAFETY: kill(2) on a child of ours that has not been reaped.
-            unsafe {
-                libc::kill(c.id() as libc::pid_t, libc::SIGTERM);
-            }
+            // SIGTERM first, so that each can stop cleanly. The child is
+            // not reaped yet, so its pid still names it.
+            let _ = signal::kill(c.id(), Signal::SIGTERM);
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = c.try_wait() {
@@ -315,11 +314,7 @@ fn cpu_of(pid: u32) -> f64 {
 
 /// CPU seconds used so far by this process (the senders).
 fn own_cpu() -> f64 {
-    // SAFETY: getrusage writes into the struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(ru.ru_utime) + t(ru.ru_stime)
+    oxidepm_sys::rusage::own().total().as_secs_f64()
 }
 
 /// `pids`: the bridge's and redis-server's; `sizes`: messages in, latency

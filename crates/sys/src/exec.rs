@@ -1,0 +1,127 @@
+//! What a child does between fork and exec: a session of its own, another
+//! identity, an inherited descriptor at a fixed number.
+//!
+//! Each function installs a `pre_exec` hook on a `Command`. The hook runs in
+//! the forked child of a possibly multi-threaded parent, so it may only make
+//! async-signal-safe system calls and must not allocate: whatever it needs
+//! is built before the fork and moved into it.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+pub use nix::unistd::{Gid, Uid};
+
+/// The user a child becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// User id.
+    pub uid: Uid,
+    /// Primary group.
+    pub gid: Gid,
+    /// Supplementary groups.
+    pub groups: Vec<Gid>,
+}
+
+/// Makes `cmd` start in a session (and process group) of its own.
+pub fn own_session(cmd: &mut Command) {
+    own_session_as(cmd, None);
+}
+
+/// Makes `cmd` start in a session of its own and, with `id`, as that user
+/// (supplementary groups, then group, then user: the order in which root
+/// can still drop each).
+pub fn own_session_as(cmd: &mut Command, id: Option<Identity>) {
+    // SAFETY: the hook only makes async-signal-safe system calls (setsid,
+    // setgroups, setgid, setuid) and allocates nothing: the group list was
+    // built before the fork and is only borrowed here.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
+            if let Some(id) = &id {
+                nix::unistd::setgroups(&id.groups)?;
+                nix::unistd::setgid(id.gid)?;
+                nix::unistd::setuid(id.uid)?;
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Makes `cmd` start in a session of its own with `fd` inherited as
+/// descriptor `at` (open across exec). `fd` is closed in this process when
+/// `cmd` is dropped.
+pub fn own_session_with_fd(cmd: &mut Command, fd: OwnedFd, at: RawFd) {
+    // SAFETY: the hook only makes async-signal-safe system calls (setsid,
+    // fcntl, dup2) and allocates nothing. `fd` is owned by the hook, so the
+    // descriptor it names is open in the child for dup2 to copy.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
+            let raw = fd.as_raw_fd();
+            if raw == at {
+                // Already in place: dup2 onto itself would leave it
+                // close-on-exec, so clear the flag instead.
+                let fl = libc::fcntl(at, libc::F_GETFD);
+                libc::fcntl(at, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
+            } else if libc::dup2(raw, at) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+
+    fn run(mut cmd: Command) -> String {
+        let out = cmd.stdout(Stdio::piped()).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn starts_a_session() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "cat /proc/$$/stat"]);
+        own_session(&mut cmd);
+        let s = crate::procfs::parse_stat(&run(cmd)).unwrap();
+        assert_eq!(s.session, s.pid);
+        assert_eq!(s.pgrp, s.pid);
+    }
+
+    #[test]
+    fn hands_over_a_descriptor() {
+        let (mut r, w) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo hello >&5"]);
+        own_session_with_fd(&mut cmd, w.into(), 5);
+        run(cmd);
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut r, &mut got).unwrap();
+        assert_eq!(got, "hello\n");
+    }
+
+    #[test]
+    fn becomes_the_user() {
+        let me = Identity {
+            uid: nix::unistd::getuid(),
+            gid: nix::unistd::getgid(),
+            groups: vec![nix::unistd::getgid()],
+        };
+        if !me.uid.is_root() {
+            // Only root may set groups; the same call must then fail.
+            let mut cmd = Command::new("true");
+            own_session_as(&mut cmd, Some(me));
+            assert!(cmd.status().is_err());
+            return;
+        }
+        let mut cmd = Command::new("id");
+        cmd.args(["-u"]);
+        own_session_as(&mut cmd, Some(me));
+        assert_eq!(run(cmd).trim(), "0");
+    }
+}

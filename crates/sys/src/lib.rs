@@ -1,0 +1,37 @@
+//! oxidepm's system calls, each behind a small safe function.
+//!
+//! This is the only crate of the workspace allowed `unsafe` code, so that the
+//! places where soundness rests on a comment instead of the compiler can be
+//! read in one sitting. Every `unsafe` block says why it is sound in a
+//! `// SAFETY:` comment; calls that `rustix` or `nix` already offer safely
+//! go through them.
+//!
+//! * [`procfs`] — `/proc/<pid>/stat`, boot id, clock ticks, page size;
+//! * [`pidfd`] — process descriptors: open, liveness, waiting for exit;
+//! * [`peer`] — who is on the other end of a unix socket;
+//! * [`subreaper`] — adopting orphaned descendants;
+//! * [`signal`] — sending, ignoring and waiting for signals;
+//! * [`exec`] — what a child does between fork and exec;
+//! * [`fd`] — descriptors inherited across exec;
+//! * [`activation`] — sockets inherited from systemd (`LISTEN_FDS`);
+//! * [`umask`] — a umask that lasts for a scope;
+//! * [`flock`] — advisory whole-file locks;
+//! * [`poll`] — readiness of descriptors;
+//! * [`rusage`] — CPU time of this process and its children;
+//! * [`clock`] — the monotonic clock;
+//! * [`cnproc`] — the kernel's process events (netlink proc connector).
+
+pub mod activation;
+pub mod clock;
+pub mod cnproc;
+pub mod exec;
+pub mod fd;
+pub mod flock;
+pub mod peer;
+pub mod pidfd;
+pub mod poll;
+pub mod procfs;
+pub mod rusage;
+pub mod signal;
+pub mod subreaper;
+pub mod umask;
