@@ -4,7 +4,6 @@
 pub mod config;
 mod detach;
 mod handler;
-mod lockfile;
 
 use crate::access::conn::{self, Limits};
 use crate::access::peer::{self, PeerInfo};
@@ -13,6 +12,7 @@ use crate::lanes::admin::Lanes;
 use crate::lanes::layout::Layout;
 use crate::lanes::ops;
 use crate::lanes::settings::Backend;
+use crate::paths::lock::DaemonLock;
 use crate::paths::Home;
 use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
 use config::Config;
@@ -24,7 +24,6 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
 pub use detach::{detach, spawn_detached};
-pub use lockfile::{DaemonLock, LockError};
 
 /// What the daemon decided about a connection when it was accepted.
 #[derive(Debug, Clone)]
