@@ -9,7 +9,7 @@ use crate::access::conn::{self, Limits};
 use crate::access::peer::{self, PeerInfo};
 use crate::access::{identity, listener, Caller, SocketKind};
 use crate::lanes::admin::Lanes;
-use crate::lanes::layout::Layout;
+use crate::lanes::layout::{self, Layout};
 use crate::lanes::ops;
 use crate::lanes::settings::Backend;
 use crate::paths::lock::DaemonLock;
@@ -155,7 +155,11 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
     {
         let mut s = crate::supervise::lock(&sup);
         if config.lanes.backend == Backend::Redis {
-            s.lanes = Some((lanes.layout.clone(), config.lanes.families()));
+            let layout = lanes.layout.clone();
+            let families = config.lanes.families();
+            s.lane_env = Some(Box::new(move |agent: &str| {
+                layout::agent_env(&layout, agent, &families)
+            }));
         }
         s.load()?;
     }
