@@ -1,10 +1,8 @@
-//! Layer 2: who is asking. The listeners, the identity of a connection's
-//! peer, the permission tiers and the audit trail.
+//! Layer 2: who is asking. The identity of a connection's peer, the
+//! permission tiers and the audit trail.
 
 pub mod claim;
-pub mod conn;
 pub mod identity;
-pub mod listener;
 pub mod peer;
 pub mod policy;
 

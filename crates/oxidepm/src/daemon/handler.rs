@@ -1,9 +1,9 @@
 //! Answering requests: policy, audit, then the operation.
 
 use super::{Daemon, Peer};
-use crate::access::conn::Sink;
 use crate::access::{policy, Caller};
 use crate::lanes::admin::AgentLane;
+use crate::server::Sink;
 use crate::store::{AuditFilter, NewAudit, SnapshotApp};
 use crate::supervise::{control, lock, logfile};
 use oxidepm_proto::{

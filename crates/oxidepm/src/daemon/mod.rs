@@ -5,22 +5,22 @@ pub mod config;
 mod detach;
 mod handler;
 
-use crate::access::conn::{self, Limits};
 use crate::access::peer::{self, PeerInfo};
-use crate::access::{identity, listener, Caller, SocketKind};
+use crate::access::{identity, Caller, SocketKind};
 use crate::lanes::admin::Lanes;
 use crate::lanes::layout::{self, Layout};
 use crate::lanes::ops;
 use crate::lanes::settings::Backend;
 use crate::paths::lock::DaemonLock;
 use crate::paths::Home;
+use crate::server::{self, Limits, Sink};
 use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
 use config::Config;
-use oxidepm_proto::{Actor, Class, Tier};
+use oxidepm_proto::{Actor, Class, Request, Tier};
 use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixStream;
 use tokio::sync::Notify;
 
 pub use detach::{detach, spawn_detached};
@@ -47,6 +47,24 @@ pub struct Daemon {
     /// The agents' lanes.
     pub lanes: Lanes,
     started: Instant,
+}
+
+/// One of the daemon's sockets, as its server sees it.
+struct Endpoint {
+    daemon: Arc<Daemon>,
+    socket: SocketKind,
+}
+
+impl server::Handler for Endpoint {
+    type Peer = Peer;
+
+    fn identify(&self, stream: &UnixStream) -> Peer {
+        self.daemon.identify_peer(stream, self.socket)
+    }
+
+    async fn handle(&self, peer: &Peer, req: Request, sink: &mut Sink) -> std::io::Result<()> {
+        self.daemon.handle(peer, req, sink).await
+    }
 }
 
 /// Options of `oxidepmd`.
@@ -207,35 +225,41 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
         });
     }
 
-    let main = listener::bind(&home.daemon_socket())
+    let main = server::bind(&home.daemon_socket())
         .map_err(|e| format!("cannot listen on {}: {e}", home.daemon_socket().display()))?;
     let main_limits = Limits {
         max_line: oxidepm_proto::MAX_LINE,
         idle: None,
         write_timeout: Some(Duration::from_secs(30)),
+        max_conns: None,
     };
-    tokio::spawn(accept_loop(
+    tokio::spawn(server::run(
         main,
-        SocketKind::Daemon,
+        SocketKind::Daemon.as_str(),
         main_limits,
-        daemon.clone(),
-        None,
+        Arc::new(Endpoint {
+            daemon: daemon.clone(),
+            socket: SocketKind::Daemon,
+        }),
     ));
 
     if config.agent_socket {
-        match listener::bind(&home.agent_socket()) {
+        match server::bind(&home.agent_socket()) {
             Ok(l) => {
                 let limits = Limits {
                     max_line: oxidepm_proto::MAX_LINE,
                     idle: Some(Duration::from_secs(config.agent_idle_timeout_secs.max(1))),
                     write_timeout: Some(Duration::from_secs(10)),
+                    max_conns: Some(32),
                 };
-                tokio::spawn(accept_loop(
+                tokio::spawn(server::run(
                     l,
-                    SocketKind::Agent,
+                    SocketKind::Agent.as_str(),
                     limits,
-                    daemon.clone(),
-                    Some(32),
+                    Arc::new(Endpoint {
+                        daemon: daemon.clone(),
+                        socket: SocketKind::Agent,
+                    }),
                 ));
             }
             Err(e) => log::warn!(
@@ -273,42 +297,4 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
     let _ = std::fs::remove_file(home.agent_socket());
     log::info!("oxidepmd stopped");
     Ok(())
-}
-
-async fn accept_loop(
-    l: UnixListener,
-    socket: SocketKind,
-    limits: Limits,
-    daemon: Arc<Daemon>,
-    max_conns: Option<usize>,
-) {
-    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    loop {
-        let stream = match l.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                // EMFILE and the like: back off instead of spinning.
-                log::warn!("{} socket: accept failed: {e}", socket.as_str());
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        if let Some(max) = max_conns {
-            if active.load(std::sync::atomic::Ordering::Relaxed) >= max {
-                log::warn!(
-                    "{} socket: {max} connections already open; closing a new one",
-                    socket.as_str()
-                );
-                drop(stream);
-                continue;
-            }
-        }
-        active.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let active = active.clone();
-        let daemon = daemon.clone();
-        tokio::spawn(async move {
-            conn::serve(stream, socket, limits, daemon).await;
-            active.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        });
-    }
 }
