@@ -4,6 +4,7 @@
 pub mod config;
 mod detach;
 mod handler;
+mod views;
 
 use crate::access::peer::{self, PeerInfo};
 use crate::access::{identity, Caller, SocketKind};
@@ -100,7 +101,7 @@ impl Daemon {
     /// Decides who a new connection is, once, at accept.
     pub fn identify_peer(&self, stream: &UnixStream, socket: SocketKind) -> Peer {
         use std::os::fd::AsRawFd;
-        let info = peer::identify(stream.as_raw_fd(), &crate::supervise::lock(&self.sup));
+        let info = peer::identify(stream.as_raw_fd(), &*crate::supervise::lock(&self.sup));
         log::debug!(
             "{} socket: peer pid {:?} uid {:?} origin {:?}",
             socket.as_str(),
