@@ -6,8 +6,7 @@ mod detach;
 mod handler;
 mod views;
 
-use crate::access::peer::{self, PeerInfo};
-use crate::access::{identity, Caller, SocketKind};
+use crate::access::{Caller, Gate, Peer, SocketKind};
 use crate::lanes::admin::Lanes;
 use crate::lanes::layout::{self, Layout};
 use crate::lanes::ops;
@@ -17,7 +16,7 @@ use crate::paths::Home;
 use crate::server::{self, Limits, Sink};
 use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
 use config::Config;
-use oxidepm_proto::{Actor, Class, Request, Tier};
+use oxidepm_proto::{Actor, ErrorBody, Op, Request};
 use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,15 +24,6 @@ use tokio::net::UnixStream;
 use tokio::sync::Notify;
 
 pub use detach::{detach, spawn_detached};
-
-/// What the daemon decided about a connection when it was accepted.
-#[derive(Debug, Clone)]
-pub struct Peer {
-    /// The socket it came in on.
-    pub socket: SocketKind,
-    /// Its credentials and place in the process tree.
-    pub info: PeerInfo,
-}
 
 /// The running daemon.
 pub struct Daemon {
@@ -43,6 +33,8 @@ pub struct Daemon {
     pub home: Home,
     /// Settings from daemon.toml.
     pub config: Config,
+    /// Who is asking, and what they may do.
+    pub gate: Gate,
     /// Notified when a `kill` request asks the daemon to exit.
     pub exit: Notify,
     /// The agents' lanes.
@@ -60,7 +52,9 @@ impl server::Handler for Endpoint {
     type Peer = Peer;
 
     fn identify(&self, stream: &UnixStream) -> Peer {
-        self.daemon.identify_peer(stream, self.socket)
+        use std::os::fd::AsRawFd;
+        let sup = crate::supervise::lock(&self.daemon.sup);
+        Peer::identify(stream.as_raw_fd(), self.socket, &*sup)
     }
 
     async fn handle(&self, peer: &Peer, req: Request, sink: &mut Sink) -> std::io::Result<()> {
@@ -98,49 +92,11 @@ pub fn prepare_home(home: &Home) -> std::io::Result<()> {
 }
 
 impl Daemon {
-    /// Decides who a new connection is, once, at accept.
-    pub fn identify_peer(&self, stream: &UnixStream, socket: SocketKind) -> Peer {
-        use std::os::fd::AsRawFd;
-        let info = peer::identify(stream.as_raw_fd(), &*crate::supervise::lock(&self.sup));
-        log::debug!(
-            "{} socket: peer pid {:?} uid {:?} origin {:?}",
-            socket.as_str(),
-            info.pid,
-            info.uid,
-            info.origin
-        );
-        Peer { socket, info }
-    }
-
-    /// The caller of one request: the peer's origin plus its claim.
-    pub fn caller(&self, peer: &Peer, claim: Option<&str>) -> Caller {
-        let actor = identity::decide(peer.socket, &peer.info.origin, claim);
-        let (tier, scope) = match actor.class {
-            Class::Human => (Tier::Admin, None),
-            Class::Ai => (self.config.ai_tier(&actor.label), None),
-            Class::Adapter => {
-                let (t, apps) = self.config.adapter_grant(&actor.label);
-                (t, Some(apps))
-            }
-            Class::System => (Tier::Read, Some(Vec::new())),
-        };
-        Caller {
-            actor,
-            socket: peer.socket,
-            tier,
-            scope,
-        }
-    }
-
-    /// The caller of a request that came through an agent's lane: the
-    /// agent named by the stream key, never by the payload.
-    pub fn lane_caller(&self, agent: &str) -> Caller {
-        Caller {
-            actor: Actor::new(Class::Ai, agent),
-            socket: SocketKind::Lane,
-            tier: self.config.ai_tier(agent),
-            scope: None,
-        }
+    /// Checks a request against the gate and the apps as they are now;
+    /// fills `apps` with the names it touches.
+    fn authorize(&self, caller: &Caller, op: &Op, apps: &mut Vec<String>) -> Result<(), ErrorBody> {
+        let s = crate::supervise::lock(&self.sup);
+        self.gate.authorize(&*s, caller, op, apps)
     }
 
     /// Milliseconds since the daemon started.
@@ -204,6 +160,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
         sup: sup.clone(),
         home: home.clone(),
         config: config.clone(),
+        gate: Gate::new(config.tiers.clone(), config.adapters.clone()),
         exit: Notify::new(),
         lanes,
         started: Instant::now(),
@@ -219,7 +176,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
             while let Some(r) = rx.recv().await {
                 let d = d.clone();
                 tokio::spawn(async move {
-                    let caller = d.lane_caller(&r.agent);
+                    let caller = d.gate.lane_caller(&r.agent);
                     let _ = r.reply.send(d.answer(&caller, r.req).await);
                 });
             }
