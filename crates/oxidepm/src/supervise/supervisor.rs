@@ -3,13 +3,13 @@
 //! (stop timeouts, restart delays, exit watches) live in `control`,
 //! `reaper` and the timers armed here.
 
-use super::app::App;
+use super::app::{App, Runtime};
 use super::logfile;
 use super::logshim::ShimConfig;
 use super::policy::{self, Decision, Exit};
 use super::spawn::{self, Creds};
 use crate::paths::Home;
-use crate::store::{Runtime, Store};
+use crate::store::Store;
 use crate::timefmt::now_ms;
 use nix::sys::signal::Signal;
 use oxidepm_proto::{Actor, AppSpec, ErrorBody, ErrorCode, Status};
