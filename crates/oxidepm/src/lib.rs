@@ -1,8 +1,8 @@
 //! oxidepm: a process manager that knows who is asking.
 //!
 //! Layer 1 (supervision) lives in [`supervise`], layer 2 (who is asking) in
-//! [`access`], state in [`store`]; [`daemon`] wires them together and [`cli`]
-//! is the command-line client.
+//! [`access`], the sockets in [`server`], state in [`store`]; [`daemon`]
+//! wires them together and [`cli`] is the command-line client.
 
 pub mod access;
 pub mod cli;
@@ -10,6 +10,7 @@ pub mod client;
 pub mod daemon;
 pub mod lanes;
 pub mod paths;
+pub mod server;
 pub mod store;
 pub mod supervise;
 pub mod timefmt;

@@ -1,5 +1,7 @@
 //! Where oxidepm keeps its files.
 
+pub mod lock;
+
 use std::path::{Path, PathBuf};
 
 /// The files of one oxidepm home (`$OXIDEPM_HOME`, default `~/.oxidepm`).

@@ -1,14 +1,16 @@
-//! Layer 2: who is asking. The listeners, the identity of a connection's
-//! peer, the permission tiers and the audit trail.
+//! Layer 2: who is asking. The identity of a connection's peer, the
+//! permission tiers and the audit trail.
 
 pub mod claim;
-pub mod conn;
+pub mod gate;
 pub mod identity;
-pub mod listener;
 pub mod peer;
 pub mod policy;
 
+pub use gate::Gate;
+
 use oxidepm_proto::{Actor, Tier};
+use peer::{PeerInfo, ProcessIndex};
 
 /// Which socket a connection arrived on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,4 +54,32 @@ pub struct Caller {
     pub tier: Tier,
     /// The apps it may touch.
     pub scope: Scope,
+}
+
+/// What the daemon decided about a connection when it was accepted.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The socket it came in on.
+    pub socket: SocketKind,
+    /// Its credentials and place in the process tree.
+    pub info: PeerInfo,
+}
+
+impl Peer {
+    /// Decides who the peer on socket `fd` is, once, at accept.
+    pub fn identify<P: ProcessIndex + ?Sized>(
+        fd: std::os::fd::BorrowedFd<'_>,
+        socket: SocketKind,
+        index: &P,
+    ) -> Peer {
+        let info = peer::identify(fd, index);
+        log::debug!(
+            "{} socket: peer pid {:?} uid {:?} origin {:?}",
+            socket.as_str(),
+            info.pid,
+            info.uid,
+            info.origin
+        );
+        Peer { socket, info }
+    }
 }

@@ -2,7 +2,6 @@
 //! the peer's credentials and its process tree, never from what it says.
 
 use crate::supervise::procfs::{self, ProcStat};
-use crate::supervise::Supervisor;
 use oxidepm_proto::{Actor, AppKind};
 use oxidepm_sys::{peer, pidfd};
 use std::os::fd::BorrowedFd;
@@ -25,6 +24,24 @@ pub enum Origin {
     },
     /// A descendant of the daemon that belongs to no app (fails closed).
     Unattributed,
+}
+
+/// An app as the origin of a peer in its process tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppOrigin {
+    /// The app's name.
+    pub name: String,
+    /// The app's kind.
+    pub kind: AppKind,
+    /// Who defined the app.
+    pub defined_by: Actor,
+}
+
+/// What deciding a peer's origin needs to know of the daemon's apps.
+pub trait ProcessIndex {
+    /// The app whose process (main process, or health probe) is `pid`
+    /// started at `start_ticks`.
+    fn app_of_process(&self, pid: u32, start_ticks: u64) -> Option<AppOrigin>;
 }
 
 /// The peer of a connection.
@@ -57,7 +74,7 @@ fn ancestry(pid: u32, daemon: u32) -> Option<Vec<ProcStat>> {
 /// pidfd where the kernel offers one (else by its start time): if the
 /// process is gone or replaced by the end of the walk, the answer is
 /// `Unknown`, which is treated as an AI.
-pub fn identify(fd: BorrowedFd<'_>, sup: &Supervisor) -> PeerInfo {
+pub fn identify<P: ProcessIndex + ?Sized>(fd: BorrowedFd<'_>, index: &P) -> PeerInfo {
     let cred = peer::credentials(fd);
     let pid = cred.and_then(|c| c.pid);
     let uid = cred.map(|c| c.uid);
@@ -87,19 +104,16 @@ pub fn identify(fd: BorrowedFd<'_>, sup: &Supervisor) -> PeerInfo {
     let by_chain = chain
         .iter()
         .filter(|s| s.pid != daemon)
-        .find_map(|s| sup.app_of_process(s.pid, s.start_ticks));
+        .find_map(|s| index.app_of_process(s.pid, s.start_ticks));
     let by_session = || {
         let leader = procfs::stat(session)?;
-        sup.app_of_process(session, leader.start_ticks)
+        index.app_of_process(session, leader.start_ticks)
     };
     let origin = match by_chain.or_else(|| under_daemon.then(by_session).flatten()) {
-        Some(id) => match sup.app(id) {
-            Some(a) => Origin::App {
-                name: a.spec.name.clone(),
-                kind: a.spec.kind,
-                defined_by: a.defined_by.clone(),
-            },
-            None => Origin::Unattributed,
+        Some(a) => Origin::App {
+            name: a.name,
+            kind: a.kind,
+            defined_by: a.defined_by,
         },
         None if under_daemon => Origin::Unattributed,
         None => Origin::Outside,

@@ -1,7 +1,8 @@
 //! `oxidepmd`, the oxidepm daemon.
 
 use clap::Parser;
-use oxidepm::daemon::{self, DaemonLock, LockError, Options};
+use oxidepm::daemon::{self, Options};
+use oxidepm::paths::lock::{DaemonLock, LockError};
 use oxidepm::paths::Home;
 use oxidepm::supervise::logshim::{self, ShimConfig};
 use std::path::PathBuf;

@@ -83,7 +83,7 @@ pub fn wait_gone() {
     // The lock is released when the process exits, just after the socket
     // is removed; take and drop it so a following start cannot race it.
     while Instant::now() < deadline {
-        match crate::daemon::DaemonLock::acquire(&home) {
+        match crate::paths::lock::DaemonLock::acquire(&home) {
             Ok(_) => return,
             Err(_) => std::thread::sleep(Duration::from_millis(5)),
         }

@@ -1,32 +1,9 @@
 //! `daemon.toml`: the daemon's own settings.
 
-use oxidepm_proto::Tier;
+use crate::access::gate::{Grant, Tiers};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// Tier settings.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct Tiers {
-    /// Tier of class `ai` (default `control`; it can only be lowered).
-    #[serde(default)]
-    pub ai: Option<Tier>,
-    /// Tier per `ai` label (can only be lowered below `control`).
-    #[serde(default)]
-    pub labels: BTreeMap<String, Tier>,
-}
-
-/// What an adapter may do.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Grant {
-    /// Its tier (at most `manage`: only a human administers the daemon).
-    pub tier: Tier,
-    /// App names and `@tags` it may touch.
-    #[serde(default)]
-    pub apps: Vec<String>,
-}
 
 /// The daemon's settings; every field has a default, so an absent file is
 /// the default configuration.
@@ -85,22 +62,5 @@ impl Config {
             .check()
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(c)
-    }
-
-    /// The tier and scope of an adapter (read and nothing without a grant).
-    pub fn adapter_grant(&self, name: &str) -> (Tier, Vec<String>) {
-        match self.adapters.get(name) {
-            Some(g) => (g.tier.min(Tier::Manage), g.apps.clone()),
-            None => (Tier::Read, Vec::new()),
-        }
-    }
-
-    /// The tier of an `ai` actor with `label`.
-    pub fn ai_tier(&self, label: &str) -> Tier {
-        let base = self.tiers.ai.unwrap_or(Tier::Control).min(Tier::Control);
-        match self.tiers.labels.get(label) {
-            Some(t) => (*t).min(base),
-            None => base,
-        }
     }
 }

@@ -1,8 +1,8 @@
 //! Answering requests: policy, audit, then the operation (in [`super::ops`]).
 
-use super::{Daemon, Peer};
-use crate::access::conn::Sink;
-use crate::access::{policy, Caller};
+use super::Daemon;
+use crate::access::{policy, Caller, Peer};
+use crate::server::Sink;
 use crate::store::NewAudit;
 use crate::supervise::{control, lock};
 use oxidepm_proto::{ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response};
@@ -18,7 +18,7 @@ impl Daemon {
         req: Request,
         sink: &mut Sink,
     ) -> std::io::Result<()> {
-        let caller = self.caller(peer, req.claim.as_deref());
+        let caller = self.gate.caller(peer, req.claim.as_deref());
         let id = req.id;
         match req.op {
             Op::Logs {
@@ -92,72 +92,6 @@ impl Daemon {
             }
         }
         response(id, answer)
-    }
-
-    /// Checks the tier and protection rules; fills `apps` with the names
-    /// the request touches. Nothing changes before this passes.
-    fn authorize(&self, caller: &Caller, op: &Op, apps: &mut Vec<String>) -> Result<(), ErrorBody> {
-        let s = lock(&self.sup);
-        let targets = match op {
-            Op::Show { target }
-            | Op::Start { target }
-            | Op::Stop { target }
-            | Op::Restart { target }
-            | Op::Delete { target }
-            | Op::Logs { target, .. } => Some(target.as_str()),
-            Op::Flush { target } | Op::Events { target, .. } => target.as_deref(),
-            _ => None,
-        };
-        let ids = match targets {
-            Some(t) => s.resolve(t)?,
-            None => Vec::new(),
-        };
-        *apps = s.names(&ids);
-        if let Op::Define { apps: specs } = op {
-            *apps = specs.iter().map(|a| a.name.clone()).collect();
-        }
-        policy::check_tier(caller, op, apps)?;
-        let existing: Vec<(String, Vec<String>, bool)> = ids
-            .iter()
-            .filter_map(|id| s.app(*id))
-            .map(|a| {
-                (
-                    a.spec.name.clone(),
-                    a.spec.tags.clone(),
-                    a.spec.is_protected(),
-                )
-            })
-            .collect();
-        if targets.is_some() {
-            let scoped: Vec<(String, Vec<String>)> = existing
-                .iter()
-                .map(|(n, t, _)| (n.clone(), t.clone()))
-                .collect();
-            policy::check_scope(caller, op.name(), &scoped)?;
-        }
-        match op {
-            Op::Stop { .. } | Op::Restart { .. } | Op::Delete { .. } => {
-                let touched: Vec<(String, bool)> =
-                    existing.iter().map(|(n, _, p)| (n.clone(), *p)).collect();
-                policy::check_protected(caller, op.name(), &touched)?;
-            }
-            Op::Define { apps: specs } => {
-                policy::check_definition(caller, specs)?;
-                let scoped: Vec<(String, Vec<String>)> = specs
-                    .iter()
-                    .map(|sp| (sp.name.clone(), sp.tags.clone()))
-                    .collect();
-                policy::check_scope(caller, "define", &scoped)?;
-                let touched: Vec<(String, bool)> = specs
-                    .iter()
-                    .filter_map(|spec| s.apps().find(|a| a.spec.name == spec.name))
-                    .map(|a| (a.spec.name.clone(), a.spec.is_protected()))
-                    .collect();
-                policy::check_protected(caller, "change", &touched)?;
-            }
-            _ => {}
-        }
-        Ok(())
     }
 
     /// Writes the audit row of a request: `ok`, or the code and message

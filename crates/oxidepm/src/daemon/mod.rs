@@ -4,37 +4,27 @@
 pub mod config;
 mod detach;
 mod handler;
-mod lockfile;
 mod ops;
+mod views;
 
-use crate::access::conn::{self, Limits};
-use crate::access::peer::{self, PeerInfo};
-use crate::access::{identity, listener, Caller, Scope, SocketKind};
+use crate::access::{Caller, Gate, Peer, SocketKind};
 use crate::lanes::admin::Lanes;
-use crate::lanes::layout::Layout;
+use crate::lanes::layout::{self, Layout};
 use crate::lanes::ops as lane_ops;
 use crate::lanes::settings::Backend;
+use crate::paths::lock::DaemonLock;
 use crate::paths::Home;
+use crate::server::{self, Limits, Sink};
 use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
 use config::Config;
-use oxidepm_proto::{Actor, Class, Tier};
+use oxidepm_proto::{Actor, ErrorBody, Op, Request};
 use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixStream;
 use tokio::sync::Notify;
 
 pub use detach::{detach, spawn_detached};
-pub use lockfile::{DaemonLock, LockError};
-
-/// What the daemon decided about a connection when it was accepted.
-#[derive(Debug, Clone)]
-pub struct Peer {
-    /// The socket it came in on.
-    pub socket: SocketKind,
-    /// Its credentials and place in the process tree.
-    pub info: PeerInfo,
-}
 
 /// The running daemon.
 pub struct Daemon {
@@ -44,11 +34,33 @@ pub struct Daemon {
     pub home: Home,
     /// Settings from daemon.toml.
     pub config: Config,
+    /// Who is asking, and what they may do.
+    pub gate: Gate,
     /// Notified when a `kill` request asks the daemon to exit.
     pub exit: Notify,
     /// The agents' lanes.
     pub lanes: Lanes,
     started: Instant,
+}
+
+/// One of the daemon's sockets, as its server sees it.
+struct Endpoint {
+    daemon: Arc<Daemon>,
+    socket: SocketKind,
+}
+
+impl server::Handler for Endpoint {
+    type Peer = Peer;
+
+    fn identify(&self, stream: &UnixStream) -> Peer {
+        use std::os::fd::AsFd;
+        let sup = crate::supervise::lock(&self.daemon.sup);
+        Peer::identify(stream.as_fd(), self.socket, &*sup)
+    }
+
+    async fn handle(&self, peer: &Peer, req: Request, sink: &mut Sink) -> std::io::Result<()> {
+        self.daemon.handle(peer, req, sink).await
+    }
 }
 
 /// Options of `oxidepmd`.
@@ -81,49 +93,11 @@ pub fn prepare_home(home: &Home) -> std::io::Result<()> {
 }
 
 impl Daemon {
-    /// Decides who a new connection is, once, at accept.
-    pub fn identify_peer(&self, stream: &UnixStream, socket: SocketKind) -> Peer {
-        use std::os::fd::AsFd;
-        let info = peer::identify(stream.as_fd(), &crate::supervise::lock(&self.sup));
-        log::debug!(
-            "{} socket: peer pid {:?} uid {:?} origin {:?}",
-            socket.as_str(),
-            info.pid,
-            info.uid,
-            info.origin
-        );
-        Peer { socket, info }
-    }
-
-    /// The caller of one request: the peer's origin plus its claim.
-    pub fn caller(&self, peer: &Peer, claim: Option<&str>) -> Caller {
-        let actor = identity::decide(peer.socket, &peer.info.origin, claim);
-        let (tier, scope) = match actor.class {
-            Class::Human => (Tier::Admin, Scope::All),
-            Class::Ai => (self.config.ai_tier(&actor.label), Scope::All),
-            Class::Adapter => {
-                let (t, apps) = self.config.adapter_grant(&actor.label);
-                (t, Scope::Only(apps))
-            }
-            Class::System => (Tier::Read, Scope::Only(Vec::new())),
-        };
-        Caller {
-            actor,
-            socket: peer.socket,
-            tier,
-            scope,
-        }
-    }
-
-    /// The caller of a request that came through an agent's lane: the
-    /// agent named by the stream key, never by the payload.
-    pub fn lane_caller(&self, agent: &str) -> Caller {
-        Caller {
-            actor: Actor::new(Class::Ai, agent),
-            socket: SocketKind::Lane,
-            tier: self.config.ai_tier(agent),
-            scope: Scope::All,
-        }
+    /// Checks a request against the gate and the apps as they are now;
+    /// fills `apps` with the names it touches.
+    fn authorize(&self, caller: &Caller, op: &Op, apps: &mut Vec<String>) -> Result<(), ErrorBody> {
+        let s = crate::supervise::lock(&self.sup);
+        self.gate.authorize(&*s, caller, op, apps)
     }
 
     /// Milliseconds since the daemon started.
@@ -157,7 +131,11 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
     {
         let mut s = crate::supervise::lock(&sup);
         if config.lanes.backend == Backend::Redis {
-            s.lanes = Some((lanes.layout.clone(), config.lanes.families()));
+            let layout = lanes.layout.clone();
+            let families = config.lanes.families();
+            s.lane_env = Some(Box::new(move |agent: &str| {
+                layout::agent_env(&layout, agent, &families)
+            }));
         }
         s.load()?;
     }
@@ -183,6 +161,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
         sup: sup.clone(),
         home: home.clone(),
         config: config.clone(),
+        gate: Gate::new(config.tiers.clone(), config.adapters.clone()),
         exit: Notify::new(),
         lanes,
         started: Instant::now(),
@@ -198,42 +177,48 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
             while let Some(r) = rx.recv().await {
                 let d = d.clone();
                 tokio::spawn(async move {
-                    let caller = d.lane_caller(&r.agent);
+                    let caller = d.gate.lane_caller(&r.agent);
                     let _ = r.reply.send(d.answer(&caller, r.req).await);
                 });
             }
         });
     }
 
-    let main = listener::bind(&home.daemon_socket())
+    let main = server::bind(&home.daemon_socket())
         .map_err(|e| format!("cannot listen on {}: {e}", home.daemon_socket().display()))?;
     let main_limits = Limits {
         max_line: oxidepm_proto::MAX_LINE,
         idle: None,
         write_timeout: Some(Duration::from_secs(30)),
+        max_conns: None,
     };
-    tokio::spawn(accept_loop(
+    tokio::spawn(server::run(
         main,
-        SocketKind::Daemon,
+        SocketKind::Daemon.as_str(),
         main_limits,
-        daemon.clone(),
-        None,
+        Arc::new(Endpoint {
+            daemon: daemon.clone(),
+            socket: SocketKind::Daemon,
+        }),
     ));
 
     if config.agent_socket {
-        match listener::bind(&home.agent_socket()) {
+        match server::bind(&home.agent_socket()) {
             Ok(l) => {
                 let limits = Limits {
                     max_line: oxidepm_proto::MAX_LINE,
                     idle: Some(Duration::from_secs(config.agent_idle_timeout_secs.max(1))),
                     write_timeout: Some(Duration::from_secs(10)),
+                    max_conns: Some(32),
                 };
-                tokio::spawn(accept_loop(
+                tokio::spawn(server::run(
                     l,
-                    SocketKind::Agent,
+                    SocketKind::Agent.as_str(),
                     limits,
-                    daemon.clone(),
-                    Some(32),
+                    Arc::new(Endpoint {
+                        daemon: daemon.clone(),
+                        socket: SocketKind::Agent,
+                    }),
                 ));
             }
             Err(e) => log::warn!(
@@ -271,42 +256,4 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
     let _ = std::fs::remove_file(home.agent_socket());
     log::info!("oxidepmd stopped");
     Ok(())
-}
-
-async fn accept_loop(
-    l: UnixListener,
-    socket: SocketKind,
-    limits: Limits,
-    daemon: Arc<Daemon>,
-    max_conns: Option<usize>,
-) {
-    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    loop {
-        let stream = match l.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                // EMFILE and the like: back off instead of spinning.
-                log::warn!("{} socket: accept failed: {e}", socket.as_str());
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        if let Some(max) = max_conns {
-            if active.load(std::sync::atomic::Ordering::Relaxed) >= max {
-                log::warn!(
-                    "{} socket: {max} connections already open; closing a new one",
-                    socket.as_str()
-                );
-                drop(stream);
-                continue;
-            }
-        }
-        active.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let active = active.clone();
-        let daemon = daemon.clone();
-        tokio::spawn(async move {
-            conn::serve(stream, socket, limits, daemon).await;
-            active.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        });
-    }
 }

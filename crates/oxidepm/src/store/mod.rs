@@ -7,6 +7,8 @@ mod schema;
 
 use oxidepm_proto::{Actor, AppSpec, AuditRecord, EventKind, EventRecord, Status};
 use rusqlite::{params, Connection, OptionalExtension};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::fmt;
 use std::path::Path;
 
@@ -33,48 +35,38 @@ impl From<rusqlite::Error> for StoreError {
 /// Result of a store operation.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// The runtime part of an app that survives the daemon.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Runtime {
-    /// Whether the app should be running (false after a stop by request).
-    pub desired_running: bool,
-    /// Last known status.
-    pub status: Status,
-    /// Pid of the running process.
-    pub pid: Option<u32>,
-    /// Start time of that process in clock ticks since boot (/proc/<pid>/stat field 22).
-    pub pid_start: Option<u64>,
-    /// Boot id when the process was started.
-    pub boot_id: Option<String>,
-    /// Restart count.
-    pub restarts: u64,
-    /// Unix ms when the current process started.
-    pub started_at_ms: Option<i64>,
-    /// Exit code of the last run.
-    pub last_exit: Option<i32>,
-    /// Current run row.
-    pub run_id: Option<i64>,
+/// The runtime columns of an app's row. The supervisor's runtime state
+/// passes through it by field name, so the store keeps that state without
+/// defining it; a field on one side only is an error, never a default.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeRow {
+    desired_running: bool,
+    status: Status,
+    pid: Option<u32>,
+    pid_start: Option<u64>,
+    boot_id: Option<String>,
+    restarts: u64,
+    started_at_ms: Option<i64>,
+    last_exit: Option<i32>,
+    run_id: Option<i64>,
 }
 
-impl Default for Runtime {
-    fn default() -> Runtime {
-        Runtime {
-            desired_running: false,
-            status: Status::Stopped,
-            pid: None,
-            pid_start: None,
-            boot_id: None,
-            restarts: 0,
-            started_at_ms: None,
-            last_exit: None,
-            run_id: None,
-        }
+impl RuntimeRow {
+    fn of<R: Serialize>(state: &R) -> Result<RuntimeRow> {
+        serde_json::to_value(state)
+            .and_then(serde_json::from_value)
+            .map_err(|e| StoreError(format!("runtime state: {e}")))
+    }
+
+    fn into_state<R: DeserializeOwned>(self) -> serde_json::Result<R> {
+        serde_json::to_value(self).and_then(serde_json::from_value)
     }
 }
 
-/// An app as stored.
+/// An app as stored, with `R` the supervisor's runtime state.
 #[derive(Debug, Clone)]
-pub struct StoredApp {
+pub struct StoredApp<R> {
     /// Numeric id.
     pub id: u64,
     /// Its spec.
@@ -82,7 +74,7 @@ pub struct StoredApp {
     /// Who defined it.
     pub defined_by: Actor,
     /// Runtime state.
-    pub runtime: Runtime,
+    pub runtime: R,
 }
 
 /// One app in a snapshot.
@@ -140,7 +132,7 @@ impl Store {
     }
 
     /// Every app, ordered by id.
-    pub fn load_apps(&self) -> Result<Vec<StoredApp>> {
+    pub fn load_apps<R: DeserializeOwned>(&self) -> Result<Vec<StoredApp<R>>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT id, spec, defined_by, desired, status, pid, pid_start, boot_id, restarts,
                     started_at, last_exit, run_id FROM apps ORDER BY id",
@@ -150,7 +142,7 @@ impl Store {
                 r.get::<_, i64>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, String>(2)?,
-                Runtime {
+                RuntimeRow {
                     desired_running: r.get::<_, i64>(3)? != 0,
                     status: Status::parse(&r.get::<_, String>(4)?).unwrap_or(Status::Stopped),
                     pid: r.get::<_, Option<i64>>(5)?.map(|p| p as u32),
@@ -172,6 +164,9 @@ impl Store {
                 .map_err(|e| StoreError(format!("app {id}: unreadable spec in state.db: {e}")))?;
             let defined_by = serde_json::from_value(serde_json::Value::String(defined_by))
                 .unwrap_or_else(|_| Actor::system("unknown"));
+            let runtime = runtime
+                .into_state()
+                .map_err(|e| StoreError(format!("app {id}: runtime state: {e}")))?;
             apps.push(StoredApp {
                 id: id as u64,
                 spec,
@@ -212,7 +207,8 @@ impl Store {
     }
 
     /// Writes an app's runtime state.
-    pub fn save_runtime(&self, id: u64, rt: &Runtime) -> Result<()> {
+    pub fn save_runtime<R: Serialize>(&self, id: u64, rt: &R) -> Result<()> {
+        let rt = RuntimeRow::of(rt)?;
         self.conn
             .prepare_cached(
                 "UPDATE apps SET desired = ?2, status = ?3, pid = ?4, pid_start = ?5, boot_id = ?6,

@@ -1,9 +1,47 @@
 //! One supervised app as the daemon holds it in memory.
 
-use crate::store::Runtime;
 use oxidepm_proto::{Actor, AppInfo, AppSpec, HealthState, Status};
 use std::time::Instant;
 use tokio::sync::watch;
+
+/// The runtime part of an app that survives the daemon.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Runtime {
+    /// Whether the app should be running (false after a stop by request).
+    pub desired_running: bool,
+    /// Last known status.
+    pub status: Status,
+    /// Pid of the running process.
+    pub pid: Option<u32>,
+    /// Start time of that process in clock ticks since boot (/proc/<pid>/stat field 22).
+    pub pid_start: Option<u64>,
+    /// Boot id when the process was started.
+    pub boot_id: Option<String>,
+    /// Restart count.
+    pub restarts: u64,
+    /// Unix ms when the current process started.
+    pub started_at_ms: Option<i64>,
+    /// Exit code of the last run.
+    pub last_exit: Option<i32>,
+    /// Current run row.
+    pub run_id: Option<i64>,
+}
+
+impl Default for Runtime {
+    fn default() -> Runtime {
+        Runtime {
+            desired_running: false,
+            status: Status::Stopped,
+            pid: None,
+            pid_start: None,
+            boot_id: None,
+            restarts: 0,
+            started_at_ms: None,
+            last_exit: None,
+            run_id: None,
+        }
+    }
+}
 
 /// Last resource sample of an app's process tree.
 #[derive(Debug, Clone, Copy, Default)]
@@ -115,5 +153,39 @@ impl App {
             spec,
             log_files,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use oxidepm_proto::Class;
+
+    #[test]
+    fn runtime_survives_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let spec = AppSpec::new("web", "sleep", vec!["10".into()]);
+        let id = store
+            .insert_app(&spec, &Actor::new(Class::Human, "cli"))
+            .unwrap();
+        let rt = Runtime {
+            desired_running: true,
+            status: Status::Errored,
+            pid: Some(42),
+            pid_start: Some(7),
+            boot_id: Some("b".into()),
+            restarts: 3,
+            started_at_ms: Some(1),
+            last_exit: Some(-9),
+            run_id: Some(9),
+        };
+        store.save_runtime(id, &rt).unwrap();
+        let apps = store.load_apps::<Runtime>().unwrap();
+        assert_eq!(apps[0].runtime, rt);
+        store.save_runtime(id, &Runtime::default()).unwrap();
+        let apps = store.load_apps::<Runtime>().unwrap();
+        assert_eq!(apps[0].runtime, Runtime::default());
     }
 }

@@ -3,13 +3,13 @@
 //! (stop timeouts, restart delays, exit watches) live in `control`,
 //! `reaper` and the timers armed here.
 
-use super::app::App;
+use super::app::{App, Runtime};
 use super::logfile;
 use super::logshim::ShimConfig;
 use super::policy::{self, Decision, Exit};
 use super::spawn::{self, Creds};
 use crate::paths::Home;
-use crate::store::{Runtime, Store};
+use crate::store::Store;
 use crate::timefmt::now_ms;
 use nix::sys::signal::Signal;
 use oxidepm_proto::{Actor, AppSpec, ErrorBody, ErrorCode, EventKind, Status};
@@ -21,6 +21,9 @@ use tokio::sync::{oneshot, watch};
 
 /// The supervisor, shared by the daemon's tasks.
 pub type Shared = Arc<Mutex<Supervisor>>;
+
+/// What an agent app is told about its lane, by agent name.
+pub type LaneEnv = Box<dyn Fn(&str) -> Vec<(String, String)> + Send>;
 
 mod waiting;
 
@@ -58,9 +61,8 @@ pub struct Supervisor {
     is_root: bool,
     /// Set once the daemon is going down: exits are not restarted.
     pub shutting_down: bool,
-    /// Where lanes are and which stream families agents have (set when
-    /// lanes are on), for the environment of agent apps.
-    pub lanes: Option<(crate::lanes::layout::Layout, Vec<String>)>,
+    /// The lane environment of agent apps (set when lanes are on).
+    pub lane_env: Option<LaneEnv>,
 }
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorBody {
@@ -83,7 +85,7 @@ impl Supervisor {
                 own: spawn::own_creds(),
                 is_root: nix::unistd::geteuid().is_root(),
                 shutting_down: false,
-                lanes: None,
+                lane_env: None,
             })
         })
     }
@@ -325,19 +327,17 @@ impl Supervisor {
     /// run from inside an app reaches this daemon (and is identified by its
     /// place in the app's tree).
     ///
-    /// An agent also gets its lane (OXIDEPM_AGENT, OXIDEPM_LANE,
-    /// OXIDEPM_INBOXES, OXIDEPM_OUTBOXES, OXIDEPM_GROUP) and OXIDEPM_SOCKET
-    /// pointing at agent.sock; these override the spec's values.
+    /// An agent also gets its lane's environment from `lane_env` (without
+    /// lanes, OXIDEPM_AGENT and OXIDEPM_SOCKET pointing at agent.sock);
+    /// these override the spec's values.
     fn app_extra_env(&self, spec: &AppSpec) -> Vec<(String, String)> {
         let mut env = vec![(
             "OXIDEPM_HOME".to_string(),
             self.home.root().display().to_string(),
         )];
         if spec.kind == oxidepm_proto::AppKind::Agent {
-            match &self.lanes {
-                Some((layout, families)) => env.extend(crate::lanes::layout::agent_env(
-                    layout, &spec.name, families,
-                )),
+            match &self.lane_env {
+                Some(lane_env) => env.extend(lane_env(&spec.name)),
                 None => {
                     env.push(("OXIDEPM_AGENT".into(), spec.name.clone()));
                     env.push((

@@ -1,7 +1,7 @@
 //! Reading and emptying app logs.
 
-use crate::access::conn::Sink;
 use crate::daemon::Daemon;
+use crate::server::Sink;
 use crate::supervise::{lock, logfile};
 use oxidepm_proto::{ErrorBody, ErrorCode, Flushed, LogLine, LogStream, LogsDone, Reply, Response};
 use std::path::PathBuf;

@@ -1,8 +1,7 @@
 //! One client connection: bounded request lines, idle and write timeouts,
 //! and a reply writer that gives up on a client that does not read.
 
-use super::SocketKind;
-use crate::daemon::Daemon;
+use super::Handler;
 use oxidepm_proto::{ErrorBody, ErrorCode, Request, Response};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,6 +20,8 @@ pub struct Limits {
     pub idle: Option<Duration>,
     /// Abandon a reply the client does not read within this time.
     pub write_timeout: Option<Duration>,
+    /// Close a new connection when this many are open.
+    pub max_conns: Option<usize>,
 }
 
 /// Where a request's answer goes.
@@ -118,8 +119,8 @@ fn memchr(b: u8, s: &[u8]) -> Option<usize> {
 }
 
 /// Serves one connection until the client closes it or breaks a limit.
-pub async fn serve(stream: UnixStream, socket: SocketKind, limits: Limits, daemon: Arc<Daemon>) {
-    let peer = daemon.identify_peer(&stream, socket);
+pub async fn serve<H: Handler>(stream: UnixStream, limits: Limits, handler: &H) {
+    let peer = handler.identify(&stream);
     let (r, w) = stream.into_split();
     let closed = Arc::new(AtomicBool::new(false));
     // A small queue: a client that pipelines requests without reading the
@@ -167,7 +168,7 @@ pub async fn serve(stream: UnixStream, socket: SocketKind, limits: Limits, daemo
                 continue;
             }
         };
-        if daemon.handle(&peer, req, &mut sink).await.is_err() {
+        if handler.handle(&peer, req, &mut sink).await.is_err() {
             break;
         }
     }
