@@ -6,6 +6,7 @@ use crate::access::{policy, Caller};
 use crate::lanes::admin::AgentLane;
 use crate::store::{AuditFilter, NewAudit, SnapshotApp};
 use crate::supervise::{control, lock, logfile};
+use oxidepm_lanes::NameError;
 use oxidepm_proto::{
     Actor, AppKind, Class, ErrorBody, ErrorCode, LogLine, LogStream, Op, Request, Response,
 };
@@ -235,22 +236,24 @@ impl Daemon {
                 if apps.is_empty() {
                     return Err(bad("no apps to define"));
                 }
-                let agents: Vec<AgentLane> = apps
-                    .iter()
-                    .filter(|a| a.kind == AppKind::Agent)
-                    .map(|a| AgentLane {
-                        name: a.name.clone(),
-                        uid: a
-                            .user
-                            .as_deref()
-                            .and_then(|u| crate::supervise::spawn::resolve_user(u).ok())
-                            .map(|c| c.uid.as_raw())
-                            .filter(|u| *u != nix::unistd::getuid().as_raw()),
-                    })
-                    .collect();
-                if !agents.is_empty() {
+                if apps.iter().any(|a| a.kind == AppKind::Agent) {
                     // The lane exists before the agent's first process.
                     self.lanes.check_agents(&apps)?;
+                    let agents = apps
+                        .iter()
+                        .filter(|a| a.kind == AppKind::Agent)
+                        .map(|a| {
+                            Ok(AgentLane {
+                                name: a.name.parse().map_err(|e: NameError| bad(e.to_string()))?,
+                                uid: a
+                                    .user
+                                    .as_deref()
+                                    .and_then(|u| crate::supervise::spawn::resolve_user(u).ok())
+                                    .map(|c| c.uid.as_raw())
+                                    .filter(|u| *u != nix::unistd::getuid().as_raw()),
+                            })
+                        })
+                        .collect::<Result<Vec<AgentLane>, ErrorBody>>()?;
                     self.lanes.reconcile(&self.sup, &agents).await?;
                 }
                 control::define(&self.sup, apps, actor).await

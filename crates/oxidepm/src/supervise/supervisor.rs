@@ -331,10 +331,11 @@ impl Supervisor {
             self.home.root().display().to_string(),
         )];
         if spec.kind == oxidepm_proto::AppKind::Agent {
-            match &self.lanes {
-                Some((layout, families)) => env.extend(crate::lanes::layout::agent_env(
-                    layout, &spec.name, families,
-                )),
+            let lane = self.lanes.as_ref().zip(spec.name.parse().ok());
+            match lane {
+                Some(((layout, families), agent)) => {
+                    env.extend(crate::lanes::layout::agent_env(layout, &agent, families))
+                }
                 None => {
                     env.push(("OXIDEPM_AGENT".into(), spec.name.clone()));
                     env.push((
