@@ -5,6 +5,7 @@
 //! reconnects by itself after an error — Redis 7.0/7.2 drops every client
 //! on `ACL LOAD`, and the daemon may restart Redis.
 
+use oxidepm_lanes::Secret;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion, RedisConnectionInfo};
 use std::path::PathBuf;
@@ -17,8 +18,8 @@ pub struct RedisTarget {
     pub socket: PathBuf,
     /// The ACL user.
     pub user: String,
-    /// Its clear password.
-    pub password: String,
+    /// Its password.
+    pub password: Secret,
 }
 
 impl std::fmt::Debug for RedisTarget {
@@ -37,7 +38,7 @@ impl RedisTarget {
         Ok(RedisTarget {
             socket: cfg.redis_socket.clone(),
             user: cfg.user.clone(),
-            password: crate::config::read_secret(&cfg.password_file)?,
+            password: Secret::read(&cfg.password_file).map_err(|e| e.to_string())?,
         })
     }
 
@@ -47,7 +48,7 @@ impl RedisTarget {
             redis: RedisConnectionInfo {
                 db: 0,
                 username: Some(self.user.clone()),
-                password: Some(self.password.clone()),
+                password: Some(self.password.expose().to_string()),
                 protocol: ProtocolVersion::RESP2,
             },
         }

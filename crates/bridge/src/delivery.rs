@@ -11,6 +11,8 @@ use crate::config::RetryConfig;
 use crate::entries::Entry;
 use crate::source::{DeliveryError, Outbound, Shutdown, Source};
 use crate::stats::Counter;
+use oxidepm_lanes::stream_key::dead_letter;
+use oxidepm_lanes::StreamKey;
 use redis::aio::ConnectionManager;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 /// The consumer group every outbox is drained with.
-pub const GROUP: &str = "bridge";
+pub const GROUP: &str = oxidepm_lanes::stream_key::BRIDGE_GROUP;
 
 /// Settings a reload may change.
 #[derive(Clone, Debug)]
@@ -82,8 +84,7 @@ impl OutboxStream {
     /// A stream, the sending end of its worker's queue (dropping it ends
     /// the worker once the queue is empty), and the receiving end.
     pub fn new(
-        agent: &str,
-        source: &str,
+        key: &StreamKey,
     ) -> (
         Arc<OutboxStream>,
         mpsc::UnboundedSender<Entry>,
@@ -91,9 +92,9 @@ impl OutboxStream {
     ) {
         let (tx, rx) = mpsc::unbounded_channel();
         let s = OutboxStream {
-            key: format!("{agent}:{source}:outbox"),
-            agent: agent.into(),
-            source: source.into(),
+            key: key.to_string(),
+            agent: key.agent.to_string(),
+            source: key.family.clone(),
             queued: AtomicUsize::new(0),
             in_flight: Mutex::new(HashSet::new()),
         };
@@ -102,7 +103,7 @@ impl OutboxStream {
 
     /// The dead-letter stream.
     pub fn dead_key(&self) -> String {
-        format!("{}:dead", self.key)
+        dead_letter(&self.key)
     }
 
     /// Entries queued or being delivered.

@@ -18,6 +18,7 @@
 use crate::conn::{ensure_group, is_nogroup};
 use crate::delivery::{run_worker, DeliveryContext, OutboxStream, GROUP};
 use crate::entries::{parse_autoclaim, parse_read, Entry};
+use oxidepm_lanes::StreamKey;
 use redis::aio::ConnectionManager;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,8 +29,8 @@ use tokio::task::JoinSet;
 /// What the reader drains; a reload sends a new one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutboxPlan {
-    /// `(agent, source)` of every outbox.
-    pub outboxes: Vec<(String, String)>,
+    /// Every outbox.
+    pub outboxes: Vec<StreamKey>,
     /// This bridge's consumer name.
     pub consumer: String,
     /// Timeout of the blocking read.
@@ -176,19 +177,16 @@ impl Reader {
     /// Makes the drained outboxes those of the newest plan.
     async fn take_plan(&mut self) {
         let plan = self.plan_rx.borrow_and_update().clone();
-        let wanted: BTreeMap<String, (String, String)> = plan
-            .outboxes
-            .iter()
-            .map(|(a, s)| (format!("{a}:{s}:outbox"), (a.clone(), s.clone())))
-            .collect();
+        let wanted: BTreeMap<String, &StreamKey> =
+            plan.outboxes.iter().map(|k| (k.to_string(), k)).collect();
         // Removed outboxes: dropping the stream closes its worker's queue
         // once the worker has finished what it holds.
         self.drained.retain(|k, _| wanted.contains_key(k));
-        for (key, (agent, source)) in wanted {
+        for (key, outbox) in wanted {
             if self.drained.contains_key(&key) {
                 continue;
             }
-            let (stream, tx, rx) = OutboxStream::new(&agent, &source);
+            let (stream, tx, rx) = OutboxStream::new(outbox);
             self.workers
                 .spawn(run_worker(self.ctx.clone(), stream.clone(), rx));
             log::info!("draining {key}");

@@ -24,6 +24,7 @@
 use crate::routing::{RouteKey, Routes};
 use crate::source::Inbound;
 use crate::stats::{Counter, UNROUTED_KEY};
+use oxidepm_lanes::StreamKey;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::Value;
 use std::fmt;
@@ -127,7 +128,7 @@ fn destination(
     Ok(match table.routes.route(&key) {
         Some((a, _)) => (
             Some(a.to_string()),
-            format!("{a}:{}:inbox", m.source),
+            StreamKey::inbox(a, &m.source).to_string(),
             Counter::Routed,
         ),
         None => (None, UNROUTED_KEY.to_string(), Counter::Unrouted),

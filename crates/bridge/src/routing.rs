@@ -5,64 +5,9 @@
 //! (compared without regard to case); then the default agent; else the
 //! message is unrouted (and goes to `bridge:unrouted`).
 
+pub use oxidepm_lanes::bridge_config::{RouteSelector, RouteSpec};
+use oxidepm_lanes::AgentName;
 use std::collections::HashMap;
-use std::fmt;
-
-/// What a route matches on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RouteSelector {
-    /// A channel id, exactly.
-    Channel(String),
-    /// A guild id, exactly.
-    Guild(String),
-    /// A mail address, without regard to case.
-    Address(String),
-}
-
-impl RouteSelector {
-    /// The value matched on.
-    pub fn value(&self) -> &str {
-        match self {
-            RouteSelector::Channel(v) | RouteSelector::Guild(v) | RouteSelector::Address(v) => v,
-        }
-    }
-}
-
-impl fmt::Display for RouteSelector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RouteSelector::Channel(v) => write!(f, "channel {v:?}"),
-            RouteSelector::Guild(v) => write!(f, "guild {v:?}"),
-            RouteSelector::Address(v) => write!(f, "address {v:?}"),
-        }
-    }
-}
-
-/// One route.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RouteSpec {
-    /// The source it applies to.
-    pub source: String,
-    /// What it matches.
-    pub selector: RouteSelector,
-    /// Where it sends.
-    pub agent: String,
-}
-
-impl RouteSpec {
-    /// Whether both match the same messages.
-    pub fn same_key(&self, other: &RouteSpec) -> bool {
-        self.source == other.source
-            && match (&self.selector, &other.selector) {
-                (RouteSelector::Channel(a), RouteSelector::Channel(b))
-                | (RouteSelector::Guild(a), RouteSelector::Guild(b)) => a == b,
-                (RouteSelector::Address(a), RouteSelector::Address(b)) => {
-                    a.to_lowercase() == b.to_lowercase()
-                }
-                _ => false,
-            }
-    }
-}
 
 /// What routing looks at in a message.
 #[derive(Clone, Copy, Debug, Default)]
@@ -91,7 +36,7 @@ pub enum RouteBy {
 }
 
 /// source → selector value → agent.
-type Table = HashMap<String, HashMap<String, String>>;
+type Table = HashMap<String, HashMap<String, AgentName>>;
 
 /// The table, indexed for lookups.
 #[derive(Clone, Debug, Default)]
@@ -99,13 +44,13 @@ pub struct Routes {
     channel: Table,
     guild: Table,
     address: Table,
-    default_agent: Option<String>,
+    default_agent: Option<AgentName>,
 }
 
 impl Routes {
     /// Builds the table; of two routes with the same key the first wins
     /// (the configuration check refuses conflicting ones).
-    pub fn new(routes: &[RouteSpec], default_agent: Option<String>) -> Routes {
+    pub fn new(routes: &[RouteSpec], default_agent: Option<AgentName>) -> Routes {
         let mut t = Routes {
             default_agent,
             ..Routes::default()
@@ -125,10 +70,10 @@ impl Routes {
     }
 
     /// The agent a message goes to and why, or `None`: unrouted.
-    pub fn route(&self, key: &RouteKey<'_>) -> Option<(&str, RouteBy)> {
-        fn look<'t>(map: &'t Table, source: &str, v: Option<&str>) -> Option<&'t str> {
+    pub fn route(&self, key: &RouteKey<'_>) -> Option<(&AgentName, RouteBy)> {
+        fn look<'t>(map: &'t Table, source: &str, v: Option<&str>) -> Option<&'t AgentName> {
             let v = v.filter(|v| !v.is_empty())?;
-            map.get(source)?.get(v).map(String::as_str)
+            map.get(source)?.get(v)
         }
         if let Some(a) = look(&self.channel, key.source, key.channel) {
             return Some((a, RouteBy::Channel));
@@ -140,7 +85,7 @@ impl Routes {
         if let Some(a) = look(&self.address, key.source, lower.as_deref()) {
             return Some((a, RouteBy::Address));
         }
-        self.default_agent.as_deref().map(|a| (a, RouteBy::Default))
+        self.default_agent.as_ref().map(|a| (a, RouteBy::Default))
     }
 
     /// Number of routes.
@@ -166,8 +111,13 @@ mod tests {
         RouteSpec {
             source: source.into(),
             selector: sel,
-            agent: agent.into(),
+            agent: agent.parse().unwrap(),
         }
+    }
+
+    /// The table's answer, with the agent as text.
+    fn route<'t>(t: &'t Routes, k: &RouteKey<'_>) -> Option<(&'t str, RouteBy)> {
+        t.route(k).map(|(a, by)| (a.as_str(), by))
     }
 
     fn table(default: Option<&str>) -> Routes {
@@ -180,7 +130,7 @@ mod tests {
                 spec("email", Address("ops@example.org".into()), "carol"),
                 spec("webhook", Channel("c1".into()), "dave"),
             ],
-            default.map(String::from),
+            default.map(|d| d.parse().unwrap()),
         )
     }
 
@@ -202,43 +152,43 @@ mod tests {
     fn channel_beats_guild_beats_address() {
         let t = table(None);
         let k = key("discord", Some("c1"), Some("g1"), None);
-        assert_eq!(t.route(&k), Some(("alice", RouteBy::Channel)));
+        assert_eq!(route(&t, &k), Some(("alice", RouteBy::Channel)));
         let k = key("discord", Some("c2"), Some("g1"), None);
-        assert_eq!(t.route(&k), Some(("bob", RouteBy::Guild)));
+        assert_eq!(route(&t, &k), Some(("bob", RouteBy::Guild)));
         let t2 = Routes::new(
             &[
                 spec("email", RouteSelector::Guild("g".into()), "bob"),
                 spec("email", RouteSelector::Address("a@x".into()), "alice"),
             ],
-            Some("zed".into()),
+            Some("zed".parse().unwrap()),
         );
         let k = key("email", Some("inbox"), Some("g"), Some("a@x"));
-        assert_eq!(t2.route(&k), Some(("bob", RouteBy::Guild)));
+        assert_eq!(route(&t2, &k), Some(("bob", RouteBy::Guild)));
         let k = key("email", Some("inbox"), None, Some("a@x"));
-        assert_eq!(t2.route(&k), Some(("alice", RouteBy::Address)));
+        assert_eq!(route(&t2, &k), Some(("alice", RouteBy::Address)));
         let k = key("email", Some("inbox"), None, Some("b@x"));
-        assert_eq!(t2.route(&k), Some(("zed", RouteBy::Default)));
+        assert_eq!(route(&t2, &k), Some(("zed", RouteBy::Default)));
     }
 
     #[test]
     fn addresses_match_without_regard_to_case() {
         let t = table(None);
         let k = key("email", None, None, Some("ALICE@example.ORG"));
-        assert_eq!(t.route(&k), Some(("alice", RouteBy::Address)));
+        assert_eq!(route(&t, &k), Some(("alice", RouteBy::Address)));
         let k = key("email", None, None, Some("ops@EXAMPLE.org"));
-        assert_eq!(t.route(&k), Some(("carol", RouteBy::Address)));
+        assert_eq!(route(&t, &k), Some(("carol", RouteBy::Address)));
     }
 
     #[test]
     fn routes_belong_to_their_source() {
         let t = table(None);
         assert_eq!(
-            t.route(&key("webhook", Some("c1"), None, None)),
+            route(&t, &key("webhook", Some("c1"), None, None)),
             Some(("dave", RouteBy::Channel))
         );
-        assert_eq!(t.route(&key("slack", Some("c1"), Some("g1"), None)), None);
+        assert_eq!(route(&t, &key("slack", Some("c1"), Some("g1"), None)), None);
         assert_eq!(
-            t.route(&key("webhook", None, None, Some("alice@example.org"))),
+            route(&t, &key("webhook", None, None, Some("alice@example.org"))),
             None
         );
     }
@@ -246,14 +196,14 @@ mod tests {
     #[test]
     fn default_agent_then_unrouted() {
         let k = key("discord", Some("nope"), Some("nope"), Some("x@y"));
-        assert_eq!(table(None).route(&k), None);
+        assert_eq!(route(&table(None), &k), None);
         assert_eq!(
-            table(Some("zed")).route(&k),
+            route(&table(Some("zed")), &k),
             Some(("zed", RouteBy::Default))
         );
         // Empty values never match a route.
         let k = key("discord", Some(""), Some(""), Some(""));
-        assert_eq!(table(None).route(&k), None);
+        assert_eq!(route(&table(None), &k), None);
     }
 
     #[test]
@@ -267,7 +217,7 @@ mod tests {
         );
         assert_eq!(t.len(), 1);
         assert_eq!(
-            t.route(&key("webhook", None, None, Some("a@x"))),
+            route(&t, &key("webhook", None, None, Some("a@x"))),
             Some(("alice", RouteBy::Address))
         );
         assert!(

@@ -16,6 +16,7 @@ use crate::outbox::{OutboxPlan, Reader};
 use crate::publish::{Publisher, RoutingTable};
 use crate::source::{Shutdown, ShutdownTrigger, Source};
 use crate::sources::webhook::WebhookSource;
+use oxidepm_lanes::StreamKey;
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
@@ -92,7 +93,7 @@ fn plan(cfg: &BridgeConfig, deliverers: &HashMap<String, Arc<dyn Source>>) -> Ou
             cfg.sources
                 .iter()
                 .filter(|s| deliverers.contains_key(*s))
-                .map(move |s| (a.clone(), s.clone()))
+                .map(move |s| StreamKey::outbox(a, s))
         })
         .collect();
     OutboxPlan {

@@ -4,10 +4,7 @@
 use redis::aio::ConnectionManager;
 use std::collections::HashMap;
 
-/// The hash holding the counters.
-pub const STATS_KEY: &str = "bridge:stats";
-/// The stream of messages no route (and no default agent) matched.
-pub const UNROUTED_KEY: &str = "bridge:unrouted";
+pub use oxidepm_lanes::stream_key::{STATS_KEY, UNROUTED_KEY};
 
 /// One counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

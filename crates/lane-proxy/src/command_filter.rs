@@ -25,6 +25,7 @@
 //! with `-NOPERM` and never reaches Redis.
 
 use crate::resp::{error_reply, Command};
+use oxidepm_lanes::{AgentName, StreamKey};
 use std::borrow::Cow;
 
 /// What the proxy does with one command.
@@ -44,7 +45,7 @@ pub enum Verdict {
 #[derive(Clone, Copy, Debug)]
 pub struct Policy<'a> {
     /// The agent's name (the lane's identity; already validated).
-    pub agent: &'a str,
+    pub agent: &'a AgentName,
     /// Cap every XADD with `MAXLEN ~ <n>`.
     pub maxlen: Option<u64>,
 }
@@ -127,7 +128,7 @@ fn subcommand(cmd: &Command<'_>, name: &str, allowed: &[&[u8]]) -> Verdict {
 /// XADD: map the shared outbox form and apply the MAXLEN cap.
 fn xadd(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     let key = cmd.arg(1);
-    let mapped = map_outbox_key(key, policy.agent);
+    let mapped = StreamKey::own_outbox(policy.agent, key);
     let Some(cap) = policy.maxlen else {
         return match mapped {
             None => Verdict::Forward,
@@ -193,20 +194,6 @@ fn xadd(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     Verdict::Rewrite(args)
 }
 
-/// `<source>:outbox` (exactly one colon, a non-empty source) →
-/// `<agent>:<source>:outbox`. Any other key is left alone.
-pub fn map_outbox_key(key: &[u8], agent: &str) -> Option<Vec<u8>> {
-    let source = key.strip_suffix(b":outbox")?;
-    if source.is_empty() || source.contains(&b':') {
-        return None;
-    }
-    let mut k = Vec::with_capacity(agent.len() + 1 + key.len());
-    k.extend_from_slice(agent.as_bytes());
-    k.push(b':');
-    k.extend_from_slice(key);
-    Some(k)
-}
-
 /// The ASCII upper case of `s` in `buf`; a name longer than `buf` gives an
 /// empty slice (no command or subcommand we know is that long).
 fn upper<'b>(s: &[u8], buf: &'b mut [u8; 16]) -> &'b [u8] {
@@ -242,10 +229,11 @@ mod tests {
         let mut p = CommandParser::new(Limits::default());
         assert_eq!(p.parse(&buf).unwrap(), Some(buf.len()));
         let cmd = p.command(&buf);
+        let alice: AgentName = "alice".parse().unwrap();
         decide(
             &cmd,
             &Policy {
-                agent: "alice",
+                agent: &alice,
                 maxlen,
             },
         )
@@ -441,15 +429,5 @@ mod tests {
         );
         let v = run(&["XADD", "k", "MINID", "0-1", "*", "a", "b"], Some(100));
         assert!(matches!(v, Verdict::Reply(r) if r.starts_with(b"-ERR XADD MINID")));
-    }
-
-    #[test]
-    fn map_outbox_key_rules() {
-        assert_eq!(
-            map_outbox_key(b"email:outbox", "bob").as_deref(),
-            Some(&b"bob:email:outbox"[..])
-        );
-        assert_eq!(map_outbox_key(b"bob:email:outbox", "bob"), None);
-        assert_eq!(map_outbox_key(b"email:outboxes", "bob"), None);
     }
 }

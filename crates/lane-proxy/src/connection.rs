@@ -19,7 +19,7 @@ use crate::command_filter::{decide, Policy, Verdict};
 use crate::rate_limit::TokenBucket;
 use crate::reply_scanner::ReplyScanner;
 use crate::resp::{encode_args, encode_command, error_reply, CommandParser};
-use oxidepm_lanes::LimitsConfig;
+use oxidepm_lanes::{AclUser, AgentName, LimitsConfig, Secret};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io;
@@ -40,9 +40,9 @@ const CHUNK: usize = 64 << 10;
 /// What a connection on one lane needs; a snapshot taken at accept (a
 /// reload changes it for new connections only).
 pub struct LaneSettings {
-    pub agent: String,
+    pub agent: AgentName,
     pub upstream: PathBuf,
-    pub password: Vec<u8>,
+    pub password: Secret,
     /// The uid allowed besides the proxy's own.
     pub uid: Option<u32>,
     pub check_peer_uid: bool,
@@ -71,7 +71,7 @@ impl std::fmt::Debug for LaneSettings {
 
 impl LaneSettings {
     pub fn user(&self) -> String {
-        format!("agent_{}", self.agent)
+        AclUser::Agent(self.agent.clone()).to_string()
     }
 }
 
@@ -193,7 +193,11 @@ async fn connect_upstream(s: &LaneSettings) -> io::Result<UnixStream> {
     let mut auth = Vec::with_capacity(64);
     encode_args(
         &mut auth,
-        &[b"AUTH".as_slice(), user.as_bytes(), &s.password],
+        &[
+            b"AUTH".as_slice(),
+            user.as_bytes(),
+            s.password.expose().as_bytes(),
+        ],
     );
     up.write_all(&auth).await?;
     let mut reply = Vec::with_capacity(64);

@@ -11,7 +11,8 @@
 use crate::activation::{self, ActivatedSocket};
 use crate::connection::{self, LaneSettings};
 use crate::rate_limit::TokenBucket;
-use oxidepm_lanes::{check_agent_name, AgentConfig, ConfigError, ProxyConfig};
+use oxidepm_lanes::proxy_config::agent_socket;
+use oxidepm_lanes::{AgentConfig, AgentName, ConfigError, ProxyConfig, Secret, SecretError};
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -126,7 +127,7 @@ impl Proxy {
             let _enter = proxy.rt.enter();
             let mut st = proxy.lock();
             for sock in activated {
-                if let Err(why) = check_agent_name(&sock.name, &[]) {
+                if let Err(why) = sock.name.parse::<AgentName>() {
                     log::error!("closing an inherited socket: {why}");
                     continue;
                 }
@@ -254,22 +255,22 @@ impl Proxy {
         for a in &cfg.agents {
             let old_rate = st
                 .lanes
-                .get(&a.name)
+                .get(a.name.as_str())
                 .and_then(|l| read_settings(&l.shared))
                 .and_then(|s| s.rate.clone());
             let settings = match lane_settings(&cfg, a, old_rate) {
                 Ok(s) => Arc::new(s),
                 Err(e) => {
-                    report.failed.push((a.name.clone(), e.to_string()));
+                    report.failed.push((a.name.to_string(), e.to_string()));
                     continue;
                 }
             };
-            if let Some(lane) = st.lanes.get_mut(&a.name) {
+            if let Some(lane) = st.lanes.get_mut(a.name.as_str()) {
                 let was_served = read_settings(&lane.shared).is_some();
                 if let Origin::Bound(path) = &lane.origin {
                     if lane.uid != a.uid {
                         if let Err(e) = chown_socket(path, a.uid) {
-                            report.failed.push((a.name.clone(), e.to_string()));
+                            report.failed.push((a.name.to_string(), e.to_string()));
                             continue;
                         }
                         lane.uid = a.uid;
@@ -281,17 +282,17 @@ impl Proxy {
                     .write()
                     .unwrap_or_else(|p| p.into_inner()) = Some(settings);
                 if was_served {
-                    report.kept.push(a.name.clone());
+                    report.kept.push(a.name.to_string());
                 } else {
-                    report.added.push(a.name.clone());
+                    report.added.push(a.name.to_string());
                 }
                 continue;
             }
             if let Err(e) = &dir_ok {
-                report.failed.push((a.name.clone(), e.to_string()));
+                report.failed.push((a.name.to_string(), e.to_string()));
                 continue;
             }
-            let path = cfg.lanes_dir.join(format!("{}.sock", a.name));
+            let path = agent_socket(&cfg.lanes_dir, &a.name);
             let listener = match bind_lane_socket(&path, a.socket_mode, a.uid)
                 .and_then(UnixListener::from_std)
             {
@@ -299,17 +300,17 @@ impl Proxy {
                 Err(e) => {
                     report
                         .failed
-                        .push((a.name.clone(), format!("{}: {e}", path.display())));
+                        .push((a.name.to_string(), format!("{}: {e}", path.display())));
                     continue;
                 }
             };
             let shared = Arc::new(LaneShared {
-                name: a.name.clone(),
+                name: a.name.to_string(),
                 settings: RwLock::new(Some(settings)),
                 connections: AtomicUsize::new(0),
             });
             st.lanes.insert(
-                a.name.clone(),
+                a.name.to_string(),
                 Lane {
                     origin: Origin::Bound(path),
                     listener,
@@ -318,7 +319,7 @@ impl Proxy {
                     uid: a.uid,
                 },
             );
-            report.added.push(a.name.clone());
+            report.added.push(a.name.to_string());
         }
         // Start (or restart) every lane that has no accept loop.
         for lane in st.lanes.values_mut() {
@@ -347,7 +348,10 @@ fn lane_settings(
     a: &AgentConfig,
     old_rate: Option<Arc<Mutex<TokenBucket>>>,
 ) -> Result<LaneSettings, ConfigError> {
-    let password = a.read_password()?;
+    let password = Secret::read(&a.password_file).map_err(|e| match e {
+        SecretError::Read(path, e) => ConfigError::Read(path, e),
+        other => ConfigError::Invalid(format!("agent '{}': password file {other}", a.name)),
+    })?;
     let rate = a.rate_limit.map(|r| {
         // Keep the bucket (and its level) when the rate did not change.
         match old_rate {

@@ -3,21 +3,102 @@
 //! which still allows SCAN, RANDOMKEY, DBSIZE, PUBSUB, CLIENT TRACKING,
 //! EVAL, FUNCTION FLUSH, SELECT and more.
 
+use crate::name::AgentName;
+use crate::secret::Secret;
+use crate::stream_key::{dead_letter, glob, Dir, BRIDGE_KEYS};
 use sha2::{Digest, Sha256};
+use std::fmt;
+use std::str::FromStr;
 
 /// The daemon's own administrative user (provisions the others).
 pub const ADMIN_USER: &str = "sys";
 /// The bridge's user.
 pub const BRIDGE_USER: &str = "bridge";
+/// What an agent's user name starts with; users with it belong to agents.
+pub const AGENT_PREFIX: &str = "agent_";
+/// What a responder's user name starts with.
+pub const RESPONDER_PREFIX: &str = "resp_";
 
-/// ACL user of an agent.
-pub fn agent_user(agent: &str) -> String {
-    format!("agent_{agent}")
+/// An ACL user of the private Redis: its name (`Display`, `FromStr`) and
+/// its rules.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AclUser {
+    /// `sys`, the daemon's administrative user.
+    Admin,
+    /// `bridge`, the bridge.
+    Bridge,
+    /// `agent_<name>`, an agent (through its proxy socket).
+    Agent(AgentName),
+    /// `resp_<name>`, a responder.
+    Responder(String),
 }
 
-/// ACL user of a responder.
-pub fn responder_user(responder: &str) -> String {
-    format!("resp_{responder}")
+impl AclUser {
+    /// The rules of the user, to follow `reset on <hash>`.
+    pub fn rules(&self) -> Vec<String> {
+        match self {
+            AclUser::Admin => admin_rules(),
+            AclUser::Bridge => bridge_rules(),
+            AclUser::Agent(a) => agent_rules(a),
+            AclUser::Responder(r) => responder_rules(r),
+        }
+    }
+
+    /// Whether `user` is the name of a user made per agent or responder
+    /// (valid or not), which the daemon removes when they are gone.
+    pub fn is_per_lane(user: &str) -> bool {
+        user.starts_with(AGENT_PREFIX) || user.starts_with(RESPONDER_PREFIX)
+    }
+}
+
+impl fmt::Display for AclUser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AclUser::Admin => f.write_str(ADMIN_USER),
+            AclUser::Bridge => f.write_str(BRIDGE_USER),
+            AclUser::Agent(a) => write!(f, "{AGENT_PREFIX}{a}"),
+            AclUser::Responder(r) => write!(f, "{RESPONDER_PREFIX}{r}"),
+        }
+    }
+}
+
+/// Why a string is not the name of one of the lanes' ACL users.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserError(String);
+
+impl fmt::Display for UserError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UserError {}
+
+impl FromStr for AclUser {
+    type Err = UserError;
+
+    fn from_str(user: &str) -> Result<AclUser, UserError> {
+        if user == ADMIN_USER {
+            return Ok(AclUser::Admin);
+        }
+        if user == BRIDGE_USER {
+            return Ok(AclUser::Bridge);
+        }
+        if let Some(a) = user.strip_prefix(AGENT_PREFIX) {
+            return a
+                .parse()
+                .map(AclUser::Agent)
+                .map_err(|e| UserError(format!("ACL user {user:?}: {e}")));
+        }
+        if let Some(r) = user.strip_prefix(RESPONDER_PREFIX) {
+            if crate::stream_key::is_family_name(r) {
+                return Ok(AclUser::Responder(r.to_string()));
+            }
+        }
+        Err(UserError(format!(
+            "{user:?} is not an ACL user of the lanes ({ADMIN_USER}, {BRIDGE_USER}, {AGENT_PREFIX}<agent> or {RESPONDER_PREFIX}<responder>)"
+        )))
+    }
 }
 
 /// `#<sha256 hex>`: the form in which a password is stored, so the ACL file
@@ -50,9 +131,9 @@ const HOST_STREAM_COMMANDS: &[&str] = &[
     "+acl|whoami",
 ];
 
-/// The rules of an agent (after `reset on <hash>`): reads and acks on its own
-/// inboxes; on its outboxes only XADD, through a write-only selector.
-pub fn agent_rules(agent: &str) -> Vec<String> {
+/// The rules of an agent: reads and acks on its own inboxes; on its
+/// outboxes only XADD, through a write-only selector.
+fn agent_rules(agent: &AgentName) -> Vec<String> {
     let mut r: Vec<String> = [
         "resetchannels",
         "-@all",
@@ -72,14 +153,17 @@ pub fn agent_rules(agent: &str) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    r.push(format!("~{agent}:*:inbox"));
-    r.push(format!("(+xadd %W~{agent}:*:outbox)"));
+    r.push(format!("~{}", glob(Some(agent), None, Dir::Inbox)));
+    r.push(format!(
+        "(+xadd %W~{})",
+        glob(Some(agent), None, Dir::Outbox)
+    ));
     r
 }
 
 /// The bridge: reads and acknowledges every outbox, writes every inbox,
 /// the dead-letter streams and its own `bridge:*` keys.
-pub fn bridge_rules() -> Vec<String> {
+fn bridge_rules() -> Vec<String> {
     let mut r = vec!["resetchannels".to_string(), "-@all".to_string()];
     r.extend(HOST_STREAM_COMMANDS.iter().map(|s| s.to_string()));
     r.push("+scan".into());
@@ -88,25 +172,26 @@ pub fn bridge_rules() -> Vec<String> {
     r.push("+hgetall".into());
     r.push("+hset".into());
     r.push("+hdel".into());
-    r.push("~*:*:outbox".into());
-    r.push("~*:*:outbox:dead".into());
-    r.push("~bridge:*".into());
-    r.push("%W~*:*:inbox".into());
+    let outboxes = glob(None, None, Dir::Outbox);
+    r.push(format!("~{outboxes}"));
+    r.push(format!("~{}", dead_letter(&outboxes)));
+    r.push(format!("~{BRIDGE_KEYS}"));
+    r.push(format!("%W~{}", glob(None, None, Dir::Inbox)));
     r
 }
 
 /// A responder: reads its own outboxes of every agent, writes the matching
 /// inboxes.
-pub fn responder_rules(responder: &str) -> Vec<String> {
+fn responder_rules(responder: &str) -> Vec<String> {
     let mut r = vec!["resetchannels".to_string(), "-@all".to_string()];
     r.extend(HOST_STREAM_COMMANDS.iter().map(|s| s.to_string()));
-    r.push(format!("~*:{responder}:outbox"));
-    r.push(format!("%W~*:{responder}:inbox"));
+    r.push(format!("~{}", glob(None, Some(responder), Dir::Outbox)));
+    r.push(format!("%W~{}", glob(None, Some(responder), Dir::Inbox)));
     r
 }
 
-/// The daemon's administrative user.
-pub fn admin_rules() -> Vec<String> {
+/// The daemon's administrative user: everything.
+fn admin_rules() -> Vec<String> {
     ["resetchannels", "~*", "+@all"]
         .iter()
         .map(|s| s.to_string())
@@ -114,21 +199,21 @@ pub fn admin_rules() -> Vec<String> {
 }
 
 /// One `user` line of an ACL file.
-pub fn user_line(user: &str, password: &str, rules: &[String]) -> String {
+pub fn user_line(user: &AclUser, password: &Secret) -> String {
     format!(
         "user {user} reset on {} {}",
-        hashed(password),
-        rules.join(" ")
+        hashed(password.expose()),
+        user.rules().join(" ")
     )
 }
 
 /// The whole ACL file: the default user first and always off, with no
 /// password, no commands and no keys (without this line Redis would create
 /// a default user with full access), then every other user.
-pub fn acl_file(users: &[(String, String, Vec<String>)]) -> String {
+pub fn acl_file(users: &[(AclUser, Secret)]) -> String {
     let mut out = String::from("user default reset off resetchannels -@all\n");
-    for (user, password, rules) in users {
-        out.push_str(&user_line(user, password, rules));
+    for (user, password) in users {
+        out.push_str(&user_line(user, password));
         out.push('\n');
     }
     out
@@ -149,14 +234,46 @@ mod tests {
 
     #[test]
     fn agent_rules_are_an_allowlist() {
-        let r = agent_rules("alice").join(" ");
+        let alice = AclUser::Agent("alice".parse().unwrap());
+        let r = alice.rules().join(" ");
         assert!(r.contains("-@all"));
         assert!(!r.contains("+@all"));
         assert!(r.contains("~alice:*:inbox"));
         assert!(r.contains("(+xadd %W~alice:*:outbox)"));
         assert!(!r.contains("~*"));
-        let f = acl_file(&[("agent_alice".into(), "pw".into(), agent_rules("alice"))]);
+        let f = acl_file(&[(alice, Secret::new("pw"))]);
         assert!(f.starts_with("user default reset off"));
         assert!(!f.contains(" pw"), "no clear password in the file");
+    }
+
+    #[test]
+    fn users_and_their_rules() {
+        let ops = AclUser::Responder("ops".into());
+        for (u, name) in [
+            (AclUser::Admin, "sys"),
+            (AclUser::Bridge, "bridge"),
+            (AclUser::Agent("alice".parse().unwrap()), "agent_alice"),
+            (ops.clone(), "resp_ops"),
+        ] {
+            assert_eq!(u.to_string(), name);
+            assert_eq!(name.parse::<AclUser>().unwrap(), u);
+        }
+        for bad in ["default", "agent_A*", "resp_", "alice"] {
+            assert!(bad.parse::<AclUser>().is_err(), "{bad} accepted");
+        }
+        assert!(AclUser::is_per_lane("agent_Old") && AclUser::is_per_lane("resp_x"));
+        assert!(!AclUser::is_per_lane("bridge"));
+        assert_eq!(
+            AclUser::Bridge.rules().join(" "),
+            "resetchannels -@all +xadd +xreadgroup +xack +xautoclaim +xclaim \
+             +xpending +xlen +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
+             +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel \
+             ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox"
+        );
+        assert!(ops
+            .rules()
+            .join(" ")
+            .ends_with("+acl|whoami ~*:ops:outbox %W~*:ops:inbox"));
+        assert_eq!(AclUser::Admin.rules().join(" "), "resetchannels ~* +@all");
     }
 }

@@ -1,14 +1,23 @@
 //! The vocabulary of oxidepm's message lanes, shared by the daemon, the
-//! auth proxy and the bridge so that each rule exists once: agent names,
-//! ACL users and their rules, secrets, and the configuration files the
-//! daemon writes for the proxy and the bridge. No sockets, no async.
+//! auth proxy, the bridge and the benchmark so that each rule exists once:
+//! agent names, stream keys, ACL users and their rules, secrets, and the
+//! configuration files the daemon writes for the proxy and the bridge. No
+//! sockets, no async.
+
+#![deny(missing_docs)]
 
 pub mod acl;
+pub mod bridge_config;
 pub mod config;
 pub mod name;
 pub mod proxy_config;
 pub mod secret;
+pub mod stream_key;
 
+pub use acl::AclUser;
+pub use bridge_config::BridgeConfig;
 pub use config::{load_json, ConfigError};
-pub use name::check_agent_name;
+pub use name::{AgentName, NameError};
 pub use proxy_config::{AgentConfig, LimitsConfig, ProxyConfig};
+pub use secret::{Secret, SecretError};
+pub use stream_key::{Dir, StreamKey};

@@ -3,33 +3,137 @@
 //! character or a colon would widen a pattern (an agent named `a*` would
 //! own `alice:*`).
 
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
 /// Names no agent may take: Redis's own user, the host-side identities and
 /// words the lanes use themselves.
 pub const RESERVED: &[&str] = &[
     "default", "bridge", "sys", "resp", "agent", "lanes", "redis",
 ];
 
-/// Checks an agent name against `[a-z][a-z0-9_-]{0,30}` and the reserved
-/// words (`RESERVED`, and the configured sources and responders).
-pub fn check_agent_name(name: &str, sources: &[String]) -> Result<(), String> {
-    let b = name.as_bytes();
-    let shape = !b.is_empty()
-        && b.len() <= 31
-        && b[0].is_ascii_lowercase()
-        && b[1..]
-            .iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-');
-    if !shape {
-        return Err(format!(
-            "agent name {name:?} is not allowed: it must start with a lowercase letter and have at most 31 of a-z, 0-9, '_' and '-' (no capitals, colons or glob characters, which would widen the agent's key patterns)"
-        ));
+/// A valid agent name: `[a-z][a-z0-9_-]{0,30}` and not in [`RESERVED`].
+/// Whether it also differs from every source and responder is checked by
+/// [`AgentName::check_families`] where those are known.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct AgentName(String);
+
+/// Why a string is not an agent name; the message says what to change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameError(String);
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
-    if RESERVED.contains(&name) || sources.iter().any(|s| s == name) {
-        return Err(format!(
-            "agent name {name:?} is reserved (it names a built-in identity, a source or a responder); choose another"
-        ));
+}
+
+impl std::error::Error for NameError {}
+
+impl From<NameError> for String {
+    fn from(e: NameError) -> String {
+        e.0
     }
-    Ok(())
+}
+
+fn reserved(name: &str) -> NameError {
+    NameError(format!(
+        "agent name {name:?} is reserved (it names a built-in identity, a source or a responder); choose another"
+    ))
+}
+
+impl AgentName {
+    /// Parses `name` and checks it against the stream families (sources
+    /// and responders) too: an agent named like one would be confused with
+    /// it in key patterns and ACL users.
+    pub fn with_families(name: &str, families: &[String]) -> Result<AgentName, NameError> {
+        let n: AgentName = name.parse()?;
+        n.check_families(families)?;
+        Ok(n)
+    }
+
+    /// Refuses a name that is also one of `families`.
+    pub fn check_families(&self, families: &[String]) -> Result<(), NameError> {
+        if families.contains(&self.0) {
+            return Err(reserved(&self.0));
+        }
+        Ok(())
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for AgentName {
+    type Err = NameError;
+
+    fn from_str(name: &str) -> Result<AgentName, NameError> {
+        let b = name.as_bytes();
+        let shape = !b.is_empty()
+            && b.len() <= 31
+            && b[0].is_ascii_lowercase()
+            && b[1..]
+                .iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-');
+        if !shape {
+            return Err(NameError(format!(
+                "agent name {name:?} is not allowed: it must start with a lowercase letter and have at most 31 of a-z, 0-9, '_' and '-' (no capitals, colons or glob characters, which would widen the agent's key patterns)"
+            )));
+        }
+        if RESERVED.contains(&name) {
+            return Err(reserved(name));
+        }
+        Ok(AgentName(name.to_string()))
+    }
+}
+
+impl TryFrom<String> for AgentName {
+    type Error = NameError;
+
+    fn try_from(name: String) -> Result<AgentName, NameError> {
+        name.parse()
+    }
+}
+
+impl From<AgentName> for String {
+    fn from(n: AgentName) -> String {
+        n.0
+    }
+}
+
+impl fmt::Display for AgentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// As the string it is, so that messages quote a name as they always have.
+impl fmt::Debug for AgentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl AsRef<str> for AgentName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for AgentName {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for AgentName {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
 }
 
 #[cfg(test)]
@@ -39,12 +143,13 @@ mod tests {
     #[test]
     fn names() {
         let src = vec!["discord".to_string(), "ops".to_string()];
-        assert!(check_agent_name("alice", &src).is_ok());
-        assert!(check_agent_name("a", &src).is_ok());
-        assert!(check_agent_name("bot-2_x", &src).is_ok());
-        assert!(check_agent_name(&format!("a{}", "b".repeat(30)), &src).is_ok());
+        let check = |name: &str, families: &[String]| AgentName::with_families(name, families);
+        assert!(check("alice", &src).is_ok());
+        assert!(check("a", &src).is_ok());
+        assert!(check("bot-2_x", &src).is_ok());
+        assert!(check(&format!("a{}", "b".repeat(30)), &src).is_ok());
         for good in ["bob-2", "x_y"] {
-            assert!(check_agent_name(good, &[]).is_ok(), "{good} refused");
+            assert!(check(good, &[]).is_ok(), "{good} refused");
         }
         for bad in [
             "a*",
@@ -61,7 +166,18 @@ mod tests {
             "a.b",
             &"a".repeat(32),
         ] {
-            assert!(check_agent_name(bad, &src).is_err(), "{bad} accepted");
+            assert!(check(bad, &src).is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn deserialising_validates() {
+        let n: AgentName = serde_json::from_str(r#""alice""#).unwrap();
+        assert_eq!(n.as_str(), "alice");
+        assert_eq!(serde_json::to_string(&n).unwrap(), r#""alice""#);
+        let e = serde_json::from_str::<AgentName>(r#""a*""#).unwrap_err();
+        assert!(e.to_string().contains("is not allowed"), "{e}");
+        assert!(serde_json::from_str::<AgentName>(r#""sys""#).is_err());
+        assert_eq!(AgentName::try_from("bob".to_string()).unwrap(), "bob");
     }
 }

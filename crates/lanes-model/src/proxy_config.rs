@@ -20,18 +20,24 @@
 //! not silently turn a limit off.
 
 use crate::config::{load_json, ConfigError};
-use crate::name::check_agent_name;
-use serde::Deserialize;
+use crate::name::AgentName;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// The socket of `agent`'s lane in `lanes_dir`: `<agent>.sock`.
+pub fn agent_socket(lanes_dir: &Path, agent: &AgentName) -> PathBuf {
+    lanes_dir.join(format!("{agent}.sock"))
+}
+
 /// The whole file.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ProxyConfig {
     /// The private Redis's unix socket.
     pub upstream: PathBuf,
     /// Where `<agent>.sock` files are created.
     pub lanes_dir: PathBuf,
+    /// The lanes served.
     #[serde(default)]
     pub agents: Vec<AgentConfig>,
     /// Refuse peers whose uid (SO_PEERCRED) is neither the agent's nor the
@@ -39,6 +45,7 @@ pub struct ProxyConfig {
     /// user namespaces), where the socket's bind-mount is the guard.
     #[serde(default = "yes")]
     pub check_peer_uid: bool,
+    /// Bounds on what clients send.
     #[serde(default)]
     pub limits: LimitsConfig,
 }
@@ -48,7 +55,7 @@ fn yes() -> bool {
 }
 
 /// Bounds on client input, the same for every lane.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Largest argument, in bytes (default 64 MiB).
@@ -74,22 +81,44 @@ impl Default for LimitsConfig {
 }
 
 /// One agent's lane.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
-    pub name: String,
+    /// The agent.
+    pub name: AgentName,
     /// File holding the clear password of ACL user `agent_<name>`.
     pub password_file: PathBuf,
+    /// Owner of the socket and the uid allowed to connect (default: the
+    /// proxy's own).
     #[serde(default)]
     pub uid: Option<u32>,
+    /// Mode of the socket file.
     #[serde(default = "default_socket_mode")]
     pub socket_mode: u32,
+    /// Commands per second (burst of one second's worth).
     #[serde(default)]
     pub rate_limit: Option<f64>,
+    /// Cap (`MAXLEN ~`) put on every XADD.
     #[serde(default)]
     pub maxlen: Option<u64>,
+    /// Client connections at once.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+}
+
+impl AgentConfig {
+    /// The lane of `name` with the defaults of every optional key.
+    pub fn new(name: AgentName, password_file: PathBuf) -> AgentConfig {
+        AgentConfig {
+            name,
+            password_file,
+            uid: None,
+            socket_mode: default_socket_mode(),
+            rate_limit: None,
+            maxlen: None,
+            max_connections: default_max_connections(),
+        }
+    }
 }
 
 fn default_socket_mode() -> u32 {
@@ -101,6 +130,17 @@ fn default_max_connections() -> usize {
 }
 
 impl ProxyConfig {
+    /// A configuration with the defaults of every optional key.
+    pub fn new(upstream: PathBuf, lanes_dir: PathBuf, agents: Vec<AgentConfig>) -> ProxyConfig {
+        ProxyConfig {
+            upstream,
+            lanes_dir,
+            agents,
+            check_peer_uid: yes(),
+            limits: LimitsConfig::default(),
+        }
+    }
+
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<ProxyConfig, ConfigError> {
         let cfg: ProxyConfig = load_json(path)?;
@@ -108,7 +148,7 @@ impl ProxyConfig {
         Ok(cfg)
     }
 
-    /// Checks what serde cannot: names, duplicates, ranges.
+    /// Checks what serde cannot: duplicates, ranges.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
         if l.max_bulk == 0 || l.max_elements == 0 || l.max_command == 0 || l.max_pipeline == 0 {
@@ -116,7 +156,6 @@ impl ProxyConfig {
         }
         let mut seen = std::collections::HashSet::new();
         for a in &self.agents {
-            check_agent_name(&a.name, &[]).map_err(ConfigError::Invalid)?;
             if !seen.insert(a.name.as_str()) {
                 return Err(ConfigError::Invalid(format!(
                     "agent '{}' is listed twice",
@@ -153,28 +192,9 @@ impl ProxyConfig {
         Ok(())
     }
 
+    /// The lane of agent `name`.
     pub fn agent(&self, name: &str) -> Option<&AgentConfig> {
         self.agents.iter().find(|a| a.name == name)
-    }
-}
-
-impl AgentConfig {
-    /// The lane's password, read now from `password_file` (a trailing
-    /// newline is not part of it).
-    pub fn read_password(&self) -> Result<Vec<u8>, ConfigError> {
-        let mut pw = std::fs::read(&self.password_file)
-            .map_err(|e| ConfigError::Read(self.password_file.clone(), e))?;
-        while matches!(pw.last(), Some(b'\n' | b'\r')) {
-            pw.pop();
-        }
-        if pw.is_empty() {
-            return Err(ConfigError::Invalid(format!(
-                "agent '{}': password file {} is empty",
-                self.name,
-                self.password_file.display()
-            )));
-        }
-        Ok(pw)
     }
 }
 
@@ -197,6 +217,37 @@ mod tests {
         assert_eq!(
             (a.uid, a.socket_mode, a.max_connections),
             (Some(1001), 0o600, 256)
+        );
+    }
+
+    #[test]
+    fn rejects_bad_names() {
+        for name in ["a*", "Alice", "bridge"] {
+            let text = format!(
+                r#"{{"upstream":"/r","lanes_dir":"/l","agents":[{{"name":"{name}","password_file":"/p"}}]}}"#
+            );
+            let e = serde_json::from_str::<ProxyConfig>(&text).unwrap_err();
+            assert!(e.to_string().contains("agent name"), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn writes_what_it_reads() {
+        let mut a = AgentConfig::new("alice".parse().unwrap(), "/s/agent_alice".into());
+        a.uid = Some(1001);
+        a.rate_limit = Some(2.5);
+        let cfg = ProxyConfig::new("/r.sock".into(), "/l".into(), vec![a]);
+        let text = serde_json::to_string(&cfg).unwrap();
+        assert_eq!(serde_json::from_str::<ProxyConfig>(&text).unwrap(), cfg);
+        let minimal: ProxyConfig = serde_json::from_str(
+            r#"{"upstream":"/r.sock","lanes_dir":"/l","agents":[
+                {"name":"alice","password_file":"/s/agent_alice","uid":1001,"rate_limit":2.5}]}"#,
+        )
+        .unwrap();
+        assert_eq!(minimal, cfg);
+        assert_eq!(
+            agent_socket(&cfg.lanes_dir, &cfg.agents[0].name),
+            Path::new("/l/alice.sock")
         );
     }
 

@@ -15,6 +15,8 @@ use super::{sleep_ms, with_sandbox, Plan};
 use crate::procfs;
 use crate::report::{median, Row};
 use crate::sandbox::{s, Bins, Result, Sandbox};
+use oxidepm_lanes::proxy_config::agent_socket;
+use oxidepm_lanes::{secret, AclUser, AgentName, Secret, StreamKey};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -25,8 +27,10 @@ use std::time::{Duration, Instant};
 const CLIENTS: usize = 50;
 const PIPELINE: usize = 16;
 const AGENT: &str = "bench";
-const OUTBOX: &str = "bench:bench:outbox";
-const INBOX: &str = "bench:webhook:inbox";
+/// The family of the agent's own outbox written to (any family is its own).
+const OUT_FAMILY: &str = "bench";
+/// The family of the inbox read.
+const IN_FAMILY: &str = "webhook";
 
 fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -138,17 +142,18 @@ fn children_cpu() -> f64 {
 struct Target<'a> {
     name: &'static str,
     socket: &'a Path,
-    auth: Option<&'a str>,
+    /// The admin user's password, when not through the proxy.
+    auth: Option<&'a Secret>,
 }
 
 /// A workload: a command and its pipelining.
-struct Work {
+struct Work<'a> {
     label: String,
-    args: Vec<&'static str>,
+    args: Vec<&'a str>,
     pipeline: usize,
     requests: usize,
     /// Stream that must grow by `requests` per run.
-    grows: Option<&'static str>,
+    grows: Option<&'a str>,
 }
 
 fn cpu_secs(pid: Option<u32>) -> f64 {
@@ -162,7 +167,7 @@ fn bench_once(
     exe: &Path,
     home: &Path,
     t: &Target<'_>,
-    w: &Work,
+    w: &Work<'_>,
     admin: &mut Conn,
     proxy_pid: Option<u32>,
     redis_pid: Option<u32>,
@@ -180,7 +185,7 @@ fn bench_once(
         .args(["-P", &w.pipeline.to_string()])
         .arg("--csv");
     if let Some(pw) = t.auth {
-        cmd.args(["--user", "sys", "-a", pw]);
+        cmd.args(["--user", &AclUser::Admin.to_string(), "-a", pw.expose()]);
     }
     cmd.args(&w.args);
     let (p0, r0, c0) = (cpu_secs(proxy_pid), cpu_secs(redis_pid), children_cpu());
@@ -270,7 +275,11 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         sb.run(&[
             "start", "--kind", "agent", "--name", AGENT, "--", "sleep", "100000",
         ])?;
-        let lane = sb.home().join("lanes").join(format!("{AGENT}.sock"));
+        let agent_name: AgentName = AGENT.parse().map_err(|e| format!("{e}"))?;
+        let outbox = StreamKey::outbox(&agent_name, OUT_FAMILY).to_string();
+        let inbox = StreamKey::inbox(&agent_name, IN_FAMILY).to_string();
+        let (outbox, inbox) = (outbox.as_str(), inbox.as_str());
+        let lane = agent_socket(&sb.home().join("lanes"), &agent_name);
         let redis = sb.home().join("redis").join("redis.sock");
         let t0 = Instant::now();
         while UnixStream::connect(&lane).is_err() || UnixStream::connect(&redis).is_err() {
@@ -283,34 +292,37 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             }
             sleep_ms(20);
         }
-        let pw_file = sb.home().join("secrets").join("sys");
-        let pw = std::fs::read_to_string(&pw_file)
-            .map_err(|e| format!("cannot read {}: {e}", pw_file.display()))?
-            .trim()
-            .to_string();
+        let pw_file = secret::path(&sb.home().join("secrets"), AclUser::Admin);
+        let pw = Secret::read(&pw_file).map_err(|e| e.to_string())?;
+        let admin_user = AclUser::Admin.to_string();
 
         // The commands work on both paths (an error reply would be counted
         // as an answer by redis-benchmark).
         let mut admin = Conn::open(&redis)?;
-        match admin.cmd(&["AUTH", "sys", &pw])? {
+        match admin.cmd(&["AUTH", &admin_user, pw.expose()])? {
             Reply::Status(s) if s == "OK" => {}
-            other => return Err(format!("AUTH sys on {}: {other:?}", redis.display())),
+            other => {
+                return Err(format!(
+                    "AUTH {admin_user} on {}: {other:?}",
+                    redis.display()
+                ))
+            }
         }
         let mut agent = Conn::open(&lane)?;
-        match agent.cmd(&["XADD", OUTBOX, "*", "f", "v"])? {
+        match agent.cmd(&["XADD", outbox, "*", "f", "v"])? {
             Reply::Bulk(Some(_)) => {}
-            other => return Err(format!("XADD {OUTBOX} through the proxy: {other:?}")),
+            other => return Err(format!("XADD {outbox} through the proxy: {other:?}")),
         }
-        match agent.cmd(&["XLEN", INBOX])? {
+        match agent.cmd(&["XLEN", inbox])? {
             Reply::Int(_) => {}
-            other => return Err(format!("XLEN {INBOX} through the proxy: {other:?}")),
+            other => return Err(format!("XLEN {inbox} through the proxy: {other:?}")),
         }
         match agent.cmd(&["ACL", "WHOAMI"])? {
             Reply::Bulk(Some(u)) => say!("  lane {}: ACL user {u}", lane.display()),
             other => say!("  note: ACL WHOAMI through the proxy: {other:?}"),
         }
         drop(agent);
-        admin.int(&["DEL", OUTBOX])?;
+        admin.int(&["DEL", outbox])?;
 
         let proxy_pid = pid_of(sb, "oxidepm-lanes")?;
         let redis_pid = pid_of(sb, "oxidepm-redis")?;
@@ -332,29 +344,29 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
 
         let works = [
             Work {
-                label: format!("XADD {OUTBOX} * f v"),
-                args: vec!["XADD", OUTBOX, "*", "f", "v"],
+                label: format!("XADD {outbox} * f v"),
+                args: vec!["XADD", outbox, "*", "f", "v"],
                 pipeline: 1,
                 requests: plain_n,
-                grows: Some(OUTBOX),
+                grows: Some(outbox),
             },
             Work {
-                label: format!("XADD {OUTBOX} * f v -P {PIPELINE}"),
-                args: vec!["XADD", OUTBOX, "*", "f", "v"],
+                label: format!("XADD {outbox} * f v -P {PIPELINE}"),
+                args: vec!["XADD", outbox, "*", "f", "v"],
                 pipeline: PIPELINE,
                 requests: piped_n,
-                grows: Some(OUTBOX),
+                grows: Some(outbox),
             },
             Work {
-                label: format!("XLEN {INBOX}"),
-                args: vec!["XLEN", INBOX],
+                label: format!("XLEN {inbox}"),
+                args: vec!["XLEN", inbox],
                 pipeline: 1,
                 requests: plain_n,
                 grows: None,
             },
             Work {
-                label: format!("XLEN {INBOX} -P {PIPELINE}"),
-                args: vec!["XLEN", INBOX],
+                label: format!("XLEN {inbox} -P {PIPELINE}"),
+                args: vec!["XLEN", inbox],
                 pipeline: PIPELINE,
                 requests: piped_n,
                 grows: None,

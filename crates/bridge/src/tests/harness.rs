@@ -3,7 +3,8 @@
 //! client and an HTTP sink.
 
 use crate::Bridge;
-use oxidepm_lanes::acl;
+use oxidepm_lanes::acl::{self, AclUser};
+use oxidepm_lanes::Secret;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -20,6 +21,10 @@ pub const TOKEN: &str = "webhook-test-token";
 
 pub fn agent_pw(agent: &str) -> String {
     format!("{agent}-test-pw")
+}
+
+fn agent_user(agent: &str) -> AclUser {
+    AclUser::Agent(agent.parse().unwrap())
 }
 
 /// Polls `f` until it gives `Some`, for at most 30 s (a hung test fails).
@@ -47,19 +52,11 @@ impl Redis {
     pub fn start(agents: &[&str]) -> Redis {
         let dir = tempfile::tempdir().unwrap();
         let mut users = vec![
-            (
-                acl::ADMIN_USER.to_string(),
-                ADMIN_PW.to_string(),
-                acl::admin_rules(),
-            ),
-            (
-                acl::BRIDGE_USER.to_string(),
-                BRIDGE_PW.to_string(),
-                acl::bridge_rules(),
-            ),
+            (AclUser::Admin, Secret::new(ADMIN_PW)),
+            (AclUser::Bridge, Secret::new(BRIDGE_PW)),
         ];
         for a in agents {
-            users.push((acl::agent_user(a), agent_pw(a), acl::agent_rules(a)));
+            users.push((agent_user(a), Secret::new(agent_pw(a))));
         }
         let (child, socket) = oxidepm_testkit::private_redis(dir.path(), &acl::acl_file(&users));
         std::fs::write(dir.path().join("bridge.pw"), format!("{BRIDGE_PW}\n")).unwrap();
@@ -94,7 +91,7 @@ impl Redis {
 
     /// An agent, as its proxy would authenticate it.
     pub fn agent(&self, agent: &str) -> redis::Connection {
-        self.connect(&acl::agent_user(agent), &agent_pw(agent))
+        self.connect(&agent_user(agent).to_string(), &agent_pw(agent))
     }
 
     /// Writes the bridge's configuration: the given members over defaults

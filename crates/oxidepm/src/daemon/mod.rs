@@ -133,8 +133,11 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
         if config.lanes.backend == Backend::Redis {
             let layout = lanes.layout.clone();
             let families = config.lanes.families();
+            // A name that is not a valid agent name (an old state) gets no
+            // lane, only the plain agent variables.
             s.lane_env = Some(Box::new(move |agent: &str| {
-                layout::agent_env(&layout, agent, &families)
+                let agent = agent.parse().ok()?;
+                Some(layout::agent_env(&layout, &agent, &families))
             }));
         }
         s.load()?;

@@ -7,12 +7,13 @@
 use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
 use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
-use oxidepm_lanes::acl;
+use oxidepm_lanes::acl::{self, AclUser};
 use oxidepm_lanes::secret as secrets;
+use oxidepm_lanes::stream_key::BRIDGE_GROUP;
+use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret};
 use oxidepm_proto::{
     Actor, AgentLaneReport, AppKind, AppSpec, ErrorBody, ErrorCode, Status, StreamReport,
 };
-use serde_json::{json, Value};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ pub(super) fn unavailable(msg: impl Into<String>) -> ErrorBody {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentLane {
     /// Its name.
-    pub name: String,
+    pub name: AgentName,
     /// The uid its processes run as, when not the daemon's.
     pub uid: Option<u32>,
 }
@@ -60,8 +61,8 @@ impl Lanes {
     /// can be had at all.
     pub fn check_agents(&self, specs: &[AppSpec]) -> Result<(), ErrorBody> {
         for s in specs.iter().filter(|s| s.kind == AppKind::Agent) {
-            oxidepm_lanes::check_agent_name(&s.name, &self.settings.families())
-                .map_err(|m| ErrorBody::new(ErrorCode::BadRequest, m))?;
+            AgentName::with_families(&s.name, &self.settings.families())
+                .map_err(|m| ErrorBody::new(ErrorCode::BadRequest, m.to_string()))?;
             if self.settings.backend == Backend::Redis {
                 self.programs()?;
             }
@@ -81,14 +82,22 @@ impl Lanes {
         Ok((redis, proxy))
     }
 
-    /// The agents now defined.
+    /// The agents now defined. An agent whose name is not one (only a
+    /// state from before names were checked can hold it) gets no lane.
     pub fn agents(&self, shared: &Shared) -> Vec<AgentLane> {
         let s = lock(shared);
         let own = nix::unistd::getuid().as_raw();
         s.apps()
             .filter(|a| a.spec.kind == AppKind::Agent)
-            .map(|a| AgentLane {
-                name: a.spec.name.clone(),
+            .filter_map(|a| match a.spec.name.parse::<AgentName>() {
+                Ok(name) => Some((a, name)),
+                Err(e) => {
+                    log::warn!("lanes: {e}; agent {} gets no lane", a.spec.name);
+                    None
+                }
+            })
+            .map(|(a, name)| AgentLane {
+                name,
                 uid: a
                     .spec
                     .user
@@ -133,7 +142,7 @@ impl Lanes {
         let admin_pw = users[0].1.clone();
         let sock = self.layout.redis_socket();
         let families = self.settings.families();
-        let names: Vec<String> = agents.iter().map(|a| a.name.clone()).collect();
+        let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
         tokio::task::spawn_blocking(move || {
             apply_live(&sock, &admin_pw, &users, &names, &families)
         })
@@ -181,42 +190,31 @@ impl Lanes {
         Ok(())
     }
 
-    /// `(user, password, rules)` for the admin user first, then the bridge,
+    /// Every user with its password: the admin user first, then the bridge,
     /// the responders and the agents.
-    fn users(&self, agents: &[AgentLane]) -> std::io::Result<Vec<(String, String, Vec<String>)>> {
+    fn users(&self, agents: &[AgentLane]) -> std::io::Result<Vec<(AclUser, Secret)>> {
         let dir = self.layout.secrets_dir();
         secrets::ensure_dir(&dir)?;
-        let mut out = vec![(
-            acl::ADMIN_USER.to_string(),
-            secrets::ensure(&dir, acl::ADMIN_USER)?,
-            acl::admin_rules(),
-        )];
-        out.push((
-            acl::BRIDGE_USER.to_string(),
-            secrets::ensure(&dir, acl::BRIDGE_USER)?,
-            acl::bridge_rules(),
-        ));
-        for r in &self.settings.responders {
-            let u = acl::responder_user(r);
-            out.push((
-                u.clone(),
-                secrets::ensure(&dir, &u)?,
-                acl::responder_rules(r),
-            ));
-        }
-        for a in agents {
-            let u = acl::agent_user(&a.name);
-            out.push((
-                u.clone(),
-                secrets::ensure(&dir, &u)?,
-                acl::agent_rules(&a.name),
-            ));
+        let mut users = vec![AclUser::Admin, AclUser::Bridge];
+        users.extend(
+            self.settings
+                .responders
+                .iter()
+                .map(|r| AclUser::Responder(r.clone())),
+        );
+        users.extend(agents.iter().map(|a| AclUser::Agent(a.name.clone())));
+        let mut out = Vec::with_capacity(users.len());
+        for u in users {
+            let pw = secrets::ensure(&dir, &u)?;
+            out.push((u, pw));
         }
         // Passwords of agents that are gone are forgotten.
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with("agent_") && !out.iter().any(|(u, _, _)| *u == name) {
+                if name.starts_with(acl::AGENT_PREFIX)
+                    && !out.iter().any(|(u, _)| u.to_string() == name)
+                {
                     secrets::remove(&dir, &name);
                 }
             }
@@ -224,7 +222,7 @@ impl Lanes {
         Ok(out)
     }
 
-    fn write_redis_files(&self, users: &[(String, String, Vec<String>)]) -> std::io::Result<()> {
+    fn write_redis_files(&self, users: &[(AclUser, Secret)]) -> std::io::Result<()> {
         let l = &self.layout;
         let conf = format!(
             "# Written by oxidepmd; changes are overwritten.\n\
@@ -278,26 +276,25 @@ impl Lanes {
         s
     }
 
-    fn write_proxy_conf(&self, agents: &[AgentLane]) -> std::io::Result<()> {
+    /// The proxy's configuration for `agents`.
+    fn proxy_conf(&self, agents: &[AgentLane]) -> ProxyConfig {
         let l = &self.layout;
-        let list: Vec<Value> = agents
+        let lanes = agents
             .iter()
             .map(|a| {
-                json!({
-                    "name": a.name,
-                    "password_file": secrets::path(&l.secrets_dir(), &acl::agent_user(&a.name)),
-                    "uid": a.uid,
-                    "rate_limit": self.settings.rate_limit,
-                    "maxlen": self.settings.maxlen,
-                })
+                let user = AclUser::Agent(a.name.clone());
+                let mut c = AgentConfig::new(a.name.clone(), secrets::path(&l.secrets_dir(), user));
+                c.uid = a.uid;
+                c.rate_limit = self.settings.rate_limit;
+                c.maxlen = self.settings.maxlen;
+                c
             })
             .collect();
-        let conf = json!({
-            "upstream": l.redis_socket(),
-            "lanes_dir": l.lanes_dir(),
-            "agents": list,
-        });
-        write_atomic(&l.proxy_conf(), conf.to_string().as_bytes())
+        ProxyConfig::new(l.redis_socket(), l.lanes_dir(), lanes)
+    }
+
+    pub(super) fn write_proxy_conf(&self, agents: &[AgentLane]) -> std::io::Result<()> {
+        write_json(&self.layout.proxy_conf(), &self.proxy_conf(agents))
     }
 
     async fn wait_for_sockets(&self, agents: &[AgentLane]) {
@@ -346,14 +343,13 @@ impl Lanes {
         if agents.is_empty() {
             return Ok(Vec::new());
         }
-        let pw =
-            std::fs::read_to_string(secrets::path(&self.layout.secrets_dir(), acl::ADMIN_USER))
-                .map_err(|e| unavailable(format!("lanes are not set up: {e}")))?;
+        let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin))
+            .map_err(|e| unavailable(format!("lanes are not set up: {e}")))?;
         let sock = self.layout.redis_socket();
         let families = self.settings.families();
         let layout = self.layout.clone();
         tokio::task::spawn_blocking(move || {
-            let mut con = connect(&sock, pw.trim())?;
+            let mut con = connect(&sock, &pw)?;
             let mut out = Vec::new();
             for a in agents {
                 let (inboxes, outboxes) = layout::streams(&a.name, &families);
@@ -361,7 +357,7 @@ impl Lanes {
                 for (key, group) in inboxes
                     .iter()
                     .map(|k| (k, a.name.as_str()))
-                    .chain(outboxes.iter().map(|k| (k, "bridge")))
+                    .chain(outboxes.iter().map(|k| (k, BRIDGE_GROUP)))
                 {
                     let len: i64 = redis::cmd("XLEN").arg(key).query(&mut con).unwrap_or(0);
                     let pending = group_pending(&mut con, key, group);
@@ -372,8 +368,8 @@ impl Lanes {
                     });
                 }
                 out.push(AgentLaneReport {
-                    acl_user: acl::agent_user(&a.name),
-                    agent: a.name.clone(),
+                    acl_user: AclUser::Agent(a.name.clone()).to_string(),
+                    agent: a.name.to_string(),
                     socket: layout.agent_socket(&a.name),
                     streams,
                 });
@@ -409,6 +405,11 @@ pub(super) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, data)?;
     std::fs::rename(&tmp, path)
+}
+
+/// Writes a configuration file of a lanes process.
+pub(super) fn write_json(path: &Path, conf: &impl serde::Serialize) -> std::io::Result<()> {
+    write_atomic(path, &serde_json::to_vec(conf)?)
 }
 
 pub(super) fn find_app(shared: &Shared, name: &str) -> Option<u64> {
@@ -447,12 +448,16 @@ pub(super) async fn ensure_app(
     Ok(())
 }
 
-pub(super) fn connect(sock: &Path, admin_pw: &str) -> Result<redis::Connection, ErrorBody> {
-    connect_as(sock, acl::ADMIN_USER, admin_pw).map_err(unavailable)
+pub(super) fn connect(sock: &Path, admin_pw: &Secret) -> Result<redis::Connection, ErrorBody> {
+    connect_as(sock, &AclUser::Admin, admin_pw).map_err(unavailable)
 }
 
 /// A connection to the private Redis, authenticated as `user`.
-pub(super) fn connect_as(sock: &Path, user: &str, pw: &str) -> Result<redis::Connection, String> {
+pub(super) fn connect_as(
+    sock: &Path,
+    user: &AclUser,
+    pw: &Secret,
+) -> Result<redis::Connection, String> {
     let url = format!("redis+unix://{}", sock.display());
     let client = redis::Client::open(url.as_str())
         .map_err(|e| format!("lanes: bad Redis address {url}: {e}"))?;
@@ -460,8 +465,8 @@ pub(super) fn connect_as(sock: &Path, user: &str, pw: &str) -> Result<redis::Con
         .get_connection_with_timeout(Duration::from_secs(2))
         .map_err(|e| format!("lanes: cannot reach the private Redis: {e}"))?;
     redis::cmd("AUTH")
-        .arg(user)
-        .arg(pw)
+        .arg(user.to_string())
+        .arg(pw.expose())
         .query::<()>(&mut con)
         .map_err(|e| format!("lanes: cannot authenticate to the private Redis as {user}: {e}"))?;
     Ok(con)
@@ -472,9 +477,9 @@ pub(super) fn connect_as(sock: &Path, user: &str, pw: &str) -> Result<redis::Con
 /// Redis 7.0/7.2), and makes each agent's inbox streams and group.
 fn apply_live(
     sock: &Path,
-    admin_pw: &str,
-    users: &[(String, String, Vec<String>)],
-    agents: &[String],
+    admin_pw: &Secret,
+    users: &[(AclUser, Secret)],
+    agents: &[AgentName],
     families: &[String],
 ) -> Result<(), ErrorBody> {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -486,14 +491,14 @@ fn apply_live(
         }
     };
     let fail = |what: &str, e: redis::RedisError| unavailable(format!("lanes: {what}: {e}"));
-    for (user, pw, rules) in users {
+    for (user, pw) in users {
         let mut c = redis::cmd("ACL");
         c.arg("SETUSER")
-            .arg(user)
+            .arg(user.to_string())
             .arg("reset")
             .arg("on")
-            .arg(acl::hashed(pw));
-        for r in rules {
+            .arg(acl::hashed(pw.expose()));
+        for r in user.rules() {
             c.arg(r);
         }
         c.query::<()>(&mut con)
@@ -504,8 +509,7 @@ fn apply_live(
         .query(&mut con)
         .map_err(|e| fail("ACL USERS", e))?;
     for u in existing {
-        let ours = u.starts_with("agent_") || u.starts_with("resp_");
-        if ours && !users.iter().any(|(n, _, _)| *n == u) {
+        if AclUser::is_per_lane(&u) && !users.iter().any(|(n, _)| n.to_string() == u) {
             redis::cmd("ACL")
                 .arg("DELUSER")
                 .arg(&u)
@@ -522,7 +526,7 @@ fn apply_live(
             let r: redis::RedisResult<()> = redis::cmd("XGROUP")
                 .arg("CREATE")
                 .arg(&key)
-                .arg(a)
+                .arg(a.as_str())
                 .arg("0")
                 .arg("MKSTREAM")
                 .query(&mut con);

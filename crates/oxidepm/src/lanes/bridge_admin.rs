@@ -2,18 +2,22 @@
 //! it, and the routing table with its counters.
 
 use super::admin::{
-    connect, ensure_app, find_app, group_pending, is_running, sibling, unavailable, write_atomic,
+    connect, ensure_app, find_app, group_pending, is_running, sibling, unavailable, write_json,
     AgentLane, Lanes,
 };
 use super::layout::BRIDGE_APP;
 use crate::supervise::{lock, Shared};
-use oxidepm_lanes::acl;
+use oxidepm_lanes::bridge_config::{BridgeConfig, EmailConfig, RouteConfig, WebhookConfig};
 use oxidepm_lanes::secret as secrets;
+use oxidepm_lanes::stream_key::{BRIDGE_GROUP, STATS_KEY, UNROUTED_KEY};
+use oxidepm_lanes::{AclUser, Secret, StreamKey};
 use oxidepm_proto::{
     AppKind, AppSpec, BridgeCounters, Counters, ErrorBody, ErrorCode, Route, RouteOrigin,
     RouteReport, RoutesReport,
 };
-use serde_json::json;
+
+/// The name of the webhook's bearer token among the secrets.
+const WEBHOOK_TOKEN: &str = "webhook_token";
 
 impl Lanes {
     /// Routes: those of daemon.toml (`config`) then those added at runtime.
@@ -44,53 +48,15 @@ impl Lanes {
             return Ok(());
         };
         let l = &self.layout;
-        let token = secrets::path(&l.secrets_dir(), "webhook_token");
-        secrets::ensure(&l.secrets_dir(), "webhook_token")
+        secrets::ensure(&l.secrets_dir(), WEBHOOK_TOKEN)
             .map_err(|e| unavailable(format!("cannot make the webhook token: {e}")))?;
-        // The bridge serves the sources it has settings for; outboxes of
-        // the others keep their entries until one is configured.
-        let served: Vec<&String> = self
-            .settings
-            .sources
-            .iter()
-            .filter(|s| match s.as_str() {
-                "webhook" => self.settings.webhook.is_some(),
-                "email" => self.settings.email.is_some(),
-                _ => false,
-            })
-            .collect();
-        if served.is_empty() {
+        let routes: Vec<Route> = self.routes(shared).into_iter().map(|(r, _)| r).collect();
+        if !self.write_bridge_conf(agents, &routes)? {
             log::info!(
                 "lanes: no source is configured ([lanes.webhook], [lanes.email]); no bridge runs"
             );
             return Ok(());
         }
-        let routes: Vec<Route> = self
-            .routes(shared)
-            .into_iter()
-            .map(|(r, _)| r)
-            .filter(|r| served.contains(&&r.source))
-            .collect();
-        let mut conf = json!({
-            "redis_socket": l.redis_socket(),
-            "password_file": secrets::path(&l.secrets_dir(), acl::BRIDGE_USER),
-            "agents": agents.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
-            "sources": served,
-            "routes": routes,
-            "default_agent": self.settings.default_agent,
-        });
-        if let Some(w) = &self.settings.webhook {
-            conf["webhook"] = json!({
-                "listen": w.listen,
-                "token_file": token,
-                "deliver": w.deliver,
-            });
-        }
-        if let Some(e) = &self.settings.email {
-            conf["email"] = serde_json::to_value(e).unwrap_or_default();
-        }
-        write_atomic(&l.bridge_conf(), conf.to_string().as_bytes())
-            .map_err(|e| unavailable(format!("cannot write the bridge configuration: {e}")))?;
         let id = find_app(shared, BRIDGE_APP);
         match id {
             Some(id) if is_running(shared, id) => {
@@ -115,6 +81,81 @@ impl Lanes {
         }
     }
 
+    /// Writes the bridge's configuration; false (and nothing written) when
+    /// no source has settings.
+    pub(super) fn write_bridge_conf(
+        &self,
+        agents: &[AgentLane],
+        routes: &[Route],
+    ) -> Result<bool, ErrorBody> {
+        let Some(conf) = self.bridge_conf(agents, routes)? else {
+            return Ok(false);
+        };
+        write_json(&self.layout.bridge_conf(), &conf)
+            .map_err(|e| unavailable(format!("cannot write the bridge configuration: {e}")))?;
+        Ok(true)
+    }
+
+    /// The bridge's configuration for `agents` and `routes`: the sources
+    /// it has settings for, and their routes; `None` when there are none.
+    fn bridge_conf(
+        &self,
+        agents: &[AgentLane],
+        routes: &[Route],
+    ) -> Result<Option<BridgeConfig>, ErrorBody> {
+        let l = &self.layout;
+        // The bridge serves the sources it has settings for; outboxes of
+        // the others keep their entries until one is configured.
+        let served: Vec<String> = self
+            .settings
+            .sources
+            .iter()
+            .filter(|s| match s.as_str() {
+                "webhook" => self.settings.webhook.is_some(),
+                "email" => self.settings.email.is_some(),
+                _ => false,
+            })
+            .cloned()
+            .collect();
+        if served.is_empty() {
+            return Ok(None);
+        }
+        let mut conf = BridgeConfig::new(
+            l.redis_socket(),
+            secrets::path(&l.secrets_dir(), AclUser::Bridge),
+        );
+        conf.agents = agents.iter().map(|a| a.name.clone()).collect();
+        conf.routes = routes
+            .iter()
+            .filter(|r| served.contains(&r.source))
+            .map(|r| {
+                Ok(RouteConfig {
+                    source: r.source.clone(),
+                    channel: r.channel.clone(),
+                    guild: r.guild.clone(),
+                    address: r.address.clone(),
+                    agent: r
+                        .agent
+                        .parse()
+                        .map_err(|e| unavailable(format!("route {}: {e}", r.describe())))?,
+                })
+            })
+            .collect::<Result<_, ErrorBody>>()?;
+        conf.sources = served;
+        conf.default_agent = self.settings.default_agent.clone();
+        conf.webhook = self.settings.webhook.as_ref().map(|w| WebhookConfig {
+            deliver: w.deliver.clone(),
+            ..WebhookConfig::new(w.listen, secrets::path(&l.secrets_dir(), WEBHOOK_TOKEN))
+        });
+        conf.email = self.settings.email.as_ref().map(|e| EmailConfig {
+            maildir: e.maildir.clone(),
+            smtp: e.smtp.clone(),
+            from: e.from.clone(),
+            domain: e.domain.clone(),
+        });
+        Ok(Some(conf))
+    }
+
     /// The routing table with where each route comes from, the default
     /// agent and the bridge's counters.
     pub async fn routes_report(&self, shared: &Shared) -> Result<RoutesReport, ErrorBody> {
@@ -123,8 +164,7 @@ impl Lanes {
             .into_iter()
             .map(|(r, origin)| RouteReport::new(r, origin))
             .collect();
-        let pw =
-            std::fs::read_to_string(secrets::path(&self.layout.secrets_dir(), acl::ADMIN_USER));
+        let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin));
         let sock = self.layout.redis_socket();
         let outboxes: Vec<String> = self
             .agents(shared)
@@ -133,21 +173,21 @@ impl Lanes {
                 self.settings
                     .sources
                     .iter()
-                    .map(move |s| format!("{}:{s}:outbox", a.name))
+                    .map(move |s| StreamKey::outbox(&a.name, s).to_string())
             })
             .collect();
         let counters = match pw {
             Err(_) => Some(Counters::Unread {}),
             Ok(pw) => tokio::task::spawn_blocking(move || -> Counters {
-                let Ok(mut con) = connect(&sock, pw.trim()) else {
+                let Ok(mut con) = connect(&sock, &pw) else {
                     return Counters::Unread {};
                 };
                 let pending: i64 = outboxes
                     .iter()
-                    .map(|k| group_pending(&mut con, k, "bridge"))
+                    .map(|k| group_pending(&mut con, k, BRIDGE_GROUP))
                     .sum();
                 let stats: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
-                    .arg("bridge:stats")
+                    .arg(STATS_KEY)
                     .query(&mut con)
                     .unwrap_or_default();
                 let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
@@ -159,7 +199,7 @@ impl Lanes {
                     routed: stat("routed"),
                     unrouted: stat("unrouted"),
                     unrouted_stream: redis::cmd("XLEN")
-                        .arg("bridge:unrouted")
+                        .arg(UNROUTED_KEY)
                         .query::<i64>(&mut con)
                         .unwrap_or(0),
                 })
@@ -169,7 +209,7 @@ impl Lanes {
         };
         Ok(RoutesReport {
             counters,
-            default_agent: self.settings.default_agent.clone(),
+            default_agent: self.settings.default_agent.as_ref().map(|a| a.to_string()),
             routes,
         })
     }
@@ -185,7 +225,11 @@ impl Lanes {
                 self.settings.sources.join(", ")
             )));
         }
-        if !self.agents(shared).iter().any(|a| a.name == r.agent) {
+        if !self
+            .agents(shared)
+            .iter()
+            .any(|a| a.name == r.agent.as_str())
+        {
             return Err(ErrorBody::new(
                 ErrorCode::NotFound,
                 format!("no agent named {:?}; define it first", r.agent),

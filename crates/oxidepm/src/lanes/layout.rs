@@ -1,6 +1,7 @@
 //! Where the lanes' files are, and what an agent is told about its lane.
 
 use crate::paths::Home;
+use oxidepm_lanes::{AclUser, AgentName, StreamKey};
 use std::path::PathBuf;
 
 /// Name of the system app running the private Redis.
@@ -52,40 +53,40 @@ impl Layout {
         self.home.root().join("lanes")
     }
     /// An agent's socket.
-    pub fn agent_socket(&self, agent: &str) -> PathBuf {
-        self.lanes_dir().join(format!("{agent}.sock"))
+    pub fn agent_socket(&self, agent: &AgentName) -> PathBuf {
+        oxidepm_lanes::proxy_config::agent_socket(&self.lanes_dir(), agent)
     }
     /// An agent's lane description.
-    pub fn agent_json(&self, agent: &str) -> PathBuf {
+    pub fn agent_json(&self, agent: &AgentName) -> PathBuf {
         self.lanes_dir().join(format!("{agent}.json"))
     }
 }
 
 /// The streams of an agent: `(inboxes, outboxes)` for every family.
-pub fn streams(agent: &str, families: &[String]) -> (Vec<String>, Vec<String>) {
+pub fn streams(agent: &AgentName, families: &[String]) -> (Vec<String>, Vec<String>) {
     let inboxes = families
         .iter()
-        .map(|f| format!("{agent}:{f}:inbox"))
+        .map(|f| StreamKey::inbox(agent, f).to_string())
         .collect();
     let outboxes = families
         .iter()
-        .map(|f| format!("{agent}:{f}:outbox"))
+        .map(|f| StreamKey::outbox(agent, f).to_string())
         .collect();
     (inboxes, outboxes)
 }
 
 /// What an agent app is told about its lane, as environment variables.
-pub fn agent_env(layout: &Layout, agent: &str, families: &[String]) -> Vec<(String, String)> {
+pub fn agent_env(layout: &Layout, agent: &AgentName, families: &[String]) -> Vec<(String, String)> {
     let (inboxes, outboxes) = streams(agent, families);
     vec![
-        ("OXIDEPM_AGENT".into(), agent.into()),
+        ("OXIDEPM_AGENT".into(), agent.to_string()),
         (
             "OXIDEPM_LANE".into(),
             format!("redis+unix://{}", layout.agent_socket(agent).display()),
         ),
         ("OXIDEPM_INBOXES".into(), inboxes.join(",")),
         ("OXIDEPM_OUTBOXES".into(), outboxes.join(",")),
-        ("OXIDEPM_GROUP".into(), agent.into()),
+        ("OXIDEPM_GROUP".into(), agent.to_string()),
         (
             "OXIDEPM_SOCKET".into(),
             layout.home.agent_socket().display().to_string(),
@@ -94,7 +95,11 @@ pub fn agent_env(layout: &Layout, agent: &str, families: &[String]) -> Vec<(Stri
 }
 
 /// The same facts as JSON, for programs that prefer a file.
-pub fn agent_description(layout: &Layout, agent: &str, families: &[String]) -> serde_json::Value {
+pub fn agent_description(
+    layout: &Layout,
+    agent: &AgentName,
+    families: &[String],
+) -> serde_json::Value {
     let (inboxes, outboxes) = streams(agent, families);
     serde_json::json!({
         "agent": agent,
@@ -103,7 +108,7 @@ pub fn agent_description(layout: &Layout, agent: &str, families: &[String]) -> s
         "inboxes": inboxes,
         "outboxes": outboxes,
         "group": agent,
-        "acl_user": oxidepm_lanes::acl::agent_user(agent),
+        "acl_user": AclUser::Agent(agent.clone()).to_string(),
         "oxidepm_socket": layout.home.agent_socket(),
     })
 }

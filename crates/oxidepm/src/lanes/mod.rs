@@ -13,3 +13,6 @@ pub mod bridge_admin;
 pub mod layout;
 pub mod ops;
 pub mod settings;
+
+#[cfg(test)]
+mod tests;

@@ -12,8 +12,8 @@
 
 use super::layout::Layout;
 use crate::supervise::{lock, Shared};
-use oxidepm_lanes::acl;
 use oxidepm_lanes::secret as secrets;
+use oxidepm_lanes::{AclUser, AgentName, Secret, StreamKey};
 use oxidepm_proto::{AppKind, ErrorBody, ErrorCode, Request, Response};
 use redis::streams::{StreamReadOptions, StreamReadReply};
 use std::collections::{BTreeMap, HashSet};
@@ -54,18 +54,23 @@ pub fn spawn(layout: Layout, shared: Shared, tx: tokio::sync::mpsc::UnboundedSen
     }
 }
 
-fn connect(layout: &Layout) -> Result<redis::Connection, String> {
-    let user = acl::responder_user(NAME);
-    let pw = std::fs::read_to_string(secrets::path(&layout.secrets_dir(), &user))
-        .map_err(|e| format!("no password for {user}: {e}"))?;
-    super::admin::connect_as(&layout.redis_socket(), &user, pw.trim())
+fn user() -> AclUser {
+    AclUser::Responder(NAME.to_string())
 }
 
-fn agents(shared: &Shared) -> Vec<String> {
+fn connect(layout: &Layout) -> Result<redis::Connection, String> {
+    let user = user();
+    let pw = Secret::read(&secrets::path(&layout.secrets_dir(), &user))
+        .map_err(|e| format!("no password for {user}: {e}"))?;
+    super::admin::connect_as(&layout.redis_socket(), &user, &pw)
+}
+
+/// The agents, as far as they have a lane (see `Lanes::agents`).
+fn agents(shared: &Shared) -> Vec<AgentName> {
     lock(shared)
         .apps()
         .filter(|a| a.spec.kind == AppKind::Agent)
-        .map(|a| a.spec.name.clone())
+        .filter_map(|a| a.spec.name.parse().ok())
         .collect()
 }
 
@@ -85,7 +90,7 @@ fn serve(
         }
         let keys: Vec<String> = agents(shared)
             .iter()
-            .map(|a| format!("{a}:{NAME}:outbox"))
+            .map(|a| StreamKey::outbox(a, NAME).to_string())
             .collect();
         if keys.is_empty() {
             return Err("no agents".into());
@@ -140,9 +145,10 @@ fn handle(
     reply: StreamReadReply,
 ) -> Result<(), String> {
     for key in reply.keys {
-        let Some(agent) = key.key.split(':').next().map(str::to_string) else {
+        let Ok(outbox) = key.key.parse::<StreamKey>() else {
             continue;
         };
+        let agent = outbox.agent;
         for entry in key.ids {
             let fields: BTreeMap<String, String> = entry
                 .map
@@ -151,11 +157,11 @@ fn handle(
                 .collect();
             let response = match parse_request(&fields) {
                 Err(e) => Response::err(0, e),
-                Ok(req) => ask(tx, &agent, req),
+                Ok(req) => ask(tx, agent.as_str(), req),
             };
             let json = serde_json::to_string(&response).unwrap_or_default();
             redis::cmd("XADD")
-                .arg(format!("{agent}:{NAME}:inbox"))
+                .arg(StreamKey::inbox(&agent, NAME).to_string())
                 .arg("*")
                 .arg("request_id")
                 .arg(&entry.id)
@@ -221,11 +227,7 @@ pub fn parse_request(fields: &BTreeMap<String, String>) -> Result<Request, Error
 
 /// Whether the responder can run here at all.
 pub fn available(layout: &Layout) -> bool {
-    Path::new(&secrets::path(
-        &layout.secrets_dir(),
-        &acl::responder_user(NAME),
-    ))
-    .exists()
+    Path::new(&secrets::path(&layout.secrets_dir(), user())).exists()
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! The `[lanes]` section of daemon.toml.
 
+use oxidepm_lanes::stream_key::is_family_name;
+use oxidepm_lanes::AgentName;
 use serde::Deserialize;
+use std::net::SocketAddr;
 
 /// Where lanes live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -40,7 +43,7 @@ pub struct LanesSettings {
     pub routes: Vec<oxidepm_proto::Route>,
     /// Agent that gets messages no route matches (else `bridge:unrouted`).
     #[serde(default)]
-    pub default_agent: Option<String>,
+    pub default_agent: Option<AgentName>,
     /// The webhook source.
     #[serde(default)]
     pub webhook: Option<WebhookSettings>,
@@ -55,14 +58,14 @@ pub struct LanesSettings {
 pub struct WebhookSettings {
     /// Where to listen for `POST /in/<source>` (loopback by default).
     #[serde(default = "default_listen")]
-    pub listen: String,
+    pub listen: SocketAddr,
     /// Where outbox entries of each channel are POSTed (`"*"` for any).
     #[serde(default)]
     pub deliver: std::collections::BTreeMap<String, String>,
 }
 
-fn default_listen() -> String {
-    "127.0.0.1:8787".into()
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8787))
 }
 
 /// `[lanes.email]`.
@@ -111,6 +114,9 @@ impl LanesSettings {
     pub fn check(&self) -> Result<(), String> {
         for r in &self.routes {
             r.check()?;
+            r.agent
+                .parse::<AgentName>()
+                .map_err(|e| format!("route {}: {e}", r.describe()))?;
             if !self.sources.contains(&r.source) {
                 return Err(format!(
                     "route {}: {:?} is not one of lanes.sources {:?}",
@@ -127,12 +133,7 @@ impl LanesSettings {
             ));
         }
         for s in self.families() {
-            let ok = !s.is_empty()
-                && s.len() <= 32
-                && s.bytes().all(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-'
-                });
-            if !ok {
+            if !is_family_name(&s) {
                 return Err(format!(
                     "lanes source or responder {s:?}: use 1 to 32 of a-z, 0-9, '_' and '-'"
                 ));

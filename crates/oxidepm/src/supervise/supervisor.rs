@@ -23,7 +23,7 @@ use tokio::sync::{oneshot, watch};
 pub type Shared = Arc<Mutex<Supervisor>>;
 
 /// What an agent app is told about its lane, by agent name.
-pub type LaneEnv = Box<dyn Fn(&str) -> Vec<(String, String)> + Send>;
+pub type LaneEnv = Box<dyn Fn(&str) -> Option<Vec<(String, String)>> + Send>;
 
 mod waiting;
 
@@ -336,8 +336,12 @@ impl Supervisor {
             self.home.root().display().to_string(),
         )];
         if spec.kind == oxidepm_proto::AppKind::Agent {
-            match &self.lane_env {
-                Some(lane_env) => env.extend(lane_env(&spec.name)),
+            match self
+                .lane_env
+                .as_ref()
+                .and_then(|lane_env| lane_env(&spec.name))
+            {
+                Some(lane) => env.extend(lane),
                 None => {
                     env.push(("OXIDEPM_AGENT".into(), spec.name.clone()));
                     env.push((

@@ -3,6 +3,7 @@
 //! sinks is tested in lanes::bridge.)
 
 use crate::harness::{read, Env};
+use oxidepm_lanes::Secret;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -170,8 +171,9 @@ deliver = {{ "*" = "http://127.0.0.1:{sink_port}/out" }}
             .any(|a| a["name"] == "oxidepm-bridge" && a["status"] == "online")
             && TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
-    let token = read(&env.home.join("secrets/webhook_token"))
-        .trim()
+    let token = Secret::read(&env.home.join("secrets/webhook_token"))
+        .unwrap()
+        .expose()
         .to_string();
 
     // A wrong token or a bad body: 4xx, nothing written.

@@ -3,6 +3,7 @@
 //! the tests run as root).
 
 use crate::harness::{alive, bin, kill, read, Env};
+use oxidepm_lanes::Secret;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -43,10 +44,10 @@ pub fn conn(sock: &Path) -> redis::Connection {
 
 fn host_conn(env: &Env, user: &str) -> redis::Connection {
     let mut c = conn(&env.home.join("redis/redis.sock"));
-    let pw = read(&env.home.join("secrets").join(user));
+    let pw = Secret::read(&env.home.join("secrets").join(user)).unwrap();
     redis::cmd("AUTH")
         .arg(user)
-        .arg(pw.trim())
+        .arg(pw.expose())
         .query::<()>(&mut c)
         .unwrap();
     c
@@ -210,7 +211,8 @@ fn an_agent_cannot_become_someone_else() {
     let env = Env::new();
     start_agents(&env, &["alice"]);
     let sock = env.home.join("lanes/alice.sock");
-    let bridge_pw = read(&env.home.join("secrets/bridge")).trim().to_string();
+    let bridge_pw = Secret::read(&env.home.join("secrets/bridge")).unwrap();
+    let bridge_pw = bridge_pw.expose().to_string();
     let mut c = conn(&sock);
     for args in [
         vec!["AUTH", "bridge", bridge_pw.as_str()],
@@ -337,9 +339,9 @@ fn sockets_secrets_and_names_are_private() {
     );
     assert!(
         !acl.contains(
-            &read(&env.home.join("secrets/agent_alice"))
-                .trim()
-                .to_string()
+            Secret::read(&env.home.join("secrets/agent_alice"))
+                .unwrap()
+                .expose()
         ),
         "clear password in the ACL file"
     );
@@ -446,13 +448,13 @@ fn acknowledged_writes_survive_a_redis_crash_and_new_agents_do_not_break_old_con
         "redis+unix://{}",
         env.home.join("redis/redis.sock").display()
     );
-    let pw = read(&env.home.join("secrets/sys"));
+    let pw = Secret::read(&env.home.join("secrets/sys")).unwrap();
     let mut admin = loop {
         let c = redis::Client::open(url.as_str()).unwrap().get_connection();
         if let Ok(mut c) = c {
             if redis::cmd("AUTH")
                 .arg("sys")
-                .arg(pw.trim())
+                .arg(pw.expose())
                 .query::<()>(&mut c)
                 .is_ok()
             {

@@ -16,6 +16,10 @@ use super::Plan;
 use crate::procfs;
 use crate::report::{percentile, Row};
 use crate::sandbox::{Bins, Result};
+use oxidepm_lanes::acl::{self, AclUser};
+use oxidepm_lanes::bridge_config::{BridgeConfig, RouteConfig, WebhookConfig};
+use oxidepm_lanes::stream_key::STATS_KEY;
+use oxidepm_lanes::{AgentName, Secret, StreamKey};
 use oxidepm_sys::signal::{self, Signal};
 use resp::Resp;
 use std::net::SocketAddr;
@@ -30,12 +34,13 @@ const TOKEN: &str = "bench-webhook-token";
 const BRIDGE_PW: &str = "bench-bridge-pw";
 const ADMIN_PW: &str = "bench-admin-pw";
 
-/// The `bridge` user's rules, as `oxidepm::lanes::acl::bridge_rules` makes
-/// them (the bench does not link the library).
-const BRIDGE_RULES: &str = "resetchannels -@all +xadd +xreadgroup +xack +xautoclaim +xclaim \
-     +xpending +xlen +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
-     +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel \
-     ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox";
+/// The source the benchmark sends through.
+const SOURCE: &str = "webhook";
+
+/// Agent `i` of the benchmark.
+fn agent(i: usize) -> AgentName {
+    format!("a{i}").parse().expect("a valid agent name")
+}
 
 /// Sizes: (messages in, latency samples, outbox entries).
 fn sizes(plan: &Plan) -> (usize, usize, usize) {
@@ -90,11 +95,10 @@ fn start_redis(dir: &Path, procs: &mut Procs) -> Result<PathBuf> {
     let exe = find_on_path("redis-server")
         .ok_or("redis-server is not on PATH (Debian: apt-get install redis-server)")?;
     let socket = dir.join("redis.sock");
-    let acl = format!(
-        "user default reset off resetchannels -@all\n\
-         user bridge reset on >{BRIDGE_PW} {BRIDGE_RULES}\n\
-         user sys reset on >{ADMIN_PW} resetchannels ~* +@all\n"
-    );
+    let acl = acl::acl_file(&[
+        (AclUser::Bridge, Secret::new(BRIDGE_PW)),
+        (AclUser::Admin, Secret::new(ADMIN_PW)),
+    ]);
     std::fs::write(dir.join("users.acl"), acl).map_err(|e| e.to_string())?;
     let conf = format!(
         "port 0\nunixsocket {sock}\nunixsocketperm 700\naclfile {d}/users.acl\ndir {d}\n\
@@ -130,24 +134,27 @@ fn start_bridge(
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
         .port();
-    let agents: Vec<String> = (0..AGENTS).map(|i| format!("a{i}")).collect();
-    let routes: Vec<serde_json::Value> = (0..AGENTS)
-        .map(|i| serde_json::json!({"source": "webhook", "channel": format!("c{i}"), "agent": format!("a{i}")}))
+    let mut cfg = BridgeConfig::new(socket.to_path_buf(), dir.join("bridge.pw"));
+    cfg.agents = (0..AGENTS).map(agent).collect();
+    cfg.sources = vec![SOURCE.into()];
+    cfg.routes = (0..AGENTS)
+        .map(|i| RouteConfig {
+            source: SOURCE.into(),
+            channel: Some(format!("c{i}")),
+            guild: None,
+            address: None,
+            agent: agent(i),
+        })
         .collect();
-    let cfg = serde_json::json!({
-        "redis_socket": socket,
-        "password_file": dir.join("bridge.pw"),
-        "agents": agents,
-        "sources": ["webhook"],
-        "routes": routes,
-        "webhook": {
-            "listen": format!("127.0.0.1:{port}"),
-            "token_file": dir.join("token"),
-            "deliver": {"*": format!("http://{sink}/out")},
-        },
-    });
+    let mut webhook =
+        WebhookConfig::new(SocketAddr::from(([127, 0, 0, 1], port)), dir.join("token"));
+    webhook
+        .deliver
+        .insert("*".into(), format!("http://{sink}/out"));
+    cfg.webhook = Some(webhook);
     let path = dir.join("bridge.json");
-    std::fs::write(&path, cfg.to_string()).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string(&cfg).map_err(|e| e.to_string())?;
+    std::fs::write(&path, text).map_err(|e| e.to_string())?;
     let log = std::fs::File::create(dir.join("bridge.log")).map_err(|e| e.to_string())?;
     let child = Command::new(exe)
         .arg("--config")
@@ -197,7 +204,7 @@ fn inbox_total(admin: &mut Resp) -> Result<i64> {
     let mut total = 0;
     for a in 0..AGENTS {
         total += admin
-            .cmd(&["XLEN", &format!("a{a}:webhook:inbox")])?
+            .cmd(&["XLEN", &StreamKey::inbox(&agent(a), SOURCE).to_string()])?
             .int()
             .unwrap_or(0);
     }
@@ -207,7 +214,8 @@ fn inbox_total(admin: &mut Resp) -> Result<i64> {
 /// Latency samples, in ms: POST, then a blocking XREAD from the last id
 /// returns the entry.
 fn latencies(addr: SocketAddr, admin: &mut Resp, samples: usize) -> Result<Vec<f64>> {
-    let key = "a0:webhook:inbox";
+    let key = StreamKey::inbox(&agent(0), SOURCE).to_string();
+    let key = key.as_str();
     let mut last = admin
         .cmd(&["XREVRANGE", key, "+", "-", "COUNT", "1"])?
         .items()
@@ -251,7 +259,7 @@ fn drain(admin: &mut Resp, sink: &http::Sink, n: usize) -> Result<f64> {
             let a = i % AGENTS;
             [
                 "XADD".to_string(),
-                format!("a{a}:webhook:outbox"),
+                StreamKey::outbox(&agent(a), SOURCE).to_string(),
                 "*".into(),
                 "channel".into(),
                 format!("c{a}"),
@@ -290,7 +298,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let socket = start_redis(dir.path(), &mut procs)?;
     let sink = http::Sink::start()?;
     let addr = start_bridge(&exe, dir.path(), &socket, sink.addr, &mut procs)?;
-    let mut admin = Resp::connect(&socket, "sys", ADMIN_PW)?;
+    let mut admin = Resp::connect(&socket, &AclUser::Admin.to_string(), ADMIN_PW)?;
     let pids = [procs.0[1].id(), procs.0[0].id()];
     let result = measure(addr, &mut admin, &sink, pids, (n_in, samples, n_out));
     drop(procs);
@@ -375,7 +383,7 @@ fn measure(
     let rate_out = n_out as f64 / secs_out;
     say!("  outbox -> sink: {n_out} entries over {AGENTS} outboxes in {secs_out:.2} s = {rate_out:.0} deliveries/s");
     let delivered = admin
-        .cmd(&["HGET", "bridge:stats", "delivered"])?
+        .cmd(&["HGET", STATS_KEY, "delivered"])?
         .text()
         .and_then(|s| s.parse::<u64>().ok())
         .unwrap_or(0);

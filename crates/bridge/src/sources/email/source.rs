@@ -16,31 +16,14 @@
 //! de-duplicate.
 
 use super::{maildir::Maildir, parse, smtp};
-use crate::config::BridgeConfig;
+use crate::config::{BridgeConfig, EmailConfig};
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source};
-use serde::Deserialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// How often `new/` is scanned.
 const SCAN: Duration = Duration::from_millis(500);
-
-/// The `email` section of the bridge's configuration.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmailConfig {
-    /// Maildir whose `new/` is read.
-    pub maildir: String,
-    /// SMTP relay, `host:port`.
-    pub smtp: String,
-    /// Address of each agent.
-    #[serde(default)]
-    pub from: BTreeMap<String, String>,
-    /// Domain of agents without an address: `<agent>@<domain>`.
-    #[serde(default)]
-    pub domain: Option<String>,
-}
 
 /// The email source.
 pub struct EmailSource {
@@ -52,11 +35,9 @@ pub struct EmailSource {
 impl EmailSource {
     /// Builds the source from the bridge's configuration.
     pub fn new(cfg: &BridgeConfig) -> Result<Option<EmailSource>, String> {
-        let Some(raw) = &cfg.email else {
+        let Some(email) = cfg.email.clone() else {
             return Ok(None);
         };
-        let email: EmailConfig = serde_json::from_value(raw.clone())
-            .map_err(|e| format!("email section of the bridge configuration: {e}"))?;
         Maildir::create(&email.maildir)
             .map_err(|e| format!("email: cannot use the Maildir {}: {e}", email.maildir))?;
         let routed = cfg

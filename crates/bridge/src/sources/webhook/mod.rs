@@ -25,9 +25,10 @@
 pub mod client;
 pub mod server;
 
-use crate::config::{read_secret, BridgeConfig, WebhookConfig};
+use crate::config::{BridgeConfig, WebhookConfig};
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source};
+use oxidepm_lanes::Secret;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -51,7 +52,7 @@ pub struct WebhookSettings {
 impl WebhookSettings {
     /// The settings of a `webhook` section (reads the token file).
     pub fn from_config(w: &WebhookConfig) -> Result<WebhookSettings, String> {
-        let token = read_secret(&w.token_file).map_err(|e| format!("webhook.token_file: {e}"))?;
+        let token = Secret::read(&w.token_file).map_err(|e| format!("webhook.token_file: {e}"))?;
         let mut deliver = HashMap::new();
         for (channel, url) in &w.deliver {
             let uri = crate::config::check_http_url(url)
@@ -59,7 +60,7 @@ impl WebhookSettings {
             deliver.insert(channel.clone(), uri);
         }
         Ok(WebhookSettings {
-            token_digest: Sha256::digest(token.as_bytes()).into(),
+            token_digest: Sha256::digest(token.expose().as_bytes()).into(),
             deliver,
             max_body: w.max_body,
             timeout: Duration::from_millis(w.timeout_ms),

@@ -3,6 +3,7 @@
 use crate::daemon::Daemon;
 use crate::lanes::admin::AgentLane;
 use crate::supervise::lock;
+use oxidepm_lanes::NameError;
 use oxidepm_proto::{
     AppKind, AppSpec, ErrorBody, ErrorCode, LanesReport, Route, RouteAdded, RouteRemoved,
 };
@@ -10,22 +11,26 @@ use oxidepm_proto::{
 impl Daemon {
     /// Makes the lanes of the agents among `apps` before they are defined.
     pub(super) async fn prepare_lanes(&self, apps: &[AppSpec]) -> Result<(), ErrorBody> {
-        let agents: Vec<AgentLane> = apps
-            .iter()
-            .filter(|a| a.kind == AppKind::Agent)
-            .map(|a| AgentLane {
-                name: a.name.clone(),
-                uid: a
-                    .user
-                    .as_deref()
-                    .and_then(|u| crate::supervise::spawn::resolve_user(u).ok())
-                    .map(|c| c.uid.as_raw())
-                    .filter(|u| *u != nix::unistd::getuid().as_raw()),
-            })
-            .collect();
-        if !agents.is_empty() {
+        if apps.iter().any(|a| a.kind == AppKind::Agent) {
             // The lane exists before the agent's first process.
             self.lanes.check_agents(apps)?;
+            let agents = apps
+                .iter()
+                .filter(|a| a.kind == AppKind::Agent)
+                .map(|a| {
+                    Ok(AgentLane {
+                        name: a.name.parse().map_err(|e: NameError| {
+                            ErrorBody::new(ErrorCode::BadRequest, e.to_string())
+                        })?,
+                        uid: a
+                            .user
+                            .as_deref()
+                            .and_then(|u| crate::supervise::spawn::resolve_user(u).ok())
+                            .map(|c| c.uid.as_raw())
+                            .filter(|u| *u != nix::unistd::getuid().as_raw()),
+                    })
+                })
+                .collect::<Result<Vec<AgentLane>, ErrorBody>>()?;
             self.lanes.reconcile(&self.sup, &agents).await?;
         }
         Ok(())

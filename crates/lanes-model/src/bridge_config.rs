@@ -1,0 +1,584 @@
+//! The bridge's configuration file (JSON), written by the daemon.
+//!
+//! ```json
+//! {
+//!   "redis_socket": "/home/u/.oxidepm/redis/redis.sock",
+//!   "password_file": "/home/u/.oxidepm/secrets/bridge",
+//!   "agents": ["alice", "bob"],
+//!   "sources": ["webhook", "email"],
+//!   "routes": [
+//!     { "source": "webhook", "channel": "c1", "agent": "alice" },
+//!     { "source": "webhook", "guild": "g1", "agent": "bob" },
+//!     { "source": "email", "address": "alice@example.org", "agent": "alice" }
+//!   ],
+//!   "default_agent": null,
+//!   "webhook": {
+//!     "listen": "127.0.0.1:8787",
+//!     "token_file": "/home/u/.oxidepm/secrets/webhook_token",
+//!     "deliver": { "c1": "http://127.0.0.1:9000/out", "*": "http://127.0.0.1:9000/all" }
+//!   },
+//!   "retry": { "attempts": 5, "base_ms": 200, "max_ms": 30000 }
+//! }
+//! ```
+//!
+//! Required: `redis_socket`, `password_file` (the clear password of the ACL
+//! user, one line), and a `webhook` section when `webhook` is a source.
+//! Defaults: `user` "bridge"; `agents` none; `sources` webhook and email;
+//! `routes` none; `default_agent` none (unrouted messages go to
+//! `bridge:unrouted`); `retry` as above.
+//!
+//! A route has a `source`, an `agent` and exactly one of `channel`, `guild`
+//! or `address` (matched without regard to case). Every agent a route names
+//! must be in `agents`, every source in `sources`.
+//!
+//! `webhook` keys: `listen` (default 127.0.0.1:8787; another address than
+//! loopback needs `"allow_non_loopback": true`), `token_file` (the bearer
+//! token inbound requests must carry), `deliver` (channel → `http://` URL
+//! that outbox entries of that channel are POSTed to; `"*"` for every other
+//! channel), `relay` (other sources whose outboxes the webhook delivers too,
+//! for an outside gateway that posts to `/in/<source>` and receives by
+//! HTTP; default none), `max_body` (bytes, default 1 MiB), `timeout_ms`
+//! (one delivery, default 10,000).
+//!
+//! `outbox` keys: `consumer` (the stable consumer name in group `bridge`,
+//! default "bridge-1"), `block_ms` (the blocking read's timeout, which is
+//! also how soon a reload is noticed; default 1,000), `batch` (entries read
+//! per stream at once, default 64), `concurrency` (deliveries in flight over
+//! all outboxes, default 32), `claim_idle_ms` (entries pending that long
+//! with another consumer are claimed, default 60,000), `deliver_timeout_ms`
+//! (default 30,000).
+//!
+//! `email` keys: `maildir` (whose `new/` mail is routed into inboxes),
+//! `smtp` (the relay, `host:port`, for outbox mail), `from` (agent → its
+//! sender address) and `domain` (`<agent>@<domain>` for agents without
+//! one).
+//!
+//! Unknown keys are errors, so that a typo does not silently turn something
+//! off.
+
+use crate::config::{load_json, ConfigError};
+use crate::name::AgentName;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The whole file.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BridgeConfig {
+    /// The private Redis's unix socket.
+    pub redis_socket: PathBuf,
+    /// File holding the clear password of the ACL user.
+    pub password_file: PathBuf,
+    /// The ACL user (default `bridge`).
+    #[serde(default = "bridge_user")]
+    pub user: String,
+    /// Agents whose outboxes are drained and who may be routed to.
+    #[serde(default)]
+    pub agents: Vec<AgentName>,
+    /// Source names (the `<source>` of the stream keys).
+    #[serde(default = "default_sources")]
+    pub sources: Vec<String>,
+    /// The routing table.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+    /// Agent of messages no route matches.
+    #[serde(default)]
+    pub default_agent: Option<AgentName>,
+    /// The webhook source.
+    #[serde(default)]
+    pub webhook: Option<WebhookConfig>,
+    /// The email source.
+    #[serde(default)]
+    pub email: Option<EmailConfig>,
+    /// Delivery retries.
+    #[serde(default)]
+    pub retry: RetryConfig,
+    /// The outbox reader.
+    #[serde(default)]
+    pub outbox: OutboxConfig,
+}
+
+fn bridge_user() -> String {
+    crate::acl::AclUser::Bridge.to_string()
+}
+
+fn default_sources() -> Vec<String> {
+    vec!["webhook".into(), "email".into()]
+}
+
+/// One route: a source and one selector → an agent.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// The source it applies to.
+    pub source: String,
+    /// A channel id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// A guild (server, workspace) id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guild: Option<String>,
+    /// A mail address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// The agent it routes to.
+    pub agent: AgentName,
+}
+
+impl RouteConfig {
+    /// The route in the routing table's terms, or why it is not one.
+    pub fn spec(&self) -> Result<RouteSpec, String> {
+        let selector = match (&self.channel, &self.guild, &self.address) {
+            (Some(c), None, None) => RouteSelector::Channel(c.clone()),
+            (None, Some(g), None) => RouteSelector::Guild(g.clone()),
+            (None, None, Some(a)) => RouteSelector::Address(a.clone()),
+            _ => {
+                return Err(format!(
+                "route to {:?} for source {:?} must have exactly one of channel, guild or address",
+                self.agent, self.source
+            ))
+            }
+        };
+        if selector.value().is_empty() {
+            return Err(format!(
+                "route to {:?} for source {:?} has an empty selector",
+                self.agent, self.source
+            ));
+        }
+        Ok(RouteSpec {
+            source: self.source.clone(),
+            selector,
+            agent: self.agent.clone(),
+        })
+    }
+}
+
+/// The `webhook` section.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Address of the HTTP listener.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Allow a listener on another address than loopback.
+    #[serde(default)]
+    pub allow_non_loopback: bool,
+    /// File holding the bearer token inbound requests must carry.
+    pub token_file: PathBuf,
+    /// Channel (or `*`) → URL outbox entries are POSTed to.
+    #[serde(default)]
+    pub deliver: BTreeMap<String, String>,
+    /// Other sources whose outboxes the webhook delivers.
+    #[serde(default)]
+    pub relay: Vec<String>,
+    /// Largest inbound body, in bytes.
+    #[serde(default = "default_max_body")]
+    pub max_body: usize,
+    /// Timeout of one outbound POST, in milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8787))
+}
+
+fn default_max_body() -> usize {
+    1 << 20
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+
+/// Delivery retries: `attempts` tries in all, waiting `base_ms`, then twice
+/// as long each time, at most `max_ms`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    /// Tries in all (at least 1).
+    pub attempts: u32,
+    /// First wait, in milliseconds.
+    pub base_ms: u64,
+    /// Longest wait, in milliseconds.
+    pub max_ms: u64,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            attempts: 5,
+            base_ms: 200,
+            max_ms: 30_000,
+        }
+    }
+}
+
+impl RetryConfig {
+    /// The wait after the `failed`-th failed try (1-based).
+    pub fn backoff(&self, failed: u32) -> std::time::Duration {
+        let shift = failed.saturating_sub(1).min(32);
+        let ms = self.base_ms.saturating_mul(1u64 << shift).min(self.max_ms);
+        std::time::Duration::from_millis(ms)
+    }
+}
+
+/// The `outbox` section.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutboxConfig {
+    /// Consumer name in group `bridge`; stable, so that a restarted bridge
+    /// finds its own pending entries.
+    pub consumer: String,
+    /// Timeout of the blocking read, in milliseconds.
+    pub block_ms: u64,
+    /// Entries read per stream at once.
+    pub batch: usize,
+    /// Deliveries in flight over all outboxes.
+    pub concurrency: usize,
+    /// Entries pending this long (ms) with any consumer are claimed again.
+    pub claim_idle_ms: u64,
+    /// Timeout of one delivery, in milliseconds.
+    pub deliver_timeout_ms: u64,
+}
+
+impl Default for OutboxConfig {
+    fn default() -> Self {
+        OutboxConfig {
+            consumer: "bridge-1".into(),
+            block_ms: 1_000,
+            batch: 64,
+            concurrency: 32,
+            claim_idle_ms: 60_000,
+            deliver_timeout_ms: 30_000,
+        }
+    }
+}
+
+impl BridgeConfig {
+    /// A configuration with the defaults of every optional key.
+    pub fn new(redis_socket: PathBuf, password_file: PathBuf) -> BridgeConfig {
+        BridgeConfig {
+            redis_socket,
+            password_file,
+            user: bridge_user(),
+            agents: Vec::new(),
+            sources: default_sources(),
+            routes: Vec::new(),
+            default_agent: None,
+            webhook: None,
+            email: None,
+            retry: RetryConfig::default(),
+            outbox: OutboxConfig::default(),
+        }
+    }
+
+    /// Reads and checks the file.
+    pub fn load(path: &Path) -> Result<BridgeConfig, ConfigError> {
+        let cfg: BridgeConfig = load_json(path)?;
+        cfg.check().map_err(ConfigError::Invalid)?;
+        Ok(cfg)
+    }
+
+    /// Checks names and that the parts fit together.
+    pub fn check(&self) -> Result<(), String> {
+        for s in &self.sources {
+            check_source_name(s)?;
+        }
+        for a in &self.agents {
+            a.check_families(&self.sources)?;
+        }
+        let known_agent = |a: &AgentName, what: &str| {
+            if self.agents.iter().any(|x| x == a) {
+                Ok(())
+            } else {
+                Err(format!("{what} names agent {a:?}, which is not in agents"))
+            }
+        };
+        let known_source = |s: &str, what: &str| {
+            if self.sources.iter().any(|x| x == s) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{what} names source {s:?}, which is not in sources"
+                ))
+            }
+        };
+        if let Some(d) = &self.default_agent {
+            known_agent(d, "default_agent")?;
+        }
+        let mut seen: Vec<RouteSpec> = Vec::new();
+        for r in &self.routes {
+            let spec = r.spec()?;
+            known_agent(&r.agent, "a route")?;
+            known_source(&r.source, "a route")?;
+            if let Some(other) = seen.iter().find(|o| o.same_key(&spec)) {
+                if other.agent != spec.agent {
+                    return Err(format!(
+                        "two routes for source {:?} {} go to different agents ({:?} and {:?})",
+                        spec.source, spec.selector, other.agent, spec.agent
+                    ));
+                }
+            }
+            seen.push(spec);
+        }
+        if self.retry.attempts == 0 {
+            return Err("retry.attempts must be at least 1".into());
+        }
+        let o = &self.outbox;
+        if o.batch == 0 || o.concurrency == 0 || o.block_ms == 0 {
+            return Err(
+                "outbox.batch, outbox.concurrency and outbox.block_ms must be positive".into(),
+            );
+        }
+        let consumer_ok = !o.consumer.is_empty()
+            && o.consumer.len() <= 64
+            && o.consumer.bytes().all(|b| b.is_ascii_graphic());
+        if !consumer_ok {
+            return Err(format!(
+                "outbox.consumer {:?}: use 1 to 64 printable characters without spaces",
+                o.consumer
+            ));
+        }
+        let has_webhook = self.sources.iter().any(|s| s == "webhook");
+        match (&self.webhook, has_webhook) {
+            (None, true) => {
+                return Err(
+                    "webhook is a source but there is no webhook section (it needs at least token_file)"
+                        .into(),
+                )
+            }
+            (Some(_), false) => {
+                return Err("there is a webhook section but webhook is not in sources".into())
+            }
+            (Some(w), true) => w.check(self)?,
+            (None, false) => {}
+        }
+        Ok(())
+    }
+}
+
+impl WebhookConfig {
+    /// A `webhook` section with the defaults of every optional key.
+    pub fn new(listen: SocketAddr, token_file: PathBuf) -> WebhookConfig {
+        WebhookConfig {
+            listen,
+            allow_non_loopback: false,
+            token_file,
+            deliver: BTreeMap::new(),
+            relay: Vec::new(),
+            max_body: default_max_body(),
+            timeout_ms: default_timeout_ms(),
+        }
+    }
+
+    fn check(&self, cfg: &BridgeConfig) -> Result<(), String> {
+        if !self.listen.ip().is_loopback() && !self.allow_non_loopback {
+            return Err(format!(
+                "webhook.listen {} is not a loopback address; set webhook.allow_non_loopback = true to listen there",
+                self.listen
+            ));
+        }
+        for (channel, url) in &self.deliver {
+            check_http_url(url).map_err(|m| format!("webhook.deliver[{channel:?}]: {m}"))?;
+        }
+        for r in &self.relay {
+            if r == "webhook" || !cfg.sources.iter().any(|s| s == r) {
+                return Err(format!(
+                    "webhook.relay names {r:?}, which is not another configured source"
+                ));
+            }
+        }
+        if self.max_body == 0 || self.timeout_ms == 0 {
+            return Err("webhook.max_body and webhook.timeout_ms must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// Checks a source name: 1 to 32 of `a-z 0-9 _ -` (it becomes part of key
+/// patterns, so no glob character or colon).
+pub fn check_source_name(s: &str) -> Result<(), String> {
+    if crate::stream_key::is_family_name(s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "source {s:?}: use 1 to 32 of a-z, 0-9, '_' and '-'"
+        ))
+    }
+}
+
+/// Checks that `url` is an `http://` URL with a host.
+pub fn check_http_url(url: &str) -> Result<http::Uri, String> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(format!("{url:?}: only http:// URLs are supported"));
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("{url:?} has no host"));
+    }
+    Ok(uri)
+}
+
+/// What a route matches on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RouteSelector {
+    /// A channel id, exactly.
+    Channel(String),
+    /// A guild id, exactly.
+    Guild(String),
+    /// A mail address, without regard to case.
+    Address(String),
+}
+
+impl RouteSelector {
+    /// The value matched on.
+    pub fn value(&self) -> &str {
+        match self {
+            RouteSelector::Channel(v) | RouteSelector::Guild(v) | RouteSelector::Address(v) => v,
+        }
+    }
+}
+
+impl fmt::Display for RouteSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RouteSelector::Channel(v) => write!(f, "channel {v:?}"),
+            RouteSelector::Guild(v) => write!(f, "guild {v:?}"),
+            RouteSelector::Address(v) => write!(f, "address {v:?}"),
+        }
+    }
+}
+
+/// One route, as the routing table takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteSpec {
+    /// The source it applies to.
+    pub source: String,
+    /// What it matches.
+    pub selector: RouteSelector,
+    /// Where it sends.
+    pub agent: AgentName,
+}
+
+impl RouteSpec {
+    /// Whether both match the same messages.
+    pub fn same_key(&self, other: &RouteSpec) -> bool {
+        self.source == other.source
+            && match (&self.selector, &other.selector) {
+                (RouteSelector::Channel(a), RouteSelector::Channel(b))
+                | (RouteSelector::Guild(a), RouteSelector::Guild(b)) => a == b,
+                (RouteSelector::Address(a), RouteSelector::Address(b)) => {
+                    a.to_lowercase() == b.to_lowercase()
+                }
+                _ => false,
+            }
+    }
+}
+
+/// The `email` section of the bridge's configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailConfig {
+    /// Maildir whose `new/` is read.
+    pub maildir: String,
+    /// SMTP relay, `host:port`.
+    pub smtp: String,
+    /// Address of each agent.
+    #[serde(default)]
+    pub from: BTreeMap<String, String>,
+    /// Domain of agents without an address: `<agent>@<domain>`.
+    #[serde(default)]
+    pub domain: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &str) -> Result<BridgeConfig, String> {
+        let text = format!(
+            r#"{{"redis_socket": "/r.sock", "password_file": "/pw", "agents": ["alice", "bob"],
+                "sources": ["webhook", "email"],
+                "webhook": {{"token_file": "/t"}} {extra}}}"#
+        );
+        let cfg: BridgeConfig = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c.user, "bridge");
+        assert_eq!(c.retry, RetryConfig::default());
+        assert_eq!(c.outbox.consumer, "bridge-1");
+        let w = c.webhook.unwrap();
+        assert_eq!(w.listen.to_string(), "127.0.0.1:8787");
+        assert_eq!(w.max_body, 1 << 20);
+    }
+
+    #[test]
+    fn refuses_what_does_not_fit() {
+        for bad in [
+            r#", "typo": 1"#,
+            r#", "default_agent": "carol""#,
+            r#", "routes": [{"source": "webhook", "agent": "alice"}]"#,
+            r#", "routes": [{"source": "webhook", "channel": "c", "guild": "g", "agent": "alice"}]"#,
+            r#", "routes": [{"source": "sms", "channel": "c", "agent": "alice"}]"#,
+            r#", "routes": [{"source": "webhook", "channel": "c", "agent": "alice"},
+                            {"source": "webhook", "channel": "c", "agent": "bob"}]"#,
+            r#", "retry": {"attempts": 0}"#,
+        ] {
+            assert!(parse(bad).is_err(), "accepted {bad}");
+        }
+        // A bad name is refused as the file is read, one that is also a
+        // source by the check.
+        let text =
+            r#"{"redis_socket": "/r", "password_file": "/p", "agents": ["a*"], "sources": []}"#;
+        assert!(serde_json::from_str::<BridgeConfig>(text).is_err());
+        let text = r#"{"redis_socket": "/r", "password_file": "/p", "agents": ["email"],
+                       "sources": ["email"]}"#;
+        let c: BridgeConfig = serde_json::from_str(text).unwrap();
+        assert!(c.check().unwrap_err().contains("reserved"));
+        assert!(parse(r#", "email": {"maildir": "/m", "smtp": "h:25", "typo": 1}"#).is_err());
+        let text = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["webhook"],
+                       "webhook": {"token_file": "/t", "listen": "0.0.0.0:1"}}"#;
+        let c: BridgeConfig = serde_json::from_str(text).unwrap();
+        assert!(c.check().unwrap_err().contains("loopback"));
+        let text = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["webhook"],
+                       "webhook": {"token_file": "/t", "deliver": {"*": "https://x/"}}}"#;
+        let c: BridgeConfig = serde_json::from_str(text).unwrap();
+        assert!(c.check().unwrap_err().contains("http://"));
+    }
+
+    #[test]
+    fn writes_what_it_reads() {
+        let c = parse(
+            r#", "routes": [{"source": "email", "address": "a@x", "agent": "alice"}],
+                 "default_agent": "bob",
+                 "email": {"maildir": "/m", "smtp": "h:25", "from": {"alice": "a@x"}}"#,
+        )
+        .unwrap();
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(!text.contains("channel"), "{text}");
+        assert_eq!(serde_json::from_str::<BridgeConfig>(&text).unwrap(), c);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let r = RetryConfig {
+            attempts: 9,
+            base_ms: 100,
+            max_ms: 1000,
+        };
+        let ms: Vec<u128> = (1..=6).map(|n| r.backoff(n).as_millis()).collect();
+        assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(r.backoff(200).as_millis(), 1000);
+    }
+}

@@ -1,0 +1,231 @@
+//! Stream keys: `<agent>:<family>:inbox` and `<agent>:<family>:outbox`,
+//! where the family is a source (`webhook`, `email`, …) or a responder
+//! (`ops`, …). The agent part is what Redis's ACL scopes, and the bridge
+//! and responders take the sender from it, so keys are built and read only
+//! here, as are the globs the ACL grants on them.
+
+use crate::name::AgentName;
+use std::fmt;
+use std::str::FromStr;
+
+/// The bridge's dead letters: inbound messages no route and no default
+/// agent took.
+pub const UNROUTED_KEY: &str = "bridge:unrouted";
+/// The bridge's counters (a hash).
+pub const STATS_KEY: &str = "bridge:stats";
+/// Every key of the bridge's own (its ACL grant).
+pub const BRIDGE_KEYS: &str = "bridge:*";
+/// The consumer group the bridge drains outboxes with (the daemon reports
+/// its pending entries).
+pub const BRIDGE_GROUP: &str = "bridge";
+/// What follows an outbox key in the name of its dead-letter stream.
+const DEAD_SUFFIX: &str = ":dead";
+
+/// Which way a stream carries messages, seen from the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dir {
+    /// Written by the bridge or a responder, read by the agent.
+    Inbox,
+    /// Written by the agent (XADD only), read by the bridge or a responder.
+    Outbox,
+}
+
+impl Dir {
+    /// `inbox` or `outbox`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dir::Inbox => "inbox",
+            Dir::Outbox => "outbox",
+        }
+    }
+}
+
+impl fmt::Display for Dir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether `s` can be a family (source or responder) name: 1 to 32 of
+/// `a-z 0-9 _ -`, so that it cannot widen a key pattern either.
+pub fn is_family_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 32
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// One agent's stream of one family.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamKey {
+    /// The agent whose lane it is (and, in an outbox, the sender).
+    pub agent: AgentName,
+    /// The source or responder.
+    pub family: String,
+    /// Inbox or outbox.
+    pub dir: Dir,
+}
+
+impl StreamKey {
+    /// `<agent>:<family>:inbox`.
+    pub fn inbox(agent: &AgentName, family: &str) -> StreamKey {
+        StreamKey {
+            agent: agent.clone(),
+            family: family.to_string(),
+            dir: Dir::Inbox,
+        }
+    }
+
+    /// `<agent>:<family>:outbox`.
+    pub fn outbox(agent: &AgentName, family: &str) -> StreamKey {
+        StreamKey {
+            agent: agent.clone(),
+            family: family.to_string(),
+            dir: Dir::Outbox,
+        }
+    }
+
+    /// The stream entries of this one go to when they cannot be delivered.
+    pub fn dead_letter(&self) -> String {
+        dead_letter(&self.to_string())
+    }
+
+    /// The agent's own outbox for the spec's shared form `<family>:outbox`
+    /// (exactly one colon, a non-empty family), which agents written for a
+    /// shared outbox send to; `None` for any other key, which is left as
+    /// it is for Redis's ACL to judge.
+    pub fn own_outbox(agent: &AgentName, shared: &[u8]) -> Option<Vec<u8>> {
+        let family = shared
+            .strip_suffix(Dir::Outbox.as_str().as_bytes())?
+            .strip_suffix(b":")?;
+        if family.is_empty() || family.contains(&b':') {
+            return None;
+        }
+        let mut k = Vec::with_capacity(agent.as_str().len() + 1 + shared.len());
+        k.extend_from_slice(agent.as_str().as_bytes());
+        k.push(b':');
+        k.extend_from_slice(shared);
+        Some(k)
+    }
+}
+
+/// The dead-letter stream of an outbox key, or the glob of those of an
+/// outbox glob.
+pub fn dead_letter(key: &str) -> String {
+    format!("{key}{DEAD_SUFFIX}")
+}
+
+/// The glob (for ACL rules) of the streams of `agent` (every agent if
+/// `None`) of `family` (every family if `None`) in direction `dir`.
+pub fn glob(agent: Option<&AgentName>, family: Option<&str>, dir: Dir) -> String {
+    format!(
+        "{}:{}:{dir}",
+        agent.map_or("*", AgentName::as_str),
+        family.unwrap_or("*")
+    )
+}
+
+impl fmt::Display for StreamKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.agent, self.family, self.dir)
+    }
+}
+
+/// Why a string is not a stream key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyError(String);
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+impl FromStr for StreamKey {
+    type Err = KeyError;
+
+    fn from_str(key: &str) -> Result<StreamKey, KeyError> {
+        let bad = |why: String| KeyError(format!("{key:?} is not a lane stream key: {why}"));
+        let mut parts = key.split(':');
+        let (Some(agent), Some(family), Some(dir), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad("want <agent>:<family>:inbox|outbox".into()));
+        };
+        let agent: AgentName = agent
+            .parse()
+            .map_err(|e: crate::NameError| bad(e.to_string()))?;
+        if !is_family_name(family) {
+            return Err(bad(format!("{family:?} is not a source or responder name")));
+        }
+        let dir = match dir {
+            "inbox" => Dir::Inbox,
+            "outbox" => Dir::Outbox,
+            _ => return Err(bad("it ends in neither :inbox nor :outbox".into())),
+        };
+        Ok(StreamKey {
+            agent,
+            family: family.to_string(),
+            dir,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alice() -> AgentName {
+        "alice".parse().unwrap()
+    }
+
+    #[test]
+    fn keys_round_trip() {
+        let k = StreamKey::inbox(&alice(), "discord");
+        assert_eq!(k.to_string(), "alice:discord:inbox");
+        assert_eq!("alice:discord:inbox".parse::<StreamKey>().unwrap(), k);
+        let o = StreamKey::outbox(&alice(), "ops");
+        assert_eq!(o.to_string(), "alice:ops:outbox");
+        assert_eq!(o.dead_letter(), "alice:ops:outbox:dead");
+        assert_eq!("alice:ops:outbox".parse::<StreamKey>().unwrap(), o);
+        for bad in [
+            "alice:discord",
+            "alice:discord:inbox:dead",
+            "Alice:discord:inbox",
+            "alice:a*:inbox",
+            "alice::outbox",
+            "alice:discord:sent",
+            "bridge:unrouted",
+        ] {
+            assert!(bad.parse::<StreamKey>().is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn globs() {
+        assert_eq!(glob(Some(&alice()), None, Dir::Inbox), "alice:*:inbox");
+        assert_eq!(glob(None, Some("ops"), Dir::Outbox), "*:ops:outbox");
+        assert_eq!(
+            dead_letter(&glob(None, None, Dir::Outbox)),
+            "*:*:outbox:dead"
+        );
+        for k in [UNROUTED_KEY, STATS_KEY] {
+            assert!(k.starts_with(BRIDGE_KEYS.trim_end_matches('*')), "{k}");
+        }
+    }
+
+    #[test]
+    fn own_outbox_rules() {
+        let bob: AgentName = "bob".parse().unwrap();
+        assert_eq!(
+            StreamKey::own_outbox(&bob, b"email:outbox").as_deref(),
+            Some(&b"bob:email:outbox"[..])
+        );
+        assert_eq!(StreamKey::own_outbox(&bob, b"bob:email:outbox"), None);
+        assert_eq!(StreamKey::own_outbox(&bob, b"email:outboxes"), None);
+        assert_eq!(StreamKey::own_outbox(&bob, b":outbox"), None);
+        assert_eq!(StreamKey::own_outbox(&bob, b"emailoutbox"), None);
+    }
+}

@@ -1,0 +1,124 @@
+//! The files the daemon writes for the proxy and the bridge, read back by
+//! their own loaders: they must be what the hand-built JSON of earlier
+//! versions was.
+
+use super::admin::{AgentLane, Lanes};
+use super::layout::Layout;
+use super::settings::LanesSettings;
+use crate::paths::Home;
+use oxidepm_lanes::{BridgeConfig, ProxyConfig};
+use oxidepm_proto::Route;
+use serde_json::json;
+use std::path::Path;
+
+fn lanes(root: &Path, settings: &str) -> Lanes {
+    let settings: LanesSettings = toml::from_str(settings).unwrap();
+    settings.check().unwrap();
+    let lanes = Lanes {
+        layout: Layout {
+            home: Home::at(root.to_path_buf()),
+        },
+        settings,
+    };
+    std::fs::create_dir_all(lanes.layout.redis_dir()).unwrap();
+    lanes
+}
+
+fn agents() -> Vec<AgentLane> {
+    vec![
+        AgentLane {
+            name: "alice".parse().unwrap(),
+            uid: Some(1001),
+        },
+        AgentLane {
+            name: "bob".parse().unwrap(),
+            uid: None,
+        },
+    ]
+}
+
+#[test]
+fn the_proxy_reads_the_configuration_the_daemon_writes() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let l = lanes(root, "rate_limit = 50.0\nmaxlen = 1000\n");
+    l.write_proxy_conf(&agents()).unwrap();
+    let got = ProxyConfig::load(&l.layout.proxy_conf()).unwrap();
+    let before = json!({
+        "upstream": root.join("redis/redis.sock"),
+        "lanes_dir": root.join("lanes"),
+        "agents": [
+            {"name": "alice", "password_file": root.join("secrets/agent_alice"),
+             "uid": 1001, "rate_limit": 50.0, "maxlen": 1000},
+            {"name": "bob", "password_file": root.join("secrets/agent_bob"),
+             "uid": null, "rate_limit": 50.0, "maxlen": 1000},
+        ],
+    });
+    assert_eq!(got, serde_json::from_value::<ProxyConfig>(before).unwrap());
+    assert_eq!(got.agents[0].socket_mode, 0o600);
+}
+
+#[test]
+fn the_bridge_reads_the_configuration_the_daemon_writes() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let l = lanes(root, r#"sources = ["webhook", "email", "discord"]"#);
+    // Without settings for a source, no bridge runs.
+    assert!(!l.write_bridge_conf(&agents(), &[]).unwrap());
+    assert!(!l.layout.bridge_conf().exists());
+
+    let l = lanes(
+        root,
+        r#"
+sources = ["webhook", "email", "discord"]
+default_agent = "bob"
+routes = [{ source = "webhook", channel = "c1", agent = "alice" }]
+
+[webhook]
+deliver = { "*" = "http://127.0.0.1:9000/out" }
+
+[email]
+maildir = "/var/mail/agents"
+smtp = "127.0.0.1:25"
+from = { alice = "alice@example.org" }
+"#,
+    );
+    let runtime = Route {
+        source: "email".into(),
+        channel: None,
+        guild: None,
+        address: Some("bob@example.org".into()),
+        agent: "bob".into(),
+    };
+    let discord = Route {
+        source: "discord".into(),
+        channel: Some("d1".into()),
+        guild: None,
+        address: None,
+        agent: "bob".into(),
+    };
+    let mut routes = l.settings.routes.clone();
+    routes.extend([runtime.clone(), discord]);
+    assert!(l.write_bridge_conf(&agents(), &routes).unwrap());
+    let got = BridgeConfig::load(&l.layout.bridge_conf()).unwrap();
+    let before = json!({
+        "redis_socket": root.join("redis/redis.sock"),
+        "password_file": root.join("secrets/bridge"),
+        "agents": ["alice", "bob"],
+        "sources": ["webhook", "email"],
+        "routes": [l.settings.routes[0], runtime],
+        "default_agent": "bob",
+        "webhook": {
+            "listen": "127.0.0.1:8787",
+            "token_file": root.join("secrets/webhook_token"),
+            "deliver": {"*": "http://127.0.0.1:9000/out"},
+        },
+        "email": {
+            "maildir": "/var/mail/agents",
+            "smtp": "127.0.0.1:25",
+            "from": {"alice": "alice@example.org"},
+            "domain": null,
+        },
+    });
+    assert_eq!(got, serde_json::from_value::<BridgeConfig>(before).unwrap());
+}
