@@ -463,10 +463,20 @@ fn acknowledged_writes_survive_a_redis_crash_and_new_agents_do_not_break_old_con
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let n: i64 = redis::cmd("XLEN")
-        .arg("alice:webhook:outbox")
-        .query(&mut admin)
-        .unwrap();
+    // AUTH is answered while Redis still loads its append-only file; a
+    // read is not (LOADING) until the file is in.
+    let n: i64 = loop {
+        match redis::cmd("XLEN")
+            .arg("alice:webhook:outbox")
+            .query(&mut admin)
+        {
+            Ok(n) => break n,
+            Err(e) if e.kind() == redis::ErrorKind::BusyLoadingError => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("XLEN after the restart: {e}"),
+        }
+    };
     assert_eq!(n, 1000, "acknowledged writes were lost");
 
     // A blocking read of alice survives adding another agent.
