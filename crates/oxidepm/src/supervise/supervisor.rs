@@ -9,7 +9,7 @@ use super::logshim::ShimConfig;
 use super::policy::{self, Decision, Exit};
 use super::spawn::{self, Creds};
 use crate::paths::Home;
-use crate::store::Store;
+use crate::store::{RuntimeRow, Store};
 use crate::timefmt::now_ms;
 use nix::sys::signal::Signal;
 use oxidepm_proto::{Actor, AppSpec, ErrorBody, ErrorCode, EventKind, Status};
@@ -247,7 +247,7 @@ impl Supervisor {
         let stored = self.store.load_apps().map_err(|e| e.to_string())?;
         for s in stored {
             self.apps
-                .insert(s.id, App::new(s.id, s.spec, s.defined_by, s.runtime));
+                .insert(s.id, App::new(s.id, s.spec, s.defined_by, s.runtime.into()));
             self.arm(s.id);
         }
         Ok(())
@@ -257,7 +257,7 @@ impl Supervisor {
     /// supervision goes on and the next change writes the state again.
     pub fn persist(&self, id: u64) {
         if let Some(a) = self.apps.get(&id) {
-            if let Err(e) = self.store.save_runtime(id, &a.rt) {
+            if let Err(e) = self.store.save_runtime(id, &RuntimeRow::from(&a.rt)) {
                 log::error!("cannot save the state of {}: {e}", a.spec.name);
             }
         }
