@@ -3,6 +3,7 @@
 
 pub mod config;
 mod detach;
+mod errors;
 mod handler;
 mod ops;
 mod views;
@@ -137,7 +138,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
                 layout::agent_env(&layout, agent, &families)
             }));
         }
-        s.load()?;
+        s.load().map_err(|e| e.to_string())?;
     }
     if let Err(e) = reaper::become_subreaper() {
         log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");

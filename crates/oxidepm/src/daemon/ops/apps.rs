@@ -48,7 +48,7 @@ impl Daemon {
             return Err(super::bad("no apps to define"));
         }
         self.prepare_lanes(&apps).await?;
-        control::define(&self.sup, apps, actor).await
+        Ok(control::define(&self.sup, apps, actor).await?)
     }
 
     /// `start`.
@@ -58,7 +58,7 @@ impl Daemon {
         actor: &Actor,
     ) -> Result<Vec<AppAction>, ErrorBody> {
         let ids = lock(&self.sup).resolve(target)?;
-        control::start(&self.sup, &ids, actor).await
+        Ok(control::start(&self.sup, &ids, actor).await?)
     }
 
     /// `stop`: waits until every selected app is down.
@@ -88,7 +88,7 @@ impl Daemon {
         actor: &Actor,
     ) -> Result<Vec<AppAction>, ErrorBody> {
         let ids = lock(&self.sup).resolve(target)?;
-        control::restart(&self.sup, &ids, actor).await
+        Ok(control::restart(&self.sup, &ids, actor).await?)
     }
 
     /// `delete`: an agent's lane goes with it.

@@ -78,6 +78,6 @@ impl Daemon {
                 ids.push(id);
             }
         }
-        control::start(&self.sup, &ids, actor).await
+        Ok(control::start(&self.sup, &ids, actor).await?)
     }
 }
