@@ -2,6 +2,8 @@
 //! [`ErrorBody`]: each error keeps its message, and its kind decides the
 //! stable code a client sees.
 
+use crate::access::gate::AuthorizeError;
+use crate::access::policy::{Refusal, RefusalKind};
 use crate::store::StoreError;
 use crate::supervise::{self, SelectError};
 use oxidepm_proto::{ErrorBody, ErrorCode};
@@ -43,6 +45,25 @@ impl From<supervise::Error> for ErrorBody {
             E::Store(_) => ErrorCode::Internal,
         };
         body(code, e)
+    }
+}
+
+impl From<Refusal> for ErrorBody {
+    fn from(e: Refusal) -> ErrorBody {
+        let code = match e.kind() {
+            RefusalKind::Denied => ErrorCode::PolicyDenied,
+            RefusalKind::Protected => ErrorCode::Protected,
+        };
+        body(code, e)
+    }
+}
+
+impl From<AuthorizeError> for ErrorBody {
+    fn from(e: AuthorizeError) -> ErrorBody {
+        match e {
+            AuthorizeError::Select(e) => e.into(),
+            AuthorizeError::Refused(e) => e.into(),
+        }
     }
 }
 
@@ -104,5 +125,37 @@ mod tests {
         );
         let gone = supervise::Error::NoSuchApp { id: 4 };
         assert_eq!(wire(gone), (ErrorCode::NotFound, "no app with id 4".into()));
+    }
+
+    #[test]
+    fn refusals() {
+        use crate::access::{policy, Caller, Scope, SocketKind};
+        use oxidepm_proto::{Actor, Class, Op, Tier};
+        let ai = Caller {
+            actor: Actor::new(Class::Ai, "x"),
+            socket: SocketKind::Agent,
+            tier: Tier::Control,
+            scope: Scope::All,
+        };
+        let define = Op::Define { apps: vec![] };
+        let denied = policy::check_tier(&ai, &define, &["web".into()]).unwrap_err();
+        assert_eq!(
+            wire(denied),
+            (
+                ErrorCode::PolicyDenied,
+                "ai:x may not define web: it needs the manage tier and ai:x has control".into()
+            )
+        );
+        let apps = [("a".to_string(), false), ("db".to_string(), true)];
+        let protected = policy::check_protected(&ai, "stop", &apps).unwrap_err();
+        assert_eq!(
+            wire(AuthorizeError::from(protected)),
+            (
+                ErrorCode::Protected,
+                "ai:x may not stop a, db: db is protected (only a human may stop, restart, \
+                 change or delete a protected app); nothing was changed"
+                    .into()
+            )
+        );
     }
 }

@@ -98,7 +98,7 @@ impl Daemon {
     /// fills `apps` with the names it touches.
     fn authorize(&self, caller: &Caller, op: &Op, apps: &mut Vec<String>) -> Result<(), ErrorBody> {
         let s = crate::supervise::lock(&self.sup);
-        self.gate.authorize(&*s, caller, op, apps)
+        Ok(self.gate.authorize(&*s, caller, op, apps)?)
     }
 
     /// Milliseconds since the daemon started.
