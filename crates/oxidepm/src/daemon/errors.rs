@@ -6,7 +6,98 @@ use crate::access::gate::AuthorizeError;
 use crate::access::policy::{Refusal, RefusalKind};
 use crate::store::StoreError;
 use crate::supervise::{self, SelectError};
-use oxidepm_proto::{ErrorBody, ErrorCode};
+use oxidepm_proto::{ErrorBody, ErrorCode, Route};
+use std::path::PathBuf;
+
+/// Why an operation failed: an error of the layer that refused or failed
+/// it, or one of the daemon's own.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// The gate refused the request, or its selector names no app.
+    #[error(transparent)]
+    Authorize(#[from] AuthorizeError),
+    /// The selector names no app.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// The supervisor refused or failed the change.
+    #[error(transparent)]
+    Supervise(#[from] supervise::Error),
+    /// The state database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The lanes answer with the wire's error already.
+    #[error(transparent)]
+    Lanes(#[from] ErrorBody),
+    /// `define` with an empty list.
+    #[error("no apps to define")]
+    NothingToDefine,
+    /// `kill` through an agent's lane.
+    #[error("kill is only available on the daemon's sockets")]
+    KillOffSocket,
+    /// `audit --since` with a time that does not parse.
+    #[error("--since {since:?} is not an RFC 3339 time such as 2026-01-31T12:00:00Z")]
+    BadSince {
+        /// The time as given.
+        since: String,
+    },
+    /// A snapshot name that breaks the label rule.
+    #[error("snapshot name {name:?} must be 1 to 32 of A-Z a-z 0-9 . _ -")]
+    BadSnapshotName {
+        /// The name as given.
+        name: String,
+    },
+    /// No snapshot has this name.
+    #[error("no snapshot named {name:?}; make one with `oxidepm save`")]
+    NoSnapshot {
+        /// The name.
+        name: String,
+    },
+    /// The snapshot holds no app.
+    #[error("snapshot {name:?} holds no apps; nothing was changed")]
+    EmptySnapshot {
+        /// The name.
+        name: String,
+    },
+    /// The route to add is there already.
+    #[error("route {} is already there", .route.describe())]
+    RouteExists {
+        /// The route.
+        route: Box<Route>,
+    },
+    /// The route to remove comes from daemon.toml.
+    #[error("route {} is defined in daemon.toml; remove it there and restart the daemon", .route.describe())]
+    RouteInConfig {
+        /// The route.
+        route: Box<Route>,
+    },
+    /// No runtime route is equal to the one to remove.
+    #[error("no runtime route {}; see `oxidepm route list`", .route.describe())]
+    NoSuchRoute {
+        /// The route.
+        route: Box<Route>,
+    },
+    /// A log file could not be emptied.
+    #[error("cannot flush {}: {source}", path.display())]
+    Flush {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The answer could not be written as JSON.
+    #[error("cannot write the answer: {0}")]
+    Answer(#[source] serde_json::Error),
+}
+
+impl OpError {
+    /// The refusal behind this error, when the gate refused the request.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            OpError::Authorize(AuthorizeError::Refused(r)) => Some(r),
+            _ => None,
+        }
+    }
+}
 
 fn body(code: ErrorCode, e: impl std::fmt::Display) -> ErrorBody {
     ErrorBody::new(code, e.to_string())
@@ -64,6 +155,29 @@ impl From<AuthorizeError> for ErrorBody {
             AuthorizeError::Select(e) => e.into(),
             AuthorizeError::Refused(e) => e.into(),
         }
+    }
+}
+
+impl From<OpError> for ErrorBody {
+    fn from(e: OpError) -> ErrorBody {
+        use OpError as E;
+        let code = match e {
+            E::Authorize(e) => return e.into(),
+            E::Select(e) => return e.into(),
+            E::Supervise(e) => return e.into(),
+            E::Store(e) => return e.into(),
+            E::Lanes(e) => return e,
+            E::NothingToDefine
+            | E::KillOffSocket
+            | E::BadSince { .. }
+            | E::BadSnapshotName { .. } => ErrorCode::BadRequest,
+            E::NoSnapshot { .. } | E::NoSuchRoute { .. } => ErrorCode::NotFound,
+            E::EmptySnapshot { .. } | E::RouteExists { .. } | E::RouteInConfig { .. } => {
+                ErrorCode::Conflict
+            }
+            E::Flush { .. } | E::Answer(_) => ErrorCode::Internal,
+        };
+        body(code, e)
     }
 }
 

@@ -8,6 +8,7 @@ mod handler;
 mod ops;
 mod views;
 
+use crate::access::gate::AuthorizeError;
 use crate::access::{Caller, Gate, Peer, SocketKind};
 use crate::lanes::admin::Lanes;
 use crate::lanes::layout::{self, Layout};
@@ -18,7 +19,7 @@ use crate::paths::Home;
 use crate::server::{self, Limits, Sink};
 use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
 use config::Config;
-use oxidepm_proto::{Actor, ErrorBody, Op, Request};
+use oxidepm_proto::{Actor, Op, Request};
 use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -96,9 +97,14 @@ pub fn prepare_home(home: &Home) -> std::io::Result<()> {
 impl Daemon {
     /// Checks a request against the gate and the apps as they are now;
     /// fills `apps` with the names it touches.
-    fn authorize(&self, caller: &Caller, op: &Op, apps: &mut Vec<String>) -> Result<(), ErrorBody> {
+    fn authorize(
+        &self,
+        caller: &Caller,
+        op: &Op,
+        apps: &mut Vec<String>,
+    ) -> Result<(), AuthorizeError> {
         let s = crate::supervise::lock(&self.sup);
-        Ok(self.gate.authorize(&*s, caller, op, apps)?)
+        self.gate.authorize(&*s, caller, op, apps)
     }
 
     /// Milliseconds since the daemon started.
