@@ -8,30 +8,21 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 /// Why a call failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The socket could not be used.
-    Io(std::io::Error),
+    #[error("connection to the daemon failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// The daemon closed the connection before its final answer.
+    #[error("connection to the daemon failed: the daemon closed the connection")]
+    Closed,
     /// The daemon answered with an error.
+    #[error("{0}")]
     Daemon(ErrorBody),
-    /// The daemon's answer made no sense.
-    Protocol(String),
-}
-
-impl std::fmt::Display for ClientError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClientError::Io(e) => write!(f, "connection to the daemon failed: {e}"),
-            ClientError::Daemon(e) => write!(f, "{e}"),
-            ClientError::Protocol(m) => write!(f, "unexpected answer from the daemon: {m}"),
-        }
-    }
-}
-
-impl From<std::io::Error> for ClientError {
-    fn from(e: std::io::Error) -> Self {
-        ClientError::Io(e)
-    }
+    /// The daemon's answer (or, never in practice, the request) is not the
+    /// protocol's JSON.
+    #[error("unexpected answer from the daemon: {0}")]
+    Protocol(#[source] serde_json::Error),
 }
 
 /// One connection to the daemon.
@@ -106,8 +97,7 @@ impl Client {
             claim: self.claim.clone(),
             op,
         };
-        let mut line =
-            serde_json::to_vec(&req).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let mut line = serde_json::to_vec(&req).map_err(ClientError::Protocol)?;
         line.push(b'\n');
         self.writer.write_all(&line)?;
         let mut buf = Vec::with_capacity(4096);
@@ -115,13 +105,9 @@ impl Client {
             buf.clear();
             let n = self.reader.read_until(b'\n', &mut buf)?;
             if n == 0 {
-                return Err(ClientError::Io(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "the daemon closed the connection",
-                )));
+                return Err(ClientError::Closed);
             }
-            let resp: Response =
-                serde_json::from_slice(&buf).map_err(|e| ClientError::Protocol(format!("{e}")))?;
+            let resp: Response = serde_json::from_slice(&buf).map_err(ClientError::Protocol)?;
             if resp.id != id && resp.id != 0 {
                 continue;
             }
@@ -141,5 +127,5 @@ impl Client {
 
 /// Reads an answer (or a streamed item) as `T`.
 fn decode<T: DeserializeOwned>(v: Value) -> Result<T, ClientError> {
-    serde_json::from_value(v).map_err(|e| ClientError::Protocol(e.to_string()))
+    serde_json::from_value(v).map_err(ClientError::Protocol)
 }

@@ -7,7 +7,6 @@
 //! names separated by colons. The variables are removed from the
 //! environment once read, so that no child inherits them.
 
-use std::fmt;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -24,11 +23,16 @@ pub struct ActivatedSocket {
 }
 
 /// Why the inherited sockets cannot be used.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ActivationError {
     /// LISTEN_FDS is not a count (or an absurd one).
+    #[error("LISTEN_FDS={0:?} is not a count")]
     BadCount(String),
     /// LISTEN_FDNAMES is missing or does not name every socket.
+    #[error(
+        "{fds} sockets inherited but LISTEN_FDNAMES names {names}; \
+         give each socket FileDescriptorName=<agent> (or --fdname=<agent>)"
+    )]
     Names {
         /// Sockets inherited.
         fds: usize,
@@ -36,34 +40,38 @@ pub enum ActivationError {
         names: usize,
     },
     /// An inherited descriptor is not a listening unix stream socket.
+    #[error("inherited fd {fd} ('{name}') is not a listening unix stream socket: {why}")]
     NotAListener {
         /// Its number.
         fd: RawFd,
         /// Its name.
         name: String,
         /// What is wrong with it.
-        why: String,
+        #[source]
+        why: ListenerFault,
     },
 }
 
-impl fmt::Display for ActivationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ActivationError::BadCount(v) => write!(f, "LISTEN_FDS={v:?} is not a count"),
-            ActivationError::Names { fds, names } => write!(
-                f,
-                "{fds} sockets inherited but LISTEN_FDNAMES names {names}; \
-                 give each socket FileDescriptorName=<agent> (or --fdname=<agent>)"
-            ),
-            ActivationError::NotAListener { fd, name, why } => write!(
-                f,
-                "inherited fd {fd} ('{name}') is not a listening unix stream socket: {why}"
-            ),
-        }
-    }
+/// What is wrong with an inherited descriptor that should be a listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ListenerFault {
+    /// Something in this process took the descriptor first.
+    #[error("already taken by this process")]
+    AlreadyTaken,
+    /// The kernel would not say what the descriptor is, or refused to mark
+    /// it close-on-exec.
+    #[error(transparent)]
+    Os(#[from] rustix::io::Errno),
+    /// A socket of another family.
+    #[error("not an AF_UNIX socket")]
+    NotUnix,
+    /// A datagram or sequential-packet socket.
+    #[error("not a stream socket")]
+    NotStream,
+    /// A connected socket (systemd's Accept=yes hands those out).
+    #[error("not listening (use Accept=no)")]
+    NotListening,
 }
-
-impl std::error::Error for ActivationError {}
 
 /// What the environment says, before any descriptor is touched.
 #[derive(Debug, PartialEq, Eq)]
@@ -151,7 +159,7 @@ pub fn take_from_env() -> Result<Vec<ActivatedSocket>, ActivationError> {
             return Err(ActivationError::NotAListener {
                 fd: raw,
                 name,
-                why: "already taken by this process".into(),
+                why: ListenerFault::AlreadyTaken,
             });
         };
         check_listener(&fd).map_err(|why| ActivationError::NotAListener {
@@ -162,24 +170,23 @@ pub fn take_from_env() -> Result<Vec<ActivatedSocket>, ActivationError> {
         crate::fd::set_cloexec(&fd).map_err(|e| ActivationError::NotAListener {
             fd: fd.as_raw_fd(),
             name: name.clone(),
-            why: e.to_string(),
+            why: e.into(),
         })?;
         out.push(ActivatedSocket { name, fd });
     }
     Ok(out)
 }
 
-fn check_listener(fd: &OwnedFd) -> Result<(), String> {
+fn check_listener(fd: &OwnedFd) -> Result<(), ListenerFault> {
     use rustix::net::{sockopt, AddressFamily, SocketType};
-    let why = |e: rustix::io::Errno| std::io::Error::from(e).to_string();
-    if sockopt::socket_domain(fd).map_err(why)? != AddressFamily::UNIX {
-        return Err("not an AF_UNIX socket".into());
+    if sockopt::socket_domain(fd)? != AddressFamily::UNIX {
+        return Err(ListenerFault::NotUnix);
     }
-    if sockopt::socket_type(fd).map_err(why)? != SocketType::STREAM {
-        return Err("not a stream socket".into());
+    if sockopt::socket_type(fd)? != SocketType::STREAM {
+        return Err(ListenerFault::NotStream);
     }
-    if !sockopt::socket_acceptconn(fd).map_err(why)? {
-        return Err("not listening (use Accept=no)".into());
+    if !sockopt::socket_acceptconn(fd)? {
+        return Err(ListenerFault::NotListening);
     }
     Ok(())
 }

@@ -46,7 +46,7 @@ pub fn take_inherited(fd: RawFd) -> io::Result<OwnedFd> {
 }
 
 /// Marks `fd` close-on-exec, so that no child inherits it.
-pub fn set_cloexec(fd: impl AsFd) -> io::Result<()> {
+pub fn set_cloexec(fd: impl AsFd) -> rustix::io::Result<()> {
     let flags = rustix::io::fcntl_getfd(&fd)?;
     rustix::io::fcntl_setfd(&fd, flags | rustix::io::FdFlags::CLOEXEC)?;
     Ok(())

@@ -2,8 +2,10 @@
 //! adapters' grants of daemon.toml, decides the caller of each request, and
 //! checks the request against the apps it touches before anything changes.
 
-use super::{identity, policy, Caller, Peer, Scope, SocketKind};
-use oxidepm_proto::{Actor, Class, ErrorBody, Op, Tier};
+use super::policy::{self, Refusal};
+use super::{identity, Caller, Peer, Scope, SocketKind};
+use crate::supervise::SelectError;
+use oxidepm_proto::{Actor, Class, Op, Tier};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -44,9 +46,20 @@ pub struct AppFacts {
 /// What authorizing a request needs to know of the daemon's apps.
 pub trait AppIndex {
     /// The apps a selector names, in id order, or why it names none.
-    fn select(&self, target: &str) -> Result<Vec<AppFacts>, ErrorBody>;
+    fn select(&self, target: &str) -> Result<Vec<AppFacts>, SelectError>;
     /// The app named `name`, if one is defined.
     fn named(&self, name: &str) -> Option<AppFacts>;
+}
+
+/// Why a request may not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthorizeError {
+    /// Its selector names no app.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// The rules refuse it.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
 }
 
 /// Decides who is asking and whether they may.
@@ -102,7 +115,7 @@ impl Gate {
         caller: &Caller,
         op: &Op,
         touched: &mut Vec<String>,
-    ) -> Result<(), ErrorBody> {
+    ) -> Result<(), AuthorizeError> {
         let targets = match op {
             Op::Show { target }
             | Op::Start { target }
@@ -178,7 +191,7 @@ impl Gate {
 mod tests {
     use super::*;
     use crate::access::peer::{Origin, PeerInfo};
-    use oxidepm_proto::ErrorCode;
+    use crate::access::policy::RefusalKind;
 
     fn peer(socket: SocketKind, origin: Origin) -> Peer {
         Peer {
@@ -194,7 +207,7 @@ mod tests {
     struct Apps(Vec<AppFacts>);
 
     impl AppIndex for Apps {
-        fn select(&self, target: &str) -> Result<Vec<AppFacts>, ErrorBody> {
+        fn select(&self, target: &str) -> Result<Vec<AppFacts>, SelectError> {
             Ok(self
                 .0
                 .iter()
@@ -262,7 +275,7 @@ mod tests {
             target: "all".into(),
         };
         let e = gate.authorize(&apps, &ai, &stop, &mut touched).unwrap_err();
-        assert_eq!(e.code, ErrorCode::Protected);
+        assert!(matches!(e, AuthorizeError::Refused(ref r) if r.kind() == RefusalKind::Protected));
         assert_eq!(touched, ["web", "db"]);
         let web = Op::Stop {
             target: "web".into(),

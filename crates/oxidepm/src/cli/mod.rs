@@ -3,8 +3,13 @@
 pub mod appfile;
 mod args;
 mod connect;
+mod error;
 mod output;
 mod startup;
+
+pub use connect::ConnectError;
+pub use error::{Error, LocalError};
+pub use startup::InstallError;
 
 use crate::client::ClientError;
 use args::{Cli, Command, StartArgs};
@@ -31,25 +36,31 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn report(e: &ClientError, json: bool) {
-    match e {
-        ClientError::Daemon(b) if json => {
-            eprintln!("{}", serde_json::to_string(b).unwrap_or_default())
+/// Prints why a command failed. An error of the daemon, and one found here
+/// before sending (reported as the daemon would report it), print as the
+/// protocol's error; any other failure is `E_CLIENT`.
+fn report(e: &Error, json: bool) {
+    let local;
+    let body = match e {
+        Error::Client(ClientError::Daemon(b)) => Some(b),
+        Error::Local(l) => {
+            local = ErrorBody::new(ErrorCode::BadRequest, l.to_string());
+            Some(&local)
         }
-        ClientError::Daemon(b) => eprintln!("oxidepm: error {}: {}", b.code, b.message),
-        other if json => eprintln!(
+        Error::Client(_) | Error::Connect(_) => None,
+    };
+    match (body, json) {
+        (Some(b), true) => eprintln!("{}", serde_json::to_string(b).unwrap_or_default()),
+        (Some(b), false) => eprintln!("oxidepm: error {}: {}", b.code, b.message),
+        (None, true) => eprintln!(
             "{}",
-            serde_json::json!({"code": "E_CLIENT", "message": other.to_string()})
+            serde_json::json!({"code": "E_CLIENT", "message": e.to_string()})
         ),
-        other => eprintln!("oxidepm: {other}"),
+        (None, false) => eprintln!("oxidepm: {e}"),
     }
 }
 
-fn local_error(msg: impl Into<String>) -> ClientError {
-    ClientError::Daemon(ErrorBody::new(ErrorCode::BadRequest, msg))
-}
-
-fn run(cli: Cli) -> Result<(), ClientError> {
+fn run(cli: Cli) -> Result<(), Error> {
     let json = cli.json;
     let out = output::Printer { json };
     match cli.command {
@@ -163,7 +174,7 @@ fn run(cli: Cli) -> Result<(), ClientError> {
             let home = crate::paths::Home::from_env();
             let text = startup::unit(&home, &startup::daemon_path(), user);
             if write {
-                let said = startup::install(&text, user).map_err(local_error)?;
+                let said = startup::install(&text, user).map_err(LocalError::from)?;
                 print!("{said}");
             } else {
                 print!("{text}");
@@ -175,14 +186,14 @@ fn run(cli: Cli) -> Result<(), ClientError> {
                 connect::wait_gone();
                 out.value(&killed);
             }
-            Err(ClientError::Io(_)) => {
+            Err(ConnectError::NoDaemon { .. } | ConnectError::Connect { .. }) => {
                 if json {
                     println!("{{\"stopped\":false,\"running\":false}}");
                 } else {
                     println!("no daemon is running");
                 }
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         },
     }
     Ok(())
@@ -190,34 +201,30 @@ fn run(cli: Cli) -> Result<(), ClientError> {
 
 /// Builds the request for `oxidepm start`: a config file, a command after
 /// `--`, a program path, or a selector of existing apps.
-fn start_op(a: StartArgs) -> Result<Op, ClientError> {
+fn start_op(a: StartArgs) -> Result<Op, Error> {
     if !a.command.is_empty() {
         let spec = spec_from_args(&a, a.command.clone())?;
         return Ok(Op::Define { apps: vec![spec] });
     }
     let Some(target) = a.target.clone() else {
-        return Err(local_error(
-            "nothing to start: give a config file, an app to start, or a command after `--`",
-        ));
+        return Err(LocalError::NothingToStart.into());
     };
     let path = Path::new(&target);
     if path.is_file() {
         if appfile::Format::from_path(path).is_some() {
-            let apps = appfile::load(path).map_err(|e| local_error(e.to_string()))?;
+            let apps = appfile::load(path).map_err(LocalError::from)?;
             return Ok(Op::Define { apps });
         }
         let spec = spec_from_args(&a, vec![target])?;
         return Ok(Op::Define { apps: vec![spec] });
     }
     if a.name.is_some() || !a.env.is_empty() || a.cwd.is_some() {
-        return Err(local_error(format!(
-            "{target:?} is not a file; options such as --name define a new app and need a command after `--`"
-        )));
+        return Err(LocalError::NotAFile { target }.into());
     }
     Ok(Op::Start { target })
 }
 
-fn spec_from_args(a: &StartArgs, command: Vec<String>) -> Result<AppSpec, ClientError> {
+fn spec_from_args(a: &StartArgs, command: Vec<String>) -> Result<AppSpec, Error> {
     let program = command[0].clone();
     let name = match &a.name {
         Some(n) => n.clone(),
@@ -227,20 +234,21 @@ fn spec_from_args(a: &StartArgs, command: Vec<String>) -> Result<AppSpec, Client
             .unwrap_or_else(|| program.clone()),
     };
     let cwd = match &a.cwd {
-        Some(d) => {
-            std::fs::canonicalize(d).map_err(|e| local_error(format!("--cwd {d:?}: {e}")))?
-        }
+        Some(d) => std::fs::canonicalize(d).map_err(|source| LocalError::Cwd {
+            dir: d.clone(),
+            source,
+        })?,
         None => std::env::current_dir().map_err(ClientError::Io)?,
     };
     let mut spec = AppSpec::new(name, program, command[1..].to_vec());
     spec.cwd = Some(cwd.to_string_lossy().into_owned());
     if let Some(f) = &a.env_file {
-        spec.env = appfile::read_env_file(Path::new(f)).map_err(|e| local_error(e.to_string()))?;
+        spec.env = appfile::read_env_file(Path::new(f)).map_err(LocalError::from)?;
     }
     for kv in &a.env {
         let (k, v) = kv
             .split_once('=')
-            .ok_or_else(|| local_error(format!("--env {kv:?} must be KEY=VALUE")))?;
+            .ok_or_else(|| LocalError::EnvPair { pair: kv.clone() })?;
         spec.env.insert(k.to_string(), v.to_string());
     }
     spec.tags = a.tag.clone();
@@ -250,15 +258,18 @@ fn spec_from_args(a: &StartArgs, command: Vec<String>) -> Result<AppSpec, Client
             "on-failure" => RestartPolicy::OnFailure,
             "never" => RestartPolicy::Never,
             other => {
-                return Err(local_error(format!(
-                    "--restart {other:?}: use always, on-failure or never"
-                )))
+                return Err(LocalError::Restart {
+                    value: other.to_string(),
+                }
+                .into())
             }
         };
     }
-    let ms = |flag: &str, v: &Option<String>| -> Result<Option<u64>, ClientError> {
+    let ms = |option: &'static str, v: &Option<String>| -> Result<Option<u64>, LocalError> {
         v.as_deref()
-            .map(|s| appfile::parse_duration_ms(s).map_err(|e| local_error(format!("{flag}: {e}"))))
+            .map(|s| {
+                appfile::parse_duration_ms(s).map_err(|reason| LocalError::Value { option, reason })
+            })
             .transpose()
     };
     if let Some(v) = ms("--restart-delay", &a.restart_delay)? {
@@ -281,10 +292,11 @@ fn spec_from_args(a: &StartArgs, command: Vec<String>) -> Result<AppSpec, Client
         };
     }
     if let Some(m) = &a.max_memory_restart {
-        spec.max_memory_bytes = Some(
-            appfile::parse_size(m)
-                .map_err(|e| local_error(format!("--max-memory-restart: {e}")))?,
-        );
+        spec.max_memory_bytes =
+            Some(appfile::parse_size(m).map_err(|reason| LocalError::Value {
+                option: "--max-memory-restart",
+                reason,
+            })?);
     }
     spec.cron_restart = a.cron_restart.clone();
     spec.user = a.user.clone();
@@ -295,9 +307,10 @@ fn spec_from_args(a: &StartArgs, command: Vec<String>) -> Result<AppSpec, Client
         Some("agent") => AppKind::Agent,
         Some("adapter") => AppKind::Adapter,
         Some(other) => {
-            return Err(local_error(format!(
-                "--kind {other:?}: use app, agent or adapter"
-            )))
+            return Err(LocalError::Kind {
+                value: other.to_string(),
+            }
+            .into())
         }
     };
     Ok(spec)

@@ -3,6 +3,27 @@
 use crate::paths::Home;
 use std::path::PathBuf;
 
+/// Why the unit file could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// Its directory cannot be created.
+    #[error("cannot create {}: {source}", dir.display())]
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The file cannot be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The unit file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+}
+
 /// The unit file text for a daemon on `home`.
 pub fn unit(home: &Home, daemon: &str, user_unit: bool) -> String {
     let me = nix::unistd::User::from_uid(nix::unistd::getuid())
@@ -67,13 +88,17 @@ pub fn daemon_path() -> String {
 }
 
 /// Writes the unit and enables it with systemctl when there is one.
-pub fn install(text: &str, user_unit: bool) -> Result<String, String> {
+pub fn install(text: &str, user_unit: bool) -> Result<String, InstallError> {
     let path = unit_path(user_unit);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| InstallError::CreateDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
     }
-    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if let Err(source) = std::fs::write(&path, text) {
+        return Err(InstallError::Write { path, source });
+    }
     let mut said = format!("wrote {}\n", path.display());
     let scope: &[&str] = if user_unit { &["--user"] } else { &[] };
     let run = |args: &[&str]| {

@@ -3,7 +3,37 @@
 use crate::access::gate::{Grant, Tiers};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why daemon.toml cannot be used; the daemon does not start with it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or has a field of the wrong type or an
+    /// unknown one.
+    #[error("{}: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Where and what, as the TOML parser says.
+        source: toml::de::Error,
+    },
+    /// The `[lanes]` settings are inconsistent.
+    #[error("{}: {reason}", path.display())]
+    Lanes {
+        /// The file.
+        path: PathBuf,
+        /// What the lanes' check says.
+        reason: String,
+    },
+}
 
 /// The daemon's settings; every field has a default, so an absent file is
 /// the default configuration.
@@ -51,16 +81,26 @@ impl Default for Config {
 
 impl Config {
     /// Reads `path`; an absent file is the default configuration.
-    pub fn load(path: &Path) -> Result<Config, String> {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let path_buf = || path.to_path_buf();
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path_buf(),
+                    source,
+                })
+            }
         };
-        let c: Config = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        c.lanes
-            .check()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let c: Config = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path_buf(),
+            source,
+        })?;
+        c.lanes.check().map_err(|reason| ConfigError::Lanes {
+            path: path_buf(),
+            reason,
+        })?;
         Ok(c)
     }
 }

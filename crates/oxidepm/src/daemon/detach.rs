@@ -1,8 +1,45 @@
 //! Starting the daemon in the background.
 
 use crate::paths::Home;
-use std::process::{Command, ExitCode, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+/// Why the daemon could not be started in the background.
+#[derive(Debug, thiserror::Error)]
+pub enum DetachError {
+    /// The running executable cannot be found to run it again.
+    #[error("cannot find oxidepmd: {0}")]
+    OwnExe(#[source] std::io::Error),
+    /// daemon.log cannot be opened for the daemon's output.
+    #[error("cannot open {}: {source}", path.display())]
+    Log {
+        /// daemon.log.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The log's descriptor cannot be shared between stdout and stderr.
+    #[error("{0}")]
+    LogDescriptor(#[source] std::io::Error),
+    /// The process cannot be started.
+    #[error("cannot start the daemon: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// It started, then exited before it listened.
+    #[error("the daemon exited at start ({status}); see {}", log.display())]
+    Exited {
+        /// How it exited.
+        status: ExitStatus,
+        /// daemon.log, which says why.
+        log: PathBuf,
+    },
+    /// It did not listen in time.
+    #[error("the daemon did not answer within 10 s; see {}", log.display())]
+    NoAnswer {
+        /// daemon.log.
+        log: PathBuf,
+    },
+}
 
 /// Starts `oxidepmd --foreground` detached (own session, output to
 /// daemon.log), waits until it answers on its socket, and reports its pid.
@@ -20,44 +57,44 @@ pub fn detach(home: &Home, resurrect: bool) -> ExitCode {
 }
 
 /// Spawns the daemon and waits for its socket; returns its pid.
-pub fn spawn_detached(home: &Home, resurrect: bool) -> Result<u32, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find oxidepmd: {e}"))?;
+pub fn spawn_detached(home: &Home, resurrect: bool) -> Result<u32, DetachError> {
+    let exe = std::env::current_exe().map_err(DetachError::OwnExe)?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(home.daemon_log())
-        .map_err(|e| format!("cannot open {}: {e}", home.daemon_log().display()))?;
+        .map_err(|source| DetachError::Log {
+            path: home.daemon_log(),
+            source,
+        })?;
     let mut cmd = Command::new(exe);
     cmd.arg("--foreground")
         .arg("--home")
         .arg(home.root())
         .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stdout(log.try_clone().map_err(DetachError::LogDescriptor)?)
         .stderr(log);
     if resurrect {
         cmd.arg("--resurrect");
     }
     oxidepm_sys::exec::own_session(&mut cmd);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start the daemon: {e}"))?;
+    let mut child = cmd.spawn().map_err(DetachError::Spawn)?;
     let pid = child.id();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if std::os::unix::net::UnixStream::connect(home.daemon_socket()).is_ok() {
             return Ok(pid);
         }
-        if let Ok(Some(st)) = child.try_wait() {
-            return Err(format!(
-                "the daemon exited at start ({st}); see {}",
-                home.daemon_log().display()
-            ));
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(DetachError::Exited {
+                status,
+                log: home.daemon_log(),
+            });
         }
         if Instant::now() > deadline {
-            return Err(format!(
-                "the daemon did not answer within 10 s; see {}",
-                home.daemon_log().display()
-            ));
+            return Err(DetachError::NoAnswer {
+                log: home.daemon_log(),
+            });
         }
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -1,12 +1,12 @@
 //! Answering requests: policy, audit, then the operation (in [`super::ops`]).
 
+use super::errors::OpError;
 use super::Daemon;
 use crate::access::{policy, Caller, Peer};
 use crate::server::Sink;
 use crate::store::NewAudit;
 use crate::supervise::{control, lock};
-use oxidepm_proto::{ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response};
-use serde_json::Value;
+use oxidepm_proto::{ErrorBody, Killed, Op, Reply, Request, Response};
 use std::sync::Arc;
 
 impl Daemon {
@@ -29,6 +29,7 @@ impl Daemon {
             } => {
                 let mut apps = Vec::new();
                 if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
+                    let e = ErrorBody::from(e);
                     self.audit(&caller, "logs", &apps, Some(&e));
                     return sink.send(&Response::err(id, e)).await;
                 }
@@ -39,13 +40,14 @@ impl Daemon {
             Op::Kill => {
                 let mut apps = Vec::new();
                 if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
+                    let e = ErrorBody::from(e);
                     self.audit(&caller, "kill", &apps, Some(&e));
                     return sink.send(&Response::err(id, e)).await;
                 }
                 log::info!("kill by {} via {}", caller.actor, caller.socket.as_str());
                 control::shutdown(&self.sup, &caller.actor).await;
                 self.audit(&caller, "kill", &apps, None);
-                sink.send(&response(id, Ok(Killed { stopped: true }.into())))
+                sink.send(&response(id, Killed { stopped: true }.into()))
                     .await?;
                 self.exit.notify_one();
                 Ok(())
@@ -80,18 +82,23 @@ impl Daemon {
         // Names of the apps the request touches, for the audit and messages.
         let mut apps: Vec<String> = Vec::new();
         let answer = match self.authorize(caller, &req.op, &mut apps) {
-            Err(e) => Err(e),
+            Err(e) => Err(OpError::from(e)),
             Ok(()) => self.execute(caller, req.op).await,
         };
+        let refused = answer.as_ref().is_err_and(|e| e.refusal().is_some());
+        let answer = answer.map_err(ErrorBody::from);
         if !read || answer.is_err() {
             self.audit(caller, op_name, &apps, answer.as_ref().err());
         }
-        if let Err(e) = &answer {
-            if matches!(e.code, ErrorCode::PolicyDenied | ErrorCode::Protected) {
-                log::warn!("refused: {}", e.message);
+        match answer {
+            Ok(r) => response(id, r),
+            Err(e) => {
+                if refused {
+                    log::warn!("refused: {}", e.message);
+                }
+                Response::err(id, e)
             }
         }
-        response(id, answer)
     }
 
     /// Writes the audit row of a request: `ok`, or the code and message
@@ -120,14 +127,9 @@ impl Daemon {
 
 /// The final line of an answer. Answers are written through `Value`, so
 /// their keys are sorted as clients have always seen them.
-fn response(id: u64, answer: Result<Reply, ErrorBody>) -> Response {
-    match answer.and_then(|r| to_value(&r)) {
+fn response(id: u64, answer: Reply) -> Response {
+    match answer.to_value() {
         Ok(v) => Response::ok(id, v),
-        Err(e) => Response::err(id, e),
+        Err(e) => Response::err(id, OpError::Answer(e).into()),
     }
-}
-
-fn to_value(r: &Reply) -> Result<Value, ErrorBody> {
-    r.to_value()
-        .map_err(|e| ErrorBody::new(ErrorCode::Internal, format!("cannot write the answer: {e}")))
 }

@@ -3,10 +3,12 @@
 
 pub mod config;
 mod detach;
+mod errors;
 mod handler;
 mod ops;
 mod views;
 
+use crate::access::gate::AuthorizeError;
 use crate::access::{Caller, Gate, Peer, SocketKind};
 use crate::lanes::admin::Lanes;
 use crate::lanes::layout::{self, Layout};
@@ -15,16 +17,17 @@ use crate::lanes::settings::Backend;
 use crate::paths::lock::DaemonLock;
 use crate::paths::Home;
 use crate::server::{self, Limits, Sink};
+use crate::store::StoreError;
 use crate::supervise::{control, reaper, sampler, Shared, Supervisor};
-use config::Config;
-use oxidepm_proto::{Actor, ErrorBody, Op, Request};
+use config::{Config, ConfigError};
+use oxidepm_proto::{Actor, Op, Request};
 use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::UnixStream;
 use tokio::sync::Notify;
 
-pub use detach::{detach, spawn_detached};
+pub use detach::{detach, spawn_detached, DetachError};
 
 /// The running daemon.
 pub struct Daemon {
@@ -95,7 +98,12 @@ pub fn prepare_home(home: &Home) -> std::io::Result<()> {
 impl Daemon {
     /// Checks a request against the gate and the apps as they are now;
     /// fills `apps` with the names it touches.
-    fn authorize(&self, caller: &Caller, op: &Op, apps: &mut Vec<String>) -> Result<(), ErrorBody> {
+    fn authorize(
+        &self,
+        caller: &Caller,
+        op: &Op,
+        apps: &mut Vec<String>,
+    ) -> Result<(), AuthorizeError> {
         let s = crate::supervise::lock(&self.sup);
         self.gate.authorize(&*s, caller, op, apps)
     }
@@ -106,23 +114,50 @@ impl Daemon {
     }
 }
 
+/// Why the daemon could not start, or could not go on serving.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// daemon.toml cannot be used.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The async runtime could not be built.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The state database cannot be opened or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The daemon cannot find its own executable, which runs the log shims.
+    #[error("cannot find the daemon's own executable: {0}")]
+    OwnExe(#[source] std::io::Error),
+    /// The main socket cannot be bound.
+    #[error("cannot listen on {}: {source}", path.display())]
+    Listen {
+        /// The socket's path.
+        path: std::path::PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// SIGTERM or SIGINT cannot be caught.
+    #[error("{0}")]
+    Signals(#[source] std::io::Error),
+}
+
 /// Runs the daemon in the foreground until `kill` or SIGTERM/SIGINT.
-pub fn run(opts: Options, lock: DaemonLock) -> Result<(), String> {
+pub fn run(opts: Options, lock: DaemonLock) -> Result<(), StartError> {
     let config = Config::load(&opts.home.config())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        .map_err(StartError::Runtime)?;
     let result = rt.block_on(serve(opts, config));
     drop(lock);
     result
 }
 
-async fn serve(opts: Options, config: Config) -> Result<(), String> {
+async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     let home = opts.home.clone();
-    let store = crate::store::Store::open(&home.state_db()).map_err(|e| e.to_string())?;
-    let shim_exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find the daemon's own executable: {e}"))?;
+    let store = crate::store::Store::open(&home.state_db())?;
+    let shim_exe = std::env::current_exe().map_err(StartError::OwnExe)?;
     let sup = Supervisor::new(home.clone(), store, shim_exe);
     let lanes = Lanes {
         layout: Layout { home: home.clone() },
@@ -187,8 +222,10 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
         });
     }
 
-    let main = server::bind(&home.daemon_socket())
-        .map_err(|e| format!("cannot listen on {}: {e}", home.daemon_socket().display()))?;
+    let main = server::bind(&home.daemon_socket()).map_err(|source| StartError::Listen {
+        path: home.daemon_socket(),
+        source,
+    })?;
     let main_limits = Limits {
         max_line: oxidepm_proto::MAX_LINE,
         idle: None,
@@ -242,9 +279,9 @@ async fn serve(opts: Options, config: Config) -> Result<(), String> {
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
+        .map_err(StartError::Signals)?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| e.to_string())?;
+        .map_err(StartError::Signals)?;
     let by = tokio::select! {
         _ = daemon.exit.notified() => None,
         _ = term.recv() => Some("SIGTERM"),

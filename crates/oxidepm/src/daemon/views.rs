@@ -4,8 +4,7 @@
 use crate::access::gate::{AppFacts, AppIndex};
 use crate::access::peer::{AppOrigin, ProcessIndex};
 use crate::supervise::app::App;
-use crate::supervise::Supervisor;
-use oxidepm_proto::ErrorBody;
+use crate::supervise::{SelectError, Supervisor};
 
 impl ProcessIndex for Supervisor {
     fn app_of_process(&self, pid: u32, start_ticks: u64) -> Option<AppOrigin> {
@@ -22,7 +21,7 @@ impl ProcessIndex for Supervisor {
 }
 
 impl AppIndex for Supervisor {
-    fn select(&self, target: &str) -> Result<Vec<AppFacts>, ErrorBody> {
+    fn select(&self, target: &str) -> Result<Vec<AppFacts>, SelectError> {
         let ids = self.resolve(target)?;
         Ok(ids
             .iter()

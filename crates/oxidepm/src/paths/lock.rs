@@ -11,27 +11,21 @@ pub struct DaemonLock {
 }
 
 /// Why the lock could not be taken.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another daemon holds it.
+    #[error("another oxidepmd{} is running on this home", held_by(.pid))]
     Held {
         /// Its pid, as it wrote it.
         pid: Option<u32>,
     },
     /// The lock file cannot be opened.
-    Io(std::io::Error),
+    #[error("cannot open the lock file: {0}")]
+    Io(#[source] std::io::Error),
 }
 
-impl std::fmt::Display for LockError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LockError::Held { pid: Some(p) } => {
-                write!(f, "another oxidepmd (pid {p}) is running on this home")
-            }
-            LockError::Held { pid: None } => write!(f, "another oxidepmd is running on this home"),
-            LockError::Io(e) => write!(f, "cannot open the lock file: {e}"),
-        }
-    }
+fn held_by(pid: &Option<u32>) -> String {
+    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
 }
 
 impl DaemonLock {

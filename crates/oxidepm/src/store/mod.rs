@@ -7,66 +7,94 @@ mod schema;
 
 use oxidepm_proto::{Actor, AppSpec, AuditRecord, EventKind, EventRecord, Status};
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::timefmt::{now_ms, rfc3339_ms};
 
-/// A storage failure, with the path of the database.
-#[derive(Debug)]
-pub struct StoreError(pub String);
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for StoreError {}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> StoreError {
-        StoreError(format!("state database: {e}"))
-    }
+/// A storage failure: what was being read or written, and the SQLite or
+/// JSON error underneath.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database file cannot be opened.
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's reason.
+        source: rusqlite::Error,
+    },
+    /// The schema cannot be created or migrated.
+    #[error("cannot prepare {}: {source}", path.display())]
+    Prepare {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's reason.
+        source: rusqlite::Error,
+    },
+    /// A query or a write failed.
+    #[error("state database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    /// A stored spec no longer reads as an app spec.
+    #[error("app {id}: unreadable spec in state.db: {source}")]
+    Spec {
+        /// The app's id.
+        id: i64,
+        /// Why it does not read.
+        source: serde_json::Error,
+    },
+    /// A value cannot be written as JSON.
+    #[error("{0}")]
+    Encode(#[source] serde_json::Error),
+    /// A saved snapshot no longer reads.
+    #[error("snapshot {name:?} is unreadable ({source}); nothing was changed")]
+    Snapshot {
+        /// The snapshot's name.
+        name: String,
+        /// Why it does not read.
+        source: serde_json::Error,
+    },
+    /// A stored route no longer reads.
+    #[error("unreadable route {text}: {source}")]
+    Route {
+        /// The route as stored.
+        text: String,
+        /// Why it does not read.
+        source: serde_json::Error,
+    },
 }
 
 /// Result of a store operation.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// The runtime columns of an app's row. The supervisor's runtime state
-/// passes through it by field name, so the store keeps that state without
-/// defining it; a field on one side only is an error, never a default.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RuntimeRow {
-    desired_running: bool,
-    status: Status,
-    pid: Option<u32>,
-    pid_start: Option<u64>,
-    boot_id: Option<String>,
-    restarts: u64,
-    started_at_ms: Option<i64>,
-    last_exit: Option<i32>,
-    run_id: Option<i64>,
+/// The runtime columns of an app's row, one field a column. The supervisor
+/// keeps its own runtime state and converts to and from this row, so the
+/// store needs nothing of the supervisor and a state write serialises
+/// nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeRow {
+    /// `desired`: whether the app should be running.
+    pub desired_running: bool,
+    /// `status`: last known status.
+    pub status: Status,
+    /// `pid`: the running process.
+    pub pid: Option<u32>,
+    /// `pid_start`: that process's start time in clock ticks since boot.
+    pub pid_start: Option<u64>,
+    /// `boot_id`: the boot the process was started in.
+    pub boot_id: Option<String>,
+    /// `restarts`: restart count.
+    pub restarts: u64,
+    /// `started_at`: Unix ms when the current process started.
+    pub started_at_ms: Option<i64>,
+    /// `last_exit`: exit code of the last run.
+    pub last_exit: Option<i32>,
+    /// `run_id`: the current row of `runs`.
+    pub run_id: Option<i64>,
 }
 
-impl RuntimeRow {
-    fn of<R: Serialize>(state: &R) -> Result<RuntimeRow> {
-        serde_json::to_value(state)
-            .and_then(serde_json::from_value)
-            .map_err(|e| StoreError(format!("runtime state: {e}")))
-    }
-
-    fn into_state<R: DeserializeOwned>(self) -> serde_json::Result<R> {
-        serde_json::to_value(self).and_then(serde_json::from_value)
-    }
-}
-
-/// An app as stored, with `R` the supervisor's runtime state.
+/// An app as stored.
 #[derive(Debug, Clone)]
-pub struct StoredApp<R> {
+pub struct StoredApp {
     /// Numeric id.
     pub id: u64,
     /// Its spec.
@@ -74,7 +102,7 @@ pub struct StoredApp<R> {
     /// Who defined it.
     pub defined_by: Actor,
     /// Runtime state.
-    pub runtime: R,
+    pub runtime: RuntimeRow,
 }
 
 /// One app in a snapshot.
@@ -124,15 +152,19 @@ pub struct Store {
 impl Store {
     /// Opens (creating or migrating) the database at `path`.
     pub fn open(path: &Path) -> Result<Store> {
-        let conn = Connection::open(path)
-            .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
-        schema::prepare(&conn)
-            .map_err(|e| StoreError(format!("cannot prepare {}: {e}", path.display())))?;
+        let conn = Connection::open(path).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        schema::prepare(&conn).map_err(|source| StoreError::Prepare {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(Store { conn })
     }
 
     /// Every app, ordered by id.
-    pub fn load_apps<R: DeserializeOwned>(&self) -> Result<Vec<StoredApp<R>>> {
+    pub fn load_apps(&self) -> Result<Vec<StoredApp>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT id, spec, defined_by, desired, status, pid, pid_start, boot_id, restarts,
                     started_at, last_exit, run_id FROM apps ORDER BY id",
@@ -160,13 +192,10 @@ impl Store {
             let (id, spec, defined_by, runtime) = row?;
             // A row that cannot be read is reported, never silently dropped:
             // dropping it would let the next save forget the app.
-            let spec: AppSpec = serde_json::from_str(&spec)
-                .map_err(|e| StoreError(format!("app {id}: unreadable spec in state.db: {e}")))?;
+            let spec: AppSpec =
+                serde_json::from_str(&spec).map_err(|source| StoreError::Spec { id, source })?;
             let defined_by = serde_json::from_value(serde_json::Value::String(defined_by))
                 .unwrap_or_else(|_| Actor::system("unknown"));
-            let runtime = runtime
-                .into_state()
-                .map_err(|e| StoreError(format!("app {id}: runtime state: {e}")))?;
             apps.push(StoredApp {
                 id: id as u64,
                 spec,
@@ -179,7 +208,7 @@ impl Store {
 
     /// Adds an app and returns its id.
     pub fn insert_app(&self, spec: &AppSpec, defined_by: &Actor) -> Result<u64> {
-        let json = serde_json::to_string(spec).map_err(|e| StoreError(e.to_string()))?;
+        let json = serde_json::to_string(spec).map_err(StoreError::Encode)?;
         self.conn
             .prepare_cached(
                 "INSERT INTO apps (name, spec, defined_by, created_at, desired, status, restarts)
@@ -191,7 +220,7 @@ impl Store {
 
     /// Replaces an app's spec (and who defined it).
     pub fn update_spec(&self, id: u64, spec: &AppSpec, defined_by: &Actor) -> Result<()> {
-        let json = serde_json::to_string(spec).map_err(|e| StoreError(e.to_string()))?;
+        let json = serde_json::to_string(spec).map_err(StoreError::Encode)?;
         self.conn
             .prepare_cached("UPDATE apps SET name = ?2, spec = ?3, defined_by = ?4 WHERE id = ?1")?
             .execute(params![id as i64, spec.name, json, defined_by.to_string()])?;
@@ -207,8 +236,7 @@ impl Store {
     }
 
     /// Writes an app's runtime state.
-    pub fn save_runtime<R: Serialize>(&self, id: u64, rt: &R) -> Result<()> {
-        let rt = RuntimeRow::of(rt)?;
+    pub fn save_runtime(&self, id: u64, rt: &RuntimeRow) -> Result<()> {
         self.conn
             .prepare_cached(
                 "UPDATE apps SET desired = ?2, status = ?3, pid = ?4, pid_start = ?5, boot_id = ?6,
@@ -357,7 +385,7 @@ impl Store {
 
     /// Saves a named snapshot of apps (replacing one of the same name).
     pub fn save_snapshot(&self, name: &str, apps: &[SnapshotApp]) -> Result<()> {
-        let json = serde_json::to_string(apps).map_err(|e| StoreError(e.to_string()))?;
+        let json = serde_json::to_string(apps).map_err(StoreError::Encode)?;
         self.conn
             .prepare_cached(
                 "INSERT INTO snapshots (name, at, apps) VALUES (?1, ?2, ?3)
@@ -376,11 +404,12 @@ impl Store {
             .optional()?;
         match json {
             None => Ok(None),
-            Some(j) => serde_json::from_str(&j).map(Some).map_err(|e| {
-                StoreError(format!(
-                    "snapshot {name:?} is unreadable ({e}); nothing was changed"
-                ))
-            }),
+            Some(j) => serde_json::from_str(&j)
+                .map(Some)
+                .map_err(|source| StoreError::Snapshot {
+                    name: name.to_string(),
+                    source,
+                }),
         }
     }
 
@@ -393,8 +422,10 @@ impl Store {
         let mut out = Vec::new();
         for r in rows {
             let text = r?;
-            let route = serde_json::from_str(&text)
-                .map_err(|e| StoreError(format!("unreadable route {text}: {e}")))?;
+            let route = match serde_json::from_str(&text) {
+                Ok(r) => r,
+                Err(source) => return Err(StoreError::Route { text, source }),
+            };
             out.push(route);
         }
         Ok(out)
@@ -402,7 +433,7 @@ impl Store {
 
     /// Adds a route; false when the same route is already there.
     pub fn add_route(&self, route: &oxidepm_proto::Route) -> Result<bool> {
-        let text = serde_json::to_string(route).map_err(|e| StoreError(e.to_string()))?;
+        let text = serde_json::to_string(route).map_err(StoreError::Encode)?;
         let n = self
             .conn
             .prepare_cached("INSERT OR IGNORE INTO routes (route) VALUES (?1)")?
@@ -412,7 +443,7 @@ impl Store {
 
     /// Removes a route; false when there was no such route.
     pub fn remove_route(&self, route: &oxidepm_proto::Route) -> Result<bool> {
-        let text = serde_json::to_string(route).map_err(|e| StoreError(e.to_string()))?;
+        let text = serde_json::to_string(route).map_err(StoreError::Encode)?;
         let n = self
             .conn
             .prepare_cached("DELETE FROM routes WHERE route = ?1")?

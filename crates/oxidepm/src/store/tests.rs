@@ -1,21 +1,6 @@
 use super::*;
 use oxidepm_proto::Class;
 
-/// A runtime state as the supervisor's has it: the store keeps any type
-/// with these fields.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-struct Runtime {
-    desired_running: bool,
-    status: Status,
-    pid: Option<u32>,
-    pid_start: Option<u64>,
-    boot_id: Option<String>,
-    restarts: u64,
-    started_at_ms: Option<i64>,
-    last_exit: Option<i32>,
-    run_id: Option<i64>,
-}
-
 fn temp_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("state.db")).unwrap();
@@ -28,7 +13,7 @@ fn apps_round_trip_and_survive_reopen() {
     let spec = AppSpec::new("web", "sleep", vec!["10".into()]);
     let human = Actor::new(Class::Human, "cli");
     let id = store.insert_app(&spec, &human).unwrap();
-    let rt = Runtime {
+    let rt = RuntimeRow {
         desired_running: true,
         status: Status::Online,
         pid: Some(42),
@@ -42,7 +27,7 @@ fn apps_round_trip_and_survive_reopen() {
     store.save_runtime(id, &rt).unwrap();
     drop(store);
     let store = Store::open(&dir.path().join("state.db")).unwrap();
-    let apps = store.load_apps::<Runtime>().unwrap();
+    let apps = store.load_apps().unwrap();
     assert_eq!(apps.len(), 1);
     assert_eq!(apps[0].spec, spec);
     assert_eq!(apps[0].runtime, rt);
@@ -102,5 +87,5 @@ fn failed_transaction_changes_nothing() {
         Ok(())
     });
     assert!(r.is_err());
-    assert!(store.load_apps::<Runtime>().unwrap().is_empty());
+    assert!(store.load_apps().unwrap().is_empty());
 }

@@ -1,11 +1,12 @@
 //! One supervised app as the daemon holds it in memory.
 
+use crate::store::RuntimeRow;
 use oxidepm_proto::{Actor, AppInfo, AppSpec, HealthState, Status};
 use std::time::Instant;
 use tokio::sync::watch;
 
 /// The runtime part of an app that survives the daemon.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Runtime {
     /// Whether the app should be running (false after a stop by request).
     pub desired_running: bool,
@@ -39,6 +40,62 @@ impl Default for Runtime {
             started_at_ms: None,
             last_exit: None,
             run_id: None,
+        }
+    }
+}
+
+// Both conversions name every field on both sides, so a field added to one
+// type and not the other is a compile error rather than a silent default.
+impl From<RuntimeRow> for Runtime {
+    fn from(row: RuntimeRow) -> Runtime {
+        let RuntimeRow {
+            desired_running,
+            status,
+            pid,
+            pid_start,
+            boot_id,
+            restarts,
+            started_at_ms,
+            last_exit,
+            run_id,
+        } = row;
+        Runtime {
+            desired_running,
+            status,
+            pid,
+            pid_start,
+            boot_id,
+            restarts,
+            started_at_ms,
+            last_exit,
+            run_id,
+        }
+    }
+}
+
+impl From<&Runtime> for RuntimeRow {
+    fn from(rt: &Runtime) -> RuntimeRow {
+        let Runtime {
+            desired_running,
+            status,
+            pid,
+            pid_start,
+            ref boot_id,
+            restarts,
+            started_at_ms,
+            last_exit,
+            run_id,
+        } = *rt;
+        RuntimeRow {
+            desired_running,
+            status,
+            pid,
+            pid_start,
+            boot_id: boot_id.clone(),
+            restarts,
+            started_at_ms,
+            last_exit,
+            run_id,
         }
     }
 }
@@ -181,11 +238,13 @@ mod tests {
             last_exit: Some(-9),
             run_id: Some(9),
         };
-        store.save_runtime(id, &rt).unwrap();
-        let apps = store.load_apps::<Runtime>().unwrap();
-        assert_eq!(apps[0].runtime, rt);
-        store.save_runtime(id, &Runtime::default()).unwrap();
-        let apps = store.load_apps::<Runtime>().unwrap();
-        assert_eq!(apps[0].runtime, Runtime::default());
+        store.save_runtime(id, &RuntimeRow::from(&rt)).unwrap();
+        let apps = store.load_apps().unwrap();
+        assert_eq!(Runtime::from(apps[0].runtime.clone()), rt);
+        store
+            .save_runtime(id, &RuntimeRow::from(&Runtime::default()))
+            .unwrap();
+        let apps = store.load_apps().unwrap();
+        assert_eq!(Runtime::from(apps[0].runtime.clone()), Runtime::default());
     }
 }

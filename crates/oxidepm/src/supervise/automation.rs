@@ -9,20 +9,45 @@ use croner::parser::{CronParser, Seconds, Year};
 use oxidepm_proto::{Actor, EventKind, Status};
 use std::time::Duration;
 
+/// Why a cron expression was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CronError {
+    /// Neither 5 nor 6 fields.
+    #[error("cron expression {expr:?} has {fields} fields; use 5 (minute hour day month weekday) or 6 (with seconds first)")]
+    Fields {
+        /// The expression.
+        expr: String,
+        /// How many fields it has.
+        fields: usize,
+    },
+    /// A field that croner cannot read.
+    #[error("cron expression {expr:?}: {source}")]
+    Parse {
+        /// The expression.
+        expr: String,
+        /// croner's reason.
+        source: croner::errors::CronError,
+    },
+}
+
 /// Parses a cron expression: 5 fields, or 6 with seconds first.
-pub fn parse_cron(expr: &str) -> Result<croner::Cron, String> {
+pub fn parse_cron(expr: &str) -> Result<croner::Cron, CronError> {
     let fields = expr.split_whitespace().count();
     if !(5..=6).contains(&fields) {
-        return Err(format!(
-            "cron expression {expr:?} has {fields} fields; use 5 (minute hour day month weekday) or 6 (with seconds first)"
-        ));
+        return Err(CronError::Fields {
+            expr: expr.to_string(),
+            fields,
+        });
     }
     CronParser::builder()
         .seconds(Seconds::Optional)
         .year(Year::Disallowed)
         .build()
         .parse(expr)
-        .map_err(|e| format!("cron expression {expr:?}: {e}"))
+        .map_err(|source| CronError::Parse {
+            expr: expr.to_string(),
+            source,
+        })
 }
 
 /// Restarts app `id` on its cron schedule (local time) while `epoch` holds.

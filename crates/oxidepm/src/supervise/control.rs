@@ -3,11 +3,11 @@
 
 use super::spawn;
 use super::supervisor::{lock, Shared, StopTicket, Supervisor};
-use super::{deps, validate};
+use super::validate::{self, Invalid};
+use super::{deps, Error};
 use nix::sys::signal::Signal;
 use oxidepm_proto::{
-    Action, Actor, AppAction, AppSpec, Defined, DependencyCondition, ErrorBody, ErrorCode,
-    EventKind, HealthState, Status,
+    Action, Actor, AppAction, AppSpec, Defined, DependencyCondition, EventKind, HealthState, Status,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -107,20 +107,50 @@ async fn stop_batch(shared: &Shared, ids: &[u64], actor: &Actor, keep_desired: b
     }
 }
 
+/// Why a dependency will not become ready by waiting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DependencyError {
+    /// It was deleted since the dependent app was defined.
+    #[error("dependency {dependency:?} is not defined")]
+    Undefined {
+        /// The dependency.
+        dependency: String,
+    },
+    /// It is errored: it will not start again by itself.
+    #[error("dependency {dependency:?} is errored")]
+    Errored {
+        /// The dependency.
+        dependency: String,
+    },
+    /// It was to complete, and exited with a failure.
+    #[error("dependency {dependency:?} exited with code {code}")]
+    Failed {
+        /// The dependency.
+        dependency: String,
+        /// Its exit code.
+        code: i32,
+    },
+}
+
 /// Whether the dependencies of app `id` are ready; `Err` when one failed
 /// in a way that will not resolve by waiting.
-fn deps_ready(s: &Supervisor, id: u64) -> Result<bool, String> {
+fn deps_ready(s: &Supervisor, id: u64) -> Result<bool, DependencyError> {
     let Some(app) = s.app(id) else {
         return Ok(false);
     };
     for d in &app.spec.depends_on {
+        let dependency = || d.app.clone();
         let Some(dep) = s.apps().find(|a| a.spec.name == d.app) else {
-            return Err(format!("dependency {:?} is not defined", d.app));
+            return Err(DependencyError::Undefined {
+                dependency: dependency(),
+            });
         };
         let st = dep.rt.status;
         let completed = st == Status::Stopped && dep.rt.last_exit == Some(0);
         if st == Status::Errored {
-            return Err(format!("dependency {:?} is errored", d.app));
+            return Err(DependencyError::Errored {
+                dependency: dependency(),
+            });
         }
         let ready = match d.condition {
             DependencyCondition::Started => st == Status::Online || completed,
@@ -129,11 +159,10 @@ fn deps_ready(s: &Supervisor, id: u64) -> Result<bool, String> {
             }
             DependencyCondition::Completed => {
                 if st == Status::Stopped && dep.rt.last_exit.is_some_and(|c| c != 0) {
-                    return Err(format!(
-                        "dependency {:?} exited with code {}",
-                        d.app,
-                        dep.rt.last_exit.unwrap_or(-1)
-                    ));
+                    return Err(DependencyError::Failed {
+                        dependency: dependency(),
+                        code: dep.rt.last_exit.unwrap_or(-1),
+                    });
                 }
                 completed
             }
@@ -154,7 +183,7 @@ async fn launch(
     ids: &[u64],
     actor: &Actor,
     restarted: &[u64],
-) -> Result<Vec<AppAction>, ErrorBody> {
+) -> Result<Vec<AppAction>, Error> {
     let order: Vec<u64> = {
         let s = lock(shared);
         let names = s.names(ids);
@@ -179,8 +208,7 @@ async fn launch(
             })
             .collect();
         let all = deps::with_dependencies(&names, &idle);
-        let ordered =
-            deps::order(&all, &edges).map_err(|e| ErrorBody::new(ErrorCode::Conflict, e))?;
+        let ordered = deps::order(&all, &edges)?;
         ordered
             .iter()
             .filter_map(|n| s.apps().find(|a| &a.spec.name == n).map(|a| a.id))
@@ -201,12 +229,7 @@ async fn launch(
                 });
                 continue;
             }
-            Status::Stopping => {
-                return Err(ErrorBody::new(
-                    ErrorCode::Conflict,
-                    format!("{name} is stopping; try again when it is stopped"),
-                ));
-            }
+            Status::Stopping => return Err(Error::Stopping { app: name }),
             Status::Stopped | Status::Errored => {}
         }
         let (kind, action) = if restarted.contains(&id) {
@@ -247,12 +270,7 @@ async fn launch(
                     async move { spawn_when_ready(shared, id, generation, actor, kind).await },
                 );
             }
-            Err(why) => {
-                return Err(ErrorBody::new(
-                    ErrorCode::Conflict,
-                    format!("cannot start {name}: {why}"),
-                ));
-            }
+            Err(source) => return Err(Error::Dependency { app: name, source }),
         }
     }
     Ok(out)
@@ -276,27 +294,19 @@ async fn spawn_when_ready(shared: Shared, id: u64, generation: u64, actor: Actor
                 }
                 let _ = s.spawn_now(id, &actor, kind);
             }
-            Err(why) => s.dependency_failed(id, &actor, &why),
+            Err(why) => s.dependency_failed(id, &actor, &why.to_string()),
         }
         return;
     }
 }
 
 /// Starts the apps `ids` that are not running (and what they depend on).
-pub async fn start(
-    shared: &Shared,
-    ids: &[u64],
-    actor: &Actor,
-) -> Result<Vec<AppAction>, ErrorBody> {
+pub async fn start(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Vec<AppAction>, Error> {
     launch(shared, ids, actor, &[]).await
 }
 
 /// Restarts the apps `ids` (starting those that are not running).
-pub async fn restart(
-    shared: &Shared,
-    ids: &[u64],
-    actor: &Actor,
-) -> Result<Vec<AppAction>, ErrorBody> {
+pub async fn restart(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Vec<AppAction>, Error> {
     let running: Vec<u64> = {
         let s = lock(shared);
         ids.iter()
@@ -355,11 +365,7 @@ pub async fn restart_by_daemon(
 }
 
 /// Stops and forgets the apps `ids`.
-pub async fn delete(
-    shared: &Shared,
-    ids: &[u64],
-    actor: &Actor,
-) -> Result<Vec<AppAction>, ErrorBody> {
+pub async fn delete(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Vec<AppAction>, Error> {
     stop(shared, ids, actor, false).await;
     let mut out = Vec::new();
     let mut s = lock(shared);
@@ -383,15 +389,15 @@ pub async fn define(
     shared: &Shared,
     specs: Vec<AppSpec>,
     actor: &Actor,
-) -> Result<Vec<Defined>, ErrorBody> {
+) -> Result<Vec<Defined>, Error> {
     let mut seen = std::collections::HashSet::new();
     for spec in &specs {
         validate::check_spec(spec)?;
         if !seen.insert(spec.name.clone()) {
-            return Err(ErrorBody::new(
-                ErrorCode::BadRequest,
-                format!("app {:?} is defined twice in one request", spec.name),
-            ));
+            return Err(Invalid::DefinedTwice {
+                app: spec.name.clone(),
+            }
+            .into());
         }
     }
     {

@@ -2,13 +2,21 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// A dependency cycle, as the path that closes it: `a -> b -> a`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("dependency cycle: {}", .path.join(" -> "))]
+pub struct Cycle {
+    /// The apps on the cycle, the first one repeated at the end.
+    pub path: Vec<String>,
+}
+
 /// Orders `nodes` so that every app comes after the apps it depends on.
 /// `edges` maps an app to the apps it depends on; dependencies outside
 /// `nodes` are ignored. A cycle is an error naming it: `a -> b -> a`.
 pub fn order(
     nodes: &[String],
     edges: &BTreeMap<String, Vec<String>>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, Cycle> {
     let set: BTreeSet<&String> = nodes.iter().collect();
     let mut out = Vec::with_capacity(nodes.len());
     // 0 = unvisited, 1 = on the current path, 2 = done.
@@ -21,14 +29,14 @@ pub fn order(
         state: &mut BTreeMap<&'a String, u8>,
         path: &mut Vec<&'a String>,
         out: &mut Vec<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Cycle> {
         match state.get(n).copied().unwrap_or(0) {
             2 => return Ok(()),
             1 => {
                 let start = path.iter().position(|p| *p == n).unwrap_or(0);
-                let mut cycle: Vec<&str> = path[start..].iter().map(|s| s.as_str()).collect();
-                cycle.push(n.as_str());
-                return Err(format!("dependency cycle: {}", cycle.join(" -> ")));
+                let mut path: Vec<String> = path[start..].iter().map(|s| s.to_string()).collect();
+                path.push(n.clone());
+                return Err(Cycle { path });
             }
             _ => {}
         }
@@ -94,7 +102,7 @@ mod tests {
     fn names_the_cycle() {
         let e = edges(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"])]);
         let err = order(&names(&["a", "b", "c"]), &e).unwrap_err();
-        assert_eq!(err, "dependency cycle: a -> b -> c -> a");
+        assert_eq!(err.to_string(), "dependency cycle: a -> b -> c -> a");
         let e = edges(&[("a", &["a"])]);
         assert!(order(&names(&["a"]), &e).is_err());
     }

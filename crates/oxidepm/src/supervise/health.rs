@@ -1,5 +1,7 @@
 //! Health probes (HTTP, TCP, command) and the per-app check loop.
 
+use super::policy::Exit;
+use super::spawn::SpawnError;
 use super::supervisor::{lock, Shared};
 use oxidepm_proto::{Actor, EventKind, HealthProbe, HealthSpec, HealthState, Status};
 use std::time::Duration;
@@ -7,33 +9,138 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
+/// Why a health check failed; the restart it causes is recorded with this.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The check's URL is not `http://…`.
+    #[error("{url}: only http:// URLs can be probed")]
+    NotHttpUrl {
+        /// The URL.
+        url: String,
+    },
+    /// The check's URL has no host.
+    #[error("{url}: no host")]
+    NoHost {
+        /// The URL.
+        url: String,
+    },
+    /// The HTTP request could not be made or its answer read.
+    #[error("GET {url}: {source}")]
+    Http {
+        /// The URL.
+        url: String,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The answer does not start with an HTTP status line.
+    #[error("GET {url}: not an HTTP answer")]
+    NotHttp {
+        /// The URL.
+        url: String,
+    },
+    /// The status is not the one expected.
+    #[error("GET {url}: status {code}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// The status received.
+        code: u16,
+    },
+    /// No HTTP answer within the check's timeout.
+    #[error("GET {url}: no answer within {timeout:?}")]
+    HttpTimeout {
+        /// The URL.
+        url: String,
+        /// The check's timeout.
+        timeout: Duration,
+    },
+    /// The TCP connection was refused or failed.
+    #[error("connect {addr}: {source}")]
+    Connect {
+        /// The address.
+        addr: String,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// No TCP connection within the check's timeout.
+    #[error("connect {addr}: no answer within {timeout:?}")]
+    ConnectTimeout {
+        /// The address.
+        addr: String,
+        /// The check's timeout.
+        timeout: Duration,
+    },
+    /// The check command could not be started.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// The check command failed.
+    #[error("{command}: {}", .exit.describe())]
+    Exit {
+        /// The command line.
+        command: String,
+        /// How it ended.
+        exit: Exit,
+    },
+    /// The check command's exit was never reported.
+    #[error("{command}: lost track of the probe")]
+    Lost {
+        /// The command line.
+        command: String,
+    },
+    /// The check command did not finish within the check's timeout.
+    #[error("{command}: no answer within {timeout:?}")]
+    CommandTimeout {
+        /// The command line.
+        command: String,
+        /// The check's timeout.
+        timeout: Duration,
+    },
+}
+
 /// Runs one probe; `Err` says why it failed.
-pub async fn probe(shared: &Shared, id: u64, h: &HealthSpec) -> Result<(), String> {
+pub async fn probe(shared: &Shared, id: u64, h: &HealthSpec) -> Result<(), ProbeError> {
     let t = Duration::from_millis(h.timeout_ms.max(1));
     match &h.probe {
-        HealthProbe::Http(url) => timeout(t, http(url, h.expect_status))
-            .await
-            .unwrap_or_else(|_| Err(format!("GET {url}: no answer within {t:?}"))),
+        HealthProbe::Http(url) => {
+            timeout(t, http(url, h.expect_status))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ProbeError::HttpTimeout {
+                        url: url.clone(),
+                        timeout: t,
+                    })
+                })
+        }
         HealthProbe::Tcp(addr) => match timeout(t, TcpStream::connect(addr.as_str())).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("connect {addr}: {e}")),
-            Err(_) => Err(format!("connect {addr}: no answer within {t:?}")),
+            Ok(Err(source)) => Err(ProbeError::Connect {
+                addr: addr.clone(),
+                source,
+            }),
+            Err(_) => Err(ProbeError::ConnectTimeout {
+                addr: addr.clone(),
+                timeout: t,
+            }),
         },
         HealthProbe::Command(cmd) => command(shared, id, cmd, t).await,
     }
 }
 
 /// Splits `http://host[:port][/path]`.
-fn parse_http_url(url: &str) -> Result<(String, String), String> {
+fn parse_http_url(url: &str) -> Result<(String, String), ProbeError> {
     let rest = url
         .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: only http:// URLs can be probed"))?;
+        .ok_or_else(|| ProbeError::NotHttpUrl {
+            url: url.to_string(),
+        })?;
     let (hostport, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     if hostport.is_empty() {
-        return Err(format!("{url}: no host"));
+        return Err(ProbeError::NoHost {
+            url: url.to_string(),
+        });
     }
     let hostport = if hostport
         .rsplit_once(':')
@@ -48,11 +155,13 @@ fn parse_http_url(url: &str) -> Result<(String, String), String> {
 
 /// Sends a GET and checks the status line. The probe needs nothing but the
 /// status code, so one request with `Connection: close` is enough.
-async fn http(url: &str, expect: Option<u16>) -> Result<(), String> {
+async fn http(url: &str, expect: Option<u16>) -> Result<(), ProbeError> {
+    let failed = |source| ProbeError::Http {
+        url: url.to_string(),
+        source,
+    };
     let (hostport, path) = parse_http_url(url)?;
-    let mut s = TcpStream::connect(&hostport)
-        .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
+    let mut s = TcpStream::connect(&hostport).await.map_err(failed)?;
     let host = hostport
         .rsplit_once(':')
         .map(|(h, _)| h)
@@ -60,16 +169,11 @@ async fn http(url: &str, expect: Option<u16>) -> Result<(), String> {
     let req = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: oxidepm-health\r\nConnection: close\r\n\r\n"
     );
-    s.write_all(req.as_bytes())
-        .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
+    s.write_all(req.as_bytes()).await.map_err(failed)?;
     let mut buf = vec![0u8; 256];
     let mut n = 0;
     while n < buf.len() && !buf[..n].contains(&b'\n') {
-        let m = s
-            .read(&mut buf[n..])
-            .await
-            .map_err(|e| format!("GET {url}: {e}"))?;
+        let m = s.read(&mut buf[n..]).await.map_err(failed)?;
         if m == 0 {
             break;
         }
@@ -80,7 +184,9 @@ async fn http(url: &str, expect: Option<u16>) -> Result<(), String> {
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("GET {url}: not an HTTP answer"))?;
+        .ok_or_else(|| ProbeError::NotHttp {
+            url: url.to_string(),
+        })?;
     let ok = match expect {
         Some(e) => code == e,
         None => (200..300).contains(&code),
@@ -88,22 +194,32 @@ async fn http(url: &str, expect: Option<u16>) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("GET {url}: status {code}"))
+        Err(ProbeError::Status {
+            url: url.to_string(),
+            code,
+        })
     }
 }
 
-async fn command(shared: &Shared, id: u64, cmd: &[String], t: Duration) -> Result<(), String> {
+async fn command(shared: &Shared, id: u64, cmd: &[String], t: Duration) -> Result<(), ProbeError> {
     let (pid, rx) = {
         let mut s = lock(shared);
         s.spawn_probe(id, cmd)?
     };
+    let command = || cmd.join(" ");
     match timeout(t, rx).await {
         Ok(Ok(exit)) if exit.success() => Ok(()),
-        Ok(Ok(exit)) => Err(format!("{}: {}", cmd.join(" "), exit.describe())),
-        Ok(Err(_)) => Err(format!("{}: lost track of the probe", cmd.join(" "))),
+        Ok(Ok(exit)) => Err(ProbeError::Exit {
+            command: command(),
+            exit,
+        }),
+        Ok(Err(_)) => Err(ProbeError::Lost { command: command() }),
         Err(_) => {
             super::spawn::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-            Err(format!("{}: no answer within {t:?}", cmd.join(" ")))
+            Err(ProbeError::CommandTimeout {
+                command: command(),
+                timeout: t,
+            })
         }
     }
 }
@@ -146,7 +262,7 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
                 Err(why) => {
                     failures += 1;
                     a.health = Some(HealthState::Unhealthy);
-                    (failures >= h.retries.max(1)).then(|| why.clone())
+                    (failures >= h.retries.max(1)).then(|| why.to_string())
                 }
             }
         };

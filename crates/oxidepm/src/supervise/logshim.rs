@@ -25,6 +25,38 @@ pub const ERR_INPUT_FD: RawFd = 3;
 
 const READ_CHUNK: usize = 64 * 1024;
 
+/// Why the shim's arguments were refused (they come from the daemon, so
+/// this means a daemon and shim of different versions, or a hand-run shim).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShimArgsError {
+    /// A value that does not parse.
+    #[error("log shim: bad {arg:?} value {value:?}")]
+    BadValue {
+        /// The option.
+        arg: OsString,
+        /// Its value.
+        value: OsString,
+    },
+    /// An option at the end, without its value.
+    #[error("log shim: {arg:?} needs a value")]
+    NoValue {
+        /// The option.
+        arg: OsString,
+    },
+    /// An option the shim does not know.
+    #[error("log shim: unknown argument {arg:?}")]
+    Unknown {
+        /// The argument.
+        arg: OsString,
+    },
+    /// A required option is absent (or, for a path, empty).
+    #[error("log shim: {option} is required")]
+    Missing {
+        /// The option.
+        option: &'static str,
+    },
+}
+
 /// What one shim writes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShimConfig {
@@ -60,11 +92,14 @@ impl ShimConfig {
     }
 
     /// Parses what `to_args` produced.
-    pub fn from_args(args: &[OsString]) -> Result<ShimConfig, String> {
-        fn parse<T: std::str::FromStr>(arg: &OsStr, v: &OsStr) -> Result<T, String> {
+    pub fn from_args(args: &[OsString]) -> Result<ShimConfig, ShimArgsError> {
+        fn parse<T: std::str::FromStr>(arg: &OsStr, v: &OsStr) -> Result<T, ShimArgsError> {
             v.to_str()
                 .and_then(|s| s.parse().ok())
-                .ok_or_else(|| format!("log shim: bad {arg:?} value {v:?}"))
+                .ok_or_else(|| ShimArgsError::BadValue {
+                    arg: arg.to_owned(),
+                    value: v.to_owned(),
+                })
         }
         let (mut out, mut err, mut max_bytes, mut keep) = (None, None, None, None);
         let mut timestamps = false;
@@ -76,25 +111,27 @@ impl ShimConfig {
             }
             let v = it
                 .next()
-                .ok_or_else(|| format!("log shim: {arg:?} needs a value"))?;
+                .ok_or_else(|| ShimArgsError::NoValue { arg: arg.clone() })?;
             match arg.to_str() {
                 Some("--out") => out = Some(PathBuf::from(v)),
                 Some("--err") => err = Some(PathBuf::from(v)),
                 Some("--max-bytes") => max_bytes = Some(parse(arg, v)?),
                 Some("--keep") => keep = Some(parse(arg, v)?),
-                _ => return Err(format!("log shim: unknown argument {arg:?}")),
+                _ => return Err(ShimArgsError::Unknown { arg: arg.clone() }),
             }
         }
-        let path = |p: Option<PathBuf>, name: &str| match p {
+        let path = |p: Option<PathBuf>, option: &'static str| match p {
             Some(p) if !p.as_os_str().is_empty() => Ok(p),
-            _ => Err(format!("log shim: {name} is required")),
+            _ => Err(ShimArgsError::Missing { option }),
         };
         Ok(ShimConfig {
             out_path: path(out, "--out")?,
             err_path: path(err, "--err")?,
             timestamps,
-            max_bytes: max_bytes.ok_or("log shim: --max-bytes is required")?,
-            keep: keep.ok_or("log shim: --keep is required")?,
+            max_bytes: max_bytes.ok_or(ShimArgsError::Missing {
+                option: "--max-bytes",
+            })?,
+            keep: keep.ok_or(ShimArgsError::Missing { option: "--keep" })?,
         })
     }
 }

@@ -4,6 +4,7 @@ pub mod app;
 pub mod automation;
 pub mod control;
 pub mod deps;
+mod error;
 pub mod health;
 pub mod logfile;
 pub mod logshim;
@@ -15,4 +16,5 @@ pub mod spawn;
 pub mod supervisor;
 pub mod validate;
 
+pub use error::{Error, SelectError};
 pub use supervisor::{lock, Shared, Supervisor};

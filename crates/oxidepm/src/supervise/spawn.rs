@@ -29,16 +29,120 @@ pub struct Creds {
     pub shell: String,
 }
 
+/// Why an app's process, or a health check of it, could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The user database could not be read.
+    #[error("cannot look up user {user:?}: {source}")]
+    LookUp {
+        /// The user the spec names.
+        user: String,
+        /// The lookup's failure.
+        source: nix::Error,
+    },
+    /// The spec names a user this host does not have.
+    #[error("user {user:?} does not exist on this host")]
+    NoSuchUser {
+        /// The user the spec names.
+        user: String,
+    },
+    /// The user database gave a name with a NUL byte.
+    #[error(transparent)]
+    UserName(#[from] std::ffi::NulError),
+    /// The spec asks for another user, and only root can switch to one.
+    #[error("app {app:?} asks to run as user {user:?}, but the daemon runs as {daemon_user:?}; only a daemon running as root can start apps as other users")]
+    NotRoot {
+        /// The app.
+        app: String,
+        /// The user it asks for.
+        user: String,
+        /// The user the daemon runs as.
+        daemon_user: String,
+    },
+    /// The program is not there (or its working directory is not).
+    #[error(
+        "cannot start {app:?}: program {command:?} not found (check the path, or PATH in the app's env){}",
+        missing_cwd_note(.missing_cwd)
+    )]
+    ProgramNotFound {
+        /// The app.
+        app: String,
+        /// The program.
+        command: String,
+        /// The app's working directory, when it does not exist.
+        missing_cwd: Option<String>,
+        /// The exec's failure.
+        source: std::io::Error,
+    },
+    /// The program cannot be executed.
+    #[error("cannot start {app:?}: permission denied executing {command:?} (is it executable?)")]
+    NotExecutable {
+        /// The app.
+        app: String,
+        /// The program.
+        command: String,
+        /// The exec's failure.
+        source: std::io::Error,
+    },
+    /// Any other failure to start the program.
+    #[error("cannot start {app:?} ({command:?}): {source}")]
+    Exec {
+        /// The app.
+        app: String,
+        /// The program.
+        command: String,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The pipes for the app's output could not be made.
+    #[error("cannot create a pipe: {0}")]
+    Pipe(#[source] nix::Error),
+    /// The log shim could not be started (the app was killed: without a
+    /// reader it would die at its first line).
+    #[error("cannot start the log writer for {app}: {source}")]
+    LogWriter {
+        /// The app.
+        app: String,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// A health-check command with no program.
+    #[error("the health-check command is empty")]
+    EmptyProbe,
+    /// The health-check program could not be started.
+    #[error("cannot run health check {program:?}: {source}")]
+    Probe {
+        /// The program.
+        program: String,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The app was deleted before its check could run.
+    #[error("app is gone")]
+    AppGone,
+}
+
+fn missing_cwd_note(cwd: &Option<String>) -> String {
+    cwd.as_ref()
+        .map(|c| format!("; its cwd {c:?} does not exist"))
+        .unwrap_or_default()
+}
+
 /// Looks up a user by name or numeric id.
-pub fn resolve_user(user: &str) -> Result<Creds, String> {
+pub fn resolve_user(user: &str) -> Result<Creds, SpawnError> {
     let found = match user.parse::<u32>() {
         Ok(uid) => nix::unistd::User::from_uid(Uid::from_raw(uid)),
         Err(_) => nix::unistd::User::from_name(user),
     };
     let u = found
-        .map_err(|e| format!("cannot look up user {user:?}: {e}"))?
-        .ok_or_else(|| format!("user {user:?} does not exist on this host"))?;
-    let cname = std::ffi::CString::new(u.name.clone()).map_err(|e| e.to_string())?;
+        .map_err(|source| SpawnError::LookUp {
+            user: user.to_string(),
+            source,
+        })?
+        .ok_or_else(|| SpawnError::NoSuchUser {
+            user: user.to_string(),
+        })?;
+    let cname = std::ffi::CString::new(u.name.clone())?;
     let groups = nix::unistd::getgrouplist(&cname, u.gid).unwrap_or_else(|_| vec![u.gid]);
     Ok(Creds {
         name: u.name,
@@ -136,7 +240,7 @@ pub fn spawn_app(
     env: Vec<(OsString, OsString)>,
     shim_exe: &Path,
     shim: &ShimConfig,
-) -> Result<Spawned, String> {
+) -> Result<Spawned, SpawnError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
 
@@ -166,10 +270,10 @@ pub fn spawn_app(
             // Without a reader the app would die of SIGPIPE at its first
             // line; better to fail the start cleanly.
             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
-            return Err(format!(
-                "cannot start the log writer for {}: {e}",
-                spec.name
-            ));
+            return Err(SpawnError::LogWriter {
+                app: spec.name.clone(),
+                source: e,
+            });
         }
     };
     Ok(Spawned {
@@ -191,29 +295,32 @@ fn own_session_as(cmd: &mut Command, creds: Option<&Creds>) {
     exec::own_session_as(cmd, id);
 }
 
-fn spawn_error(spec: &AppSpec, e: std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => format!(
-            "cannot start {:?}: program {:?} not found (check the path, or PATH in the app's env){}",
-            spec.name,
-            spec.command,
-            spec.cwd
-                .as_deref()
-                .filter(|c| !Path::new(c).is_dir())
-                .map(|c| format!("; its cwd {c:?} does not exist"))
-                .unwrap_or_default()
-        ),
-        std::io::ErrorKind::PermissionDenied => format!(
-            "cannot start {:?}: permission denied executing {:?} (is it executable?)",
-            spec.name, spec.command
-        ),
-        _ => format!("cannot start {:?} ({:?}): {e}", spec.name, spec.command),
+fn spawn_error(spec: &AppSpec, source: std::io::Error) -> SpawnError {
+    let (app, command) = (spec.name.clone(), spec.command.clone());
+    match source.kind() {
+        std::io::ErrorKind::NotFound => SpawnError::ProgramNotFound {
+            app,
+            command,
+            // Looked at now: a missing cwd makes the exec fail with
+            // ENOENT too, and the program is then blamed for it.
+            missing_cwd: spec.cwd.clone().filter(|c| !Path::new(c).is_dir()),
+            source,
+        },
+        std::io::ErrorKind::PermissionDenied => SpawnError::NotExecutable {
+            app,
+            command,
+            source,
+        },
+        _ => SpawnError::Exec {
+            app,
+            command,
+            source,
+        },
     }
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| format!("cannot create a pipe: {e}"))
+fn pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SpawnError::Pipe)
 }
 
 fn spawn_shim(
@@ -275,10 +382,8 @@ pub fn spawn_probe(
     cwd: Option<&str>,
     env: Vec<(OsString, OsString)>,
     creds: Option<&Creds>,
-) -> Result<u32, String> {
-    let (prog, args) = cmd
-        .split_first()
-        .ok_or("the health-check command is empty")?;
+) -> Result<u32, SpawnError> {
+    let (prog, args) = cmd.split_first().ok_or(SpawnError::EmptyProbe)?;
     let mut c = Command::new(prog);
     c.args(args)
         .env_clear()
@@ -290,8 +395,9 @@ pub fn spawn_probe(
         c.current_dir(d);
     }
     own_session_as(&mut c, creds);
-    let child = c
-        .spawn()
-        .map_err(|e| format!("cannot run health check {prog:?}: {e}"))?;
+    let child = c.spawn().map_err(|source| SpawnError::Probe {
+        program: prog.clone(),
+        source,
+    })?;
     Ok(child.id())
 }

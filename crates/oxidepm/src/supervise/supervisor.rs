@@ -7,12 +7,13 @@ use super::app::{App, Runtime};
 use super::logfile;
 use super::logshim::ShimConfig;
 use super::policy::{self, Decision, Exit};
-use super::spawn::{self, Creds};
+use super::spawn::{self, Creds, SpawnError};
+use super::{Error, SelectError};
 use crate::paths::Home;
-use crate::store::Store;
+use crate::store::{RuntimeRow, Store, StoreError};
 use crate::timefmt::now_ms;
 use nix::sys::signal::Signal;
-use oxidepm_proto::{Actor, AppSpec, ErrorBody, ErrorCode, EventKind, Status};
+use oxidepm_proto::{Actor, AppSpec, EventKind, Status};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -63,10 +64,6 @@ pub struct Supervisor {
     pub shutting_down: bool,
     /// The lane environment of agent apps (set when lanes are on).
     pub lane_env: Option<LaneEnv>,
-}
-
-fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorBody {
-    ErrorBody::new(code, msg)
 }
 
 impl Supervisor {
@@ -140,8 +137,8 @@ impl Supervisor {
         &mut self,
         id: u64,
         cmd: &[String],
-    ) -> Result<(u32, oneshot::Receiver<Exit>), String> {
-        let app = self.apps.get(&id).ok_or("app is gone")?;
+    ) -> Result<(u32, oneshot::Receiver<Exit>), SpawnError> {
+        let app = self.apps.get(&id).ok_or(SpawnError::AppGone)?;
         let spec = app.spec.clone();
         let creds = self.creds_for(&spec)?;
         let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
@@ -188,14 +185,13 @@ impl Supervisor {
 
     /// Resolves a selector (`name`, id, `all`, `@tag`, or a comma-separated
     /// list of them) to app ids, in id order.
-    pub fn resolve(&self, target: &str) -> Result<Vec<u64>, ErrorBody> {
+    pub fn resolve(&self, target: &str) -> Result<Vec<u64>, SelectError> {
         let mut ids = Vec::new();
         for part in target.split(',').map(str::trim) {
             if part.is_empty() {
-                return Err(err(
-                    ErrorCode::BadRequest,
-                    format!("empty selector in {target:?}"),
-                ));
+                return Err(SelectError::Empty {
+                    target: target.to_string(),
+                });
             }
             let found: Vec<u64> = if part == "all" {
                 self.apps.keys().copied().collect()
@@ -219,14 +215,17 @@ impl Supervisor {
                     .collect()
             };
             if found.is_empty() {
-                let what = if part == "all" {
-                    "no apps are defined".to_string()
+                return Err(if part == "all" {
+                    SelectError::NoApps
                 } else if let Some(tag) = part.strip_prefix('@') {
-                    format!("no app has the tag {tag:?}")
+                    SelectError::NoTag {
+                        tag: tag.to_string(),
+                    }
                 } else {
-                    format!("no app named or numbered {part:?}; see `oxidepm status`")
-                };
-                return Err(err(ErrorCode::NotFound, what));
+                    SelectError::NoMatch {
+                        selector: part.to_string(),
+                    }
+                });
             }
             ids.extend(found);
         }
@@ -243,11 +242,11 @@ impl Supervisor {
     }
 
     /// Loads stored apps into memory (no process is touched).
-    pub fn load(&mut self) -> Result<(), String> {
-        let stored = self.store.load_apps().map_err(|e| e.to_string())?;
+    pub fn load(&mut self) -> Result<(), StoreError> {
+        let stored = self.store.load_apps()?;
         for s in stored {
             self.apps
-                .insert(s.id, App::new(s.id, s.spec, s.defined_by, s.runtime));
+                .insert(s.id, App::new(s.id, s.spec, s.defined_by, s.runtime.into()));
             self.arm(s.id);
         }
         Ok(())
@@ -257,7 +256,7 @@ impl Supervisor {
     /// supervision goes on and the next change writes the state again.
     pub fn persist(&self, id: u64) {
         if let Some(a) = self.apps.get(&id) {
-            if let Err(e) = self.store.save_runtime(id, &a.rt) {
+            if let Err(e) = self.store.save_runtime(id, &RuntimeRow::from(&a.rt)) {
                 log::error!("cannot save the state of {}: {e}", a.spec.name);
             }
         }
@@ -283,11 +282,8 @@ impl Supervisor {
     }
 
     /// Adds a new app (not started).
-    pub fn insert(&mut self, spec: AppSpec, actor: &Actor) -> Result<u64, ErrorBody> {
-        let id = self
-            .store
-            .insert_app(&spec, actor)
-            .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
+    pub fn insert(&mut self, spec: AppSpec, actor: &Actor) -> Result<u64, Error> {
+        let id = self.store.insert_app(&spec, actor)?;
         self.apps
             .insert(id, App::new(id, spec, actor.clone(), Runtime::default()));
         self.event(id, EventKind::Defined, actor, "");
@@ -296,10 +292,8 @@ impl Supervisor {
     }
 
     /// Replaces an app's spec; it takes effect at the next start.
-    pub fn replace_spec(&mut self, id: u64, spec: AppSpec, actor: &Actor) -> Result<(), ErrorBody> {
-        self.store
-            .update_spec(id, &spec, actor)
-            .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
+    pub fn replace_spec(&mut self, id: u64, spec: AppSpec, actor: &Actor) -> Result<(), Error> {
+        self.store.update_spec(id, &spec, actor)?;
         if let Some(a) = self.apps.get_mut(&id) {
             a.health = spec
                 .health
@@ -314,11 +308,9 @@ impl Supervisor {
     }
 
     /// Forgets a stopped app.
-    pub fn remove(&mut self, id: u64, actor: &Actor) -> Result<(), ErrorBody> {
+    pub fn remove(&mut self, id: u64, actor: &Actor) -> Result<(), Error> {
         self.event(id, EventKind::Deleted, actor, "");
-        self.store
-            .delete_app(id)
-            .map_err(|e| err(ErrorCode::Internal, e.to_string()))?;
+        self.store.delete_app(id)?;
         self.apps.remove(&id);
         Ok(())
     }
@@ -354,7 +346,7 @@ impl Supervisor {
         env
     }
 
-    fn creds_for(&self, spec: &AppSpec) -> Result<Option<Creds>, String> {
+    fn creds_for(&self, spec: &AppSpec) -> Result<Option<Creds>, SpawnError> {
         let Some(user) = &spec.user else {
             return Ok(None);
         };
@@ -363,19 +355,20 @@ impl Supervisor {
             return Ok(None);
         }
         if !self.is_root {
-            return Err(format!(
-                "app {:?} asks to run as user {user:?}, but the daemon runs as {:?}; only a daemon running as root can start apps as other users",
-                spec.name, self.own.name
-            ));
+            return Err(SpawnError::NotRoot {
+                app: spec.name.clone(),
+                user: user.clone(),
+                daemon_user: self.own.name.clone(),
+            });
         }
         Ok(Some(c))
     }
 
     /// Starts a process for app `id` now. `kind` is the event to record
     /// (`started` or `restarted`).
-    pub fn spawn_now(&mut self, id: u64, actor: &Actor, kind: EventKind) -> Result<u32, ErrorBody> {
+    pub fn spawn_now(&mut self, id: u64, actor: &Actor, kind: EventKind) -> Result<u32, Error> {
         let Some(app) = self.apps.get(&id) else {
-            return Err(err(ErrorCode::NotFound, format!("no app with id {id}")));
+            return Err(Error::NoSuchApp { id });
         };
         let spec = app.spec.clone();
         let result = self.creds_for(&spec).and_then(|creds| {
@@ -394,13 +387,13 @@ impl Supervisor {
         let app = self.apps.get_mut(&id).expect("checked above");
         app.generation += 1;
         match result {
-            Err(msg) => {
+            Err(e) => {
                 app.rt.status = Status::Errored;
                 app.rt.pid = None;
                 app.rt.desired_running = false;
                 self.persist(id);
-                self.event(id, EventKind::Failed, actor, &msg);
-                Err(err(ErrorCode::Spawn, msg))
+                self.event(id, EventKind::Failed, actor, &e.to_string());
+                Err(e.into())
             }
             Ok(sp) => {
                 app.rt.pid = Some(sp.pid);

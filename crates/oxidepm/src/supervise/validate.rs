@@ -2,53 +2,130 @@
 //! checks config files too, but a raw protocol client must meet the same
 //! rules before anything changes.
 
-use super::{automation, deps, spawn};
-use oxidepm_proto::{AppSpec, DependencyCondition, ErrorBody, ErrorCode, HealthProbe};
+use super::automation::{self, CronError};
+use super::deps::{self, Cycle};
+use super::spawn;
+use oxidepm_proto::{AppSpec, DependencyCondition, HealthProbe};
 use std::collections::BTreeMap;
 
-fn bad(msg: String) -> ErrorBody {
-    ErrorBody::new(ErrorCode::BadRequest, msg)
+/// Why a spec, or a set of specs, was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    /// The name breaks the naming rule (the reason says which part).
+    #[error("{0}")]
+    Name(String),
+    /// No program to run.
+    #[error("app {app:?} has no command")]
+    NoCommand {
+        /// The app.
+        app: String,
+    },
+    /// A stop signal that is neither a signal name nor a number.
+    #[error("app {app:?}: unknown stop signal {signal:?}")]
+    StopSignal {
+        /// The app.
+        app: String,
+        /// The signal as given.
+        signal: String,
+    },
+    /// A cron expression that does not parse.
+    #[error("app {app:?}: {source}")]
+    Cron {
+        /// The app.
+        app: String,
+        /// What is wrong with the expression.
+        source: CronError,
+    },
+    /// A health-check command with no program.
+    #[error("app {app:?}: the health-check command is empty")]
+    EmptyProbe {
+        /// The app.
+        app: String,
+    },
+    /// A health-check URL that cannot be probed.
+    #[error("app {app:?}: the health-check URL must start with http://")]
+    ProbeUrl {
+        /// The app.
+        app: String,
+    },
+    /// A tag that breaks the label rule.
+    #[error("app {app:?}: tag {tag:?} must be 1 to 32 of A-Z a-z 0-9 . _ -")]
+    Tag {
+        /// The app.
+        app: String,
+        /// The tag.
+        tag: String,
+    },
+    /// An app among its own dependencies.
+    #[error("app {app:?} depends on itself")]
+    SelfDependency {
+        /// The app.
+        app: String,
+    },
+    /// A dependency on an app that nobody defined.
+    #[error("app {app:?} depends on {dependency:?}, which is not defined; define it in the same file or first")]
+    UndefinedDependency {
+        /// The app.
+        app: String,
+        /// The missing dependency.
+        dependency: String,
+    },
+    /// `healthy` asked of an app that has no health check.
+    #[error("app {app:?} waits for {dependency:?} to be healthy, but {dependency:?} has no health check")]
+    NoHealthCheck {
+        /// The app.
+        app: String,
+        /// The dependency without a check.
+        dependency: String,
+    },
+    /// The definitions would make a dependency cycle.
+    #[error(transparent)]
+    Cycle(#[from] Cycle),
+    /// One request defines the same name twice.
+    #[error("app {app:?} is defined twice in one request")]
+    DefinedTwice {
+        /// The app.
+        app: String,
+    },
 }
 
 /// Checks one spec on its own.
-pub fn check_spec(spec: &AppSpec) -> Result<(), ErrorBody> {
+pub fn check_spec(spec: &AppSpec) -> Result<(), Invalid> {
     let name = &spec.name;
-    oxidepm_proto::check_app_name(name).map_err(bad)?;
+    let app = || name.clone();
+    oxidepm_proto::check_app_name(name).map_err(Invalid::Name)?;
     if spec.command.is_empty() {
-        return Err(bad(format!("app {name:?} has no command")));
+        return Err(Invalid::NoCommand { app: app() });
     }
     if spawn::parse_signal(&spec.stop_signal).is_none() {
-        return Err(bad(format!(
-            "app {name:?}: unknown stop signal {:?}",
-            spec.stop_signal
-        )));
+        return Err(Invalid::StopSignal {
+            app: app(),
+            signal: spec.stop_signal.clone(),
+        });
     }
     if let Some(c) = &spec.cron_restart {
-        automation::parse_cron(c).map_err(|e| bad(format!("app {name:?}: {e}")))?;
+        automation::parse_cron(c).map_err(|source| Invalid::Cron { app: app(), source })?;
     }
     // That a check names exactly one probe is settled when the spec is read.
     match spec.health.as_ref().map(|h| &h.probe) {
         Some(HealthProbe::Command(c)) if c.is_empty() => {
-            return Err(bad(format!(
-                "app {name:?}: the health-check command is empty"
-            )));
+            return Err(Invalid::EmptyProbe { app: app() });
         }
         Some(HealthProbe::Http(u)) if !u.starts_with("http://") => {
-            return Err(bad(format!(
-                "app {name:?}: the health-check URL must start with http://"
-            )));
+            return Err(Invalid::ProbeUrl { app: app() });
         }
         _ => {}
     }
     for t in &spec.tags {
         if !oxidepm_proto::actor::valid_label(t) {
-            return Err(bad(format!(
-                "app {name:?}: tag {t:?} must be 1 to 32 of A-Z a-z 0-9 . _ -"
-            )));
+            return Err(Invalid::Tag {
+                app: app(),
+                tag: t.clone(),
+            });
         }
     }
     if spec.depends_on.iter().any(|d| &d.app == name) {
-        return Err(bad(format!("app {name:?} depends on itself")));
+        return Err(Invalid::SelfDependency { app: app() });
     }
     Ok(())
 }
@@ -56,7 +133,7 @@ pub fn check_spec(spec: &AppSpec) -> Result<(), ErrorBody> {
 /// Checks the dependency graph that `new` specs would make together with
 /// the `existing` ones: every dependency defined, `healthy` only on apps
 /// with a health check, and no cycle.
-pub fn check_graph(existing: &[&AppSpec], new: &[AppSpec]) -> Result<(), ErrorBody> {
+pub fn check_graph(existing: &[&AppSpec], new: &[AppSpec]) -> Result<(), Invalid> {
     let mut all: BTreeMap<&str, &AppSpec> =
         existing.iter().map(|s| (s.name.as_str(), *s)).collect();
     for s in new {
@@ -65,16 +142,16 @@ pub fn check_graph(existing: &[&AppSpec], new: &[AppSpec]) -> Result<(), ErrorBo
     for s in new {
         for d in &s.depends_on {
             let Some(dep) = all.get(d.app.as_str()) else {
-                return Err(bad(format!(
-                    "app {:?} depends on {:?}, which is not defined; define it in the same file or first",
-                    s.name, d.app
-                )));
+                return Err(Invalid::UndefinedDependency {
+                    app: s.name.clone(),
+                    dependency: d.app.clone(),
+                });
             };
             if d.condition == DependencyCondition::Healthy && dep.health.is_none() {
-                return Err(bad(format!(
-                    "app {:?} waits for {:?} to be healthy, but {:?} has no health check",
-                    s.name, d.app, d.app
-                )));
+                return Err(Invalid::NoHealthCheck {
+                    app: s.name.clone(),
+                    dependency: d.app.clone(),
+                });
             }
         }
     }
@@ -88,6 +165,6 @@ pub fn check_graph(existing: &[&AppSpec], new: &[AppSpec]) -> Result<(), ErrorBo
         })
         .collect();
     let names: Vec<String> = all.keys().map(|n| n.to_string()).collect();
-    deps::order(&names, &edges).map_err(bad)?;
+    deps::order(&names, &edges)?;
     Ok(())
 }

@@ -2,11 +2,10 @@
 //! delete.
 
 use crate::access::Caller;
+use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
 use crate::supervise::{control, lock};
-use oxidepm_proto::{
-    Actor, AppAction, AppInfo, AppKind, AppSpec, Class, Defined, ErrorBody, Stopped,
-};
+use oxidepm_proto::{Actor, AppAction, AppInfo, AppKind, AppSpec, Class, Defined, Stopped};
 
 /// Environment values are shown to humans only.
 fn reveal(caller: &Caller) -> bool {
@@ -23,7 +22,7 @@ impl Daemon {
     }
 
     /// `show`: the selected apps with their spec and log files.
-    pub(super) fn show(&self, caller: &Caller, target: &str) -> Result<Vec<AppInfo>, ErrorBody> {
+    pub(super) fn show(&self, caller: &Caller, target: &str) -> Result<Vec<AppInfo>, OpError> {
         let s = lock(&self.sup);
         let ids = s.resolve(target)?;
         Ok(ids
@@ -43,12 +42,12 @@ impl Daemon {
         &self,
         apps: Vec<AppSpec>,
         actor: &Actor,
-    ) -> Result<Vec<Defined>, ErrorBody> {
+    ) -> Result<Vec<Defined>, OpError> {
         if apps.is_empty() {
-            return Err(super::bad("no apps to define"));
+            return Err(OpError::NothingToDefine);
         }
         self.prepare_lanes(&apps).await?;
-        control::define(&self.sup, apps, actor).await
+        Ok(control::define(&self.sup, apps, actor).await?)
     }
 
     /// `start`.
@@ -56,17 +55,13 @@ impl Daemon {
         &self,
         target: &str,
         actor: &Actor,
-    ) -> Result<Vec<AppAction>, ErrorBody> {
+    ) -> Result<Vec<AppAction>, OpError> {
         let ids = lock(&self.sup).resolve(target)?;
-        control::start(&self.sup, &ids, actor).await
+        Ok(control::start(&self.sup, &ids, actor).await?)
     }
 
     /// `stop`: waits until every selected app is down.
-    pub(super) async fn stop(
-        &self,
-        target: &str,
-        actor: &Actor,
-    ) -> Result<Vec<Stopped>, ErrorBody> {
+    pub(super) async fn stop(&self, target: &str, actor: &Actor) -> Result<Vec<Stopped>, OpError> {
         let ids = lock(&self.sup).resolve(target)?;
         control::stop(&self.sup, &ids, actor, false).await;
         let s = lock(&self.sup);
@@ -86,9 +81,9 @@ impl Daemon {
         &self,
         target: &str,
         actor: &Actor,
-    ) -> Result<Vec<AppAction>, ErrorBody> {
+    ) -> Result<Vec<AppAction>, OpError> {
         let ids = lock(&self.sup).resolve(target)?;
-        control::restart(&self.sup, &ids, actor).await
+        Ok(control::restart(&self.sup, &ids, actor).await?)
     }
 
     /// `delete`: an agent's lane goes with it.
@@ -96,7 +91,7 @@ impl Daemon {
         &self,
         target: &str,
         actor: &Actor,
-    ) -> Result<Vec<AppAction>, ErrorBody> {
+    ) -> Result<Vec<AppAction>, OpError> {
         let (ids, agents) = {
             let s = lock(&self.sup);
             let ids = s.resolve(target)?;

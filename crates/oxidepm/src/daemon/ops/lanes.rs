@@ -1,5 +1,6 @@
 //! The agents' lanes and the bridge's routes.
 
+use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
 use crate::lanes::admin::AgentLane;
 use crate::supervise::lock;
@@ -10,7 +11,7 @@ use oxidepm_proto::{
 
 impl Daemon {
     /// Makes the lanes of the agents among `apps` before they are defined.
-    pub(super) async fn prepare_lanes(&self, apps: &[AppSpec]) -> Result<(), ErrorBody> {
+    pub(super) async fn prepare_lanes(&self, apps: &[AppSpec]) -> Result<(), OpError> {
         if apps.iter().any(|a| a.kind == AppKind::Agent) {
             // The lane exists before the agent's first process.
             self.lanes.check_agents(apps)?;
@@ -37,7 +38,7 @@ impl Daemon {
     }
 
     /// `lanes`: every agent's lane, then the bridge.
-    pub(super) async fn lanes_report(&self) -> Result<LanesReport, ErrorBody> {
+    pub(super) async fn lanes_report(&self) -> Result<LanesReport, OpError> {
         Ok(LanesReport {
             agents: self.lanes.report(&self.sup).await?,
             bridge: self.lanes.routes_report(&self.sup).await?,
@@ -45,17 +46,13 @@ impl Daemon {
     }
 
     /// `route_add`: kept in the store; the bridge reloads.
-    pub(super) async fn route_add(&self, route: Route) -> Result<RouteAdded, ErrorBody> {
+    pub(super) async fn route_add(&self, route: Route) -> Result<RouteAdded, OpError> {
         self.lanes.check_route(&self.sup, &route)?;
-        let added = lock(&self.sup)
-            .store
-            .add_route(&route)
-            .map_err(super::internal)?;
+        let added = lock(&self.sup).store.add_route(&route)?;
         if !added {
-            return Err(ErrorBody::new(
-                ErrorCode::Conflict,
-                format!("route {} is already there", route.describe()),
-            ));
+            return Err(OpError::RouteExists {
+                route: Box::new(route),
+            });
         }
         let agents = self.lanes.agents(&self.sup);
         self.lanes.ensure_bridge(&self.sup, &agents).await?;
@@ -63,28 +60,17 @@ impl Daemon {
     }
 
     /// `route_rm`: only routes added at runtime; daemon.toml's stay.
-    pub(super) async fn route_rm(&self, route: Route) -> Result<RouteRemoved, ErrorBody> {
+    pub(super) async fn route_rm(&self, route: Route) -> Result<RouteRemoved, OpError> {
         if self.lanes.settings.routes.contains(&route) {
-            return Err(ErrorBody::new(
-                ErrorCode::Conflict,
-                format!(
-                    "route {} is defined in daemon.toml; remove it there and restart the daemon",
-                    route.describe()
-                ),
-            ));
+            return Err(OpError::RouteInConfig {
+                route: Box::new(route),
+            });
         }
-        let removed = lock(&self.sup)
-            .store
-            .remove_route(&route)
-            .map_err(super::internal)?;
+        let removed = lock(&self.sup).store.remove_route(&route)?;
         if !removed {
-            return Err(ErrorBody::new(
-                ErrorCode::NotFound,
-                format!(
-                    "no runtime route {}; see `oxidepm route list`",
-                    route.describe()
-                ),
-            ));
+            return Err(OpError::NoSuchRoute {
+                route: Box::new(route),
+            });
         }
         let agents = self.lanes.agents(&self.sup);
         self.lanes.ensure_bridge(&self.sup, &agents).await?;

@@ -1,9 +1,10 @@
 //! Reading and emptying app logs.
 
+use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
 use crate::server::Sink;
-use crate::supervise::{lock, logfile};
-use oxidepm_proto::{ErrorBody, ErrorCode, Flushed, LogLine, LogStream, LogsDone, Reply, Response};
+use crate::supervise::{lock, logfile, SelectError};
+use oxidepm_proto::{Flushed, LogLine, LogStream, LogsDone, Reply, Response};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ impl Daemon {
         target: &str,
         lines: usize,
         stream: Option<LogStream>,
-    ) -> Result<Vec<LogLine>, ErrorBody> {
+    ) -> Result<Vec<LogLine>, OpError> {
         let plan = self.log_plan(target, stream)?;
         // The whole answer is one message: keep it smaller than on a socket.
         let lines = lines.min(10_000);
@@ -53,7 +54,7 @@ impl Daemon {
     ) -> std::io::Result<()> {
         let plan = match self.log_plan(target, stream) {
             Ok(p) => p,
-            Err(e) => return sink.send(&Response::err(id, e)).await,
+            Err(e) => return sink.send(&Response::err(id, e.into())).await,
         };
         // The lines are read into memory before they are sent: bound it.
         let lines = lines.min(100_000);
@@ -96,7 +97,7 @@ impl Daemon {
             .await
     }
 
-    fn log_plan(&self, target: &str, stream: Option<LogStream>) -> Result<LogPlan, ErrorBody> {
+    fn log_plan(&self, target: &str, stream: Option<LogStream>) -> Result<LogPlan, SelectError> {
         let s = lock(&self.sup);
         let ids = s.resolve(target)?;
         Ok(ids
@@ -117,7 +118,7 @@ impl Daemon {
 
     /// `flush`: empties the log files of the selected apps (every app
     /// when none is named).
-    pub(super) fn flush(&self, target: Option<String>) -> Result<Flushed, ErrorBody> {
+    pub(super) fn flush(&self, target: Option<String>) -> Result<Flushed, OpError> {
         let s = lock(&self.sup);
         let ids = match target {
             Some(t) => s.resolve(&t)?,
@@ -127,12 +128,8 @@ impl Daemon {
         for id in ids {
             let Some(a) = s.app(id) else { continue };
             for p in s.log_paths(&a.spec.name) {
-                logfile::flush(&p, a.spec.log_keep).map_err(|e| {
-                    ErrorBody::new(
-                        ErrorCode::Internal,
-                        format!("cannot flush {}: {e}", p.display()),
-                    )
-                })?;
+                logfile::flush(&p, a.spec.log_keep)
+                    .map_err(|source| OpError::Flush { path: p, source })?;
             }
             flushed.push(a.spec.name.clone());
         }

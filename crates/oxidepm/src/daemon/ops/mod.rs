@@ -9,23 +9,14 @@ mod logs;
 mod records;
 mod snapshots;
 
+use super::errors::OpError;
 use super::Daemon;
 use crate::access::Caller;
-use oxidepm_proto::{ErrorBody, ErrorCode, Op, Reply};
-
-/// A request that is invalid as asked.
-fn bad(msg: impl Into<String>) -> ErrorBody {
-    ErrorBody::new(ErrorCode::BadRequest, msg)
-}
-
-/// A failure of the store, which may pass on a retry.
-fn internal(e: impl std::fmt::Display) -> ErrorBody {
-    ErrorBody::new(ErrorCode::Internal, e.to_string())
-}
+use oxidepm_proto::{Op, Reply};
 
 impl Daemon {
     /// Runs an authorized request.
-    pub(super) async fn execute(&self, caller: &Caller, op: Op) -> Result<Reply, ErrorBody> {
+    pub(super) async fn execute(&self, caller: &Caller, op: Op) -> Result<Reply, OpError> {
         let actor = &caller.actor;
         match op {
             Op::Ping => Ok(self.ping().into()),
@@ -54,10 +45,10 @@ impl Daemon {
                 limit,
             } => self.audit_trail(app, who, since, limit).map(Into::into),
             Op::Lanes => self.lanes_report().await.map(Into::into),
-            Op::Routes => self.lanes.routes_report(&self.sup).await.map(Into::into),
+            Op::Routes => Ok(self.lanes.routes_report(&self.sup).await?.into()),
             Op::RouteAdd { route } => self.route_add(route).await.map(Into::into),
             Op::RouteRm { route } => self.route_rm(route).await.map(Into::into),
-            Op::Kill => Err(bad("kill is only available on the daemon's sockets")),
+            Op::Kill => Err(OpError::KillOffSocket),
         }
     }
 }

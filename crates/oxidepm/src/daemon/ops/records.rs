@@ -1,9 +1,10 @@
 //! What the daemon recorded: lifecycle events and the audit trail.
 
+use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
 use crate::store::AuditFilter;
 use crate::supervise::lock;
-use oxidepm_proto::{AuditRecord, ErrorBody, EventRecord};
+use oxidepm_proto::{AuditRecord, EventRecord};
 
 /// Most rows one answer holds, whatever the client asks.
 const MAX_ROWS: usize = 100_000;
@@ -14,15 +15,13 @@ impl Daemon {
         &self,
         target: Option<String>,
         limit: usize,
-    ) -> Result<Vec<EventRecord>, ErrorBody> {
+    ) -> Result<Vec<EventRecord>, OpError> {
         let s = lock(&self.sup);
         let ids = match target {
             Some(t) => Some(s.resolve(&t)?),
             None => None,
         };
-        s.store
-            .events(ids.as_deref(), limit.clamp(1, MAX_ROWS))
-            .map_err(super::internal)
+        Ok(s.store.events(ids.as_deref(), limit.clamp(1, MAX_ROWS))?)
     }
 
     /// `audit`: the most recent audited requests matching the filters.
@@ -32,13 +31,12 @@ impl Daemon {
         actor: Option<String>,
         since: Option<String>,
         limit: usize,
-    ) -> Result<Vec<AuditRecord>, ErrorBody> {
+    ) -> Result<Vec<AuditRecord>, OpError> {
         let since_ms = match since {
-            Some(t) => Some(crate::timefmt::parse_rfc3339_ms(&t).ok_or_else(|| {
-                super::bad(format!(
-                    "--since {t:?} is not an RFC 3339 time such as 2026-01-31T12:00:00Z"
-                ))
-            })?),
+            Some(t) => match crate::timefmt::parse_rfc3339_ms(&t) {
+                Some(ms) => Some(ms),
+                None => return Err(OpError::BadSince { since: t }),
+            },
             None => None,
         };
         let f = AuditFilter {
@@ -47,6 +45,6 @@ impl Daemon {
             since_ms,
             limit: limit.clamp(1, MAX_ROWS),
         };
-        lock(&self.sup).store.audit(&f).map_err(super::internal)
+        Ok(lock(&self.sup).store.audit(&f)?)
     }
 }

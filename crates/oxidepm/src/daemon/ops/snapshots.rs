@@ -1,25 +1,24 @@
 //! Named snapshots of the running set: save and resurrect.
 
+use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
 use crate::store::SnapshotApp;
 use crate::supervise::{control, lock};
-use oxidepm_proto::{Actor, AppAction, ErrorBody, ErrorCode, Saved};
+use oxidepm_proto::{Actor, AppAction, Saved};
 
 /// The snapshot a request names, `default` when it names none.
-fn snapshot_name(name: Option<String>) -> Result<String, ErrorBody> {
+fn snapshot_name(name: Option<String>) -> Result<String, OpError> {
     let name = name.unwrap_or_else(|| "default".into());
     if oxidepm_proto::actor::valid_label(&name) {
         Ok(name)
     } else {
-        Err(super::bad(format!(
-            "snapshot name {name:?} must be 1 to 32 of A-Z a-z 0-9 . _ -"
-        )))
+        Err(OpError::BadSnapshotName { name })
     }
 }
 
 impl Daemon {
     /// `save`: the apps meant to be running, with who defined them.
-    pub(super) fn save(&self, name: Option<String>) -> Result<Saved, ErrorBody> {
+    pub(super) fn save(&self, name: Option<String>) -> Result<Saved, OpError> {
         let name = snapshot_name(name)?;
         let s = lock(&self.sup);
         let apps: Vec<SnapshotApp> = s
@@ -30,9 +29,7 @@ impl Daemon {
                 defined_by: a.defined_by.clone(),
             })
             .collect();
-        s.store
-            .save_snapshot(&name, &apps)
-            .map_err(super::internal)?;
+        s.store.save_snapshot(&name, &apps)?;
         Ok(Saved {
             apps: apps.into_iter().map(|a| a.spec.name).collect(),
             snapshot: name,
@@ -45,23 +42,13 @@ impl Daemon {
         &self,
         name: Option<String>,
         actor: &Actor,
-    ) -> Result<Vec<AppAction>, ErrorBody> {
+    ) -> Result<Vec<AppAction>, OpError> {
         let name = snapshot_name(name)?;
-        let snap = lock(&self.sup)
-            .store
-            .load_snapshot(&name)
-            .map_err(super::internal)?
-            .ok_or_else(|| {
-                ErrorBody::new(
-                    ErrorCode::NotFound,
-                    format!("no snapshot named {name:?}; make one with `oxidepm save`"),
-                )
-            })?;
+        let Some(snap) = lock(&self.sup).store.load_snapshot(&name)? else {
+            return Err(OpError::NoSnapshot { name });
+        };
         if snap.is_empty() {
-            return Err(ErrorBody::new(
-                ErrorCode::Conflict,
-                format!("snapshot {name:?} holds no apps; nothing was changed"),
-            ));
+            return Err(OpError::EmptySnapshot { name });
         }
         let mut ids = Vec::new();
         {
@@ -78,6 +65,6 @@ impl Daemon {
                 ids.push(id);
             }
         }
-        control::start(&self.sup, &ids, actor).await
+        Ok(control::start(&self.sup, &ids, actor).await?)
     }
 }

@@ -1,0 +1,275 @@
+//! The one place where the errors of the daemon's layers become the wire's
+//! [`ErrorBody`]: each error keeps its message, and its kind decides the
+//! stable code a client sees.
+
+use crate::access::gate::AuthorizeError;
+use crate::access::policy::{Refusal, RefusalKind};
+use crate::store::StoreError;
+use crate::supervise::{self, SelectError};
+use oxidepm_proto::{ErrorBody, ErrorCode, Route};
+use std::path::PathBuf;
+
+/// Why an operation failed: an error of the layer that refused or failed
+/// it, or one of the daemon's own.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// The gate refused the request, or its selector names no app.
+    #[error(transparent)]
+    Authorize(#[from] AuthorizeError),
+    /// The selector names no app.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// The supervisor refused or failed the change.
+    #[error(transparent)]
+    Supervise(#[from] supervise::Error),
+    /// The state database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The lanes answer with the wire's error already.
+    #[error(transparent)]
+    Lanes(#[from] ErrorBody),
+    /// `define` with an empty list.
+    #[error("no apps to define")]
+    NothingToDefine,
+    /// `kill` through an agent's lane.
+    #[error("kill is only available on the daemon's sockets")]
+    KillOffSocket,
+    /// `audit --since` with a time that does not parse.
+    #[error("--since {since:?} is not an RFC 3339 time such as 2026-01-31T12:00:00Z")]
+    BadSince {
+        /// The time as given.
+        since: String,
+    },
+    /// A snapshot name that breaks the label rule.
+    #[error("snapshot name {name:?} must be 1 to 32 of A-Z a-z 0-9 . _ -")]
+    BadSnapshotName {
+        /// The name as given.
+        name: String,
+    },
+    /// No snapshot has this name.
+    #[error("no snapshot named {name:?}; make one with `oxidepm save`")]
+    NoSnapshot {
+        /// The name.
+        name: String,
+    },
+    /// The snapshot holds no app.
+    #[error("snapshot {name:?} holds no apps; nothing was changed")]
+    EmptySnapshot {
+        /// The name.
+        name: String,
+    },
+    /// The route to add is there already.
+    #[error("route {} is already there", .route.describe())]
+    RouteExists {
+        /// The route.
+        route: Box<Route>,
+    },
+    /// The route to remove comes from daemon.toml.
+    #[error("route {} is defined in daemon.toml; remove it there and restart the daemon", .route.describe())]
+    RouteInConfig {
+        /// The route.
+        route: Box<Route>,
+    },
+    /// No runtime route is equal to the one to remove.
+    #[error("no runtime route {}; see `oxidepm route list`", .route.describe())]
+    NoSuchRoute {
+        /// The route.
+        route: Box<Route>,
+    },
+    /// A log file could not be emptied.
+    #[error("cannot flush {}: {source}", path.display())]
+    Flush {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The answer could not be written as JSON.
+    #[error("cannot write the answer: {0}")]
+    Answer(#[source] serde_json::Error),
+}
+
+impl OpError {
+    /// The refusal behind this error, when the gate refused the request.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            OpError::Authorize(AuthorizeError::Refused(r)) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+fn body(code: ErrorCode, e: impl std::fmt::Display) -> ErrorBody {
+    ErrorBody::new(code, e.to_string())
+}
+
+fn select_code(e: &SelectError) -> ErrorCode {
+    match e {
+        SelectError::Empty { .. } => ErrorCode::BadRequest,
+        SelectError::NoApps | SelectError::NoTag { .. } | SelectError::NoMatch { .. } => {
+            ErrorCode::NotFound
+        }
+    }
+}
+
+impl From<SelectError> for ErrorBody {
+    fn from(e: SelectError) -> ErrorBody {
+        body(select_code(&e), e)
+    }
+}
+
+impl From<StoreError> for ErrorBody {
+    fn from(e: StoreError) -> ErrorBody {
+        body(ErrorCode::Internal, e)
+    }
+}
+
+impl From<supervise::Error> for ErrorBody {
+    fn from(e: supervise::Error) -> ErrorBody {
+        use supervise::Error as E;
+        let code = match &e {
+            E::Select(s) => select_code(s),
+            E::Invalid(_) => ErrorCode::BadRequest,
+            E::NoSuchApp { .. } => ErrorCode::NotFound,
+            E::Spawn(_) => ErrorCode::Spawn,
+            E::Cycle(_) | E::Stopping { .. } | E::Dependency { .. } => ErrorCode::Conflict,
+            E::Store(_) => ErrorCode::Internal,
+        };
+        body(code, e)
+    }
+}
+
+impl From<Refusal> for ErrorBody {
+    fn from(e: Refusal) -> ErrorBody {
+        let code = match e.kind() {
+            RefusalKind::Denied => ErrorCode::PolicyDenied,
+            RefusalKind::Protected => ErrorCode::Protected,
+        };
+        body(code, e)
+    }
+}
+
+impl From<AuthorizeError> for ErrorBody {
+    fn from(e: AuthorizeError) -> ErrorBody {
+        match e {
+            AuthorizeError::Select(e) => e.into(),
+            AuthorizeError::Refused(e) => e.into(),
+        }
+    }
+}
+
+impl From<OpError> for ErrorBody {
+    fn from(e: OpError) -> ErrorBody {
+        use OpError as E;
+        let code = match e {
+            E::Authorize(e) => return e.into(),
+            E::Select(e) => return e.into(),
+            E::Supervise(e) => return e.into(),
+            E::Store(e) => return e.into(),
+            E::Lanes(e) => return e,
+            E::NothingToDefine
+            | E::KillOffSocket
+            | E::BadSince { .. }
+            | E::BadSnapshotName { .. } => ErrorCode::BadRequest,
+            E::NoSnapshot { .. } | E::NoSuchRoute { .. } => ErrorCode::NotFound,
+            E::EmptySnapshot { .. } | E::RouteExists { .. } | E::RouteInConfig { .. } => {
+                ErrorCode::Conflict
+            }
+            E::Flush { .. } | E::Answer(_) => ErrorCode::Internal,
+        };
+        body(code, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::supervise::control::DependencyError;
+    use crate::supervise::validate::Invalid;
+
+    fn wire(e: impl Into<ErrorBody>) -> (ErrorCode, String) {
+        let b = e.into();
+        (b.code, b.message)
+    }
+
+    #[test]
+    fn selectors() {
+        let empty = SelectError::Empty {
+            target: "web,".into(),
+        };
+        assert_eq!(
+            wire(empty),
+            (ErrorCode::BadRequest, "empty selector in \"web,\"".into())
+        );
+        let none = supervise::Error::from(SelectError::NoMatch {
+            selector: "x".into(),
+        });
+        assert_eq!(
+            wire(none),
+            (
+                ErrorCode::NotFound,
+                "no app named or numbered \"x\"; see `oxidepm status`".into()
+            )
+        );
+    }
+
+    #[test]
+    fn supervisor_refusals() {
+        let twice = supervise::Error::from(Invalid::DefinedTwice { app: "a".into() });
+        assert_eq!(
+            wire(twice),
+            (
+                ErrorCode::BadRequest,
+                "app \"a\" is defined twice in one request".into()
+            )
+        );
+        let dep = supervise::Error::Dependency {
+            app: "web".into(),
+            source: DependencyError::Failed {
+                dependency: "init".into(),
+                code: 3,
+            },
+        };
+        assert_eq!(
+            wire(dep),
+            (
+                ErrorCode::Conflict,
+                "cannot start web: dependency \"init\" exited with code 3".into()
+            )
+        );
+        let gone = supervise::Error::NoSuchApp { id: 4 };
+        assert_eq!(wire(gone), (ErrorCode::NotFound, "no app with id 4".into()));
+    }
+
+    #[test]
+    fn refusals() {
+        use crate::access::{policy, Caller, Scope, SocketKind};
+        use oxidepm_proto::{Actor, Class, Op, Tier};
+        let ai = Caller {
+            actor: Actor::new(Class::Ai, "x"),
+            socket: SocketKind::Agent,
+            tier: Tier::Control,
+            scope: Scope::All,
+        };
+        let define = Op::Define { apps: vec![] };
+        let denied = policy::check_tier(&ai, &define, &["web".into()]).unwrap_err();
+        assert_eq!(
+            wire(denied),
+            (
+                ErrorCode::PolicyDenied,
+                "ai:x may not define web: it needs the manage tier and ai:x has control".into()
+            )
+        );
+        let apps = [("a".to_string(), false), ("db".to_string(), true)];
+        let protected = policy::check_protected(&ai, "stop", &apps).unwrap_err();
+        assert_eq!(
+            wire(AuthorizeError::from(protected)),
+            (
+                ErrorCode::Protected,
+                "ai:x may not stop a, db: db is protected (only a human may stop, restart, \
+                 change or delete a protected app); nothing was changed"
+                    .into()
+            )
+        );
+    }
+}
