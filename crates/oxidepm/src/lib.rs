@@ -1,16 +1,21 @@
 //! oxidepm: a process manager that knows who is asking.
 //!
-//! Layer 1 (supervision) lives in [`supervise`], layer 2 (who is asking) in
-//! [`access`], the sockets in [`server`], state in [`store`]; [`daemon`]
-//! wires them together and [`cli`] is the command-line client.
+//! Layer 1 (supervision) lives in `supervise`, layer 2 (who is asking) in
+//! `access`, the sockets in `server`, state in `store`, layer 3's daemon
+//! side in `lanes`; `daemon` wires them together and `cli` is the
+//! command-line client. The two binaries are thin: everything is private to
+//! this crate but their entry points, so unused code shows.
 
-pub mod access;
-pub mod cli;
-pub mod client;
-pub mod daemon;
-pub mod lanes;
-pub mod paths;
-pub mod server;
-pub mod store;
-pub mod supervise;
-pub mod timefmt;
+mod access;
+mod cli;
+mod client;
+mod daemon;
+mod lanes;
+mod paths;
+mod server;
+mod store;
+mod supervise;
+mod timefmt;
+
+pub use cli::main as cli_main;
+pub use daemon::entry::main as daemon_main;

@@ -1,5 +1,5 @@
 //! `oxidepm`, the command-line client.
 
 fn main() -> std::process::ExitCode {
-    oxidepm::cli::main()
+    oxidepm::cli_main()
 }

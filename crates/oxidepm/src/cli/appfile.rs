@@ -74,24 +74,10 @@ impl AppFileError {
         }
     }
 
-    /// The file at fault.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The 1-based line at fault, when known.
+    #[cfg(test)]
     pub fn line(&self) -> Option<usize> {
         self.line
-    }
-
-    /// The 1-based column at fault, when known.
-    pub fn column(&self) -> Option<usize> {
-        self.column
-    }
-
-    /// The message without the location.
-    pub fn message(&self) -> &str {
-        &self.message
     }
 }
 

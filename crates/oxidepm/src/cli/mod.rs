@@ -9,7 +9,6 @@ mod startup;
 
 pub use connect::ConnectError;
 pub use error::{Error, LocalError};
-pub use startup::InstallError;
 
 use crate::client::ClientError;
 use args::{Cli, Command, StartArgs};

@@ -3,6 +3,7 @@
 
 pub mod config;
 mod detach;
+pub mod entry;
 mod errors;
 mod handler;
 mod ops;
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 use tokio::net::UnixStream;
 use tokio::sync::Notify;
 
-pub use detach::{detach, spawn_detached, DetachError};
+pub use detach::detach;
 
 /// The running daemon.
 pub struct Daemon {
@@ -35,8 +36,6 @@ pub struct Daemon {
     pub sup: Shared,
     /// Home directory.
     pub home: Home,
-    /// Settings from daemon.toml.
-    pub config: Config,
     /// Who is asking, and what they may do.
     pub gate: Gate,
     /// Notified when a `kill` request asks the daemon to exit.
@@ -198,7 +197,6 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     let daemon = Arc::new(Daemon {
         sup: sup.clone(),
         home: home.clone(),
-        config: config.clone(),
         gate: Gate::new(config.tiers.clone(), config.adapters.clone()),
         exit: Notify::new(),
         lanes,

@@ -17,7 +17,6 @@ use oxidepm_lanes::{AclUser, AgentName, Secret, StreamKey};
 use oxidepm_proto::{AppKind, ErrorBody, ErrorCode, Request, Response};
 use redis::streams::{StreamReadOptions, StreamReadReply};
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
 use std::time::Duration;
 
 /// The responder's name (stream family and ACL user suffix).
@@ -223,11 +222,6 @@ pub fn parse_request(fields: &BTreeMap<String, String>) -> Result<Request, Error
     // The lane is the identity: a claim in the payload is ignored.
     req.claim = None;
     Ok(req)
-}
-
-/// Whether the responder can run here at all.
-pub fn available(layout: &Layout) -> bool {
-    Path::new(&secrets::path(&layout.secrets_dir(), user())).exists()
 }
 
 #[cfg(test)]

@@ -450,21 +450,6 @@ impl Store {
             .execute(params![text])?;
         Ok(n == 1)
     }
-
-    /// Runs `f` inside one transaction (all of its writes land or none do).
-    pub fn transaction<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-        self.conn.execute_batch("BEGIN IMMEDIATE")?;
-        match f(self) {
-            Ok(v) => {
-                self.conn.execute_batch("COMMIT")?;
-                Ok(v)
-            }
-            Err(e) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
-                Err(e)
-            }
-        }
-    }
 }
 
 fn parse_actor(s: &str) -> Actor {

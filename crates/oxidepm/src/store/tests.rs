@@ -76,16 +76,3 @@ fn events_and_audit_filters() {
     };
     assert!(store.audit(&f).unwrap().is_empty());
 }
-
-#[test]
-fn failed_transaction_changes_nothing() {
-    let (_dir, store) = temp_store();
-    let human = Actor::new(Class::Human, "cli");
-    let r = store.transaction(|s| {
-        s.insert_app(&AppSpec::new("a", "true", vec![]), &human)?;
-        s.insert_app(&AppSpec::new("a", "true", vec![]), &human)?;
-        Ok(())
-    });
-    assert!(r.is_err());
-    assert!(store.load_apps().unwrap().is_empty());
-}

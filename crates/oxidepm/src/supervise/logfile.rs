@@ -134,12 +134,6 @@ pub fn flush(path: &Path, keep_max: u32) -> io::Result<()> {
     truncated.and(removed)
 }
 
-/// Removes a log and its rotated files (when an app is deleted).
-pub fn remove(path: &Path) -> io::Result<()> {
-    let removed = remove_rotated(path, 0);
-    ignore_missing(fs::remove_file(path)).and(removed)
-}
-
 /// Removes `<path>.1` … `<path>.<keep_max>` and any other `<path>.<number>`.
 fn remove_rotated(path: &Path, keep_max: u32) -> io::Result<()> {
     let mut result = Ok(());
@@ -394,11 +388,10 @@ mod tests {
     }
 
     #[test]
-    fn flush_and_remove() {
+    fn flush_empties_a_log_and_removes_its_rotations() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.log");
         flush(&path, 5).unwrap();
-        remove(&path).unwrap();
         let other = dir.path().join("a.log2");
         let kept = dir.path().join("a.log.x");
         fs::write(&other, "x").unwrap();
@@ -412,9 +405,6 @@ mod tests {
         for i in [1, 2, 3, 7, 150] {
             assert!(!rotated_path(&path, i).exists(), "{i}");
         }
-        fs::write(rotated_path(&path, 1), "old\n").unwrap();
-        remove(&path).unwrap();
-        assert!(!path.exists() && !rotated_path(&path, 1).exists());
         assert!(other.exists() && kept.exists());
     }
 

@@ -225,8 +225,6 @@ pub struct Spawned {
     pub pid: u32,
     /// Start time of the app's process (ticks since boot).
     pub start_ticks: u64,
-    /// Pid of its log shim.
-    pub shim_pid: u32,
 }
 
 /// Starts `spec` in a new session with its output piped to a new log shim.
@@ -264,23 +262,16 @@ pub fn spawn_app(
     drop(cmd);
     let start_ticks = procfs::stat(pid).map(|s| s.start_ticks).unwrap_or(0);
 
-    let shim_pid = match spawn_shim(shim_exe, shim, out_r, err_r) {
-        Ok(p) => p,
-        Err(e) => {
-            // Without a reader the app would die of SIGPIPE at its first
-            // line; better to fail the start cleanly.
-            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
-            return Err(SpawnError::LogWriter {
-                app: spec.name.clone(),
-                source: e,
-            });
-        }
-    };
-    Ok(Spawned {
-        pid,
-        start_ticks,
-        shim_pid,
-    })
+    if let Err(e) = spawn_shim(shim_exe, shim, out_r, err_r) {
+        // Without a reader the app would die of SIGPIPE at its first line;
+        // better to fail the start cleanly.
+        let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        return Err(SpawnError::LogWriter {
+            app: spec.name.clone(),
+            source: e,
+        });
+    }
+    Ok(Spawned { pid, start_ticks })
 }
 
 /// Makes `cmd` start in a session of its own and, with `creds`, as that

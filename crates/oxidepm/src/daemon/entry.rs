@@ -1,0 +1,109 @@
+//! `oxidepmd`'s command line: the daemon in the foreground or detached, or
+//! the log writer of one app run (`oxidepmd __logshim …`).
+
+use crate::daemon::{self, Options};
+use crate::paths::lock::{DaemonLock, LockError};
+use crate::paths::Home;
+use crate::supervise::logshim::{self, ShimConfig};
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The oxidepm daemon: supervises apps and answers the `oxidepm` CLI.
+#[derive(Parser, Debug)]
+#[command(name = "oxidepmd", version, about)]
+struct Args {
+    /// Stay in the foreground (for systemd and containers); by default the
+    /// daemon detaches and logs to $OXIDEPM_HOME/daemon.log.
+    #[arg(long)]
+    foreground: bool,
+    /// Start the apps that were running when the daemon last stopped.
+    #[arg(long)]
+    resurrect: bool,
+    /// Home directory (default: $OXIDEPM_HOME, else ~/.oxidepm).
+    #[arg(long, value_name = "DIR")]
+    home: Option<PathBuf>,
+}
+
+/// `oxidepmd`: parses the command line, then runs the daemon (or, as
+/// `oxidepmd __logshim …`, one app's log writer).
+pub fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == "__logshim") {
+        return run_shim(&argv[2..]);
+    }
+    let args = Args::parse();
+    let home = match args.home {
+        Some(h) => Home::at(h),
+        None => Home::from_env(),
+    };
+    // Everything the daemon creates (sockets, state, secrets, logs) is
+    // private to its user from the moment it exists.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    if let Err(e) = daemon::prepare_home(&home) {
+        eprintln!("oxidepmd: cannot prepare {}: {e}", home.root().display());
+        return ExitCode::FAILURE;
+    }
+    let lock = match DaemonLock::acquire(&home) {
+        Ok(l) => l,
+        Err(e @ LockError::Held { .. }) => {
+            eprintln!(
+                "oxidepmd: {e} ({}); use `oxidepm kill` to stop it, or set OXIDEPM_HOME to run another",
+                home.root().display()
+            );
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("oxidepmd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if !args.foreground {
+        drop(lock);
+        return daemon::detach(&home, args.resurrect);
+    }
+    let config = daemon::config::Config::load(&home.config());
+    let level = match &config {
+        Ok(c) => c.log_level.clone(),
+        Err(_) => "info".into(),
+    };
+    env_logger::Builder::new()
+        .parse_filters(&std::env::var("OXIDEPM_LOG").unwrap_or(level))
+        .format_timestamp_millis()
+        .init();
+    if let Err(e) = config {
+        eprintln!("oxidepmd: {e}");
+        return ExitCode::FAILURE;
+    }
+    match daemon::run(
+        Options {
+            home,
+            resurrect: args.resurrect,
+        },
+        lock,
+    ) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e}");
+            eprintln!("oxidepmd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_shim(args: &[std::ffi::OsString]) -> ExitCode {
+    let cfg = match ShimConfig::from_args(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("oxidepmd __logshim: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match logshim::run(&cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("oxidepmd __logshim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
