@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs oxidepm's whole test suite. Installs what the tests need when it is
-# missing, so it works on a fresh Debian machine with only the Rust toolchain:
+# Runs oxidepm's whole test suite: formatting, lints and docs first, then
+# every test. Installs what the tests need when it is missing, so it works on
+# a fresh Debian machine with only the Rust toolchain:
 # redis-server and redis-cli (lanes), systemd-socket-activate (socket
 # activation), useradd (agents as their own users), python3 with aiosmtpd (a
 # real SMTP sink) and redis-py.
@@ -14,4 +15,9 @@ need_python aiosmtpd redis
 # With aiosmtpd installed, the email tests must not skip.
 export OXIDEPM_REQUIRE_SMTP_SINK=1
 
+need_rust_components rustfmt clippy
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test --workspace --all-targets

@@ -1,7 +1,7 @@
 //! `oxidepm-bench`: the project's benchmark command.
 //!
 //! ```text
-//! cargo build --release -p oxidepm -p oxidepm-bench
+//! cargo build --release --workspace
 //! cargo run --release -p oxidepm-bench -- [--quick] [scenario...]
 //! ```
 //!

@@ -42,7 +42,7 @@ impl Bins {
         if !missing.is_empty() {
             return Err(format!(
                 "{} not found next to the benchmark; build the release binaries first:\n\
-                 \n    cargo build --release -p oxidepm -p oxidepm-bench\n\
+                 \n    cargo build --release --workspace\n\
                  \nand run the benchmark from the same target directory \
                  (cargo run --release -p oxidepm-bench -- ...)",
                 missing.join(" and ")
@@ -68,7 +68,7 @@ impl Bins {
         (when > built).then(|| {
             format!(
                 "{} is newer than the release binaries; rebuild them with \
-                 `cargo build --release -p oxidepm -p oxidepm-bench`",
+                 `cargo build --release --workspace`",
                 path.display()
             )
         })

@@ -18,7 +18,7 @@
 //! | XREAD, XRANGE, XREVRANGE, XLEN | harmless reads; the ACL answers NOPERM outside the agent's keys |
 //! | XINFO STREAM, GROUPS, CONSUMERS | inspection of the agent's streams |
 //! | PING, ECHO, COMMAND, ACL WHOAMI | connection checks, client-library introspection, identity |
-//! | HELLO, HELLO <protover> | protocol negotiation only (RESP3 for clients that want it) |
+//! | `HELLO`, `HELLO <protover>` | protocol negotiation only (RESP3 for clients that want it) |
 //!
 //! Answered by the proxy: QUIT (`+OK`, then close), CLIENT SETINFO (`+OK`,
 //! sent by redis-py 5 and others at connect). Everything else is refused

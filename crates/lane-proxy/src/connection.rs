@@ -11,7 +11,7 @@
 //!   the proxy buffer without bound.
 //! * replies: upstream bytes → [`ReplyScanner`] → client, interleaved in
 //!   order with the replies the proxy makes itself. The pump learns what to
-//!   expect from an ordered queue of [`Slot`]s that the command pump fills
+//!   expect from an ordered queue of `Slot`s that the command pump fills
 //!   *before* it writes upstream. Permits come back once replies are
 //!   written to the client.
 

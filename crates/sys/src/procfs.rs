@@ -3,7 +3,7 @@
 
 use std::fs;
 
-/// The fields of /proc/<pid>/stat that oxidepm uses.
+/// The fields of `/proc/<pid>/stat` that oxidepm uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcStat {
     /// Process id.
@@ -38,13 +38,13 @@ impl ProcStat {
     }
 }
 
-/// Reads /proc/<pid>/stat; `None` if the process does not exist.
+/// Reads `/proc/<pid>/stat`; `None` if the process does not exist.
 pub fn stat(pid: u32) -> Option<ProcStat> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&text)
 }
 
-/// Parses the text of a /proc/<pid>/stat file.
+/// Parses the text of a `/proc/<pid>/stat` file.
 pub fn parse_stat(text: &str) -> Option<ProcStat> {
     // The command name is in parentheses and may itself contain ") ", so
     // fields are counted from the last ')'.

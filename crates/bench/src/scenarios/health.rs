@@ -24,9 +24,9 @@ pub(super) fn window(plan: &Plan) -> Duration {
 /// CPU a process used during a window.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Cpu {
-    /// utime + stime of /proc/<pid>/stat, seconds (clock-tick resolution).
+    /// utime + stime of `/proc/<pid>/stat`, seconds (clock-tick resolution).
     pub secs: f64,
-    /// The sum of the threads' on-CPU time from /proc/<pid>/task/*/schedstat
+    /// The sum of the threads' on-CPU time from `/proc/<pid>/task/*/schedstat`
     /// (nanosecond resolution), when no thread came or went meanwhile.
     pub sched_secs: Option<f64>,
     /// Length of the window, seconds.
