@@ -288,7 +288,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         .parent()
         .map(|d| d.join("oxidepm-bridge"))
         .filter(|p| p.is_file())
-        .ok_or("oxidepm-bridge is not next to the benchmark; build it: cargo build --release -p oxidepm")?;
+        .ok_or("oxidepm-bridge is not next to the benchmark; build it: cargo build --release --workspace")?;
     let (n_in, samples, n_out) = sizes(plan);
     let dir = tempfile::Builder::new()
         .prefix("oxidepm-bench-bridge-")
