@@ -8,7 +8,7 @@ use super::logfile;
 use super::logshim::ShimConfig;
 use super::policy::{self, Decision, Exit};
 use super::spawn::{self, Creds, SpawnError};
-use super::{Error, SelectError};
+use super::Error;
 use crate::paths::Home;
 use crate::store::{RuntimeRow, Store, StoreError};
 use crate::timefmt::now_ms;
@@ -26,6 +26,7 @@ pub type Shared = Arc<Mutex<Supervisor>>;
 /// What an agent app is told about its lane, by agent name.
 pub type LaneEnv = Box<dyn Fn(&str) -> Option<Vec<(String, String)>> + Send>;
 
+mod select;
 mod waiting;
 
 /// Locks the supervisor (a panic elsewhere never wedges the daemon).
@@ -181,64 +182,6 @@ impl Supervisor {
     /// Current and rotated log paths of an app.
     pub fn log_paths(&self, name: &str) -> [PathBuf; 2] {
         logfile::log_paths(&self.home.logs_dir(), name)
-    }
-
-    /// Resolves a selector (`name`, id, `all`, `@tag`, or a comma-separated
-    /// list of them) to app ids, in id order.
-    pub fn resolve(&self, target: &str) -> Result<Vec<u64>, SelectError> {
-        let mut ids = Vec::new();
-        for part in target.split(',').map(str::trim) {
-            if part.is_empty() {
-                return Err(SelectError::Empty {
-                    target: target.to_string(),
-                });
-            }
-            let found: Vec<u64> = if part == "all" {
-                self.apps.keys().copied().collect()
-            } else if let Some(tag) = part.strip_prefix('@') {
-                self.apps
-                    .values()
-                    .filter(|a| a.spec.tags.iter().any(|t| t == tag))
-                    .map(|a| a.id)
-                    .collect()
-            } else if let Ok(id) = part.parse::<u64>() {
-                self.apps
-                    .contains_key(&id)
-                    .then_some(id)
-                    .into_iter()
-                    .collect()
-            } else {
-                self.apps
-                    .values()
-                    .filter(|a| a.spec.name == part)
-                    .map(|a| a.id)
-                    .collect()
-            };
-            if found.is_empty() {
-                return Err(if part == "all" {
-                    SelectError::NoApps
-                } else if let Some(tag) = part.strip_prefix('@') {
-                    SelectError::NoTag {
-                        tag: tag.to_string(),
-                    }
-                } else {
-                    SelectError::NoMatch {
-                        selector: part.to_string(),
-                    }
-                });
-            }
-            ids.extend(found);
-        }
-        ids.sort_unstable();
-        ids.dedup();
-        Ok(ids)
-    }
-
-    /// Names of the apps `ids`.
-    pub fn names(&self, ids: &[u64]) -> Vec<String> {
-        ids.iter()
-            .filter_map(|id| self.apps.get(id).map(|a| a.spec.name.clone()))
-            .collect()
     }
 
     /// Loads stored apps into memory (no process is touched).
