@@ -5,7 +5,7 @@
 //! reconnects by itself after an error — Redis 7.0/7.2 drops every client
 //! on `ACL LOAD`, and the daemon may restart Redis.
 
-use oxidepm_lanes::Secret;
+use oxidepm_lanes::{Secret, SecretError};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion, RedisConnectionInfo};
 use std::path::PathBuf;
@@ -34,11 +34,11 @@ impl std::fmt::Debug for RedisTarget {
 
 impl RedisTarget {
     /// The target of a configuration, with the password read from its file.
-    pub fn from_config(cfg: &crate::BridgeConfig) -> Result<RedisTarget, String> {
+    pub fn from_config(cfg: &crate::BridgeConfig) -> Result<RedisTarget, SecretError> {
         Ok(RedisTarget {
             socket: cfg.redis_socket.clone(),
             user: cfg.user.clone(),
-            password: Secret::read(&cfg.password_file).map_err(|e| e.to_string())?,
+            password: Secret::read(&cfg.password_file)?,
         })
     }
 
@@ -78,18 +78,18 @@ impl RedisTarget {
         &self,
         response_timeout: Duration,
         patience: Duration,
-    ) -> Result<ConnectionManager, String> {
+    ) -> Result<ConnectionManager, ConnectError> {
         let deadline = Instant::now() + patience;
         let mut wait = Duration::from_millis(50);
         loop {
             match self.connect(response_timeout).await {
                 Ok(c) => return Ok(c),
-                Err(e) if Instant::now() >= deadline => {
-                    return Err(format!(
-                        "cannot connect to the private Redis at {} as {}: {e}",
-                        self.socket.display(),
-                        self.user
-                    ))
+                Err(source) if Instant::now() >= deadline => {
+                    return Err(ConnectError {
+                        socket: self.socket.clone(),
+                        user: self.user.clone(),
+                        source,
+                    })
                 }
                 Err(e) => {
                     log::debug!("redis not ready yet: {e}");
@@ -99,6 +99,18 @@ impl RedisTarget {
             }
         }
     }
+}
+
+/// Redis did not take a connection within the patience given.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot connect to the private Redis at {} as {user}: {source}", .socket.display())]
+pub struct ConnectError {
+    /// The unix socket.
+    pub socket: PathBuf,
+    /// The ACL user.
+    pub user: String,
+    /// The last failure.
+    pub source: redis::RedisError,
 }
 
 /// Whether an error means the group or stream is missing (`NOGROUP`).

@@ -23,12 +23,25 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
-fn bad(what: &str, v: &Value) -> String {
-    format!("unexpected reply from Redis for {what}: {v:?}")
+/// A reply of Redis that is not of the shape its command has.
+#[derive(Debug, thiserror::Error)]
+#[error("unexpected reply from Redis for {what}: {value:?}")]
+pub struct ReplyError {
+    /// What was being read.
+    pub what: &'static str,
+    /// The part of the reply that does not fit.
+    pub value: Value,
+}
+
+fn bad(what: &'static str, v: &Value) -> ReplyError {
+    ReplyError {
+        what,
+        value: v.clone(),
+    }
 }
 
 /// Parses `[[id, [f, v, …]], …]`.
-pub fn parse_entries(v: &Value) -> Result<Vec<Entry>, String> {
+pub fn parse_entries(v: &Value) -> Result<Vec<Entry>, ReplyError> {
     let list = match v {
         Value::Nil => return Ok(Vec::new()),
         Value::Array(l) => l,
@@ -75,7 +88,7 @@ pub fn parse_entries(v: &Value) -> Result<Vec<Entry>, String> {
 }
 
 /// Parses an XREADGROUP reply: `[[key, entries], …]` (nil: nothing).
-pub fn parse_read(v: &Value) -> Result<Vec<(String, Vec<Entry>)>, String> {
+pub fn parse_read(v: &Value) -> Result<Vec<(String, Vec<Entry>)>, ReplyError> {
     let list: Vec<(&Value, &Value)> = match v {
         Value::Nil => return Ok(Vec::new()),
         Value::Array(l) => l
@@ -97,7 +110,7 @@ pub fn parse_read(v: &Value) -> Result<Vec<(String, Vec<Entry>)>, String> {
 }
 
 /// Parses an XAUTOCLAIM reply: `[next cursor, entries, deleted ids]`.
-pub fn parse_autoclaim(v: &Value) -> Result<(String, Vec<Entry>), String> {
+pub fn parse_autoclaim(v: &Value) -> Result<(String, Vec<Entry>), ReplyError> {
     let Value::Array(parts) = v else {
         return Err(bad("XAUTOCLAIM", v));
     };

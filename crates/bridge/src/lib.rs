@@ -39,8 +39,8 @@ pub mod stats;
 
 pub use config::{BridgeConfig, ConfigError};
 pub use publish::{PublishError, Published, Publisher};
-pub use service::{run, Bridge, ReloadReport};
-pub use source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source};
+pub use service::{run, Bridge, BridgeError, ReloadReport};
+pub use source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source, SourceError};
 
 #[cfg(test)]
 mod tests;

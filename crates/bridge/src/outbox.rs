@@ -245,17 +245,15 @@ impl Reader {
                 .arg(self.plan.batch)
                 .query_async(&mut self.con)
                 .await;
-            match reply
-                .map_err(|e| e.to_string())
-                .and_then(|v| parse_autoclaim(&v))
-            {
-                Ok((next, entries)) => {
+            match reply.map(|v| parse_autoclaim(&v)) {
+                Ok(Ok((next, entries))) => {
                     if !entries.is_empty() {
                         log::info!("{key}: claimed {} idle pending entries", entries.len());
                     }
                     d.claim_cursor = next;
                     dispatch(d, entries);
                 }
+                Ok(Err(e)) => log::warn!("XAUTOCLAIM {key}: {e}"),
                 Err(e) => log::warn!("XAUTOCLAIM {key}: {e}"),
             }
         }

@@ -62,7 +62,9 @@ pub struct RoutingTable {
 
 impl RoutingTable {
     /// The table of a configuration.
-    pub fn from_config(cfg: &crate::BridgeConfig) -> Result<RoutingTable, String> {
+    pub fn from_config(
+        cfg: &crate::BridgeConfig,
+    ) -> Result<RoutingTable, crate::config::RouteConfigError> {
         let specs = cfg
             .routes
             .iter()

@@ -9,14 +9,15 @@
 //! implementations and the webhook's listen address need a restart; a
 //! reload that changes them says so in its report and in the log.
 
-use crate::config::BridgeConfig;
-use crate::conn::RedisTarget;
+use crate::config::{BridgeConfig, ConfigError, RouteConfigError};
+use crate::conn::{ConnectError, RedisTarget};
 use crate::delivery::{DeliveryContext, DeliverySettings};
 use crate::outbox::{OutboxPlan, Reader};
 use crate::publish::{Publisher, RoutingTable};
-use crate::source::{Shutdown, ShutdownTrigger, Source};
-use crate::sources::webhook::WebhookSource;
-use oxidepm_lanes::StreamKey;
+use crate::source::{Shutdown, ShutdownTrigger, Source, SourceError};
+use crate::sources::email::EmailError;
+use crate::sources::webhook::{WebhookError, WebhookSource};
+use oxidepm_lanes::{SecretError, StreamKey};
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
@@ -33,6 +34,40 @@ const REDIS_PATIENCE: Duration = Duration::from_secs(30);
 /// Bound on one non-blocking Redis command.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Why the bridge cannot start, or cannot take up a new configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    /// The configuration file cannot be used.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The bridge's password cannot be read.
+    #[error(transparent)]
+    Password(#[from] SecretError),
+    /// The webhook cannot run.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
+    /// The email source cannot run.
+    #[error(transparent)]
+    Email(#[from] EmailError),
+    /// Redis does not take the bridge's connection.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// A route is not one.
+    #[error(transparent)]
+    Route(#[from] RouteConfigError),
+    /// A source refuses the new configuration.
+    #[error("source {name}: {source}")]
+    Reload {
+        /// The source's name.
+        name: String,
+        /// Why it refuses.
+        source: SourceError,
+    },
+    /// The signal handlers cannot be set up.
+    #[error("cannot handle signals: {0}")]
+    Signals(#[source] std::io::Error),
+}
+
 /// The source implementations of a configuration.
 pub struct Sources {
     /// Every source.
@@ -43,7 +78,7 @@ pub struct Sources {
 
 /// Builds the source implementations a configuration asks for. To add a
 /// source, construct it here from its configuration section.
-pub fn build_sources(cfg: &BridgeConfig) -> Result<Sources, String> {
+pub fn build_sources(cfg: &BridgeConfig) -> Result<Sources, BridgeError> {
     let mut all: Vec<Arc<dyn Source>> = Vec::new();
     let mut webhook_addr = None;
     if let Some(w) = &cfg.webhook {
@@ -159,8 +194,8 @@ pub struct Bridge {
 impl Bridge {
     /// Reads the configuration, connects to Redis, binds the sources and
     /// starts every loop. Must be called inside a tokio runtime.
-    pub async fn start(config_path: PathBuf) -> Result<Arc<Bridge>, String> {
-        let cfg = BridgeConfig::load(&config_path).map_err(|e| e.to_string())?;
+    pub async fn start(config_path: PathBuf) -> Result<Arc<Bridge>, BridgeError> {
+        let cfg = BridgeConfig::load(&config_path)?;
         let target = RedisTarget::from_config(&cfg)?;
         let Sources {
             all: sources,
@@ -233,8 +268,8 @@ impl Bridge {
 
     /// Reads the configuration again and applies it; on error the previous
     /// one stays in force.
-    pub fn reload(&self) -> Result<ReloadReport, String> {
-        let cfg = BridgeConfig::load(&self.config_path).map_err(|e| e.to_string())?;
+    pub fn reload(&self) -> Result<ReloadReport, BridgeError> {
+        let cfg = BridgeConfig::load(&self.config_path)?;
         let table = RoutingTable::from_config(&cfg)?;
         let mut old = self.config.lock().unwrap_or_else(|p| p.into_inner());
         let mut need_restart = Vec::new();
@@ -251,9 +286,10 @@ impl Bridge {
             need_restart.push("adding or removing the webhook source".into());
         }
         for s in &self.sources {
-            let more = s
-                .reload(&cfg)
-                .map_err(|e| format!("source {}: {e}", s.name()))?;
+            let more = s.reload(&cfg).map_err(|source| BridgeError::Reload {
+                name: s.name().to_string(),
+                source,
+            })?;
             need_restart.extend(more);
         }
         let routes = table.routes.len();
@@ -294,10 +330,10 @@ impl Bridge {
 
 /// Runs the bridge until SIGTERM or SIGINT; SIGHUP reloads the
 /// configuration. Must be called inside a tokio runtime.
-pub async fn run(config_path: PathBuf) -> Result<(), String> {
+pub async fn run(config_path: PathBuf) -> Result<(), BridgeError> {
     use tokio::signal::unix::{signal, SignalKind};
     // Handlers first: SIGHUP's default action would end the process.
-    let sig = |k| signal(k).map_err(|e| format!("cannot handle signals: {e}"));
+    let sig = |k| signal(k).map_err(BridgeError::Signals);
     let mut hup = sig(SignalKind::hangup())?;
     let mut term = sig(SignalKind::terminate())?;
     let mut int = sig(SignalKind::interrupt())?;

@@ -136,6 +136,15 @@ impl ShutdownTrigger {
     }
 }
 
+/// Why a source stopped taking messages in, or cannot take up a new
+/// configuration: an error of the source that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The webhook's.
+    #[error(transparent)]
+    Webhook(#[from] crate::sources::webhook::WebhookError),
+}
+
 /// One family of outside channels.
 pub trait Source: Send + Sync {
     /// The source's name, as in the configuration's `sources`.
@@ -148,14 +157,14 @@ pub trait Source: Send + Sync {
         &self,
         publisher: Publisher,
         shutdown: Shutdown,
-    ) -> BoxFuture<'_, Result<(), String>>;
+    ) -> BoxFuture<'_, Result<(), SourceError>>;
 
     /// Delivers one outbox entry, as coming from `msg.agent`.
     fn deliver<'a>(&'a self, msg: &'a Outbound) -> BoxFuture<'a, Result<(), DeliveryError>>;
 
     /// Takes up a new configuration (SIGHUP). Settings it cannot change
     /// while running are reported in the `Ok` list as needing a restart.
-    fn reload(&self, _config: &crate::BridgeConfig) -> Result<Vec<String>, String> {
+    fn reload(&self, _config: &crate::BridgeConfig) -> Result<Vec<String>, SourceError> {
         Ok(Vec::new())
     }
 }

@@ -162,22 +162,28 @@ pub async fn refuse(mut client: UnixStream, text: &str) {
     .await;
 }
 
-fn check_peer(client: &UnixStream, s: &LaneSettings) -> Result<(), String> {
+/// Why a client may not use a lane; the client is told and it is logged.
+#[derive(Debug, thiserror::Error)]
+enum PeerError {
+    #[error("cannot read the peer's credentials: {0}")]
+    Credentials(#[source] io::Error),
+    #[error("uid {uid} may not use the lane of agent '{agent}'")]
+    Uid { uid: u32, agent: AgentName },
+}
+
+fn check_peer(client: &UnixStream, s: &LaneSettings) -> Result<(), PeerError> {
     if !s.check_peer_uid {
         return Ok(());
     }
-    let uid = client
-        .peer_cred()
-        .map_err(|e| format!("cannot read the peer's credentials: {e}"))?
-        .uid();
+    let uid = client.peer_cred().map_err(PeerError::Credentials)?.uid();
     let own = nix::unistd::geteuid().as_raw();
     if uid == own || Some(uid) == s.uid {
         Ok(())
     } else {
-        Err(format!(
-            "uid {uid} may not use the lane of agent '{}'",
-            s.agent
-        ))
+        Err(PeerError::Uid {
+            uid,
+            agent: s.agent.clone(),
+        })
     }
 }
 

@@ -28,7 +28,7 @@ pub mod resp;
 pub mod server;
 
 pub use oxidepm_lanes::{AgentConfig, ConfigError, ProxyConfig};
-pub use server::{run, Proxy, ReloadReport};
+pub use server::{run, LaneError, Proxy, ReloadReport, RunError};
 
 #[cfg(test)]
 mod tests;

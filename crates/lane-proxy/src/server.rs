@@ -343,14 +343,44 @@ fn read_settings(shared: &LaneShared) -> Option<Arc<LaneSettings>> {
         .clone()
 }
 
+/// Why one agent's lane cannot be served; the other lanes are.
+#[derive(Debug, thiserror::Error)]
+pub enum LaneError {
+    /// The password file cannot be read.
+    #[error(transparent)]
+    Unreadable(SecretError),
+    /// The password file holds no password.
+    #[error("agent '{agent}': password file {source}")]
+    Password {
+        /// The agent.
+        agent: AgentName,
+        /// What is wrong with the file.
+        source: SecretError,
+    },
+}
+
+/// Why the proxy stopped, or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The configuration cannot be used.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The signal handlers cannot be set up.
+    #[error("cannot handle signals: {0}")]
+    Signals(#[source] io::Error),
+}
+
 fn lane_settings(
     cfg: &ProxyConfig,
     a: &AgentConfig,
     old_rate: Option<Arc<Mutex<TokenBucket>>>,
-) -> Result<LaneSettings, ConfigError> {
-    let password = Secret::read(&a.password_file).map_err(|e| match e {
-        SecretError::Read(path, e) => ConfigError::Read(path, e),
-        other => ConfigError::Invalid(format!("agent '{}': password file {other}", a.name)),
+) -> Result<LaneSettings, LaneError> {
+    let password = Secret::read(&a.password_file).map_err(|source| match source {
+        SecretError::Read(..) => LaneError::Unreadable(source),
+        source => LaneError::Password {
+            agent: a.name.clone(),
+            source,
+        },
     })?;
     let rate = a.rate_limit.map(|r| {
         // Keep the bucket (and its level) when the rate did not change.
@@ -537,10 +567,9 @@ fn chown_socket(path: &Path, uid: Option<u32>) -> io::Result<()> {
 
 /// Runs the proxy until SIGTERM or SIGINT; SIGHUP reloads the
 /// configuration. Must be called inside a tokio runtime.
-pub async fn run(config_path: PathBuf, activated: Vec<ActivatedSocket>) -> Result<(), ConfigError> {
+pub async fn run(config_path: PathBuf, activated: Vec<ActivatedSocket>) -> Result<(), RunError> {
     use tokio::signal::unix::{signal, SignalKind};
-    let sig =
-        |k| signal(k).map_err(|e| ConfigError::Invalid(format!("cannot handle signals: {e}")));
+    let sig = |k| signal(k).map_err(RunError::Signals);
     let mut hup = sig(SignalKind::hangup())?;
     let mut term = sig(SignalKind::terminate())?;
     let mut int = sig(SignalKind::interrupt())?;

@@ -3,7 +3,7 @@
 //! which still allows SCAN, RANDOMKEY, DBSIZE, PUBSUB, CLIENT TRACKING,
 //! EVAL, FUNCTION FLUSH, SELECT and more.
 
-use crate::name::AgentName;
+use crate::name::{AgentName, NameError};
 use crate::secret::Secret;
 use crate::stream_key::{dead_letter, glob, Dir, BRIDGE_KEYS};
 use sha2::{Digest, Sha256};
@@ -63,16 +63,25 @@ impl fmt::Display for AclUser {
 }
 
 /// Why a string is not the name of one of the lanes' ACL users.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UserError(String);
-
-impl fmt::Display for UserError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UserError {
+    /// An agent's user whose agent name is not one.
+    #[error("ACL user {user:?}: {source}")]
+    Agent {
+        /// The user as given.
+        user: String,
+        /// Why the agent part is not a name.
+        source: NameError,
+    },
+    /// None of the lanes' users.
+    #[error(
+        "{user:?} is not an ACL user of the lanes ({ADMIN_USER}, {BRIDGE_USER}, {AGENT_PREFIX}<agent> or {RESPONDER_PREFIX}<responder>)"
+    )]
+    Unknown {
+        /// The user as given.
+        user: String,
+    },
 }
-
-impl std::error::Error for UserError {}
 
 impl FromStr for AclUser {
     type Err = UserError;
@@ -88,16 +97,19 @@ impl FromStr for AclUser {
             return a
                 .parse()
                 .map(AclUser::Agent)
-                .map_err(|e| UserError(format!("ACL user {user:?}: {e}")));
+                .map_err(|source| UserError::Agent {
+                    user: user.to_string(),
+                    source,
+                });
         }
         if let Some(r) = user.strip_prefix(RESPONDER_PREFIX) {
             if crate::stream_key::is_family_name(r) {
                 return Ok(AclUser::Responder(r.to_string()));
             }
         }
-        Err(UserError(format!(
-            "{user:?} is not an ACL user of the lanes ({ADMIN_USER}, {BRIDGE_USER}, {AGENT_PREFIX}<agent> or {RESPONDER_PREFIX}<responder>)"
-        )))
+        Err(UserError::Unknown {
+            user: user.to_string(),
+        })
     }
 }
 

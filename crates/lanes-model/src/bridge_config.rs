@@ -57,7 +57,7 @@
 //! off.
 
 use crate::config::{load_json, ConfigError};
-use crate::name::AgentName;
+use crate::name::{AgentName, NameError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -130,23 +130,23 @@ pub struct RouteConfig {
 
 impl RouteConfig {
     /// The route in the routing table's terms, or why it is not one.
-    pub fn spec(&self) -> Result<RouteSpec, String> {
+    pub fn spec(&self) -> Result<RouteSpec, RouteConfigError> {
         let selector = match (&self.channel, &self.guild, &self.address) {
             (Some(c), None, None) => RouteSelector::Channel(c.clone()),
             (None, Some(g), None) => RouteSelector::Guild(g.clone()),
             (None, None, Some(a)) => RouteSelector::Address(a.clone()),
             _ => {
-                return Err(format!(
-                "route to {:?} for source {:?} must have exactly one of channel, guild or address",
-                self.agent, self.source
-            ))
+                return Err(RouteConfigError::Selectors {
+                    agent: self.agent.clone(),
+                    family: self.source.clone(),
+                })
             }
         };
         if selector.value().is_empty() {
-            return Err(format!(
-                "route to {:?} for source {:?} has an empty selector",
-                self.agent, self.source
-            ));
+            return Err(RouteConfigError::EmptySelector {
+                agent: self.agent.clone(),
+                family: self.source.clone(),
+            });
         }
         Ok(RouteSpec {
             source: self.source.clone(),
@@ -279,32 +279,36 @@ impl BridgeConfig {
     /// Reads and checks the file.
     pub fn load(path: &Path) -> Result<BridgeConfig, ConfigError> {
         let cfg: BridgeConfig = load_json(path)?;
-        cfg.check().map_err(ConfigError::Invalid)?;
+        cfg.check()?;
         Ok(cfg)
     }
 
     /// Checks names and that the parts fit together.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BridgeConfigError> {
         for s in &self.sources {
             check_source_name(s)?;
         }
         for a in &self.agents {
             a.check_families(&self.sources)?;
         }
-        let known_agent = |a: &AgentName, what: &str| {
+        let known_agent = |a: &AgentName, what: &'static str| {
             if self.agents.iter().any(|x| x == a) {
                 Ok(())
             } else {
-                Err(format!("{what} names agent {a:?}, which is not in agents"))
+                Err(BridgeConfigError::UnknownAgent {
+                    what,
+                    agent: a.clone(),
+                })
             }
         };
-        let known_source = |s: &str, what: &str| {
+        let known_source = |s: &str, what: &'static str| {
             if self.sources.iter().any(|x| x == s) {
                 Ok(())
             } else {
-                Err(format!(
-                    "{what} names source {s:?}, which is not in sources"
-                ))
+                Err(BridgeConfigError::UnknownSource {
+                    what,
+                    family: s.to_string(),
+                })
             }
         };
         if let Some(d) = &self.default_agent {
@@ -317,43 +321,35 @@ impl BridgeConfig {
             known_source(&r.source, "a route")?;
             if let Some(other) = seen.iter().find(|o| o.same_key(&spec)) {
                 if other.agent != spec.agent {
-                    return Err(format!(
-                        "two routes for source {:?} {} go to different agents ({:?} and {:?})",
-                        spec.source, spec.selector, other.agent, spec.agent
-                    ));
+                    return Err(BridgeConfigError::Conflict {
+                        family: spec.source,
+                        selector: spec.selector,
+                        first: other.agent.clone(),
+                        second: spec.agent,
+                    });
                 }
             }
             seen.push(spec);
         }
         if self.retry.attempts == 0 {
-            return Err("retry.attempts must be at least 1".into());
+            return Err(BridgeConfigError::RetryAttempts);
         }
         let o = &self.outbox;
         if o.batch == 0 || o.concurrency == 0 || o.block_ms == 0 {
-            return Err(
-                "outbox.batch, outbox.concurrency and outbox.block_ms must be positive".into(),
-            );
+            return Err(BridgeConfigError::OutboxZero);
         }
         let consumer_ok = !o.consumer.is_empty()
             && o.consumer.len() <= 64
             && o.consumer.bytes().all(|b| b.is_ascii_graphic());
         if !consumer_ok {
-            return Err(format!(
-                "outbox.consumer {:?}: use 1 to 64 printable characters without spaces",
-                o.consumer
-            ));
+            return Err(BridgeConfigError::Consumer {
+                consumer: o.consumer.clone(),
+            });
         }
         let has_webhook = self.sources.iter().any(|s| s == "webhook");
         match (&self.webhook, has_webhook) {
-            (None, true) => {
-                return Err(
-                    "webhook is a source but there is no webhook section (it needs at least token_file)"
-                        .into(),
-                )
-            }
-            (Some(_), false) => {
-                return Err("there is a webhook section but webhook is not in sources".into())
-            }
+            (None, true) => return Err(BridgeConfigError::NoWebhookSection),
+            (Some(_), false) => return Err(BridgeConfigError::WebhookNotSource),
             (Some(w), true) => w.check(self)?,
             (None, false) => {}
         }
@@ -375,25 +371,25 @@ impl WebhookConfig {
         }
     }
 
-    fn check(&self, cfg: &BridgeConfig) -> Result<(), String> {
+    fn check(&self, cfg: &BridgeConfig) -> Result<(), BridgeConfigError> {
         if !self.listen.ip().is_loopback() && !self.allow_non_loopback {
-            return Err(format!(
-                "webhook.listen {} is not a loopback address; set webhook.allow_non_loopback = true to listen there",
-                self.listen
-            ));
+            return Err(BridgeConfigError::NotLoopback {
+                listen: self.listen,
+            });
         }
         for (channel, url) in &self.deliver {
-            check_http_url(url).map_err(|m| format!("webhook.deliver[{channel:?}]: {m}"))?;
+            check_http_url(url).map_err(|source| BridgeConfigError::DeliverUrl {
+                channel: channel.clone(),
+                source,
+            })?;
         }
         for r in &self.relay {
             if r == "webhook" || !cfg.sources.iter().any(|s| s == r) {
-                return Err(format!(
-                    "webhook.relay names {r:?}, which is not another configured source"
-                ));
+                return Err(BridgeConfigError::Relay { name: r.clone() });
             }
         }
         if self.max_body == 0 || self.timeout_ms == 0 {
-            return Err("webhook.max_body and webhook.timeout_ms must be positive".into());
+            return Err(BridgeConfigError::WebhookLimits);
         }
         Ok(())
     }
@@ -401,28 +397,181 @@ impl WebhookConfig {
 
 /// Checks a source name: 1 to 32 of `a-z 0-9 _ -` (it becomes part of key
 /// patterns, so no glob character or colon).
-pub fn check_source_name(s: &str) -> Result<(), String> {
+pub fn check_source_name(s: &str) -> Result<(), SourceNameError> {
     if crate::stream_key::is_family_name(s) {
         Ok(())
     } else {
-        Err(format!(
-            "source {s:?}: use 1 to 32 of a-z, 0-9, '_' and '-'"
-        ))
+        Err(SourceNameError {
+            name: s.to_string(),
+        })
     }
 }
 
+/// A source name that cannot be part of a key pattern.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("source {name:?}: use 1 to 32 of a-z, 0-9, '_' and '-'")]
+pub struct SourceNameError {
+    /// The name as given.
+    pub name: String,
+}
+
 /// Checks that `url` is an `http://` URL with a host.
-pub fn check_http_url(url: &str) -> Result<http::Uri, String> {
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+pub fn check_http_url(url: &str) -> Result<http::Uri, UrlError> {
+    let uri: http::Uri = match url.parse() {
+        Ok(u) => u,
+        Err(source) => {
+            return Err(UrlError::NotAUrl {
+                url: url.to_string(),
+                source,
+            })
+        }
+    };
     if uri.scheme_str() != Some("http") {
-        return Err(format!("{url:?}: only http:// URLs are supported"));
+        return Err(UrlError::NotHttp {
+            url: url.to_string(),
+        });
     }
     if uri.host().is_none_or(str::is_empty) {
-        return Err(format!("{url:?} has no host"));
+        return Err(UrlError::NoHost {
+            url: url.to_string(),
+        });
     }
     Ok(uri)
+}
+
+/// Why a delivery URL cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum UrlError {
+    /// It does not parse.
+    #[error("{url:?} is not a URL: {source}")]
+    NotAUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it does not parse.
+        source: http::uri::InvalidUri,
+    },
+    /// Another scheme than `http`.
+    #[error("{url:?}: only http:// URLs are supported")]
+    NotHttp {
+        /// The URL as given.
+        url: String,
+    },
+    /// No host to connect to.
+    #[error("{url:?} has no host")]
+    NoHost {
+        /// The URL as given.
+        url: String,
+    },
+}
+
+/// Why a route of the file is not one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RouteConfigError {
+    /// None or more than one of channel, guild and address.
+    #[error(
+        "route to {agent:?} for source {family:?} must have exactly one of channel, guild or address"
+    )]
+    Selectors {
+        /// The route's agent.
+        agent: AgentName,
+        /// The route's source.
+        family: String,
+    },
+    /// The selector is empty.
+    #[error("route to {agent:?} for source {family:?} has an empty selector")]
+    EmptySelector {
+        /// The route's agent.
+        agent: AgentName,
+        /// The route's source.
+        family: String,
+    },
+}
+
+/// Why the bridge's values do not fit together.
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeConfigError {
+    /// A source's name cannot be one.
+    #[error(transparent)]
+    SourceName(#[from] SourceNameError),
+    /// An agent is named like a source.
+    #[error(transparent)]
+    AgentName(#[from] NameError),
+    /// The default agent or a route names an agent not in `agents`.
+    #[error("{what} names agent {agent:?}, which is not in agents")]
+    UnknownAgent {
+        /// What names it.
+        what: &'static str,
+        /// The agent.
+        agent: AgentName,
+    },
+    /// A route names a source not in `sources`.
+    #[error("{what} names source {family:?}, which is not in sources")]
+    UnknownSource {
+        /// What names it.
+        what: &'static str,
+        /// The source.
+        family: String,
+    },
+    /// A route is not one.
+    #[error(transparent)]
+    Route(#[from] RouteConfigError),
+    /// Two routes match the same messages but go to different agents.
+    #[error(
+        "two routes for source {family:?} {selector} go to different agents ({first:?} and {second:?})"
+    )]
+    Conflict {
+        /// The source.
+        family: String,
+        /// What both match.
+        selector: RouteSelector,
+        /// The agent of the first route.
+        first: AgentName,
+        /// The agent of the second.
+        second: AgentName,
+    },
+    /// `retry.attempts` 0.
+    #[error("retry.attempts must be at least 1")]
+    RetryAttempts,
+    /// An outbox setting is 0.
+    #[error("outbox.batch, outbox.concurrency and outbox.block_ms must be positive")]
+    OutboxZero,
+    /// A consumer name Redis would not take as one word.
+    #[error("outbox.consumer {consumer:?}: use 1 to 64 printable characters without spaces")]
+    Consumer {
+        /// The name as given.
+        consumer: String,
+    },
+    /// `webhook` is a source without its section.
+    #[error("webhook is a source but there is no webhook section (it needs at least token_file)")]
+    NoWebhookSection,
+    /// A webhook section without the source.
+    #[error("there is a webhook section but webhook is not in sources")]
+    WebhookNotSource,
+    /// A listen address off loopback without the setting that allows it.
+    #[error(
+        "webhook.listen {listen} is not a loopback address; set webhook.allow_non_loopback = true to listen there"
+    )]
+    NotLoopback {
+        /// The address.
+        listen: SocketAddr,
+    },
+    /// A delivery URL cannot be used.
+    #[error("webhook.deliver[{channel:?}]: {source}")]
+    DeliverUrl {
+        /// The channel it is for.
+        channel: String,
+        /// Why.
+        source: UrlError,
+    },
+    /// `webhook.relay` names no other source.
+    #[error("webhook.relay names {name:?}, which is not another configured source")]
+    Relay {
+        /// The name.
+        name: String,
+    },
+    /// A webhook limit is 0.
+    #[error("webhook.max_body and webhook.timeout_ms must be positive")]
+    WebhookLimits,
 }
 
 /// What a route matches on.
@@ -508,7 +657,7 @@ mod tests {
                 "webhook": {{"token_file": "/t"}} {extra}}}"#
         );
         let cfg: BridgeConfig = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        cfg.check()?;
+        cfg.check().map_err(|e| e.to_string())?;
         Ok(cfg)
     }
 
@@ -545,16 +694,16 @@ mod tests {
         let text = r#"{"redis_socket": "/r", "password_file": "/p", "agents": ["email"],
                        "sources": ["email"]}"#;
         let c: BridgeConfig = serde_json::from_str(text).unwrap();
-        assert!(c.check().unwrap_err().contains("reserved"));
+        assert!(c.check().unwrap_err().to_string().contains("reserved"));
         assert!(parse(r#", "email": {"maildir": "/m", "smtp": "h:25", "typo": 1}"#).is_err());
         let text = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["webhook"],
                        "webhook": {"token_file": "/t", "listen": "0.0.0.0:1"}}"#;
         let c: BridgeConfig = serde_json::from_str(text).unwrap();
-        assert!(c.check().unwrap_err().contains("loopback"));
+        assert!(c.check().unwrap_err().to_string().contains("loopback"));
         let text = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["webhook"],
                        "webhook": {"token_file": "/t", "deliver": {"*": "https://x/"}}}"#;
         let c: BridgeConfig = serde_json::from_str(text).unwrap();
-        assert!(c.check().unwrap_err().contains("http://"));
+        assert!(c.check().unwrap_err().to_string().contains("http://"));
     }
 
     #[test]

@@ -14,10 +14,10 @@ pub mod proxy_config;
 pub mod secret;
 pub mod stream_key;
 
-pub use acl::AclUser;
-pub use bridge_config::BridgeConfig;
+pub use acl::{AclUser, UserError};
+pub use bridge_config::{BridgeConfig, BridgeConfigError};
 pub use config::{load_json, ConfigError};
 pub use name::{AgentName, NameError};
-pub use proxy_config::{AgentConfig, LimitsConfig, ProxyConfig};
+pub use proxy_config::{AgentConfig, LimitsConfig, ProxyConfig, ProxyConfigError};
 pub use secret::{Secret, SecretError};
 pub use stream_key::{Dir, StreamKey};

@@ -21,27 +21,30 @@ pub const RESERVED: &[&str] = &[
 pub struct AgentName(String);
 
 /// Why a string is not an agent name; the message says what to change.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NameError(String);
-
-impl fmt::Display for NameError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for NameError {}
-
-impl From<NameError> for String {
-    fn from(e: NameError) -> String {
-        e.0
-    }
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// Not of the allowed shape.
+    #[error(
+        "agent name {name:?} is not allowed: it must start with a lowercase letter and have at most 31 of a-z, 0-9, '_' and '-' (no capitals, colons or glob characters, which would widen the agent's key patterns)"
+    )]
+    Shape {
+        /// The name as given.
+        name: String,
+    },
+    /// A built-in identity's, a source's or a responder's name.
+    #[error(
+        "agent name {name:?} is reserved (it names a built-in identity, a source or a responder); choose another"
+    )]
+    Reserved {
+        /// The name as given.
+        name: String,
+    },
 }
 
 fn reserved(name: &str) -> NameError {
-    NameError(format!(
-        "agent name {name:?} is reserved (it names a built-in identity, a source or a responder); choose another"
-    ))
+    NameError::Reserved {
+        name: name.to_string(),
+    }
 }
 
 impl AgentName {
@@ -80,9 +83,9 @@ impl FromStr for AgentName {
                 .iter()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-');
         if !shape {
-            return Err(NameError(format!(
-                "agent name {name:?} is not allowed: it must start with a lowercase letter and have at most 31 of a-z, 0-9, '_' and '-' (no capitals, colons or glob characters, which would widen the agent's key patterns)"
-            )));
+            return Err(NameError::Shape {
+                name: name.to_string(),
+            });
         }
         if RESERVED.contains(&name) {
             return Err(reserved(name));

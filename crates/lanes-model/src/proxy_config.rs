@@ -149,44 +149,31 @@ impl ProxyConfig {
     }
 
     /// Checks what serde cannot: duplicates, ranges.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ProxyConfigError> {
         let l = &self.limits;
         if l.max_bulk == 0 || l.max_elements == 0 || l.max_command == 0 || l.max_pipeline == 0 {
-            return Err(ConfigError::Invalid("limits must all be at least 1".into()));
+            return Err(ProxyConfigError::Limits);
         }
         let mut seen = std::collections::HashSet::new();
         for a in &self.agents {
+            let agent = || a.name.clone();
             if !seen.insert(a.name.as_str()) {
-                return Err(ConfigError::Invalid(format!(
-                    "agent '{}' is listed twice",
-                    a.name
-                )));
+                return Err(ProxyConfigError::Twice { agent: agent() });
             }
             if a.socket_mode & !0o777 != 0 {
-                return Err(ConfigError::Invalid(format!(
-                    "agent '{}': socket_mode {:o} is not a permission mode",
-                    a.name, a.socket_mode
-                )));
+                return Err(ProxyConfigError::SocketMode {
+                    agent: agent(),
+                    mode: a.socket_mode,
+                });
             }
-            if let Some(r) = a.rate_limit {
-                if !(r.is_finite() && r > 0.0) {
-                    return Err(ConfigError::Invalid(format!(
-                        "agent '{}': rate_limit must be a positive number of commands per second",
-                        a.name
-                    )));
-                }
+            if a.rate_limit.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+                return Err(ProxyConfigError::RateLimit { agent: agent() });
             }
             if a.maxlen == Some(0) {
-                return Err(ConfigError::Invalid(format!(
-                    "agent '{}': maxlen 0 would empty every stream it writes",
-                    a.name
-                )));
+                return Err(ProxyConfigError::Maxlen { agent: agent() });
             }
             if a.max_connections == 0 {
-                return Err(ConfigError::Invalid(format!(
-                    "agent '{}': max_connections must be at least 1",
-                    a.name
-                )));
+                return Err(ProxyConfigError::MaxConnections { agent: agent() });
             }
         }
         Ok(())
@@ -196,6 +183,46 @@ impl ProxyConfig {
     pub fn agent(&self, name: &str) -> Option<&AgentConfig> {
         self.agents.iter().find(|a| a.name == name)
     }
+}
+
+/// Why the proxy's values do not fit together.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ProxyConfigError {
+    /// A limit is zero.
+    #[error("limits must all be at least 1")]
+    Limits,
+    /// An agent has two lanes.
+    #[error("agent '{agent}' is listed twice")]
+    Twice {
+        /// The agent.
+        agent: AgentName,
+    },
+    /// A socket mode with more than permission bits.
+    #[error("agent '{agent}': socket_mode {mode:o} is not a permission mode")]
+    SocketMode {
+        /// The agent.
+        agent: AgentName,
+        /// The mode as given.
+        mode: u32,
+    },
+    /// A rate limit that is not a positive number.
+    #[error("agent '{agent}': rate_limit must be a positive number of commands per second")]
+    RateLimit {
+        /// The agent.
+        agent: AgentName,
+    },
+    /// `maxlen` 0.
+    #[error("agent '{agent}': maxlen 0 would empty every stream it writes")]
+    Maxlen {
+        /// The agent.
+        agent: AgentName,
+    },
+    /// `max_connections` 0.
+    #[error("agent '{agent}': max_connections must be at least 1")]
+    MaxConnections {
+        /// The agent.
+        agent: AgentName,
+    },
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ pub use report::{
     AgentLaneReport, BridgeCounters, Counters, LanesReport, RouteOrigin, RouteReport, RoutesReport,
     StreamReport,
 };
-pub use route::Route;
+pub use route::{Route, RouteError};
 pub use wire::{ErrorBody, ErrorCode, Op, Request, Response};
 
 /// Largest request line the daemon accepts on its main socket.

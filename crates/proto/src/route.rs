@@ -24,22 +24,21 @@ pub struct Route {
 
 impl Route {
     /// Checks that exactly one matcher is set and that it is not empty.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), RouteError> {
         let set = [&self.channel, &self.guild, &self.address]
             .iter()
             .filter(|m| m.is_some())
             .count();
         if set != 1 {
-            return Err(format!(
-                "a route of {:?} needs exactly one of channel, guild or address",
-                self.source
-            ));
+            return Err(RouteError::Matchers {
+                source: self.source.clone(),
+            });
         }
         if [&self.channel, &self.guild, &self.address]
             .iter()
             .any(|m| m.as_ref().is_some_and(|v| v.is_empty()))
         {
-            return Err("a route's channel, guild or address cannot be empty".into());
+            return Err(RouteError::EmptyMatcher);
         }
         Ok(())
     }
@@ -56,3 +55,31 @@ impl Route {
         format!("{} {k}={v} -> {}", self.source, self.agent)
     }
 }
+
+/// Why a route is malformed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteError {
+    /// None or more than one of channel, guild and address is set.
+    Matchers {
+        /// The route's source family.
+        source: String,
+    },
+    /// The matcher is set but empty.
+    EmptyMatcher,
+}
+
+impl std::fmt::Display for RouteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RouteError::Matchers { source } => write!(
+                f,
+                "a route of {source:?} needs exactly one of channel, guild or address"
+            ),
+            RouteError::EmptyMatcher => {
+                f.write_str("a route's channel, guild or address cannot be empty")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RouteError {}

@@ -26,12 +26,12 @@ pub enum ConfigError {
         source: toml::de::Error,
     },
     /// The `[lanes]` settings are inconsistent.
-    #[error("{}: {reason}", path.display())]
+    #[error("{}: {source}", path.display())]
     Lanes {
         /// The file.
         path: PathBuf,
         /// What the lanes' check says.
-        reason: String,
+        source: crate::lanes::settings::SettingsError,
     },
 }
 
@@ -97,9 +97,9 @@ impl Config {
             path: path_buf(),
             source,
         })?;
-        c.lanes.check().map_err(|reason| ConfigError::Lanes {
+        c.lanes.check().map_err(|source| ConfigError::Lanes {
             path: path_buf(),
-            reason,
+            source,
         })?;
         Ok(c)
     }

@@ -4,6 +4,7 @@
 
 use crate::access::gate::AuthorizeError;
 use crate::access::policy::{Refusal, RefusalKind};
+use crate::lanes;
 use crate::store::StoreError;
 use crate::supervise::{self, SelectError};
 use oxidepm_proto::{ErrorBody, ErrorCode, Route};
@@ -25,9 +26,9 @@ pub enum OpError {
     /// The state database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The lanes answer with the wire's error already.
+    /// The lanes could not be brought up, read or changed.
     #[error(transparent)]
-    Lanes(#[from] ErrorBody),
+    Lanes(#[from] lanes::Error),
     /// `define` with an empty list.
     #[error("no apps to define")]
     NothingToDefine,
@@ -158,6 +159,39 @@ impl From<AuthorizeError> for ErrorBody {
     }
 }
 
+impl From<lanes::Error> for ErrorBody {
+    fn from(e: lanes::Error) -> ErrorBody {
+        use lanes::Error as E;
+        let code = match e {
+            E::Supervise(e) => return e.into(),
+            E::BadName(_)
+            | E::BadRoute(_)
+            | E::UnknownSource { .. }
+            | E::RequestNotJson(_)
+            | E::NotARequest(_) => ErrorCode::BadRequest,
+            E::NoSuchAgent { .. } => ErrorCode::NotFound,
+            // Everything else is the lanes' machinery failing, not the
+            // request: the same request may succeed once it is fixed.
+            E::NoRedisServer
+            | E::NoProxyProgram
+            | E::Dirs(_)
+            | E::Passwords(_)
+            | E::RedisConf(_)
+            | E::ProxyConf(_)
+            | E::BridgeConf(_)
+            | E::WebhookToken(_)
+            | E::NotSetUp(_)
+            | E::Task(_)
+            | E::Connect(_)
+            | E::Redis { .. }
+            | E::RouteAgent { .. }
+            | E::DaemonStopping
+            | E::DaemonTimeout => ErrorCode::Unavailable,
+        };
+        body(code, e)
+    }
+}
+
 impl From<OpError> for ErrorBody {
     fn from(e: OpError) -> ErrorBody {
         use OpError as E;
@@ -166,7 +200,7 @@ impl From<OpError> for ErrorBody {
             E::Select(e) => return e.into(),
             E::Supervise(e) => return e.into(),
             E::Store(e) => return e.into(),
-            E::Lanes(e) => return e,
+            E::Lanes(e) => return e.into(),
             E::NothingToDefine
             | E::KillOffSocket
             | E::BadSince { .. }
@@ -270,6 +304,37 @@ mod tests {
                  change or delete a protected app); nothing was changed"
                     .into()
             )
+        );
+    }
+
+    #[test]
+    fn lanes() {
+        let none = lanes::Error::NoSuchAgent {
+            agent: "bob".into(),
+        };
+        assert_eq!(
+            wire(none),
+            (
+                ErrorCode::NotFound,
+                "no agent named \"bob\"; define it first".into()
+            )
+        );
+        let source = lanes::Error::UnknownSource {
+            family: "irc".into(),
+            sources: vec!["webhook".into(), "email".into()],
+        };
+        assert_eq!(
+            wire(source),
+            (
+                ErrorCode::BadRequest,
+                "\"irc\" is not a source of the lanes (webhook, email); add it to [lanes] \
+                 sources in daemon.toml"
+                    .into()
+            )
+        );
+        assert_eq!(
+            wire(lanes::Error::DaemonStopping),
+            (ErrorCode::Unavailable, "the daemon is stopping".into())
         );
     }
 }

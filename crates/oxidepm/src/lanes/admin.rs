@@ -4,6 +4,7 @@
 //! the set of agent apps, so one `reconcile` serves start-up, a new agent
 //! and a deleted one alike.
 
+use super::error::{ConnectError, Error};
 use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
 use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
@@ -11,16 +12,10 @@ use oxidepm_lanes::acl::{self, AclUser};
 use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::stream_key::BRIDGE_GROUP;
 use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret};
-use oxidepm_proto::{
-    Actor, AgentLaneReport, AppKind, AppSpec, ErrorBody, ErrorCode, Status, StreamReport,
-};
+use oxidepm_proto::{Actor, AgentLaneReport, AppKind, AppSpec, Status, StreamReport};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-pub(super) fn unavailable(msg: impl Into<String>) -> ErrorBody {
-    ErrorBody::new(ErrorCode::Unavailable, msg)
-}
 
 /// An agent as the lanes see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,10 +54,9 @@ pub struct Lanes {
 impl Lanes {
     /// Checks agent specs before they are defined: names, and that lanes
     /// can be had at all.
-    pub fn check_agents(&self, specs: &[AppSpec]) -> Result<(), ErrorBody> {
+    pub fn check_agents(&self, specs: &[AppSpec]) -> Result<(), Error> {
         for s in specs.iter().filter(|s| s.kind == AppKind::Agent) {
-            AgentName::with_families(&s.name, &self.settings.families())
-                .map_err(|m| ErrorBody::new(ErrorCode::BadRequest, m.to_string()))?;
+            AgentName::with_families(&s.name, &self.settings.families())?;
             if self.settings.backend == Backend::Redis {
                 self.programs()?;
             }
@@ -70,15 +64,9 @@ impl Lanes {
         Ok(())
     }
 
-    fn programs(&self) -> Result<(PathBuf, PathBuf), ErrorBody> {
-        let redis = find_program("redis-server").ok_or_else(|| {
-            unavailable(
-                "agent lanes need redis-server, which is not on PATH; install it (Debian: apt-get install redis-server) or set [lanes] backend = \"off\" in daemon.toml",
-            )
-        })?;
-        let proxy = sibling("oxidepm-lane-proxy").ok_or_else(|| {
-            unavailable("oxidepm-lane-proxy is missing beside oxidepmd; reinstall oxidepm")
-        })?;
+    fn programs(&self) -> Result<(PathBuf, PathBuf), Error> {
+        let redis = find_program("redis-server").ok_or(Error::NoRedisServer)?;
+        let proxy = sibling("oxidepm-lane-proxy").ok_or(Error::NoProxyProgram)?;
         Ok((redis, proxy))
     }
 
@@ -111,7 +99,7 @@ impl Lanes {
 
     /// Makes Redis, its users, the proxy and the agents' files match the
     /// defined agents plus `extra` (agents about to be defined).
-    pub async fn reconcile(&self, shared: &Shared, extra: &[AgentLane]) -> Result<(), ErrorBody> {
+    pub async fn reconcile(&self, shared: &Shared, extra: &[AgentLane]) -> Result<(), Error> {
         if self.settings.backend == Backend::Off {
             return Ok(());
         }
@@ -126,16 +114,12 @@ impl Lanes {
             return Ok(());
         }
         let (redis_exe, proxy_exe) = self.programs()?;
-        self.prepare_dirs(&agents)
-            .map_err(|e| unavailable(format!("cannot prepare the lanes' directories: {e}")))?;
-        let users = self
-            .users(&agents)
-            .map_err(|e| unavailable(format!("cannot read or make lane passwords: {e}")))?;
+        self.prepare_dirs(&agents).map_err(Error::Dirs)?;
+        let users = self.users(&agents).map_err(Error::Passwords)?;
 
         let running = redis_id.is_some_and(|id| is_running(shared, id));
         if !running {
-            self.write_redis_files(&users)
-                .map_err(|e| unavailable(format!("cannot write the Redis configuration: {e}")))?;
+            self.write_redis_files(&users).map_err(Error::RedisConf)?;
             let spec = self.redis_spec(&redis_exe);
             ensure_app(shared, spec, redis_id).await?;
         }
@@ -147,10 +131,9 @@ impl Lanes {
             apply_live(&sock, &admin_pw, &users, &names, &families)
         })
         .await
-        .map_err(|e| unavailable(format!("lanes: {e}")))??;
+        .map_err(Error::Task)??;
 
-        self.write_proxy_conf(&agents)
-            .map_err(|e| unavailable(format!("cannot write the proxy configuration: {e}")))?;
+        self.write_proxy_conf(&agents).map_err(Error::ProxyConf)?;
         let proxy_id = find_app(shared, PROXY_APP);
         match proxy_id {
             Some(id) if is_running(shared, id) => {
@@ -338,13 +321,13 @@ impl Lanes {
 
     /// Per agent: socket, ACL user, and each stream with its length and
     /// pending count.
-    pub async fn report(&self, shared: &Shared) -> Result<Vec<AgentLaneReport>, ErrorBody> {
+    pub async fn report(&self, shared: &Shared) -> Result<Vec<AgentLaneReport>, Error> {
         let agents = self.agents(shared);
         if agents.is_empty() {
             return Ok(Vec::new());
         }
         let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin))
-            .map_err(|e| unavailable(format!("lanes are not set up: {e}")))?;
+            .map_err(Error::NotSetUp)?;
         let sock = self.layout.redis_socket();
         let families = self.settings.families();
         let layout = self.layout.clone();
@@ -377,7 +360,7 @@ impl Lanes {
             Ok(out)
         })
         .await
-        .map_err(|e| unavailable(format!("lanes: {e}")))?
+        .map_err(Error::Task)?
     }
 }
 
@@ -430,7 +413,7 @@ pub(super) async fn ensure_app(
     shared: &Shared,
     spec: AppSpec,
     id: Option<u64>,
-) -> Result<(), ErrorBody> {
+) -> Result<(), Error> {
     let actor = Actor::system("lanes");
     let id = {
         let mut s = lock(shared);
@@ -448,8 +431,8 @@ pub(super) async fn ensure_app(
     Ok(())
 }
 
-pub(super) fn connect(sock: &Path, admin_pw: &Secret) -> Result<redis::Connection, ErrorBody> {
-    connect_as(sock, &AclUser::Admin, admin_pw).map_err(unavailable)
+pub(super) fn connect(sock: &Path, admin_pw: &Secret) -> Result<redis::Connection, Error> {
+    Ok(connect_as(sock, &AclUser::Admin, admin_pw)?)
 }
 
 /// A connection to the private Redis, authenticated as `user`.
@@ -457,18 +440,23 @@ pub(super) fn connect_as(
     sock: &Path,
     user: &AclUser,
     pw: &Secret,
-) -> Result<redis::Connection, String> {
+) -> Result<redis::Connection, ConnectError> {
     let url = format!("redis+unix://{}", sock.display());
-    let client = redis::Client::open(url.as_str())
-        .map_err(|e| format!("lanes: bad Redis address {url}: {e}"))?;
+    let client = match redis::Client::open(url.as_str()) {
+        Ok(c) => c,
+        Err(source) => return Err(ConnectError::Address { url, source }),
+    };
     let mut con = client
         .get_connection_with_timeout(Duration::from_secs(2))
-        .map_err(|e| format!("lanes: cannot reach the private Redis: {e}"))?;
+        .map_err(ConnectError::Reach)?;
     redis::cmd("AUTH")
         .arg(user.to_string())
         .arg(pw.expose())
         .query::<()>(&mut con)
-        .map_err(|e| format!("lanes: cannot authenticate to the private Redis as {user}: {e}"))?;
+        .map_err(|source| ConnectError::Auth {
+            user: user.clone(),
+            source,
+        })?;
     Ok(con)
 }
 
@@ -481,7 +469,7 @@ fn apply_live(
     users: &[(AclUser, Secret)],
     agents: &[AgentName],
     families: &[String],
-) -> Result<(), ErrorBody> {
+) -> Result<(), Error> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut con = loop {
         match connect(sock, admin_pw) {
@@ -490,7 +478,7 @@ fn apply_live(
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     };
-    let fail = |what: &str, e: redis::RedisError| unavailable(format!("lanes: {what}: {e}"));
+    let fail = |command: String, source: redis::RedisError| Error::Redis { command, source };
     for (user, pw) in users {
         let mut c = redis::cmd("ACL");
         c.arg("SETUSER")
@@ -502,25 +490,25 @@ fn apply_live(
             c.arg(r);
         }
         c.query::<()>(&mut con)
-            .map_err(|e| fail(&format!("ACL SETUSER {user}"), e))?;
+            .map_err(|e| fail(format!("ACL SETUSER {user}"), e))?;
     }
     let existing: Vec<String> = redis::cmd("ACL")
         .arg("USERS")
         .query(&mut con)
-        .map_err(|e| fail("ACL USERS", e))?;
+        .map_err(|e| fail("ACL USERS".into(), e))?;
     for u in existing {
         if AclUser::is_per_lane(&u) && !users.iter().any(|(n, _)| n.to_string() == u) {
             redis::cmd("ACL")
                 .arg("DELUSER")
                 .arg(&u)
                 .query::<()>(&mut con)
-                .map_err(|e| fail(&format!("ACL DELUSER {u}"), e))?;
+                .map_err(|e| fail(format!("ACL DELUSER {u}"), e))?;
         }
     }
     redis::cmd("ACL")
         .arg("SAVE")
         .query::<()>(&mut con)
-        .map_err(|e| fail("ACL SAVE", e))?;
+        .map_err(|e| fail("ACL SAVE".into(), e))?;
     for a in agents {
         for key in layout::streams(a, families).0 {
             let r: redis::RedisResult<()> = redis::cmd("XGROUP")
@@ -532,7 +520,7 @@ fn apply_live(
                 .query(&mut con);
             if let Err(e) = r {
                 if e.code() != Some("BUSYGROUP") {
-                    return Err(fail(&format!("XGROUP CREATE {key}"), e));
+                    return Err(fail(format!("XGROUP CREATE {key}"), e));
                 }
             }
         }

@@ -2,9 +2,9 @@
 //! it, and the routing table with its counters.
 
 use super::admin::{
-    connect, ensure_app, find_app, group_pending, is_running, sibling, unavailable, write_json,
-    AgentLane, Lanes,
+    connect, ensure_app, find_app, group_pending, is_running, sibling, write_json, AgentLane, Lanes,
 };
+use super::error::Error;
 use super::layout::BRIDGE_APP;
 use crate::supervise::{lock, Shared};
 use oxidepm_lanes::bridge_config::{BridgeConfig, EmailConfig, RouteConfig, WebhookConfig};
@@ -12,8 +12,7 @@ use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::stream_key::{BRIDGE_GROUP, STATS_KEY, UNROUTED_KEY};
 use oxidepm_lanes::{AclUser, Secret, StreamKey};
 use oxidepm_proto::{
-    AppKind, AppSpec, BridgeCounters, Counters, ErrorBody, ErrorCode, Route, RouteOrigin,
-    RouteReport, RoutesReport,
+    AppKind, AppSpec, BridgeCounters, Counters, Route, RouteOrigin, RouteReport, RoutesReport,
 };
 
 /// The name of the webhook's bearer token among the secrets.
@@ -38,18 +37,13 @@ impl Lanes {
 
     /// Writes the bridge's configuration and runs it (an adapter app with
     /// the `bridge` identity), or has it reload (SIGHUP) when it runs.
-    pub async fn ensure_bridge(
-        &self,
-        shared: &Shared,
-        agents: &[AgentLane],
-    ) -> Result<(), ErrorBody> {
+    pub async fn ensure_bridge(&self, shared: &Shared, agents: &[AgentLane]) -> Result<(), Error> {
         let Some(exe) = sibling("oxidepm-bridge") else {
             log::warn!("oxidepm-bridge is missing beside oxidepmd: no bridge runs");
             return Ok(());
         };
         let l = &self.layout;
-        secrets::ensure(&l.secrets_dir(), WEBHOOK_TOKEN)
-            .map_err(|e| unavailable(format!("cannot make the webhook token: {e}")))?;
+        secrets::ensure(&l.secrets_dir(), WEBHOOK_TOKEN).map_err(Error::WebhookToken)?;
         let routes: Vec<Route> = self.routes(shared).into_iter().map(|(r, _)| r).collect();
         if !self.write_bridge_conf(agents, &routes)? {
             log::info!(
@@ -87,12 +81,11 @@ impl Lanes {
         &self,
         agents: &[AgentLane],
         routes: &[Route],
-    ) -> Result<bool, ErrorBody> {
+    ) -> Result<bool, Error> {
         let Some(conf) = self.bridge_conf(agents, routes)? else {
             return Ok(false);
         };
-        write_json(&self.layout.bridge_conf(), &conf)
-            .map_err(|e| unavailable(format!("cannot write the bridge configuration: {e}")))?;
+        write_json(&self.layout.bridge_conf(), &conf).map_err(Error::BridgeConf)?;
         Ok(true)
     }
 
@@ -102,7 +95,7 @@ impl Lanes {
         &self,
         agents: &[AgentLane],
         routes: &[Route],
-    ) -> Result<Option<BridgeConfig>, ErrorBody> {
+    ) -> Result<Option<BridgeConfig>, Error> {
         let l = &self.layout;
         // The bridge serves the sources it has settings for; outboxes of
         // the others keep their entries until one is configured.
@@ -134,13 +127,13 @@ impl Lanes {
                     channel: r.channel.clone(),
                     guild: r.guild.clone(),
                     address: r.address.clone(),
-                    agent: r
-                        .agent
-                        .parse()
-                        .map_err(|e| unavailable(format!("route {}: {e}", r.describe())))?,
+                    agent: r.agent.parse().map_err(|source| Error::RouteAgent {
+                        route: Box::new(r.clone()),
+                        source,
+                    })?,
                 })
             })
-            .collect::<Result<_, ErrorBody>>()?;
+            .collect::<Result<_, Error>>()?;
         conf.sources = served;
         conf.default_agent = self.settings.default_agent.clone();
         conf.webhook = self.settings.webhook.as_ref().map(|w| WebhookConfig {
@@ -158,7 +151,7 @@ impl Lanes {
 
     /// The routing table with where each route comes from, the default
     /// agent and the bridge's counters.
-    pub async fn routes_report(&self, shared: &Shared) -> Result<RoutesReport, ErrorBody> {
+    pub async fn routes_report(&self, shared: &Shared) -> Result<RoutesReport, Error> {
         let routes: Vec<RouteReport> = self
             .routes(shared)
             .into_iter()
@@ -215,25 +208,22 @@ impl Lanes {
     }
 
     /// Checks a route given at runtime.
-    pub fn check_route(&self, shared: &Shared, r: &Route) -> Result<(), ErrorBody> {
-        let bad = |m: String| ErrorBody::new(ErrorCode::BadRequest, m);
-        r.check().map_err(bad)?;
+    pub fn check_route(&self, shared: &Shared, r: &Route) -> Result<(), Error> {
+        r.check()?;
         if !self.settings.sources.contains(&r.source) {
-            return Err(bad(format!(
-                "{:?} is not a source of the lanes ({}); add it to [lanes] sources in daemon.toml",
-                r.source,
-                self.settings.sources.join(", ")
-            )));
+            return Err(Error::UnknownSource {
+                family: r.source.clone(),
+                sources: self.settings.sources.clone(),
+            });
         }
         if !self
             .agents(shared)
             .iter()
             .any(|a| a.name == r.agent.as_str())
         {
-            return Err(ErrorBody::new(
-                ErrorCode::NotFound,
-                format!("no agent named {:?}; define it first", r.agent),
-            ));
+            return Err(Error::NoSuchAgent {
+                agent: r.agent.clone(),
+            });
         }
         Ok(())
     }

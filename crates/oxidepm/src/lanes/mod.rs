@@ -10,9 +10,12 @@
 
 pub mod admin;
 pub mod bridge_admin;
+pub mod error;
 pub mod layout;
 pub mod ops;
 pub mod settings;
+
+pub use error::{ConnectError, Error};
 
 #[cfg(test)]
 mod tests;

@@ -10,11 +10,12 @@
 //! (`op restart target web`). The reply has `request_id` (the outbox entry
 //! id) and `response` (a protocol response as JSON).
 
+use super::error::{ConnectError, Error};
 use super::layout::Layout;
 use crate::supervise::{lock, Shared};
 use oxidepm_lanes::secret as secrets;
-use oxidepm_lanes::{AclUser, AgentName, Secret, StreamKey};
-use oxidepm_proto::{AppKind, ErrorBody, ErrorCode, Request, Response};
+use oxidepm_lanes::{AclUser, AgentName, Secret, SecretError, StreamKey};
+use oxidepm_proto::{AppKind, ErrorBody, Request, Response};
 use redis::streams::{StreamReadOptions, StreamReadReply};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -57,11 +58,44 @@ fn user() -> AclUser {
     AclUser::Responder(NAME.to_string())
 }
 
-fn connect(layout: &Layout) -> Result<redis::Connection, String> {
+/// Why the responder stopped serving; it logs this and starts again.
+#[derive(Debug, thiserror::Error)]
+enum ServeError {
+    #[error("no password for {user}: {source}")]
+    NoPassword { user: AclUser, source: SecretError },
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error("no lanes yet")]
+    NoLanes,
+    #[error("no agents")]
+    NoAgents,
+    #[error("XGROUP CREATE {key}: {source}")]
+    Group {
+        key: String,
+        source: redis::RedisError,
+    },
+    #[error("{0}")]
+    Read(#[source] redis::RedisError),
+    #[error("reply to {agent}: {source}")]
+    Reply {
+        agent: AgentName,
+        source: redis::RedisError,
+    },
+    #[error("{0}")]
+    Ack(#[source] redis::RedisError),
+}
+
+fn connect(layout: &Layout) -> Result<redis::Connection, ServeError> {
     let user = user();
-    let pw = Secret::read(&secrets::path(&layout.secrets_dir(), &user))
-        .map_err(|e| format!("no password for {user}: {e}"))?;
-    super::admin::connect_as(&layout.redis_socket(), &user, &pw)
+    let pw = match Secret::read(&secrets::path(&layout.secrets_dir(), &user)) {
+        Ok(pw) => pw,
+        Err(source) => return Err(ServeError::NoPassword { user, source }),
+    };
+    Ok(super::admin::connect_as(
+        &layout.redis_socket(),
+        &user,
+        &pw,
+    )?)
 }
 
 /// The agents, as far as they have a lane (see `Lanes::agents`).
@@ -77,9 +111,9 @@ fn serve(
     layout: &Layout,
     shared: &Shared,
     tx: &tokio::sync::mpsc::UnboundedSender<OpsRequest>,
-) -> Result<(), String> {
+) -> Result<(), ServeError> {
     if !layout.redis_socket().exists() || agents(shared).is_empty() {
-        return Err("no lanes yet".into());
+        return Err(ServeError::NoLanes);
     }
     let mut con = connect(layout)?;
     let mut ready: HashSet<String> = HashSet::new();
@@ -92,7 +126,7 @@ fn serve(
             .map(|a| StreamKey::outbox(a, NAME).to_string())
             .collect();
         if keys.is_empty() {
-            return Err("no agents".into());
+            return Err(ServeError::NoAgents);
         }
         let mut fresh = Vec::new();
         for k in &keys {
@@ -107,7 +141,12 @@ fn serve(
                 match r {
                     Ok(()) => {}
                     Err(e) if e.code() == Some("BUSYGROUP") => {}
-                    Err(e) => return Err(format!("XGROUP CREATE {k}: {e}")),
+                    Err(source) => {
+                        return Err(ServeError::Group {
+                            key: k.clone(),
+                            source,
+                        })
+                    }
                 }
                 ready.insert(k.clone());
                 fresh.push(k.clone());
@@ -121,7 +160,7 @@ fn serve(
                 .count(64);
             let pending: StreamReadReply =
                 redis::Commands::xread_options(&mut con, &fresh, &ids, &opts)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ServeError::Read)?;
             handle(&mut con, tx, pending)?;
         }
         let ids = vec![">"; keys.len()];
@@ -131,7 +170,7 @@ fn serve(
             .block(1000);
         let got: Option<StreamReadReply> =
             redis::Commands::xread_options(&mut con, &keys, &ids, &opts)
-                .map_err(|e| e.to_string())?;
+                .map_err(ServeError::Read)?;
         if let Some(got) = got {
             handle(&mut con, tx, got)?;
         }
@@ -142,7 +181,7 @@ fn handle(
     con: &mut redis::Connection,
     tx: &tokio::sync::mpsc::UnboundedSender<OpsRequest>,
     reply: StreamReadReply,
-) -> Result<(), String> {
+) -> Result<(), ServeError> {
     for key in reply.keys {
         let Ok(outbox) = key.key.parse::<StreamKey>() else {
             continue;
@@ -155,7 +194,7 @@ fn handle(
                 .filter_map(|(k, v)| Some((k.clone(), redis::from_redis_value::<String>(v).ok()?)))
                 .collect();
             let response = match parse_request(&fields) {
-                Err(e) => Response::err(0, e),
+                Err(e) => Response::err(0, e.into()),
                 Ok(req) => ask(tx, agent.as_str(), req),
             };
             let json = serde_json::to_string(&response).unwrap_or_default();
@@ -167,13 +206,16 @@ fn handle(
                 .arg("response")
                 .arg(json)
                 .query::<String>(con)
-                .map_err(|e| format!("reply to {agent}: {e}"))?;
+                .map_err(|source| ServeError::Reply {
+                    agent: agent.clone(),
+                    source,
+                })?;
             redis::cmd("XACK")
                 .arg(&key.key)
                 .arg(GROUP)
                 .arg(&entry.id)
                 .query::<i64>(con)
-                .map_err(|e| e.to_string())?;
+                .map_err(ServeError::Ack)?;
         }
     }
     Ok(())
@@ -187,20 +229,22 @@ fn ask(tx: &tokio::sync::mpsc::UnboundedSender<OpsRequest>, agent: &str, req: Re
         req,
         reply: rtx,
     });
-    let unavailable = |m: &str| Response::err(id, ErrorBody::new(ErrorCode::Unavailable, m));
+    // The agent gets the error a socket would give, converted where the
+    // daemon converts all of its errors.
+    let unavailable = |e: Error| Response::err(id, ErrorBody::from(e));
     if sent.is_err() {
-        return unavailable("the daemon is stopping");
+        return unavailable(Error::DaemonStopping);
     }
     rrx.recv_timeout(Duration::from_secs(120))
-        .unwrap_or_else(|_| unavailable("the daemon did not answer in time"))
+        .unwrap_or_else(|_| unavailable(Error::DaemonTimeout))
 }
 
 /// Reads a request from an entry's fields.
-pub fn parse_request(fields: &BTreeMap<String, String>) -> Result<Request, ErrorBody> {
-    let bad = |m: String| ErrorBody::new(ErrorCode::BadRequest, m);
+pub fn parse_request(fields: &BTreeMap<String, String>) -> Result<Request, Error> {
     let value = match fields.get("request") {
-        Some(text) => serde_json::from_str::<serde_json::Value>(text)
-            .map_err(|e| bad(format!("field `request` is not JSON: {e}")))?,
+        Some(text) => {
+            serde_json::from_str::<serde_json::Value>(text).map_err(Error::RequestNotJson)?
+        }
         None => {
             let mut m = serde_json::Map::new();
             for (k, v) in fields {
@@ -214,11 +258,7 @@ pub fn parse_request(fields: &BTreeMap<String, String>) -> Result<Request, Error
             serde_json::Value::Object(m)
         }
     };
-    let mut req: Request = serde_json::from_value(value).map_err(|e| {
-        bad(format!(
-            "not a request: {e}; write a field `request` with e.g. {{\"op\":\"status\"}}"
-        ))
-    })?;
+    let mut req: Request = serde_json::from_value(value).map_err(Error::NotARequest)?;
     // The lane is the identity: a claim in the payload is ignored.
     req.claim = None;
     Ok(req)
@@ -245,6 +285,9 @@ mod tests {
         assert_eq!(parse_request(&f).unwrap().op.name(), "logs");
         let mut f = BTreeMap::new();
         f.insert("request".to_string(), "nope".to_string());
-        assert_eq!(parse_request(&f).unwrap_err().code, ErrorCode::BadRequest);
+        assert_eq!(
+            ErrorBody::from(parse_request(&f).unwrap_err()).code,
+            oxidepm_proto::ErrorCode::BadRequest
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! The `[lanes]` section of daemon.toml.
 
 use oxidepm_lanes::stream_key::is_family_name;
-use oxidepm_lanes::AgentName;
+use oxidepm_lanes::{AgentName, NameError};
+use oxidepm_proto::{Route, RouteError};
 use serde::Deserialize;
 use std::net::SocketAddr;
 
@@ -40,7 +41,7 @@ pub struct LanesSettings {
     pub maxlen: Option<u64>,
     /// Routes of the bridge (more can be added at runtime).
     #[serde(default)]
-    pub routes: Vec<oxidepm_proto::Route>,
+    pub routes: Vec<Route>,
     /// Agent that gets messages no route matches (else `bridge:unrouted`).
     #[serde(default)]
     pub default_agent: Option<AgentName>,
@@ -111,34 +112,68 @@ impl LanesSettings {
     }
 
     /// Checks the names and values.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), SettingsError> {
         for r in &self.routes {
             r.check()?;
             r.agent
                 .parse::<AgentName>()
-                .map_err(|e| format!("route {}: {e}", r.describe()))?;
+                .map_err(|source| SettingsError::RouteAgent {
+                    route: Box::new(r.clone()),
+                    source,
+                })?;
             if !self.sources.contains(&r.source) {
-                return Err(format!(
-                    "route {}: {:?} is not one of lanes.sources {:?}",
-                    r.describe(),
-                    r.source,
-                    self.sources
-                ));
+                return Err(SettingsError::RouteSource {
+                    route: Box::new(r.clone()),
+                    sources: self.sources.clone(),
+                });
             }
         }
         if !matches!(self.appendfsync.as_str(), "everysec" | "always" | "no") {
-            return Err(format!(
-                "lanes.appendfsync = {:?}: use everysec, always or no",
-                self.appendfsync
-            ));
+            return Err(SettingsError::AppendFsync {
+                value: self.appendfsync.clone(),
+            });
         }
         for s in self.families() {
             if !is_family_name(&s) {
-                return Err(format!(
-                    "lanes source or responder {s:?}: use 1 to 32 of a-z, 0-9, '_' and '-'"
-                ));
+                return Err(SettingsError::FamilyName { name: s });
             }
         }
         Ok(())
     }
+}
+
+/// Why the `[lanes]` settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// A route is malformed.
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    /// A route names an agent that cannot be one.
+    #[error("route {}: {source}", .route.describe())]
+    RouteAgent {
+        /// The route.
+        route: Box<Route>,
+        /// Why its agent is not a name.
+        source: NameError,
+    },
+    /// A route's source is not among `lanes.sources`.
+    #[error("route {}: {:?} is not one of lanes.sources {:?}", .route.describe(), .route.source, .sources)]
+    RouteSource {
+        /// The route.
+        route: Box<Route>,
+        /// The lanes' sources.
+        sources: Vec<String>,
+    },
+    /// `appendfsync` is none of Redis's values.
+    #[error("lanes.appendfsync = {value:?}: use everysec, always or no")]
+    AppendFsync {
+        /// The value as given.
+        value: String,
+    },
+    /// A source or responder name cannot be a stream family.
+    #[error("lanes source or responder {name:?}: use 1 to 32 of a-z, 0-9, '_' and '-'")]
+    FamilyName {
+        /// The name as given.
+        name: String,
+    },
 }

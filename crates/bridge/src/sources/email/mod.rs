@@ -73,7 +73,7 @@ mod source;
 pub use maildir::{Maildir, MaildirEntry, MaildirError};
 pub use parse::{parse, ParseError, ParsedMail};
 pub use smtp::{send, SmtpError, SmtpErrorKind};
-pub use source::EmailSource;
+pub use source::{EmailError, EmailSource};
 
 #[cfg(test)]
 mod tests;

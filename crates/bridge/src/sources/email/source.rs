@@ -15,15 +15,26 @@
 //! id in `X-Oxidepm-Agent` / `X-Oxidepm-Entry` so the far side can
 //! de-duplicate.
 
-use super::{maildir::Maildir, parse, smtp};
+use super::maildir::{Maildir, MaildirError};
+use super::{parse, smtp};
 use crate::config::{BridgeConfig, EmailConfig};
 use crate::publish::Publisher;
-use crate::source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source};
+use crate::source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source, SourceError};
 use std::collections::HashSet;
 use std::time::Duration;
 
 /// How often `new/` is scanned.
 const SCAN: Duration = Duration::from_millis(500);
+
+/// The Maildir of the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("email: cannot use the Maildir {maildir}: {source}")]
+pub struct EmailError {
+    /// The Maildir as configured.
+    pub maildir: String,
+    /// Why.
+    pub source: MaildirError,
+}
 
 /// The email source.
 pub struct EmailSource {
@@ -34,12 +45,16 @@ pub struct EmailSource {
 
 impl EmailSource {
     /// Builds the source from the bridge's configuration.
-    pub fn new(cfg: &BridgeConfig) -> Result<Option<EmailSource>, String> {
+    pub fn new(cfg: &BridgeConfig) -> Result<Option<EmailSource>, EmailError> {
         let Some(email) = cfg.email.clone() else {
             return Ok(None);
         };
-        Maildir::create(&email.maildir)
-            .map_err(|e| format!("email: cannot use the Maildir {}: {e}", email.maildir))?;
+        if let Err(source) = Maildir::create(&email.maildir) {
+            return Err(EmailError {
+                maildir: email.maildir,
+                source,
+            });
+        }
         let routed = cfg
             .routes
             .iter()
@@ -149,7 +164,7 @@ impl Source for EmailSource {
         &self,
         publisher: Publisher,
         mut shutdown: Shutdown,
-    ) -> BoxFuture<'_, Result<(), String>> {
+    ) -> BoxFuture<'_, Result<(), SourceError>> {
         Box::pin(async move {
             log::info!("email: reading {}/new", self.cfg.maildir);
             loop {

@@ -25,15 +25,46 @@
 pub mod client;
 pub mod server;
 
+use crate::config::UrlError;
 use crate::config::{BridgeConfig, WebhookConfig};
 use crate::publish::Publisher;
-use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source};
-use oxidepm_lanes::Secret;
+use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
+use oxidepm_lanes::{Secret, SecretError};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
+
+/// Why the webhook cannot run or take up its settings.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The bearer token cannot be read.
+    #[error("webhook.token_file: {0}")]
+    Token(#[source] SecretError),
+    /// A delivery URL cannot be used.
+    #[error("webhook.deliver[{channel:?}]: {source}")]
+    Deliver {
+        /// The channel it is for.
+        channel: String,
+        /// Why.
+        source: UrlError,
+    },
+    /// The listen address cannot be bound.
+    #[error("webhook: cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The bound listener cannot be set up.
+    #[error("webhook: {0}")]
+    Listener(#[source] std::io::Error),
+    /// The inbound loop was started twice.
+    #[error("the webhook listener is already running")]
+    Running,
+}
 
 /// Settings a reload may change.
 #[derive(Debug)]
@@ -51,12 +82,15 @@ pub struct WebhookSettings {
 
 impl WebhookSettings {
     /// The settings of a `webhook` section (reads the token file).
-    pub fn from_config(w: &WebhookConfig) -> Result<WebhookSettings, String> {
-        let token = Secret::read(&w.token_file).map_err(|e| format!("webhook.token_file: {e}"))?;
+    pub fn from_config(w: &WebhookConfig) -> Result<WebhookSettings, WebhookError> {
+        let token = Secret::read(&w.token_file).map_err(WebhookError::Token)?;
         let mut deliver = HashMap::new();
         for (channel, url) in &w.deliver {
-            let uri = crate::config::check_http_url(url)
-                .map_err(|m| format!("webhook.deliver[{channel:?}]: {m}"))?;
+            let uri =
+                crate::config::check_http_url(url).map_err(|source| WebhookError::Deliver {
+                    channel: channel.clone(),
+                    source,
+                })?;
             deliver.insert(channel.clone(), uri);
         }
         Ok(WebhookSettings {
@@ -93,14 +127,17 @@ pub struct WebhookSource {
 
 impl WebhookSource {
     /// Reads the settings and binds the listener.
-    pub fn bind(w: &WebhookConfig) -> Result<WebhookSource, String> {
+    pub fn bind(w: &WebhookConfig) -> Result<WebhookSource, WebhookError> {
         let settings = WebhookSettings::from_config(w)?;
-        let listener = std::net::TcpListener::bind(w.listen)
-            .map_err(|e| format!("webhook: cannot listen on {}: {e}", w.listen))?;
+        let listener =
+            std::net::TcpListener::bind(w.listen).map_err(|source| WebhookError::Listen {
+                addr: w.listen,
+                source,
+            })?;
         listener
             .set_nonblocking(true)
-            .map_err(|e| format!("webhook: {e}"))?;
-        let local_addr = listener.local_addr().map_err(|e| format!("webhook: {e}"))?;
+            .map_err(WebhookError::Listener)?;
+        let local_addr = listener.local_addr().map_err(WebhookError::Listener)?;
         Ok(WebhookSource {
             settings: Arc::new(RwLock::new(Arc::new(settings))),
             listener: Mutex::new(Some(listener)),
@@ -125,21 +162,22 @@ impl Source for WebhookSource {
         &self,
         publisher: Publisher,
         shutdown: Shutdown,
-    ) -> BoxFuture<'_, Result<(), String>> {
+    ) -> BoxFuture<'_, Result<(), SourceError>> {
         Box::pin(async move {
             let std_listener = self
                 .listener
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .take()
-                .ok_or("the webhook listener is already running")?;
-            let listener = tokio::net::TcpListener::from_std(std_listener)
-                .map_err(|e| format!("webhook: {e}"))?;
+                .ok_or(WebhookError::Running)?;
+            let listener =
+                tokio::net::TcpListener::from_std(std_listener).map_err(WebhookError::Listener)?;
             log::info!(
                 "webhook: listening on http://{}/in/<source>",
                 self.local_addr
             );
-            server::serve(listener, self.settings.clone(), publisher, shutdown).await
+            server::serve(listener, self.settings.clone(), publisher, shutdown).await;
+            Ok(())
         })
     }
 
@@ -156,7 +194,7 @@ impl Source for WebhookSource {
         })
     }
 
-    fn reload(&self, config: &BridgeConfig) -> Result<Vec<String>, String> {
+    fn reload(&self, config: &BridgeConfig) -> Result<Vec<String>, SourceError> {
         let Some(w) = &config.webhook else {
             return Ok(vec!["removing the webhook source".into()]);
         };

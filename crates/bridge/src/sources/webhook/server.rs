@@ -42,7 +42,7 @@ pub async fn serve(
     settings: SharedSettings,
     publisher: Publisher,
     mut shutdown: Shutdown,
-) -> Result<(), String> {
+) {
     let ctx = Arc::new(Ctx {
         settings,
         publisher,
@@ -103,7 +103,6 @@ pub async fn serve(
     drop(listener);
     let _ = tokio::time::timeout(GRACE, async { while conns.join_next().await.is_some() {} }).await;
     conns.abort_all();
-    Ok(())
 }
 
 /// A JSON answer.
@@ -137,24 +136,33 @@ struct Posted {
 
 const SHAPE: &str = r#"expected a JSON object {"channel": string, "guild"?: string, "address"?: string, "sender": string, "text": string, "id"?: string}"#;
 
+/// Why a body is not a message; the sender gets this with a 400.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("bad body: {0}; {SHAPE}")]
+    Json(#[source] serde_json::Error),
+    #[error("bad body: channel is empty; {SHAPE}")]
+    NoChannel,
+    #[error("bad body: sender is empty; {SHAPE}")]
+    NoSender,
+    #[error("bad body: id must be a string or a number, not {0}; {SHAPE}")]
+    Id(Value),
+}
+
 /// Parses and checks a body into a message of `source`.
-fn parse_body(source: &str, body: &[u8]) -> Result<Inbound, String> {
-    let p: Posted = serde_json::from_slice(body).map_err(|e| format!("bad body: {e}; {SHAPE}"))?;
+fn parse_body(source: &str, body: &[u8]) -> Result<Inbound, BodyError> {
+    let p: Posted = serde_json::from_slice(body).map_err(BodyError::Json)?;
     if p.channel.is_empty() {
-        return Err(format!("bad body: channel is empty; {SHAPE}"));
+        return Err(BodyError::NoChannel);
     }
     if p.sender.is_empty() {
-        return Err(format!("bad body: sender is empty; {SHAPE}"));
+        return Err(BodyError::NoSender);
     }
     let external_id = match p.id {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s),
         Some(Value::Number(n)) => Some(n.to_string()),
-        Some(other) => {
-            return Err(format!(
-                "bad body: id must be a string or a number, not {other}; {SHAPE}"
-            ))
-        }
+        Some(other) => return Err(BodyError::Id(other)),
     };
     Ok(Inbound {
         source: source.to_string(),
@@ -250,7 +258,7 @@ async fn handle(req: Request<Incoming>, ctx: &Ctx) -> Response<Full<Bytes>> {
     };
     let msg = match parse_body(&source, &body) {
         Ok(m) => m,
-        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+        Err(m) => return error(StatusCode::BAD_REQUEST, m.to_string()),
     };
     match ctx.publisher.publish(msg).await {
         Ok(p) => reply(
@@ -294,7 +302,7 @@ mod tests {
             br#"[1, 2]"#,
         ] {
             let e = parse_body("webhook", bad).unwrap_err();
-            assert!(e.starts_with("bad body"), "{e}");
+            assert!(e.to_string().starts_with("bad body"), "{e}");
         }
     }
 }

@@ -3,11 +3,9 @@
 use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
 use crate::lanes::admin::AgentLane;
+use crate::lanes::Error as LanesError;
 use crate::supervise::lock;
-use oxidepm_lanes::NameError;
-use oxidepm_proto::{
-    AppKind, AppSpec, ErrorBody, ErrorCode, LanesReport, Route, RouteAdded, RouteRemoved,
-};
+use oxidepm_proto::{AppKind, AppSpec, LanesReport, Route, RouteAdded, RouteRemoved};
 
 impl Daemon {
     /// Makes the lanes of the agents among `apps` before they are defined.
@@ -20,9 +18,7 @@ impl Daemon {
                 .filter(|a| a.kind == AppKind::Agent)
                 .map(|a| {
                     Ok(AgentLane {
-                        name: a.name.parse().map_err(|e: NameError| {
-                            ErrorBody::new(ErrorCode::BadRequest, e.to_string())
-                        })?,
+                        name: a.name.parse().map_err(LanesError::BadName)?,
                         uid: a
                             .user
                             .as_deref()
@@ -31,7 +27,7 @@ impl Daemon {
                             .filter(|u| *u != nix::unistd::getuid().as_raw()),
                     })
                 })
-                .collect::<Result<Vec<AgentLane>, ErrorBody>>()?;
+                .collect::<Result<Vec<AgentLane>, LanesError>>()?;
             self.lanes.reconcile(&self.sup, &agents).await?;
         }
         Ok(())

@@ -1,0 +1,125 @@
+//! Why the lanes could not be brought up, read or changed. The daemon
+//! gives each kind its wire code in `daemon/errors.rs`.
+
+use crate::supervise;
+use oxidepm_lanes::{AclUser, NameError, SecretError};
+use oxidepm_proto::{Route, RouteError};
+use std::io;
+
+/// An error of the lanes, with what a person needs to act on it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// redis-server is not on PATH.
+    #[error(
+        "agent lanes need redis-server, which is not on PATH; install it (Debian: apt-get install redis-server) or set [lanes] backend = \"off\" in daemon.toml"
+    )]
+    NoRedisServer,
+    /// The proxy's program is not installed beside the daemon.
+    #[error("oxidepm-lane-proxy is missing beside oxidepmd; reinstall oxidepm")]
+    NoProxyProgram,
+    /// The directories of Redis, the secrets or the sockets could not be made.
+    #[error("cannot prepare the lanes' directories: {0}")]
+    Dirs(#[source] io::Error),
+    /// A lane password could not be read or made.
+    #[error("cannot read or make lane passwords: {0}")]
+    Passwords(#[source] io::Error),
+    /// redis.conf or the ACL file could not be written.
+    #[error("cannot write the Redis configuration: {0}")]
+    RedisConf(#[source] io::Error),
+    /// The proxy's configuration could not be written.
+    #[error("cannot write the proxy configuration: {0}")]
+    ProxyConf(#[source] io::Error),
+    /// The bridge's configuration could not be written.
+    #[error("cannot write the bridge configuration: {0}")]
+    BridgeConf(#[source] io::Error),
+    /// The webhook's bearer token could not be made.
+    #[error("cannot make the webhook token: {0}")]
+    WebhookToken(#[source] io::Error),
+    /// The admin password cannot be read: the lanes were never set up.
+    #[error("lanes are not set up: {0}")]
+    NotSetUp(#[source] SecretError),
+    /// The blocking task talking to Redis failed.
+    #[error("lanes: {0}")]
+    Task(#[source] tokio::task::JoinError),
+    /// The private Redis cannot be reached as a user.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// A command to the private Redis failed.
+    #[error("lanes: {command}: {source}")]
+    Redis {
+        /// The command, with its key or user.
+        command: String,
+        /// The failure.
+        source: redis::RedisError,
+    },
+    /// A stored route names an agent that cannot be one.
+    #[error("route {}: {source}", .route.describe())]
+    RouteAgent {
+        /// The route.
+        route: Box<Route>,
+        /// Why its agent is not a name.
+        source: NameError,
+    },
+    /// The supervisor could not define or start a lanes app.
+    #[error(transparent)]
+    Supervise(#[from] supervise::Error),
+    /// An agent's name cannot be a lane's.
+    #[error(transparent)]
+    BadName(#[from] NameError),
+    /// A route given at runtime is malformed.
+    #[error(transparent)]
+    BadRoute(#[from] RouteError),
+    /// A route given at runtime names a source the lanes do not have.
+    #[error(
+        "{family:?} is not a source of the lanes ({}); add it to [lanes] sources in daemon.toml",
+        .sources.join(", ")
+    )]
+    UnknownSource {
+        /// The source as given.
+        family: String,
+        /// The lanes' sources.
+        sources: Vec<String>,
+    },
+    /// A route given at runtime names no agent.
+    #[error("no agent named {agent:?}; define it first")]
+    NoSuchAgent {
+        /// The agent as given.
+        agent: String,
+    },
+    /// An ops request's `request` field is not JSON.
+    #[error("field `request` is not JSON: {0}")]
+    RequestNotJson(#[source] serde_json::Error),
+    /// An ops request is not a protocol request.
+    #[error("not a request: {0}; write a field `request` with e.g. {{\"op\":\"status\"}}")]
+    NotARequest(#[source] serde_json::Error),
+    /// The daemon is shutting down and answers no ops request.
+    #[error("the daemon is stopping")]
+    DaemonStopping,
+    /// The daemon did not answer an ops request.
+    #[error("the daemon did not answer in time")]
+    DaemonTimeout,
+}
+
+/// Why a connection to the private Redis could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The socket's path makes no Redis address.
+    #[error("lanes: bad Redis address {url}: {source}")]
+    Address {
+        /// The address.
+        url: String,
+        /// Why Redis refuses it.
+        source: redis::RedisError,
+    },
+    /// Nothing answers on the socket.
+    #[error("lanes: cannot reach the private Redis: {0}")]
+    Reach(#[source] redis::RedisError),
+    /// Redis refused the user's password.
+    #[error("lanes: cannot authenticate to the private Redis as {user}: {source}")]
+    Auth {
+        /// The user.
+        user: AclUser,
+        /// Redis's refusal.
+        source: redis::RedisError,
+    },
+}
