@@ -1,8 +1,8 @@
 //! Who is on the other end of a connection, decided once at accept from
 //! the peer's credentials and its process tree, never from what it says.
 
-use oxidepm_sys::procfs::{self, ProcStat};
 use oxidepm_proto::{Actor, AppKind};
+use oxidepm_sys::procfs::{self, ProcStat};
 use oxidepm_sys::{peer, pidfd};
 use std::os::fd::BorrowedFd;
 

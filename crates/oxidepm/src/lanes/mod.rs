@@ -15,7 +15,7 @@ pub mod layout;
 pub mod ops;
 pub mod settings;
 
-pub use error::{ConnectError, Error};
+pub use error::Error;
 
 #[cfg(test)]
 mod tests;
