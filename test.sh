@@ -19,5 +19,7 @@ need_rust_components rustfmt clippy
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+# The crates are programs: their docs are for developers, private items included.
+RUSTDOCFLAGS="-D warnings -A rustdoc::private-intra-doc-links" \
+  cargo doc --workspace --no-deps --document-private-items --quiet
 cargo test --workspace --all-targets

@@ -25,17 +25,17 @@
 //!   (Maildir in, SMTP out);
 //! * [`service`] — the whole bridge: start, reload (SIGHUP), shutdown.
 
-pub mod config;
-pub mod conn;
-pub mod delivery;
-pub mod entries;
-pub mod outbox;
-pub mod publish;
-pub mod routing;
-pub mod service;
-pub mod source;
-pub mod sources;
-pub mod stats;
+mod config;
+mod conn;
+mod delivery;
+mod entries;
+mod outbox;
+mod publish;
+mod routing;
+mod service;
+mod source;
+mod sources;
+mod stats;
 
 pub use config::{BridgeConfig, ConfigError};
 pub use publish::{PublishError, Published, Publisher};

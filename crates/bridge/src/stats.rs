@@ -2,7 +2,6 @@
 //! raised with HINCRBY in the same pipeline as the write it counts.
 
 use redis::aio::ConnectionManager;
-use std::collections::HashMap;
 
 pub use oxidepm_lanes::stream_key::{STATS_KEY, UNROUTED_KEY};
 
@@ -22,15 +21,6 @@ pub enum Counter {
 }
 
 impl Counter {
-    /// Every counter.
-    pub const ALL: [Counter; 5] = [
-        Counter::Routed,
-        Counter::Unrouted,
-        Counter::Delivered,
-        Counter::Retried,
-        Counter::Dead,
-    ];
-
     /// Its field in `bridge:stats`.
     pub fn field(self) -> &'static str {
         match self {
@@ -57,16 +47,4 @@ pub async fn bump(con: &mut ConnectionManager, c: Counter, n: i64) -> redis::Red
     let mut pipe = redis::pipe();
     c.add_to(&mut pipe, n);
     pipe.query_async(con).await
-}
-
-/// Every counter (missing ones are 0).
-pub async fn read(con: &mut ConnectionManager) -> redis::RedisResult<HashMap<String, i64>> {
-    let mut m: HashMap<String, i64> = redis::cmd("HGETALL")
-        .arg(STATS_KEY)
-        .query_async(con)
-        .await?;
-    for c in Counter::ALL {
-        m.entry(c.field().to_string()).or_insert(0);
-    }
-    Ok(m)
 }

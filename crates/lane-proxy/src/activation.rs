@@ -6,4 +6,4 @@
 //! the variables cleared so that no child inherits them, by oxidepm-sys,
 //! which alone takes ownership of inherited descriptors.
 
-pub use oxidepm_sys::activation::{into_listener, take_from_env, ActivatedSocket, ActivationError};
+pub use oxidepm_sys::activation::{into_listener, take_from_env, ActivatedSocket};

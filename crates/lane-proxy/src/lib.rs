@@ -19,14 +19,15 @@
 //! Its configuration file is [`oxidepm_lanes::ProxyConfig`], written by the
 //! daemon.
 
-pub mod activation;
-pub mod command_filter;
-pub mod connection;
-pub mod rate_limit;
-pub mod reply_scanner;
-pub mod resp;
-pub mod server;
+mod activation;
+mod command_filter;
+mod connection;
+mod rate_limit;
+mod reply_scanner;
+mod resp;
+mod server;
 
+pub use activation::take_from_env;
 pub use oxidepm_lanes::{AgentConfig, ConfigError, ProxyConfig};
 pub use server::{run, LaneError, Proxy, ReloadReport, RunError};
 

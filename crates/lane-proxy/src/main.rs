@@ -6,7 +6,7 @@
 //! foreground and logs to stderr (`RUST_LOG`, default `info`). SIGHUP
 //! re-reads the configuration; SIGTERM and SIGINT stop it cleanly.
 
-use oxidepm_lane_proxy::{activation, run, runtime};
+use oxidepm_lane_proxy::{run, runtime, take_from_env};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -79,7 +79,7 @@ fn main() -> ExitCode {
         .format_target(false)
         .init();
     // Before any thread exists: this also clears the LISTEN_* variables.
-    let activated = match activation::take_from_env() {
+    let activated = match take_from_env() {
         Ok(a) => a,
         Err(e) => {
             log::error!("socket activation: {e}");

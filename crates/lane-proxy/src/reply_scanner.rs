@@ -60,6 +60,7 @@ impl ReplyScanner {
         Self::default()
     }
 
+    #[cfg(test)]
     /// Whether the scanner is at a boundary between top-level frames.
     pub fn at_boundary(&self) -> bool {
         self.stack.is_empty() && self.bulk_left == 0 && !self.after_attribute

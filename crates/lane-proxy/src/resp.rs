@@ -174,6 +174,7 @@ impl CommandParser {
         self.canonical
     }
 
+    #[cfg(test)]
     pub fn in_progress(&self) -> bool {
         self.expected.is_some()
     }
@@ -327,10 +328,6 @@ pub struct Command<'a> {
 impl<'a> Command<'a> {
     pub fn len(&self) -> usize {
         self.spans.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
     }
 
     /// Argument `i` (0 is the command name); empty when out of range.

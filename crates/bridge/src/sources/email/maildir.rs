@@ -14,11 +14,16 @@
 
 use std::fmt;
 use std::fs::{self, DirBuilder, File};
-use std::io::{self, Read, Write};
+#[cfg(test)]
+use std::io::Write;
+use std::io::{self, Read};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+#[cfg(test)]
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+#[cfg(test)]
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
 
 /// Messages larger than this are not read into memory by default.
 pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 32 * 1024 * 1024;
@@ -161,12 +166,14 @@ impl Maildir {
         Ok(md)
     }
 
+    #[cfg(test)]
     /// Sets the largest message [`Maildir::read`] accepts.
     pub fn with_max_message_bytes(mut self, limit: u64) -> Self {
         self.max_message_bytes = limit;
         self
     }
 
+    #[cfg(test)]
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -296,6 +303,7 @@ impl Maildir {
         Ok(target)
     }
 
+    #[cfg(test)]
     /// Delivers a message the Maildir way: written and synced in `tmp/`,
     /// then renamed into `new/`. For tests and for a built-in receiver.
     pub fn deliver(&self, message: &[u8]) -> Result<MaildirEntry, MaildirError> {
@@ -332,6 +340,7 @@ fn sync_dir(dir: &Path) {
     }
 }
 
+#[cfg(test)]
 /// `<secs>.M<micros>P<pid>Q<n>.<host>`, as the Maildir spec suggests.
 fn unique_name() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -8,7 +8,7 @@
 //!
 //! * [`maildir`] — list `<maildir>/new/`, read one message, move it to
 //!   `cur/` with the `:2,S` info suffix once it has been handled;
-//! * [`mod@parse`] — MIME parsing (`mail-parser`) into a [`ParsedMail`];
+//! * [`mod@parse`] — MIME parsing (`mail-parser`) into a [`ParsedMail`](parse::ParsedMail);
 //! * [`smtp`] — sending one plain-text mail through a relay (`lettre`),
 //!   with an error that says whether a retry may help.
 //!
@@ -42,7 +42,7 @@
 //! published. If the bridge dies in between, the message is still in
 //! `new/` and is published again at the next scan (at-least-once), so the
 //! consumer should de-duplicate on `message_id` (or the Maildir unique
-//! name, [`MaildirEntry::id`]). If the move itself fails, `mark_seen`
+//! name, [`MaildirEntry::id`](maildir::MaildirEntry::id)). If the move itself fails, `mark_seen`
 //! leaves the file where it was and returns the error; nothing is deleted
 //! by this module, ever.
 //!
@@ -70,9 +70,6 @@ pub mod parse;
 pub mod smtp;
 mod source;
 
-pub use maildir::{Maildir, MaildirEntry, MaildirError};
-pub use parse::{parse, ParseError, ParsedMail};
-pub use smtp::{send, SmtpError, SmtpErrorKind};
 pub use source::{EmailError, EmailSource};
 
 #[cfg(test)]

@@ -50,7 +50,9 @@ pub enum SmtpErrorKind {
 #[derive(Debug, Clone)]
 pub struct SmtpError {
     kind: SmtpErrorKind,
-    /// The SMTP reply code, when the relay answered with an error.
+    /// The SMTP reply code, when the relay answered with an error (shown
+    /// by `Debug` in the bridge's log).
+    #[cfg_attr(not(test), allow(dead_code))]
     code: Option<u16>,
     message: String,
 }
@@ -64,6 +66,7 @@ impl SmtpError {
         }
     }
 
+    #[cfg(test)]
     pub fn kind(&self) -> SmtpErrorKind {
         self.kind
     }
@@ -73,11 +76,13 @@ impl SmtpError {
         self.kind == SmtpErrorKind::Transient
     }
 
+    #[cfg(test)]
     /// The relay's reply code (e.g. 450, 550), if it sent one.
     pub fn code(&self) -> Option<u16> {
         self.code
     }
 
+    #[cfg(test)]
     pub fn message(&self) -> &str {
         &self.message
     }
@@ -192,12 +197,13 @@ pub async fn send_with(
     Ok(())
 }
 
-/// `In-Reply-To` for a message id as [`super::ParsedMail`] holds it
+/// `In-Reply-To` for a message id as [`ParsedMail`](super::parse::ParsedMail) holds it
 /// (without angle brackets).
 pub fn in_reply_to_header(message_id: &str) -> (String, String) {
     ("In-Reply-To".to_owned(), angle(message_id))
 }
 
+#[cfg(test)]
 /// `References` for a chain of message ids (without angle brackets).
 pub fn references_header<S: AsRef<str>>(message_ids: &[S]) -> (String, String) {
     let ids: Vec<String> = message_ids.iter().map(|id| angle(id.as_ref())).collect();
