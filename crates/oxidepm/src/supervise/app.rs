@@ -14,7 +14,7 @@ pub struct Runtime {
     pub status: Status,
     /// Pid of the running process.
     pub pid: Option<u32>,
-    /// Start time of that process in clock ticks since boot (/proc/<pid>/stat field 22).
+    /// Start time of that process in clock ticks since boot (`/proc/<pid>/stat` field 22).
     pub pid_start: Option<u64>,
     /// Boot id when the process was started.
     pub boot_id: Option<String>,
