@@ -176,7 +176,7 @@ fn check_peer(client: &UnixStream, s: &LaneSettings) -> Result<(), PeerError> {
         return Ok(());
     }
     let uid = client.peer_cred().map_err(PeerError::Credentials)?.uid();
-    let own = nix::unistd::geteuid().as_raw();
+    let own = oxidepm_sys::ids::euid();
     if uid == own || Some(uid) == s.uid {
         Ok(())
     } else {

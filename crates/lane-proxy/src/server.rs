@@ -481,7 +481,7 @@ fn ensure_lanes_dir(dir: &Path) -> io::Result<()> {
         ));
     }
     let m = std::fs::symlink_metadata(dir)?;
-    let own = nix::unistd::geteuid().as_raw();
+    let own = oxidepm_sys::ids::euid();
     if !m.is_dir() {
         return Err(io::Error::other(format!(
             "lanes_dir {} is not a directory",
@@ -550,13 +550,13 @@ fn bind_lane_socket(
 }
 
 fn chown_socket(path: &Path, uid: Option<u32>) -> io::Result<()> {
-    let own = nix::unistd::geteuid().as_raw();
+    let own = oxidepm_sys::ids::euid();
     let target = uid.unwrap_or(own);
     let current = std::fs::symlink_metadata(path)?.uid();
     if current == target {
         return Ok(());
     }
-    nix::unistd::chown(path, Some(nix::unistd::Uid::from_raw(target)), None).map_err(|e| {
+    std::os::unix::fs::chown(path, Some(target), None).map_err(|e| {
         io::Error::other(format!(
             "cannot give {} to uid {target}: {e} (the proxy must run as root to serve \
              agents under other uids)",

@@ -27,6 +27,7 @@ pub mod cnproc;
 pub mod exec;
 pub mod fd;
 pub mod flock;
+pub mod ids;
 pub mod peer;
 pub mod pidfd;
 pub mod poll;
