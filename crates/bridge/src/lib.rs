@@ -42,19 +42,7 @@ pub use publish::{PublishError, Published, Publisher};
 pub use service::{run, Bridge, BridgeError, ReloadReport};
 pub use source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source, SourceError};
 
+pub use oxidepm_sys::runtime::runtime;
+
 #[cfg(test)]
 mod tests;
-
-/// The tokio runtime of the bridge: one thread, or `threads` workers.
-pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
-    if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .enable_all()
-            .build()
-    }
-}

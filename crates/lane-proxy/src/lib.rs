@@ -31,19 +31,7 @@ pub use activation::take_from_env;
 pub use oxidepm_lanes::{AgentConfig, ConfigError, ProxyConfig};
 pub use server::{run, LaneError, Proxy, ReloadReport, RunError};
 
+pub use oxidepm_sys::runtime::runtime;
+
 #[cfg(test)]
 mod tests;
-
-/// The tokio runtime of the proxy: one thread, or `threads` workers.
-pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
-    if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .enable_all()
-            .build()
-    }
-}

@@ -32,6 +32,7 @@ pub mod peer;
 pub mod pidfd;
 pub mod poll;
 pub mod procfs;
+pub mod runtime;
 pub mod rusage;
 pub mod signal;
 pub mod subreaper;

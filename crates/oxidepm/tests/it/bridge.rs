@@ -377,7 +377,7 @@ fn mail_in_a_maildir_reaches_the_agent_and_its_answer_leaves_by_smtp() {
     std::fs::create_dir_all(&out).unwrap();
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/src/lanes/email/testdata/smtp_sink.py"
+        "/../bridge/src/sources/email/testdata/smtp_sink.py"
     );
     let mut sink = std::process::Command::new("python3")
         .arg(script)
