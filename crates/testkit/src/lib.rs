@@ -1,39 +1,26 @@
-//! Test support shared by oxidepm's crates: a private redis-server.
+//! Test support shared by oxidepm's crates, so that every test suite starts
+//! the same Redis with the same ACL, speaks RESP and HTTP the same way and
+//! waits the same way:
+//!
+//! * [`redis`] — a private redis-server whose users and rules are the ones
+//!   the daemon writes, with known test passwords;
+//! * [`resp`] — a small blocking RESP client;
+//! * [`http`] — a one-shot HTTP client, an HTTP sink and free ports;
+//! * [`wait`] — polling until something holds;
+//! * [`workspace_bin`] — the path of a workspace binary, built if needed.
+
+pub mod http;
+pub mod redis;
+pub mod resp;
+pub mod wait;
+
+pub use http::{free_port, http, Sink, SinkMode};
+pub use redis::{password, private_redis, Redis};
+pub use resp::{bulk, ok, Client, Value};
+pub use wait::{eventually, Ready};
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Starts redis-server in `dir` with `acl` as its ACL file, listening on
-/// `dir/redis.sock` only, and waits until it accepts connections.
-pub fn private_redis(dir: &Path, acl: &str) -> (Child, PathBuf) {
-    let socket = dir.join("redis.sock");
-    std::fs::write(dir.join("users.acl"), acl).unwrap();
-    let conf = format!(
-        "port 0\nunixsocket {sock}\nunixsocketperm 700\naclfile {dir}/users.acl\n\
-         dir {dir}\nsave \"\"\nappendonly no\ndaemonize no\nlogfile {dir}/redis.log\n",
-        sock = socket.display(),
-        dir = dir.display()
-    );
-    let conf_path = dir.join("redis.conf");
-    std::fs::write(&conf_path, conf).unwrap();
-    let child = Command::new("redis-server")
-        .arg(&conf_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server must be installed (Debian: redis-server)");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "redis-server did not start: {}",
-            std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (child, socket)
-}
+use std::process::Command;
 
 /// The path of binary `bin` of the workspace package `package`, in the
 /// profile of the running test, built first if needed. `cargo test` builds
