@@ -437,7 +437,7 @@ fn acknowledged_writes_survive_a_redis_crash_and_new_agents_do_not_break_old_con
     let redis_pid = env.pid("oxidepm-redis");
     kill(redis_pid, libc::SIGKILL);
     env.wait(20, "redis back", || {
-        env.app("oxidepm-redis")["pid"]
+        env.daemon_app("oxidepm-redis")["pid"]
             .as_u64()
             .is_some_and(|p| p as u32 != redis_pid)
     });
