@@ -447,20 +447,26 @@ fn acknowledged_writes_survive_a_redis_crash_and_new_agents_do_not_break_old_con
         env.home.join("redis/redis.sock").display()
     );
     let pw = read(&env.home.join("secrets/sys"));
-    let mut admin = loop {
-        let c = redis::Client::open(url.as_str()).unwrap().get_connection();
-        if let Ok(mut c) = c {
-            if redis::cmd("AUTH")
-                .arg("sys")
-                .arg(pw.trim())
-                .query::<()>(&mut c)
-                .is_ok()
-            {
-                break c;
-            }
+    let mut admin = env.wait(20, "redis to serve again", || {
+        let mut c = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_connection()
+            .ok()?;
+        redis::cmd("AUTH")
+            .arg("sys")
+            .arg(pw.trim())
+            .query::<()>(&mut c)
+            .ok()?;
+        // AUTH is answered while the append-only file is still loading;
+        // reads get -LOADING until it is done.
+        match redis::cmd("XLEN")
+            .arg("alice:webhook:outbox")
+            .query::<i64>(&mut c)
+        {
+            Err(e) if e.code() == Some("LOADING") => None,
+            _ => Some(c),
         }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    });
     let n: i64 = redis::cmd("XLEN")
         .arg("alice:webhook:outbox")
         .query(&mut admin)
@@ -481,7 +487,15 @@ fn acknowledged_writes_survive_a_redis_crash_and_new_agents_do_not_break_old_con
             .arg(">")
             .query::<redis::Value>(&mut alice)
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Parked in Redis before the new agent arrives, or it proves nothing.
+    env.wait(20, "alice's read to block", || {
+        redis::cmd("CLIENT")
+            .arg("LIST")
+            .query::<String>(&mut admin)
+            .unwrap()
+            .lines()
+            .any(|c| c.contains("user=agent_alice") && c.contains("cmd=xreadgroup"))
+    });
     start_agents(&env, &["dave"]);
     let mut bridge = host_conn(&env, "bridge");
     redis::cmd("XADD")
