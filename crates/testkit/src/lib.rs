@@ -27,6 +27,11 @@ use std::process::Command;
 /// only the binaries of the package under test, and the daemon finds the
 /// lane proxy and the bridge beside itself, so tests that need them ask
 /// here (the build is a no-op when they are up to date).
+///
+/// The build resolves features over the whole workspace, as `cargo test
+/// --workspace` does: built for `package` alone, tokio, redis, hyper and
+/// what depends on them would get other features, hence a second
+/// compilation of each in the middle of a test run.
 pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     use std::collections::HashMap;
     use std::sync::Mutex;
@@ -46,14 +51,14 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     let path = dir.join(bin);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
-    build.args(["build", "-q", "-p", package, "--bin", bin]);
+    build.args(["build", "-q", "--workspace", "--bin", bin]);
     if dir.file_name().is_some_and(|n| n == "release") {
         build.arg("--release");
     }
     let status = build.status();
     assert!(
         path.is_file(),
-        "{} is missing and `cargo build -p {package} --bin {bin}` gave {status:?}",
+        "{} of {package} is missing and `cargo build --workspace --bin {bin}` gave {status:?}",
         path.display()
     );
     built.insert(bin.to_string(), path.clone());
