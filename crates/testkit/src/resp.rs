@@ -141,6 +141,16 @@ impl Client {
     pub fn connect(path: &Path) -> Client {
         let stream =
             UnixStream::connect(path).unwrap_or_else(|e| panic!("connect {}: {e}", path.display()));
+        Client::over(stream)
+    }
+
+    /// Connects to `path` if something listens there: for waiting on a
+    /// socket, whose file exists a moment before it accepts.
+    pub fn try_connect(path: &Path) -> Option<Client> {
+        UnixStream::connect(path).ok().map(Client::over)
+    }
+
+    fn over(stream: UnixStream) -> Client {
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();

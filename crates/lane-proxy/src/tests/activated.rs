@@ -166,19 +166,23 @@ fn the_binary_is_socket_activated_reloads_on_sighup_and_stops_on_sigterm() {
             .expect("systemd-socket-activate must be installed (Debian: systemd)"),
     );
     let pid = child.0.id();
-    wait_for("the activation socket", || alice_sock.exists());
     // The first connection starts the proxy (systemd-socket-activate execs
     // it in place, keeping the pid).
-    assert_eq!(Client::connect(&alice_sock).whoami(), bulk("agent_alice"));
-    wait_for("bob's socket", || lanes.join("bob.sock").exists());
-    let mut bob = Client::connect(&lanes.join("bob.sock"));
+    let alice = || Client::try_connect(&alice_sock);
+    assert_eq!(
+        wait_for("the activation socket", alice).whoami(),
+        bulk("agent_alice")
+    );
+    let mut bob = wait_for("bob's socket", || {
+        Client::try_connect(&lanes.join("bob.sock"))
+    });
     assert_eq!(bob.whoami(), bulk("agent_bob"));
 
     write_config(&["alice", "bob", "carol"]);
     signal(pid, nix::sys::signal::Signal::SIGHUP);
-    wait_for("carol's socket", || lanes.join("carol.sock").exists());
+    let carol = || Client::try_connect(&lanes.join("carol.sock"));
     assert_eq!(
-        Client::connect(&lanes.join("carol.sock")).whoami(),
+        wait_for("carol's socket", carol).whoami(),
         bulk("agent_carol")
     );
     assert_eq!(bob.whoami(), bulk("agent_bob"));
