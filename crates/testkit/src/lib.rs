@@ -6,17 +6,20 @@
 //!   the daemon writes, with known test passwords;
 //! * [`resp`] — a small blocking RESP client;
 //! * [`http`] — a one-shot HTTP client, an HTTP sink and free ports;
+//! * [`smtp`] — an SMTP server that keeps what it is sent;
 //! * [`wait`] — polling until something holds;
 //! * [`workspace_bin`] — the path of a workspace binary, built if needed.
 
 pub mod http;
 pub mod redis;
 pub mod resp;
+pub mod smtp;
 pub mod wait;
 
 pub use http::{free_port, http, Sink, SinkMode};
 pub use redis::{password, private_redis, Redis};
 pub use resp::{bulk, ok, Client, Value};
+pub use smtp::SmtpSink;
 pub use wait::{eventually, Ready};
 
 use std::path::{Path, PathBuf};

@@ -3,9 +3,8 @@
 //! sinks is tested in lanes::bridge.)
 
 use crate::harness::{read, Env};
-use oxidepm_testkit::{free_port, http, Sink, SinkMode};
+use oxidepm_testkit::{free_port, http, Sink, SinkMode, SmtpSink};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -293,38 +292,11 @@ deliver = {{ "*" = "{}" }}
 
 #[test]
 fn mail_in_a_maildir_reaches_the_agent_and_its_answer_leaves_by_smtp() {
-    if std::process::Command::new("python3")
-        .args(["-c", "import aiosmtpd"])
-        .status()
-        .map(|s| !s.success())
-        .unwrap_or(true)
-    {
-        assert!(
-            std::env::var_os("OXIDEPM_REQUIRE_SMTP_SINK").is_none(),
-            "aiosmtpd is required"
-        );
-        eprintln!("SKIP: python3 with aiosmtpd is not installed (python3 -m pip install aiosmtpd)");
+    let Some(smtp) = SmtpSink::start() else {
         return;
-    }
+    };
     let env = Env::new();
-    let out = env.path("smtp-out");
-    std::fs::create_dir_all(&out).unwrap();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/src/lanes/email/testdata/smtp_sink.py"
-    );
-    let mut sink = std::process::Command::new("python3")
-        .arg(script)
-        .arg(&out)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    BufReader::new(sink.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let smtp_port: u16 = port.trim().parse().unwrap();
+    let smtp_port = smtp.port();
     let maildir = env.path("Maildir");
     env.daemon_toml(&format!(
         r#"
@@ -386,6 +358,7 @@ domain = "example.org"
         .arg("m1@example.com")
         .query::<String>(&mut alice)
         .unwrap();
+    let out = smtp.dir();
     env.wait(20, "the answer at the SMTP sink", || {
         out.join("1.json").exists()
     });
@@ -396,7 +369,4 @@ domain = "example.org"
     assert!(data.contains("X-Oxidepm-Agent: alice"), "{data}");
     assert!(data.contains("In-Reply-To: <m1@example.com>"), "{data}");
     assert!(data.contains("Try resetting your password."));
-    drop(sink.stdin.take());
-    let _ = sink.kill();
-    let _ = sink.wait();
 }
