@@ -1,6 +1,6 @@
 //! Layer 3, part 2, through the daemon: the bridge it runs, the webhook,
 //! runtime routes. (The bridge's own behaviour under crashes and failing
-//! sinks is tested in lanes::bridge.)
+//! sinks is tested in the oxidepm-bridge crate.)
 
 use crate::harness::{read, Env};
 use oxidepm_testkit::{free_port, http, Sink, SinkMode, SmtpSink};
