@@ -1,4 +1,4 @@
-//! The bridge against a real redis-server (with the lanes' real ACL rules)
+//! The bridge against a real redis-server (with the ACL the daemon writes)
 //! and real HTTP on loopback: in-process, and as the real binary where a
 //! signal is the point.
 
@@ -13,13 +13,17 @@ use std::time::Duration;
 
 /// Writes `fields` to `agent`'s outbox of `source`, as the agent.
 fn agent_says(redis: &Redis, agent: &str, source: &str, fields: &[(&str, &str)]) -> String {
-    let mut con = redis.agent(agent);
-    let mut cmd = redis::cmd("XADD");
-    cmd.arg(format!("{agent}:{source}:outbox")).arg("*");
+    let mut cmd = vec![
+        "XADD".to_string(),
+        format!("{agent}:{source}:outbox"),
+        "*".into(),
+    ];
     for (k, v) in fields {
-        cmd.arg(*k).arg(*v);
+        cmd.push(k.to_string());
+        cmd.push(v.to_string());
     }
-    cmd.query(&mut con).unwrap()
+    let id = redis.agent(agent).cmd(&cmd);
+    id.text().unwrap_or_else(|| panic!("XADD gave {id:?}"))
 }
 
 fn field<'a>(e: &'a (String, std::collections::HashMap<String, String>), k: &str) -> &'a str {
@@ -169,7 +173,7 @@ fn an_answer_is_delivered_as_the_agent_of_the_key() {
         "webhook",
         &[("channel", "c1"), ("text", "hi"), ("agent", "bob")],
     );
-    let got = eventually("the delivery", || sink.bodies().into_iter().next());
+    let got = eventually(WAIT, "the delivery", || sink.bodies().into_iter().next());
     assert_eq!(got["agent"], "alice", "{got}");
     assert_eq!(got["source"], "webhook");
     assert_eq!(got["channel"], "c1");
@@ -180,10 +184,10 @@ fn an_answer_is_delivered_as_the_agent_of_the_key() {
         "the payload is passed on, not believed"
     );
     let mut admin = redis.admin();
-    eventually("the ack", || {
+    eventually(WAIT, "the ack", || {
         (pending(&mut admin, "alice:webhook:outbox") == 0).then_some(())
     });
-    eventually("the counter", || {
+    eventually(WAIT, "the counter", || {
         (stats(&mut admin).get("delivered") == Some(&1)).then_some(())
     });
     // Bob's outbox is drained too, and an entry without a channel URL nor
@@ -194,7 +198,7 @@ fn an_answer_is_delivered_as_the_agent_of_the_key() {
         "webhook",
         &[("channel", "elsewhere"), ("text", "x")],
     );
-    let dead = eventually("the dead letter", || {
+    let dead = eventually(WAIT, "the dead letter", || {
         entries(&mut admin, "bob:webhook:outbox:dead")
             .into_iter()
             .next()
@@ -229,7 +233,7 @@ fn a_failing_sink_is_retried_then_dead_lettered() {
         "webhook",
         &[("channel", "down"), ("text", "a")],
     );
-    let dead = eventually("a dead letter", || {
+    let dead = eventually(WAIT, "a dead letter", || {
         entries(&mut admin, dead_key).into_iter().next()
     });
     assert_eq!(field(&dead, "original_id"), id);
@@ -245,7 +249,7 @@ fn a_failing_sink_is_retried_then_dead_lettered() {
         "webhook",
         &[("channel", "refusing"), ("text", "b")],
     );
-    eventually("a second dead letter", || {
+    eventually(WAIT, "a second dead letter", || {
         (entries(&mut admin, dead_key).len() == 2).then_some(())
     });
     assert_eq!(
@@ -260,14 +264,16 @@ fn a_failing_sink_is_retried_then_dead_lettered() {
         "webhook",
         &[("channel", "flaky"), ("text", "c")],
     );
-    let got = eventually("the flaky delivery", || flaky.bodies().into_iter().next());
+    let got = eventually(WAIT, "the flaky delivery", || {
+        flaky.bodies().into_iter().next()
+    });
     assert_eq!(got["text"], "c");
-    eventually("the counters", || {
+    eventually(WAIT, "the counters", || {
         let s = stats(&mut admin);
         let want = [("delivered", 1), ("dead", 2), ("retried", 4)];
         want.iter().all(|(k, v)| s.get(*k) == Some(v)).then_some(())
     });
-    eventually("every ack", || {
+    eventually(WAIT, "every ack", || {
         (pending(&mut admin, "alice:webhook:outbox") == 0).then_some(())
     });
 }
@@ -378,7 +384,7 @@ fn bad_requests_are_refused_and_nothing_is_written() {
         assert!(err.contains(message), "{err:?} should say {message:?}");
     }
     let mut admin = redis.admin();
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*:inbox").query(&mut admin).unwrap();
+    let keys = admin.cmd(&["KEYS", "*:inbox"]).strings();
     assert!(keys.is_empty(), "{keys:?}");
     assert_eq!(entries(&mut admin, "bridge:unrouted").len(), 0);
     assert!(stats(&mut admin).is_empty());
@@ -425,21 +431,25 @@ fn sigkill_in_the_middle_of_1000_deliveries_loses_none() {
         json!({"agents": ["alice"], "webhook": {"listen": format!("127.0.0.1:{}", free_port()), "deliver": {"*": sink.url()}}}),
     );
     let mut alice = redis.agent("alice");
-    let mut pipe = redis::pipe();
     for i in 0..1000 {
-        pipe.cmd("XADD")
-            .arg("alice:webhook:outbox")
-            .arg("*")
-            .arg("channel")
-            .arg("c")
-            .arg("text")
-            .arg(format!("m{i}"))
-            .ignore();
+        let text = format!("m{i}");
+        alice.send(&[
+            "XADD",
+            "alice:webhook:outbox",
+            "*",
+            "channel",
+            "c",
+            "text",
+            &text,
+        ]);
     }
-    pipe.query::<()>(&mut alice).unwrap();
+    for _ in 0..1000 {
+        let id = alice.read();
+        assert!(id.text().is_some(), "XADD gave {id:?}");
+    }
     let log = redis.dir.path().join("bridge.log");
     let first = BridgeProcess::spawn(&redis.config_path(), &log);
-    eventually("some deliveries", || {
+    eventually(WAIT, "some deliveries", || {
         (sink.bodies().len() >= 100).then_some(())
     });
     first.signal(Signal::SIGKILL);
@@ -475,7 +485,7 @@ fn sigkill_in_the_middle_of_1000_deliveries_loses_none() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    eventually("every entry acknowledged", || {
+    eventually(WAIT, "every entry acknowledged", || {
         (pending(&mut admin, "alice:webhook:outbox") == 0).then_some(())
     });
     assert!(
@@ -513,7 +523,7 @@ fn a_route_and_an_agent_added_at_runtime_need_no_restart() {
     let bridge = BridgeProcess::spawn(&cfg, &log);
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let msg = json!({"channel": "c2", "sender": "s", "text": "for bob"});
-    let (st, r) = eventually("the listener", || {
+    let (st, r) = eventually(WAIT, "the listener", || {
         std::net::TcpStream::connect(addr).ok()?;
         Some(post(addr, "webhook", msg.clone()))
     });
@@ -528,13 +538,13 @@ fn a_route_and_an_agent_added_at_runtime_need_no_restart() {
 
     redis.write_config(&cfg, members(true));
     bridge.signal(Signal::SIGHUP);
-    let r = eventually("the new route", || {
+    let r = eventually(WAIT, "the new route", || {
         let (st, r) = post(addr, "webhook", msg.clone());
         assert_eq!(st, 202, "{r}\n{}", bridge.log());
         (r["routed_to"] == "bob").then_some(r)
     });
     assert_eq!(r["stream"], "bob:webhook:inbox");
-    let got = eventually("bob's entry delivered", || {
+    let got = eventually(WAIT, "bob's entry delivered", || {
         sink.bodies().into_iter().find(|b| b["id"] == id.as_str())
     });
     assert_eq!(got["agent"], "bob");

@@ -1,10 +1,13 @@
-//! The lane proxy against a real redis-server, with the ACL of DESIGN.md.
+//! The lane proxy against a real redis-server, with the ACL the daemon
+//! writes. Consumer groups are made by `sys`, as the daemon makes each
+//! agent's (agents may not create groups); the bridge writes inboxes and
+//! reads outboxes with its own rules; `sys` inspects.
 
 mod activated;
 mod harness;
 mod protocol;
 
-use harness::{bulk, ok, Agent, Client, Redis, TestProxy, Value};
+use harness::{bulk, ok, Agent, Redis, TestProxy, Value};
 
 fn alice() -> (Redis, TestProxy) {
     let redis = Redis::start(&["alice", "bob"]);
@@ -12,17 +15,20 @@ fn alice() -> (Redis, TestProxy) {
     (redis, proxy)
 }
 
-/// The bridge writes `text` to alice's discord inbox (creating group g).
-fn to_inbox(bridge: &mut Client, text: &str) {
-    let _ = bridge.cmd(&[
-        "XGROUP",
-        "CREATE",
-        "alice:discord:inbox",
-        "g",
-        "0",
-        "MKSTREAM",
-    ]);
-    let id = bridge.cmd(&["XADD", "alice:discord:inbox", "*", "text", text]);
+/// Makes consumer group `g` of `stream` from `start`, as the daemon does.
+fn group(redis: &Redis, stream: &str, start: &str) {
+    let r = redis
+        .admin()
+        .cmd(&["XGROUP", "CREATE", stream, "g", start, "MKSTREAM"]);
+    assert_eq!(r, ok(), "XGROUP CREATE {stream}");
+}
+
+/// The bridge writes `text` to alice's discord inbox (group g made first).
+fn to_inbox(redis: &Redis, text: &str) {
+    group(redis, "alice:discord:inbox", "0");
+    let id = redis
+        .bridge()
+        .cmd(&["XADD", "alice:discord:inbox", "*", "text", text]);
     assert!(matches!(id, Value::Bulk(_)), "{id:?}");
 }
 
@@ -44,7 +50,7 @@ fn agent_sends_and_receives_through_its_lane() {
     );
 
     // Inbound: what the bridge wrote, read with the group, acknowledged.
-    to_inbox(&mut bridge, "hello in");
+    to_inbox(&redis, "hello in");
     let got = a.cmd(&[
         "XREADGROUP",
         "GROUP",
@@ -76,21 +82,17 @@ fn shared_outbox_form_lands_in_the_agents_outbox() {
     let mut bridge = redis.bridge();
     let seen = bridge.cmd(&["XRANGE", "alice:discord:outbox", "-", "+"]);
     assert_eq!(seen.strings()[1..], ["text".to_string(), "hi".to_string()]);
-    assert_eq!(bridge.cmd(&["EXISTS", "discord:outbox"]), Value::Int(0));
+    assert_eq!(
+        redis.admin().cmd(&["EXISTS", "discord:outbox"]),
+        Value::Int(0)
+    );
 }
 
 #[test]
 fn other_agents_keys_are_refused_by_redis() {
     let (redis, proxy) = alice();
     let mut bridge = redis.bridge();
-    bridge.cmd(&[
-        "XGROUP",
-        "CREATE",
-        "bob:discord:inbox",
-        "g",
-        "0",
-        "MKSTREAM",
-    ]);
+    group(&redis, "bob:discord:inbox", "0");
     bridge.cmd(&["XADD", "bob:discord:inbox", "*", "text", "for bob"]);
     let mut a = proxy.client("alice");
     for c in [
@@ -112,7 +114,10 @@ fn other_agents_keys_are_refused_by_redis() {
         let r = a.cmd(c);
         assert!(r.error_starts("NOPERM"), "{c:?} gave {r:?}");
     }
-    assert_eq!(bridge.cmd(&["EXISTS", "bob:discord:outbox"]), Value::Int(0));
+    assert_eq!(
+        redis.admin().cmd(&["EXISTS", "bob:discord:outbox"]),
+        Value::Int(0)
+    );
 }
 
 #[test]
@@ -141,17 +146,17 @@ fn commands_off_the_allowlist_are_refused_by_the_proxy() {
     assert_eq!(a.cmd(&["ECHO", "still here"]), bulk("still here"));
     assert_eq!(a.whoami(), bulk("agent_alice"));
     assert_eq!(a.cmd(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"]), ok());
-    // Nothing reached Redis as another user: the bridge's keys are intact.
-    let mut bridge = redis.bridge();
-    bridge.cmd(&["SET", "bridge:canary", "1"]);
+    // Nothing reached Redis as another user: the host's keys are intact.
+    let mut admin = redis.admin();
+    admin.cmd(&["SET", "bridge:canary", "1"]);
     assert!(a.cmd(&["FLUSHALL"]).error_starts("NOPERM"));
-    assert_eq!(bridge.cmd(&["GET", "bridge:canary"]), bulk("1"));
+    assert_eq!(admin.cmd(&["GET", "bridge:canary"]), bulk("1"));
 }
 
 #[test]
 fn identity_cannot_be_changed_from_the_lane() {
     let (_redis, proxy) = alice();
-    let bridge_pw = harness::BRIDGE_PW;
+    let bridge_pw = &harness::password("bridge");
     let mut a = proxy.client("alice");
     for c in [
         &["AUTH", "bridge", bridge_pw][..],
@@ -268,14 +273,7 @@ fn a_client_that_never_reads_is_held_back_not_buffered() {
 fn a_blocking_read_does_not_hold_up_other_connections() {
     let (redis, proxy) = alice();
     let mut bridge = redis.bridge();
-    bridge.cmd(&[
-        "XGROUP",
-        "CREATE",
-        "alice:discord:inbox",
-        "g",
-        "$",
-        "MKSTREAM",
-    ]);
+    group(&redis, "alice:discord:inbox", "$");
     let mut blocked = proxy.client("alice");
     blocked.send(&[
         "XREADGROUP",
@@ -322,14 +320,7 @@ fn large_values_round_trip() {
         Value::Array(vec![bulk("data"), Value::Bulk(big.clone())])
     );
     // Down: from the inbox, read through the lane.
-    bridge.cmd(&[
-        "XGROUP",
-        "CREATE",
-        "alice:discord:inbox",
-        "g",
-        "0",
-        "MKSTREAM",
-    ]);
+    group(&redis, "alice:discord:inbox", "0");
     bridge.cmd(&[&b"XADD"[..], b"alice:discord:inbox", b"*", b"data", &big]);
     let got = a.cmd(&[
         "XREADGROUP",
@@ -359,14 +350,7 @@ fn large_values_round_trip() {
 fn agents_come_and_go_without_disturbing_others() {
     let (redis, proxy) = alice();
     let mut bridge = redis.bridge();
-    bridge.cmd(&[
-        "XGROUP",
-        "CREATE",
-        "alice:discord:inbox",
-        "g",
-        "$",
-        "MKSTREAM",
-    ]);
+    group(&redis, "alice:discord:inbox", "$");
     let mut blocked = proxy.client("alice");
     blocked.send(&[
         "XREADGROUP",

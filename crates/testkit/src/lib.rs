@@ -1,45 +1,40 @@
-//! Test support shared by oxidepm's crates: a private redis-server.
+//! Test support shared by oxidepm's crates, so that every test suite starts
+//! the same Redis with the same ACL, speaks RESP and HTTP the same way and
+//! waits the same way:
+//!
+//! * [`redis`] — a private redis-server whose users and rules are the ones
+//!   the daemon writes, with known test passwords;
+//! * [`resp`] — a small blocking RESP client;
+//! * [`http`] — a one-shot HTTP client, an HTTP sink and free ports;
+//! * [`smtp`] — an SMTP server that keeps what it is sent;
+//! * [`wait`] — polling until something holds;
+//! * [`workspace_bin`] — the path of a workspace binary, built if needed.
+
+pub mod http;
+pub mod redis;
+pub mod resp;
+pub mod smtp;
+pub mod wait;
+
+pub use http::{free_port, http, Sink, SinkMode};
+pub use redis::{agent_user, password, private_redis, Redis};
+pub use resp::{bulk, ok, Client, Value};
+pub use smtp::SmtpSink;
+pub use wait::{eventually, Ready};
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Starts redis-server in `dir` with `acl` as its ACL file, listening on
-/// `dir/redis.sock` only, and waits until it accepts connections.
-pub fn private_redis(dir: &Path, acl: &str) -> (Child, PathBuf) {
-    let socket = dir.join("redis.sock");
-    std::fs::write(dir.join("users.acl"), acl).unwrap();
-    let conf = format!(
-        "port 0\nunixsocket {sock}\nunixsocketperm 700\naclfile {dir}/users.acl\n\
-         dir {dir}\nsave \"\"\nappendonly no\ndaemonize no\nlogfile {dir}/redis.log\n",
-        sock = socket.display(),
-        dir = dir.display()
-    );
-    let conf_path = dir.join("redis.conf");
-    std::fs::write(&conf_path, conf).unwrap();
-    let child = Command::new("redis-server")
-        .arg(&conf_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server must be installed (Debian: redis-server)");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "redis-server did not start: {}",
-            std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (child, socket)
-}
+use std::process::Command;
 
 /// The path of binary `bin` of the workspace package `package`, in the
 /// profile of the running test, built first if needed. `cargo test` builds
 /// only the binaries of the package under test, and the daemon finds the
 /// lane proxy and the bridge beside itself, so tests that need them ask
 /// here (the build is a no-op when they are up to date).
+///
+/// The build resolves features over the whole workspace, as `cargo test
+/// --workspace` does: built for `package` alone, tokio, redis, hyper and
+/// what depends on them would get other features, hence a second
+/// compilation of each in the middle of a test run.
 pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     use std::collections::HashMap;
     use std::sync::Mutex;
@@ -59,14 +54,14 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     let path = dir.join(bin);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
-    build.args(["build", "-q", "-p", package, "--bin", bin]);
+    build.args(["build", "-q", "--workspace", "--bin", bin]);
     if dir.file_name().is_some_and(|n| n == "release") {
         build.arg("--release");
     }
     let status = build.status();
     assert!(
         path.is_file(),
-        "{} is missing and `cargo build -p {package} --bin {bin}` gave {status:?}",
+        "{} of {package} is missing and `cargo build --workspace --bin {bin}` gave {status:?}",
         path.display()
     );
     built.insert(bin.to_string(), path.clone());

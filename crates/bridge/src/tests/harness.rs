@@ -1,109 +1,46 @@
-//! Test harness of the bridge: a private redis-server with the real ACL
-//! rules, the bridge in-process or as the real binary, a blocking HTTP
-//! client and an HTTP sink.
+//! Test harness of the bridge: testkit's private redis-server (the ACL the
+//! daemon writes), the bridge in-process or as the real binary, and its
+//! configuration file.
 
 use crate::Bridge;
-use oxidepm_lanes::acl::{self, AclUser};
-use oxidepm_lanes::Secret;
+use oxidepm_lanes::acl;
+use oxidepm_testkit::{Client, Value as Resp};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-pub const BRIDGE_PW: &str = "bridge-test-pw";
-pub const ADMIN_PW: &str = "sys-test-pw";
+pub use oxidepm_testkit::{eventually, free_port, Redis, Sink, SinkMode};
+
+/// The webhook's bearer token in every test.
 pub const TOKEN: &str = "webhook-test-token";
 
-pub fn agent_pw(agent: &str) -> String {
-    format!("{agent}-test-pw")
-}
+/// How long a wait may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(30);
 
-fn agent_user(agent: &str) -> AclUser {
-    AclUser::Agent(agent.parse().unwrap())
-}
-
-/// Polls `f` until it gives `Some`, for at most 30 s (a hung test fails).
-pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A redis-server on a unix socket in a temp dir, with the ACL users of
-/// the lanes (`bridge`, `agent_<name>`) and `sys` for inspection; killed on
-/// drop.
-pub struct Redis {
-    pub dir: tempfile::TempDir,
-    pub socket: PathBuf,
-    child: Child,
-}
-
-impl Redis {
-    pub fn start(agents: &[&str]) -> Redis {
-        let dir = tempfile::tempdir().unwrap();
-        let mut users = vec![
-            (AclUser::Admin, Secret::new(ADMIN_PW)),
-            (AclUser::Bridge, Secret::new(BRIDGE_PW)),
-        ];
-        for a in agents {
-            users.push((agent_user(a), Secret::new(agent_pw(a))));
-        }
-        let (child, socket) = oxidepm_testkit::private_redis(dir.path(), &acl::acl_file(&users));
-        std::fs::write(dir.path().join("bridge.pw"), format!("{BRIDGE_PW}\n")).unwrap();
-        std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
-        Redis { dir, socket, child }
-    }
-
-    /// Stops redis-server now.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// A connection as `user`.
-    pub fn connect(&self, user: &str, password: &str) -> redis::Connection {
-        let info = redis::ConnectionInfo {
-            addr: redis::ConnectionAddr::Unix(self.socket.clone()),
-            redis: redis::RedisConnectionInfo {
-                db: 0,
-                username: Some(user.into()),
-                password: Some(password.into()),
-                protocol: redis::ProtocolVersion::RESP2,
-            },
-        };
-        redis::Client::open(info).unwrap().get_connection().unwrap()
-    }
-
-    /// The inspecting admin user.
-    pub fn admin(&self) -> redis::Connection {
-        self.connect(acl::ADMIN_USER, ADMIN_PW)
-    }
-
-    /// An agent, as its proxy would authenticate it.
-    pub fn agent(&self, agent: &str) -> redis::Connection {
-        self.connect(&agent_user(agent).to_string(), &agent_pw(agent))
-    }
-
+/// The bridge's files beside testkit's Redis.
+pub trait BridgeFiles {
     /// Writes the bridge's configuration: the given members over defaults
-    /// (this Redis, its files, the webhook on `listen`).
-    pub fn write_config(&self, path: &Path, members: Value) {
+    /// (this Redis, the bridge's password file, the webhook on `listen`).
+    fn write_config(&self, path: &Path, members: Value);
+    /// Where the tests keep the bridge's configuration.
+    fn config_path(&self) -> PathBuf;
+}
+
+impl BridgeFiles for Redis {
+    fn write_config(&self, path: &Path, members: Value) {
+        let token = self.dir.path().join("token");
+        std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
         let mut cfg = json!({
             "redis_socket": self.socket,
-            "password_file": self.dir.path().join("bridge.pw"),
+            "password_file": self.password_file(acl::BRIDGE_USER),
             "agents": [],
             "sources": ["webhook", "email"],
             "routes": [],
-            "webhook": { "listen": "127.0.0.1:0", "token_file": self.dir.path().join("token") },
+            "webhook": { "listen": "127.0.0.1:0", "token_file": token },
             "retry": { "attempts": 3, "base_ms": 10, "max_ms": 100 },
             "outbox": { "block_ms": 200 },
         });
@@ -111,14 +48,8 @@ impl Redis {
         std::fs::write(path, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
     }
 
-    pub fn config_path(&self) -> PathBuf {
+    fn config_path(&self) -> PathBuf {
         self.dir.path().join("bridge.json")
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -140,44 +71,43 @@ fn merge(a: &mut Value, b: Value) {
 }
 
 /// Every entry of a stream: `(id, fields)`.
-pub fn entries(con: &mut redis::Connection, key: &str) -> Vec<(String, HashMap<String, String>)> {
-    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg(key)
-        .arg("-")
-        .arg("+")
-        .query(con)
-        .unwrap();
-    reply
-        .ids
-        .into_iter()
-        .map(|e| {
-            let fields = e
-                .map
-                .iter()
-                .map(|(k, v)| (k.clone(), redis::from_redis_value::<String>(v).unwrap()))
-                .collect();
-            (e.id, fields)
+pub fn entries(con: &mut Client, key: &str) -> Vec<(String, HashMap<String, String>)> {
+    let reply = con.cmd(&["XRANGE", key, "-", "+"]);
+    let Resp::Array(list) = reply else {
+        panic!("XRANGE {key}: {reply:?}")
+    };
+    list.into_iter()
+        .map(|e| match e {
+            Resp::Array(parts) if parts.len() == 2 => {
+                let id = parts[0].text().expect("an entry id");
+                let fields = parts[1].strings();
+                let map = fields
+                    .chunks(2)
+                    .map(|kv| (kv[0].clone(), kv[1].clone()))
+                    .collect();
+                (id, map)
+            }
+            other => panic!("XRANGE {key}: entry {other:?}"),
         })
         .collect()
 }
 
 /// The counters of `bridge:stats`.
-pub fn stats(con: &mut redis::Connection) -> HashMap<String, i64> {
-    redis::cmd("HGETALL")
-        .arg("bridge:stats")
-        .query(con)
-        .unwrap()
+pub fn stats(con: &mut Client) -> HashMap<String, i64> {
+    con.cmd(&["HGETALL", "bridge:stats"])
+        .strings()
+        .chunks(2)
+        .map(|kv| (kv[0].clone(), kv[1].parse().unwrap()))
+        .collect()
 }
 
 /// Entries pending in group `bridge` of a stream.
-pub fn pending(con: &mut redis::Connection, key: &str) -> i64 {
-    let v: redis::Value = redis::cmd("XPENDING")
-        .arg(key)
-        .arg("bridge")
-        .query(con)
-        .unwrap();
-    match v {
-        redis::Value::Array(parts) => redis::from_redis_value(&parts[0]).unwrap(),
+pub fn pending(con: &mut Client, key: &str) -> i64 {
+    match con.cmd(&["XPENDING", key, "bridge"]) {
+        Resp::Array(parts) => match parts[0] {
+            Resp::Int(n) => n,
+            ref other => panic!("XPENDING: {other:?}"),
+        },
         other => panic!("XPENDING: {other:?}"),
     }
 }
@@ -219,15 +149,6 @@ impl Drop for TestBridge {
             rt.shutdown_timeout(Duration::from_secs(5));
         }
     }
-}
-
-/// A free loopback port (bound, then released).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The real `oxidepm-bridge` binary, built by `cargo build`.
@@ -289,27 +210,8 @@ pub fn http(
     token: Option<&str>,
     body: &str,
 ) -> (u16, Value) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{auth}\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out);
-    let status: u16 = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {text:?}"));
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    let (status, body) = oxidepm_testkit::http(addr, method, path, token, body);
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
 /// POSTs a message to `/in/<source>` with the right token.
@@ -321,125 +223,4 @@ pub fn post(addr: SocketAddr, source: &str, msg: Value) -> (u16, Value) {
         Some(TOKEN),
         &msg.to_string(),
     )
-}
-
-/// What the sink answers.
-#[derive(Clone, Copy, Debug)]
-pub enum SinkMode {
-    /// 200 to everything.
-    Ok,
-    /// This status to everything.
-    Always(u16),
-    /// 503 to the first n requests, then 200.
-    FailFirst(usize),
-}
-
-/// A local HTTP sink (keep-alive) recording every JSON body it is POSTed.
-pub struct Sink {
-    pub addr: SocketAddr,
-    pub got: Arc<Mutex<Vec<Value>>>,
-    pub requests: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Sink {
-    /// `delay`: how long each answer takes.
-    pub fn start(mode: SinkMode, delay: Duration) -> Sink {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let requests = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (g, r, st) = (got.clone(), requests.clone(), stop.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if st.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(conn) = conn else { continue };
-                let (g, r) = (g.clone(), r.clone());
-                std::thread::spawn(move || serve_sink(conn, mode, delay, g, r));
-            }
-        });
-        Sink {
-            addr,
-            got,
-            requests,
-            stop,
-        }
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}/out", self.addr)
-    }
-
-    pub fn bodies(&self) -> Vec<Value> {
-        self.got.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Sink {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr);
-    }
-}
-
-fn serve_sink(
-    conn: TcpStream,
-    mode: SinkMode,
-    delay: Duration,
-    got: Arc<Mutex<Vec<Value>>>,
-    requests: Arc<AtomicUsize>,
-) {
-    let _ = conn.set_nodelay(true);
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut conn = conn;
-    loop {
-        let mut len = 0usize;
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            if h == "\r\n" {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-        }
-        let mut body = vec![0; len];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        let n = requests.fetch_add(1, Ordering::SeqCst);
-        std::thread::sleep(delay);
-        let status = match mode {
-            SinkMode::Ok => 200,
-            SinkMode::Always(s) => s,
-            SinkMode::FailFirst(k) if n < k => 503,
-            SinkMode::FailFirst(_) => 200,
-        };
-        if status < 300 {
-            got.lock()
-                .unwrap()
-                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-        }
-        let answer = if status < 300 { "" } else { "sink says no" };
-        // One write: several small ones would meet Nagle and delayed ACKs.
-        let out = format!(
-            "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{answer}",
-            answer.len()
-        );
-        if conn.write_all(out.as_bytes()).is_err() {
-            return;
-        }
-    }
 }

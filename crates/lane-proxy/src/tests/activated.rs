@@ -1,20 +1,16 @@
 //! Socket activation, peer uids, and the binary as a daemon would run it.
 
-use super::harness::{agent_pw, bulk, Agent, Client, Redis, TestProxy};
+use super::harness::{bulk, Agent, Client, Redis, TestProxy};
 use crate::activation::ActivatedSocket;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_for<R: oxidepm_testkit::Ready>(what: &str, ok: impl FnMut() -> R) -> R::Output {
+    oxidepm_testkit::eventually(Duration::from_secs(20), what, ok)
 }
 
 fn inherited(dir: &Path, name: &str) -> (PathBuf, ActivatedSocket) {
@@ -64,12 +60,10 @@ fn inherited_sockets_are_served_by_name() {
     assert!(alice_path.exists());
     // (The lane's old accept loop is aborted asynchronously: a connection
     // it took in its last moment is closed without a word; try again.)
-    let mut answer = None;
-    wait_for("the unavailable answer", || {
-        answer = Client::connect(&alice_path).try_read();
-        answer.is_some()
+    let answer = wait_for("the unavailable answer", || {
+        Client::connect(&alice_path).try_read()
     });
-    assert!(answer.unwrap().error_starts("ERR lane unavailable"));
+    assert!(answer.error_starts("ERR lane unavailable"));
 }
 
 /// Runs `redis-cli -s <socket> ACL WHOAMI` as `uid`.
@@ -124,8 +118,6 @@ fn the_binary_is_socket_activated_reloads_on_sighup_and_stops_on_sigterm() {
     let bin = oxidepm_testkit::workspace_bin("oxidepm-lane-proxy", "oxidepm-lane-proxy");
     let redis = Redis::start(&["alice", "bob", "carol"]);
     let base = redis.dir.path();
-    let secrets = base.join("secrets");
-    std::fs::create_dir(&secrets).unwrap();
     let lanes = base.join("lanes");
     let act = base.join("systemd");
     std::fs::create_dir(&act).unwrap();
@@ -135,8 +127,7 @@ fn the_binary_is_socket_activated_reloads_on_sighup_and_stops_on_sigterm() {
         let list: Vec<String> = agents
             .iter()
             .map(|a| {
-                let pw = secrets.join(format!("agent_{a}"));
-                std::fs::write(&pw, agent_pw(a)).unwrap();
+                let pw = redis.password_file(&oxidepm_testkit::agent_user(a));
                 format!(r#"{{"name": "{a}", "password_file": "{}"}}"#, pw.display())
             })
             .collect();
@@ -175,30 +166,29 @@ fn the_binary_is_socket_activated_reloads_on_sighup_and_stops_on_sigterm() {
             .expect("systemd-socket-activate must be installed (Debian: systemd)"),
     );
     let pid = child.0.id();
-    wait_for("the activation socket", || alice_sock.exists());
     // The first connection starts the proxy (systemd-socket-activate execs
     // it in place, keeping the pid).
-    assert_eq!(Client::connect(&alice_sock).whoami(), bulk("agent_alice"));
-    wait_for("bob's socket", || lanes.join("bob.sock").exists());
-    let mut bob = Client::connect(&lanes.join("bob.sock"));
+    let alice = || Client::try_connect(&alice_sock);
+    assert_eq!(
+        wait_for("the activation socket", alice).whoami(),
+        bulk("agent_alice")
+    );
+    let mut bob = wait_for("bob's socket", || {
+        Client::try_connect(&lanes.join("bob.sock"))
+    });
     assert_eq!(bob.whoami(), bulk("agent_bob"));
 
     write_config(&["alice", "bob", "carol"]);
     signal(pid, nix::sys::signal::Signal::SIGHUP);
-    wait_for("carol's socket", || lanes.join("carol.sock").exists());
+    let carol = || Client::try_connect(&lanes.join("carol.sock"));
     assert_eq!(
-        Client::connect(&lanes.join("carol.sock")).whoami(),
+        wait_for("carol's socket", carol).whoami(),
         bulk("agent_carol")
     );
     assert_eq!(bob.whoami(), bulk("agent_bob"));
 
     signal(pid, nix::sys::signal::Signal::SIGTERM);
-    let mut status = None;
-    wait_for("the proxy to exit", || {
-        status = child.0.try_wait().unwrap();
-        status.is_some()
-    });
-    let status = status.unwrap();
+    let status = wait_for("the proxy to exit", || child.0.try_wait().unwrap());
     assert!(status.success(), "{status:?}");
     assert!(!lanes.join("bob.sock").exists());
     assert!(!lanes.join("carol.sock").exists());

@@ -207,7 +207,11 @@ fn a_client_that_never_reads_is_dropped_while_others_are_served() {
         assert_eq!(env.json(&["ping"])["pong"], true);
     }
     assert!(t.elapsed() < Duration::from_secs(5));
-    std::thread::sleep(Duration::from_secs(12));
+    // The daemon gives up on a reply unread for 10 s and closes the
+    // connection; seen without reading, which would unblock its writes.
+    env.wait(30, "the daemon to drop the stuck client", || {
+        peer_closed(&stuck)
+    });
     // The daemon gave up on it: draining what was buffered ends in EOF.
     stuck
         .set_read_timeout(Some(Duration::from_secs(5)))
@@ -222,6 +226,12 @@ fn a_client_that_never_reads_is_dropped_while_others_are_served() {
         }
     }
     assert!(total < 20 * 300000 * 10, "it did not send everything");
+}
+
+/// Whether the other end of `s` is closed, seen by poll(2) without
+/// reading anything.
+fn peer_closed(s: &std::os::unix::net::UnixStream) -> bool {
+    oxidepm_sys::poll::hung_up(s)
 }
 
 /// Starts an app of `kind` that runs the CLI with `args` (and a claim)

@@ -1,90 +1,24 @@
 //! Layer 3, part 2, through the daemon: the bridge it runs, the webhook,
 //! runtime routes. (The bridge's own behaviour under crashes and failing
-//! sinks is tested in lanes::bridge.)
+//! sinks is tested in the oxidepm-bridge crate.)
 
 use crate::harness::{read, Env};
 use oxidepm_lanes::Secret;
+use oxidepm_testkit::{free_port, http, Sink, SinkMode, SmtpSink};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// POSTs JSON; returns the status code and the body.
+/// POSTs JSON to the webhook on `port`; returns the status code and the
+/// body.
 fn post(port: u16, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
+    http(
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        "POST",
+        path,
+        token,
+        body,
     )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-    (code, body)
-}
-
-/// A local HTTP sink that records every JSON body it receives.
-fn sink() -> (u16, Arc<Mutex<Vec<Value>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = got.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let g = g.clone();
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    loop {
-                        let mut h = String::new();
-                        if r.read_line(&mut h).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if h == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0u8; len];
-                    if r.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    if let Ok(v) = serde_json::from_slice(&body) {
-                        g.lock().unwrap().push(v);
-                    }
-                    let mut w = &s;
-                    let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
-                }
-            });
-        }
-    });
-    (port, got)
 }
 
 fn conn(env: &Env, agent: &str) -> redis::Connection {
@@ -139,7 +73,7 @@ fn read_inbox(
 fn webhook_messages_reach_the_routed_agent_and_answers_leave_as_that_agent() {
     let env = Env::new();
     let port = free_port();
-    let (sink_port, got) = sink();
+    let sink = Sink::start(SinkMode::Ok, Duration::ZERO);
     env.daemon_toml(&format!(
         r#"
 [lanes]
@@ -157,8 +91,9 @@ agent = "bob"
 
 [lanes.webhook]
 listen = "127.0.0.1:{port}"
-deliver = {{ "*" = "http://127.0.0.1:{sink_port}/out" }}
-"#
+deliver = {{ "*" = "{}" }}
+"#,
+        sink.url()
     ));
     for a in ["alice", "bob"] {
         env.ok(&[
@@ -166,7 +101,7 @@ deliver = {{ "*" = "http://127.0.0.1:{sink_port}/out" }}
         ]);
     }
     env.wait(20, "the bridge", || {
-        env.status()
+        env.daemon_status()
             .iter()
             .any(|a| a["name"] == "oxidepm-bridge" && a["status"] == "online")
             && TcpStream::connect(("127.0.0.1", port)).is_ok()
@@ -243,9 +178,9 @@ deliver = {{ "*" = "http://127.0.0.1:{sink_port}/out" }}
         .query::<String>(&mut alice)
         .unwrap();
     env.wait(20, "the sink to get the answer", || {
-        !got.lock().unwrap().is_empty()
+        !sink.bodies().is_empty()
     });
-    let m = got.lock().unwrap()[0].clone();
+    let m = sink.bodies()[0].clone();
     assert_eq!(m["agent"], "alice", "{m}");
     assert_eq!(m["text"], "on it");
     assert!(m["id"].as_str().is_some_and(|i| i.contains('-')), "{m}");
@@ -359,38 +294,11 @@ deliver = {{ "*" = "http://127.0.0.1:{sink_port}/out" }}
 
 #[test]
 fn mail_in_a_maildir_reaches_the_agent_and_its_answer_leaves_by_smtp() {
-    if std::process::Command::new("python3")
-        .args(["-c", "import aiosmtpd"])
-        .status()
-        .map(|s| !s.success())
-        .unwrap_or(true)
-    {
-        assert!(
-            std::env::var_os("OXIDEPM_REQUIRE_SMTP_SINK").is_none(),
-            "aiosmtpd is required"
-        );
-        eprintln!("SKIP: python3 with aiosmtpd is not installed (python3 -m pip install aiosmtpd)");
+    let Some(smtp) = SmtpSink::start() else {
         return;
-    }
+    };
     let env = Env::new();
-    let out = env.path("smtp-out");
-    std::fs::create_dir_all(&out).unwrap();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../bridge/src/sources/email/testdata/smtp_sink.py"
-    );
-    let mut sink = std::process::Command::new("python3")
-        .arg(script)
-        .arg(&out)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    BufReader::new(sink.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let smtp_port: u16 = port.trim().parse().unwrap();
+    let smtp_port = smtp.port();
     let maildir = env.path("Maildir");
     env.daemon_toml(&format!(
         r#"
@@ -413,7 +321,7 @@ domain = "example.org"
         "start", "--kind", "agent", "--name", "alice", "--", "sleep", "100000",
     ]);
     env.wait(20, "the bridge", || {
-        env.status()
+        env.daemon_status()
             .iter()
             .any(|a| a["name"] == "oxidepm-bridge" && a["status"] == "online")
     });
@@ -452,6 +360,7 @@ domain = "example.org"
         .arg("m1@example.com")
         .query::<String>(&mut alice)
         .unwrap();
+    let out = smtp.dir();
     env.wait(20, "the answer at the SMTP sink", || {
         out.join("1.json").exists()
     });
@@ -462,7 +371,4 @@ domain = "example.org"
     assert!(data.contains("X-Oxidepm-Agent: alice"), "{data}");
     assert!(data.contains("In-Reply-To: <m1@example.com>"), "{data}");
     assert!(data.contains("Try resetting your password."));
-    drop(sink.stdin.take());
-    let _ = sink.kill();
-    let _ = sink.wait();
 }

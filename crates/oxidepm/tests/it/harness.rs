@@ -2,12 +2,13 @@
 
 #![allow(dead_code)]
 
-use serde_json::Value;
+use oxidepm_testkit::{eventually, Ready};
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Path of one of the package's binaries.
 pub fn bin(name: &str) -> PathBuf {
@@ -123,22 +124,49 @@ impl Env {
             .clone()
     }
 
-    /// Waits until `f` holds, or panics with `what` after `secs`.
-    pub fn wait(&self, secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while !f() {
-            if Instant::now() > deadline {
-                panic!("timed out waiting for {what}");
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
+    /// Waits until `f` holds (`true` or `Some`), or panics with `what`
+    /// after `secs`.
+    #[track_caller]
+    pub fn wait<R: Ready>(&self, secs: u64, what: &str, f: impl FnMut() -> R) -> R::Output {
+        eventually(Duration::from_secs(secs), what, f)
     }
 
     /// Waits until app `name` has `status`.
+    #[track_caller]
     pub fn wait_status(&self, name: &str, status: &str) {
         self.wait(20, &format!("{name} to be {status}"), || {
-            self.app(name)["status"] == status
+            self.daemon_app(name)["status"] == status
         });
+    }
+
+    /// The result of one request on daemon.sock, sent without the CLI: a
+    /// wait polls often, and a CLI process per poll costs more than what
+    /// it waits for. Panics on an error answer.
+    pub fn request(&self, req: Value) -> Value {
+        let r = self.raw("daemon.sock").call(req.clone());
+        assert_eq!(r["ok"], true, "{req} gave {r}");
+        r["result"].clone()
+    }
+
+    /// Every app, as `status` answers on the socket (what `status --json`
+    /// prints).
+    pub fn daemon_status(&self) -> Vec<Value> {
+        let v = self.request(json!({"id": 1, "op": "status"}));
+        v.as_array().expect("status is a list").clone()
+    }
+
+    /// One app, from [`Env::daemon_status`].
+    pub fn daemon_app(&self, name: &str) -> Value {
+        self.daemon_status()
+            .into_iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("no app {name}"))
+    }
+
+    /// Events of an app, as `events` answers on the socket.
+    pub fn daemon_events(&self, name: &str) -> Vec<Value> {
+        let v = self.request(json!({"id": 1, "op": "events", "target": name, "limit": 1000}));
+        v.as_array().expect("events is a list").clone()
     }
 
     /// The daemon's pid.

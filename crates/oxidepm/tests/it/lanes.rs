@@ -439,7 +439,7 @@ fn acknowledged_writes_survive_a_redis_crash_and_new_agents_do_not_break_old_con
     let redis_pid = env.pid("oxidepm-redis");
     kill(redis_pid, libc::SIGKILL);
     env.wait(20, "redis back", || {
-        env.app("oxidepm-redis")["pid"]
+        env.daemon_app("oxidepm-redis")["pid"]
             .as_u64()
             .is_some_and(|p| p as u32 != redis_pid)
     });
@@ -449,34 +449,30 @@ fn acknowledged_writes_survive_a_redis_crash_and_new_agents_do_not_break_old_con
         env.home.join("redis/redis.sock").display()
     );
     let pw = Secret::read(&env.home.join("secrets/sys")).unwrap();
-    let mut admin = loop {
-        let c = redis::Client::open(url.as_str()).unwrap().get_connection();
-        if let Ok(mut c) = c {
-            if redis::cmd("AUTH")
-                .arg("sys")
-                .arg(pw.expose())
-                .query::<()>(&mut c)
-                .is_ok()
-            {
-                break c;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // AUTH is answered while Redis still loads its append-only file; a
-    // read is not (LOADING) until the file is in.
-    let n: i64 = loop {
+    let mut admin = env.wait(20, "redis to serve again", || {
+        let mut c = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_connection()
+            .ok()?;
+        redis::cmd("AUTH")
+            .arg("sys")
+            .arg(pw.expose())
+            .query::<()>(&mut c)
+            .ok()?;
+        // AUTH is answered while the append-only file is still loading;
+        // reads get -LOADING until it is done.
         match redis::cmd("XLEN")
             .arg("alice:webhook:outbox")
-            .query(&mut admin)
+            .query::<i64>(&mut c)
         {
-            Ok(n) => break n,
-            Err(e) if e.kind() == redis::ErrorKind::BusyLoadingError => {
-                std::thread::sleep(Duration::from_millis(20))
-            }
-            Err(e) => panic!("XLEN after the restart: {e}"),
+            Err(e) if e.code() == Some("LOADING") => None,
+            _ => Some(c),
         }
-    };
+    });
+    let n: i64 = redis::cmd("XLEN")
+        .arg("alice:webhook:outbox")
+        .query(&mut admin)
+        .unwrap();
     assert_eq!(n, 1000, "acknowledged writes were lost");
 
     // A blocking read of alice survives adding another agent.
@@ -493,7 +489,15 @@ fn acknowledged_writes_survive_a_redis_crash_and_new_agents_do_not_break_old_con
             .arg(">")
             .query::<redis::Value>(&mut alice)
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Parked in Redis before the new agent arrives, or it proves nothing.
+    env.wait(20, "alice's read to block", || {
+        redis::cmd("CLIENT")
+            .arg("LIST")
+            .query::<String>(&mut admin)
+            .unwrap()
+            .lines()
+            .any(|c| c.contains("user=agent_alice") && c.contains("cmd=xreadgroup"))
+    });
     start_agents(&env, &["dave"]);
     let mut bridge = host_conn(&env, "bridge");
     redis::cmd("XADD")

@@ -2,18 +2,11 @@
 //! surviving the daemon's own death.
 
 use crate::harness::{alive, kill, read, Env};
+use oxidepm_testkit::free_port;
 use serde_json::Value;
 
 fn has_event(ev: &[Value], kind: &str, actor: &str) -> bool {
     ev.iter().any(|e| e["kind"] == kind && e["actor"] == actor)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]
@@ -33,13 +26,13 @@ fn a_memory_hog_is_restarted_by_system_limit_and_counts_toward_max_restarts() {
         "import time\nx = b'x' * (160 * 1024 * 1024)\ntime.sleep(1000)",
     ]);
     env.wait(30, "a restart for the memory limit", || {
-        has_event(&env.events("hog"), "restarted", "system:limit")
+        has_event(&env.daemon_events("hog"), "restarted", "system:limit")
     });
     let ev = env.events("hog");
     assert!(has_event(&ev, "memory-limit", "system:limit"), "{ev:?}");
     // The second kill for the limit exceeds max_restarts = 1.
     env.wait(30, "errored after repeated limit kills", || {
-        env.app("hog")["status"] == "errored"
+        env.daemon_app("hog")["status"] == "errored"
     });
     assert!(has_event(&env.events("hog"), "errored", "system:limit"));
 }
@@ -58,7 +51,7 @@ fn cron_restart_with_seconds_fires_every_second() {
         "1000",
     ]);
     env.wait(15, "two cron restarts", || {
-        env.events("tick")
+        env.daemon_events("tick")
             .iter()
             .filter(|e| e["kind"] == "restarted" && e["actor"] == "system:cron")
             .count()
@@ -90,14 +83,16 @@ fn an_app_failing_its_http_check_is_restarted_by_system_health() {
     )
     .unwrap();
     env.ok(&["start", cfg.to_str().unwrap()]);
-    env.wait(20, "healthy", || env.app("web")["health"] == "healthy");
+    env.wait(20, "healthy", || {
+        env.daemon_app("web")["health"] == "healthy"
+    });
     let first = env.pid("web");
     env.wait(20, "a restart for health", || {
-        has_event(&env.events("web"), "restarted", "system:health")
+        has_event(&env.daemon_events("web"), "restarted", "system:health")
     });
     assert!(has_event(&env.events("web"), "unhealthy", "system:health"));
     env.wait(10, "a new process", || {
-        env.app("web")["pid"]
+        env.daemon_app("web")["pid"]
             .as_u64()
             .is_some_and(|p| p as u32 != first)
     });
@@ -141,7 +136,9 @@ restart = "never"
     )
     .unwrap();
     env.ok(&["start", cfg.to_str().unwrap()]);
-    env.wait(30, "web online", || env.app("web")["status"] == "online");
+    env.wait(30, "web online", || {
+        env.daemon_app("web")["status"] == "online"
+    });
     assert_eq!(env.app("db")["health"], "healthy");
     assert_eq!(env.app("migrate")["status"], "stopped");
     let all = env.json(&["events", "--limit", "1000"]);
@@ -290,7 +287,7 @@ fn apps_outlive_a_killed_daemon_and_are_adopted_again() {
     // Still supervised: a crash is noticed and the policy applied.
     kill(pids[1], libc::SIGKILL);
     env.wait(10, "b restarted", || {
-        env.app("b")["pid"]
+        env.daemon_app("b")["pid"]
             .as_u64()
             .is_some_and(|p| p as u32 != pids[1])
     });

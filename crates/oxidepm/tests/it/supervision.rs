@@ -71,7 +71,7 @@ fn a_killed_app_is_restarted_and_credited_to_system_crash() {
     let pid = env.pid("w");
     kill(pid, libc::SIGKILL);
     env.wait(10, "a new pid", || {
-        let a = env.app("w");
+        let a = env.daemon_app("w");
         a["status"] == "online" && a["pid"].as_u64().is_some_and(|p| p as u32 != pid)
     });
     assert_eq!(env.app("w")["restarts"], 1);
@@ -205,7 +205,7 @@ fn a_million_lines_are_all_logged_in_order() {
         &format!("seq 0 {}", n - 1),
     ]);
     env.wait(120, "the flood to end", || {
-        env.app("flood")["status"] == "stopped"
+        env.daemon_app("flood")["status"] == "stopped"
     });
     let log = env.home.join("logs/flood-out.log");
     let mut expected = 0u64;

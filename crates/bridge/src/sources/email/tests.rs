@@ -1,17 +1,12 @@
 //! Tests of the email building blocks: a real Maildir in a temp dir, real
-//! MIME samples, and SMTP against a real sink (Python's `aiosmtpd`).
-//!
-//! The SMTP sink tests need `python3` with `aiosmtpd`
-//! (`python3 -m pip install aiosmtpd`). Without it they print `SKIP …`
-//! and pass, unless `OXIDEPM_REQUIRE_SMTP_SINK=1`, which turns the skip
-//! into a failure (for CI, where the test script installs it).
+//! MIME samples, and SMTP against a real sink (testkit's, Python's
+//! `aiosmtpd`: without it those tests print `SKIP …` and pass, unless
+//! `OXIDEPM_REQUIRE_SMTP_SINK=1`).
 
+use oxidepm_testkit::SmtpSink as Sink;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use super::maildir::{Maildir, MaildirError};
 use super::parse::{parse, ParseError};
@@ -26,10 +21,6 @@ const HTML_ONLY: &str = include_str!("testdata/html_only.eml");
 const ATTACHMENT: &str = include_str!("testdata/attachment.eml");
 const ENCODED: &str = include_str!("testdata/encoded.eml");
 
-/// A Python aiosmtpd sink that writes one JSON file per message into the
-/// directory given as its argument, prints its port, refuses recipients
-/// starting with `reject4`/`reject5`, and exits when stdin closes.
-const SINK: &str = include_str!("testdata/smtp_sink.py");
 fn maildir() -> (tempfile::TempDir, Maildir) {
     let dir = tempfile::tempdir().unwrap();
     let md = Maildir::create(dir.path().join("Mail")).unwrap();
@@ -387,95 +378,6 @@ async fn connection_refused_is_transient() {
     .unwrap_err();
     assert_eq!(e.kind(), SmtpErrorKind::Transient, "{e}");
     assert_eq!(e.code(), None);
-}
-
-struct Sink {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Sink {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Sink {
-    /// Starts the sink, or explains why it cannot (then the test skips).
-    fn start() -> Option<Sink> {
-        let probe = Command::new("python3")
-            .args(["-c", "import aiosmtpd"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        if !matches!(probe, Ok(s) if s.success()) {
-            let why = match probe {
-                Err(e) => format!("python3 not runnable: {e}"),
-                Ok(_) => "python3 has no aiosmtpd module".to_owned(),
-            };
-            if std::env::var_os("OXIDEPM_REQUIRE_SMTP_SINK").is_some_and(|v| v == "1") {
-                panic!("SMTP sink required but unavailable: {why}");
-            }
-            // Straight to stderr, past the test harness's output capture,
-            // so the skip shows in a normal `cargo test` run.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIP email SMTP sink test: {why} \
-                 (install it with `python3 -m pip install aiosmtpd`)"
-            );
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new("python3")
-            .args(["-c", SINK])
-            .arg(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn python3");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line.trim().parse().unwrap_or_else(|_| {
-            let _ = child.kill();
-            panic!("the SMTP sink did not report its port: {line:?}")
-        });
-        Some(Sink { child, port, dir })
-    }
-
-    fn relay(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// Waits for `n` received messages and returns them, oldest first.
-    fn received(&self, n: usize) -> Vec<serde_json::Value> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let mut files: Vec<PathBuf> = fs::read_dir(self.dir.path())
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .filter(|p| p.extension().is_some_and(|e| e == "json"))
-                .collect();
-            if files.len() >= n || Instant::now() > deadline {
-                files.sort_by_key(|p| {
-                    p.file_stem()
-                        .unwrap()
-                        .to_str()
-                        .unwrap()
-                        .parse::<u32>()
-                        .unwrap()
-                });
-                return files
-                    .iter()
-                    .map(|p| serde_json::from_slice(&fs::read(p).unwrap()).unwrap())
-                    .collect();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 }
 
 #[tokio::test]

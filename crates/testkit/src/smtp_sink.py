@@ -1,4 +1,4 @@
-# SMTP sink for the email lane tests (python3 -m pip install aiosmtpd).
+# SMTP sink for the email tests (python3 -m pip install aiosmtpd).
 # Usage: python3 smtp_sink.py OUT_DIR  -> prints the port it listens on
 # (127.0.0.1, chosen by the kernel); writes OUT_DIR/<n>.json per message
 # ({"from", "to", "data"}); 550 for rcpt "reject5*", 450 for "reject4*";
