@@ -5,7 +5,7 @@
 //! * [`redis`] — a private redis-server whose users and rules are the ones
 //!   the daemon writes, with known test passwords;
 //! * [`resp`] — a small blocking RESP client;
-//! * [`http`] — a one-shot HTTP client, an HTTP sink and free ports;
+//! * [`mod@http`] — a one-shot HTTP client, an HTTP sink and free ports;
 //! * [`smtp`] — an SMTP server that keeps what it is sent;
 //! * [`wait`] — polling until something holds;
 //! * [`workspace_bin`] — the path of a workspace binary, built if needed.
