@@ -7,7 +7,7 @@ mod activated;
 mod harness;
 mod protocol;
 
-use harness::{bulk, ok, Agent, Redis, TestProxy, Value};
+use harness::{bulk, ok, send_blocking_read, Agent, Redis, TestProxy, Value};
 
 fn alice() -> (Redis, TestProxy) {
     let redis = Redis::start(&["alice", "bob"]);
@@ -275,17 +275,7 @@ fn a_blocking_read_does_not_hold_up_other_connections() {
     let mut bridge = redis.bridge();
     group(&redis, "alice:discord:inbox", "$");
     let mut blocked = proxy.client("alice");
-    blocked.send(&[
-        "XREADGROUP",
-        "GROUP",
-        "g",
-        "c1",
-        "BLOCK",
-        "0",
-        "STREAMS",
-        "alice:discord:inbox",
-        ">",
-    ]);
+    send_blocking_read(&mut blocked, "c1");
     let mut other = proxy.client("alice");
     for i in 0..50 {
         let id = other.cmd(&["XADD", "alice:discord:outbox", "*", "n", &i.to_string()]);
@@ -352,17 +342,7 @@ fn agents_come_and_go_without_disturbing_others() {
     let mut bridge = redis.bridge();
     group(&redis, "alice:discord:inbox", "$");
     let mut blocked = proxy.client("alice");
-    blocked.send(&[
-        "XREADGROUP",
-        "GROUP",
-        "g",
-        "c1",
-        "BLOCK",
-        "0",
-        "STREAMS",
-        "alice:discord:inbox",
-        ">",
-    ]);
+    send_blocking_read(&mut blocked, "c1");
     // Make sure the read is parked in Redis before the reload.
     assert_eq!(proxy.client("alice").whoami(), bulk("agent_alice"));
 

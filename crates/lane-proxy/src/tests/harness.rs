@@ -141,3 +141,19 @@ fn write_config(
     );
     std::fs::write(config, json).unwrap();
 }
+
+/// Sends, without waiting for the answer, a read of alice's discord inbox
+/// in group `g` as `consumer` that blocks until an entry arrives.
+pub fn send_blocking_read(c: &mut Client, consumer: &str) {
+    c.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        consumer,
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "alice:discord:inbox",
+        ">",
+    ]);
+}

@@ -1,6 +1,6 @@
 //! What the proxy accepts on the wire, and what it does with the rest.
 
-use super::harness::{bulk, ok, Agent, Redis, TestProxy, Value};
+use super::harness::{bulk, ok, send_blocking_read, Agent, Redis, TestProxy, Value};
 use oxidepm_testkit::eventually;
 use std::time::Duration;
 
@@ -145,17 +145,7 @@ fn the_client_closing_early_frees_its_upstream_connection() {
     let mut bridge = redis.bridge();
     {
         let mut c = proxy.client("alice");
-        c.send(&[
-            "XREADGROUP",
-            "GROUP",
-            "g",
-            "gone",
-            "BLOCK",
-            "0",
-            "STREAMS",
-            "alice:discord:inbox",
-            ">",
-        ]);
+        send_blocking_read(&mut c, "gone");
         assert_eq!(proxy.client("alice").whoami(), bulk("agent_alice"));
         // The read must be blocked in Redis before the client goes, or the
         // wait below could pass before it ever arrived.
