@@ -325,6 +325,9 @@ domain = "example.org"
             .iter()
             .any(|a| a["name"] == "oxidepm-bridge" && a["status"] == "online")
     });
+    // The bridge makes the Maildir when its email source starts, which can
+    // be just after the process is online.
+    env.wait(20, "the bridge's Maildir", || maildir.join("new").is_dir());
     let mail = "From: Carol <carol@example.com>\r\nTo: Support <support@example.org>\r\nSubject: Login\r\nMessage-ID: <m1@example.com>\r\n\r\nI cannot log in.\r\n";
     std::fs::write(maildir.join("new/1700000000.m1.host"), mail).unwrap();
     let mut alice = conn(&env, "alice");
