@@ -1,6 +1,7 @@
 //! Where oxidepm keeps its files.
 
 pub mod lock;
+pub mod trust;
 
 use std::path::{Path, PathBuf};
 
@@ -77,6 +78,33 @@ impl Home {
     /// Directory of app logs.
     pub fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")
+    }
+
+    /// The private Redis's directory (the lanes' layout names its files).
+    pub fn redis_dir(&self) -> PathBuf {
+        self.root.join("redis")
+    }
+
+    /// Lane passwords and tokens.
+    pub fn secrets_dir(&self) -> PathBuf {
+        self.root.join("secrets")
+    }
+
+    /// Agent sockets and lane descriptions.
+    pub fn lanes_dir(&self) -> PathBuf {
+        self.root.join("lanes")
+    }
+
+    /// Every directory of the home that the daemon writes in, the home
+    /// first: what [`trust::check_home`] checks before the daemon starts.
+    pub fn dirs(&self) -> [PathBuf; 5] {
+        [
+            self.root.clone(),
+            self.logs_dir(),
+            self.redis_dir(),
+            self.secrets_dir(),
+            self.lanes_dir(),
+        ]
     }
 }
 

@@ -16,6 +16,7 @@
 //! * [`activation`] — sockets inherited from systemd (`LISTEN_FDS`);
 //! * [`umask`] — a umask that lasts for a scope;
 //! * [`flock`] — advisory whole-file locks;
+//! * [`dir`] — files opened relative to a directory, never through a link;
 //! * [`poll`] — readiness of descriptors;
 //! * [`rusage`] — CPU time of this process and its children;
 //! * [`clock`] — the monotonic clock;
@@ -24,6 +25,7 @@
 pub mod activation;
 pub mod clock;
 pub mod cnproc;
+pub mod dir;
 pub mod exec;
 pub mod fd;
 pub mod flock;

@@ -59,9 +59,12 @@ pub fn detach(home: &Home, resurrect: bool) -> ExitCode {
 /// Spawns the daemon and waits for its socket; returns its pid.
 pub fn spawn_detached(home: &Home, resurrect: bool) -> Result<u32, DetachError> {
     let exe = std::env::current_exe().map_err(DetachError::OwnExe)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never through a link planted in the home's place of daemon.log.
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(home.daemon_log())
         .map_err(|source| DetachError::Log {
             path: home.daemon_log(),

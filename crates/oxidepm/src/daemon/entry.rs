@@ -41,7 +41,7 @@ pub fn main() -> ExitCode {
     // private to its user from the moment it exists.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     if let Err(e) = daemon::prepare_home(&home) {
-        eprintln!("oxidepmd: cannot prepare {}: {e}", home.root().display());
+        eprintln!("oxidepmd: refusing the home {}: {e}", home.root().display());
         return ExitCode::FAILURE;
     }
     let lock = match DaemonLock::acquire(&home) {

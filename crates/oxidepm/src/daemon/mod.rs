@@ -16,6 +16,7 @@ use crate::lanes::layout::{self, Layout};
 use crate::lanes::ops as lane_ops;
 use crate::lanes::settings::Backend;
 use crate::paths::lock::DaemonLock;
+use crate::paths::trust::{self, HomeError};
 use crate::paths::Home;
 use crate::server::{self, Limits, Sink};
 use crate::store::StoreError;
@@ -74,24 +75,38 @@ pub struct Options {
     pub resurrect: bool,
 }
 
-/// Creates the home directory with mode 0700 (tightening an existing one),
-/// so sockets are made inside a directory that already has the right mode.
-pub fn prepare_home(home: &Home) -> std::io::Result<()> {
+/// Checks the home before anything is written in it (see
+/// [`crate::paths::trust`]), creates it with mode 0700 if missing
+/// (tightening an existing one that others may read), then `logs/`.
+/// Sockets are thus made inside a directory that already has its mode.
+pub fn prepare_home(home: &Home) -> Result<(), HomeError> {
     use std::os::unix::fs::PermissionsExt;
     let root = home.root();
+    let io = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| HomeError::Io { path, source }
+    };
+    trust::check_above(root)?;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(root)?;
-    let meta = std::fs::metadata(root)?;
+        .create(root)
+        .map_err(io(root))?;
+    // Checked after creating: a home someone else made meanwhile fails here.
+    trust::check_home(home)?;
+    let meta = std::fs::symlink_metadata(root).map_err(io(root))?;
     if meta.permissions().mode() & 0o077 != 0 {
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)).map_err(io(root))?;
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
+    // check_home has refused a link in place of logs/; one that exists
+    // is left as it is.
+    match std::fs::DirBuilder::new()
         .mode(0o700)
-        .create(home.logs_dir())?;
-    Ok(())
+        .create(home.logs_dir())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(io(&home.logs_dir())(e)),
+        _ => Ok(()),
+    }
 }
 
 impl Daemon {

@@ -21,7 +21,7 @@ pub struct Layout {
 impl Layout {
     /// The private Redis's directory (0700): config, ACL, append-only file, socket.
     pub fn redis_dir(&self) -> PathBuf {
-        self.home.root().join("redis")
+        self.home.redis_dir()
     }
     /// The private Redis's unix socket.
     pub fn redis_socket(&self) -> PathBuf {
@@ -45,12 +45,12 @@ impl Layout {
     }
     /// Lane passwords (0700).
     pub fn secrets_dir(&self) -> PathBuf {
-        self.home.root().join("secrets")
+        self.home.secrets_dir()
     }
     /// Agent sockets and lane descriptions (0711: agents may reach their own
     /// socket by name, nobody may list the directory).
     pub fn lanes_dir(&self) -> PathBuf {
-        self.home.root().join("lanes")
+        self.home.lanes_dir()
     }
     /// An agent's socket.
     pub fn agent_socket(&self, agent: &AgentName) -> PathBuf {

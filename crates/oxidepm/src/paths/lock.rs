@@ -33,11 +33,14 @@ impl DaemonLock {
     /// `daemon.lock`: the kernel drops it when the daemon dies, so a daemon
     /// killed with SIGKILL never leaves a stale lock behind.
     pub fn acquire(home: &Home) -> Result<DaemonLock, LockError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Never through a link: the file is truncated and written below.
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .open(home.lock_file())
             .map_err(LockError::Io)?;
         if oxidepm_sys::flock::try_lock_exclusive(&file).is_err() {

@@ -6,16 +6,16 @@
 //! pipe backpressure, never the daemon's control plane.
 
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::RawFd;
 use std::path::{Path, PathBuf};
 use std::thread;
 
 use chrono::{SecondsFormat, Utc};
+use oxidepm_sys::dir::{Access, Dir};
 
-use super::logfile::rotated_path;
+use super::logfile::{rotated_name, split};
 
 /// Longest line content written as one line; longer lines are cut into pieces this long.
 pub const MAX_LINE: usize = 64 * 1024;
@@ -248,9 +248,16 @@ fn refresh_stamp(stamp: &mut Vec<u8>, timestamps: bool) {
 }
 
 /// One size-rotated log file.
+///
+/// It is opened, rotated and removed relative to its directory, held open,
+/// and never through a symbolic link: the shim runs as the daemon's user
+/// (often root), and a link planted under a log's name must not make it
+/// write anywhere else. Such a link is reported and the output dropped.
 #[derive(Default)]
 struct LogWriter {
     path: PathBuf,
+    /// The log's directory, opened at the first write.
+    dir: Option<Dir>,
     max_bytes: u64,
     keep: u32,
     file: Option<File>,
@@ -306,17 +313,26 @@ impl LogWriter {
             Err(e) => {
                 self.stalled = true;
                 self.report("open", &e);
+                // Look the directory up again next time: it may have been
+                // removed and made anew.
+                self.dir = None;
                 false
             }
         }
     }
 
+    /// The log's directory and its name in it.
+    fn dir(&mut self) -> io::Result<(&Dir, &OsStr)> {
+        let (dir_path, name) = split(&self.path)?;
+        if self.dir.is_none() {
+            self.dir = Some(Dir::open(dir_path)?);
+        }
+        Ok((self.dir.as_ref().expect("opened above"), name))
+    }
+
     fn open(&mut self) -> io::Result<()> {
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o640)
-            .open(&self.path)?;
+        let (dir, name) = self.dir()?;
+        let file = dir.open_file(name, Access::AppendCreate { mode: 0o640 })?;
         self.size = file.metadata()?.len();
         self.file = Some(file);
         Ok(())
@@ -389,17 +405,17 @@ impl LogWriter {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         };
-        if self.keep == 0 {
-            ignore_missing(fs::remove_file(&self.path))?;
+        let keep = self.keep;
+        let (dir, name) = self.dir()?;
+        // Removing and renaming act on a link itself, never on its target.
+        if keep == 0 {
+            ignore_missing(dir.remove(name))?;
         } else {
-            ignore_missing(fs::remove_file(rotated_path(&self.path, self.keep)))?;
-            for i in (1..self.keep).rev() {
-                ignore_missing(fs::rename(
-                    rotated_path(&self.path, i),
-                    rotated_path(&self.path, i + 1),
-                ))?;
+            ignore_missing(dir.remove(&rotated_name(name, keep)))?;
+            for i in (1..keep).rev() {
+                ignore_missing(dir.rename(&rotated_name(name, i), &rotated_name(name, i + 1)))?;
             }
-            ignore_missing(fs::rename(&self.path, rotated_path(&self.path, 1)))?;
+            ignore_missing(dir.rename(name, &rotated_name(name, 1)))?;
         }
         self.file = None;
         self.size = 0;

@@ -1,5 +1,8 @@
 use super::*;
+use crate::supervise::logfile::rotated_path;
+use std::fs;
 use std::io::Cursor;
+use std::os::unix::fs::symlink;
 
 fn read(path: &Path) -> String {
     String::from_utf8(fs::read(path).unwrap()).unwrap()
@@ -197,7 +200,8 @@ fn existing_size_counts_toward_rotation() {
 
 #[test]
 fn write_errors_do_not_stop_the_shim() {
-    // /dev/full fails every write with ENOSPC: all input must still be consumed.
+    // /dev/full is refused (only regular files are logs), and every later
+    // open fails the same way: all input must still be consumed.
     let data = "y\n".repeat(100_000);
     let mut input = Cursor::new(data.as_bytes());
     copy_stream(&mut input, Path::new("/dev/full"), true, 0, 0).unwrap();
@@ -238,4 +242,59 @@ fn throughput() {
         "logshim: {lines} lines in {secs:.3}s, {:.0}/s",
         lines as f64 / secs
     );
+}
+
+#[test]
+fn a_link_planted_as_the_log_is_never_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside");
+    fs::write(&outside, "precious\n").unwrap();
+    let logs = dir.path().join("logs");
+    fs::create_dir(&logs).unwrap();
+    let path = logs.join("a-out.log");
+    symlink(&outside, &path).unwrap();
+    let data = "y\n".repeat(10_000);
+    let mut input = Cursor::new(data.as_bytes());
+    copy_stream(&mut input, &path, false, 1000, 2).unwrap();
+    // Drained (the app never blocks), yet nothing went through the link,
+    // and rotation never moved the link's target.
+    assert_eq!(input.position() as usize, data.len());
+    assert_eq!(read(&outside), "precious\n");
+    assert!(fs::symlink_metadata(&path).unwrap().is_symlink());
+    assert!(!rotated_path(&path, 1).exists());
+}
+
+#[test]
+fn links_planted_as_rotated_logs_are_moved_and_removed_never_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    fs::create_dir(&logs).unwrap();
+    let path = logs.join("a-out.log");
+    let mut victims = Vec::new();
+    for i in 1..=3 {
+        let v = dir.path().join(format!("victim{i}"));
+        fs::write(&v, "precious\n").unwrap();
+        symlink(&v, rotated_path(&path, i)).unwrap();
+        victims.push(v);
+    }
+    copy_stream(Cursor::new("z\n".repeat(5_000)), &path, false, 1000, 2).unwrap();
+    for v in &victims {
+        assert_eq!(read(v), "precious\n", "{}", v.display());
+    }
+    // Rotation went on: the kept files are real logs now.
+    for i in 1..=2 {
+        let meta = fs::symlink_metadata(rotated_path(&path, i)).unwrap();
+        assert!(meta.is_file(), "{i}");
+    }
+}
+
+#[test]
+fn a_link_in_place_of_the_log_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("elsewhere");
+    fs::create_dir(&real).unwrap();
+    let logs = dir.path().join("logs");
+    symlink(&real, &logs).unwrap();
+    copy_stream(Cursor::new("x\n"), &logs.join("a-out.log"), false, 0, 0).unwrap();
+    assert_eq!(fs::read_dir(&real).unwrap().count(), 0);
 }
