@@ -65,6 +65,10 @@ pub enum Command {
         /// Standard error only.
         #[arg(long)]
         err: bool,
+        /// Print the apps' bytes as they are, control characters included
+        /// (on a terminal they are shown escaped by default).
+        #[arg(long)]
+        raw: bool,
     },
     /// Lifecycle events with the actor that caused them.
     Events {

@@ -6,6 +6,7 @@ mod connect;
 mod error;
 mod output;
 mod startup;
+mod terminal;
 
 pub use connect::ConnectError;
 pub use error::{Error, LocalError};
@@ -61,7 +62,7 @@ fn report(e: &Error, json: bool) {
 
 fn run(cli: Cli) -> Result<(), Error> {
     let json = cli.json;
-    let out = output::Printer { json };
+    let out = output::Printer::new(json);
     match cli.command {
         Command::Start(a) => match start_op(a)? {
             op @ Op::Define { .. } => {
@@ -101,6 +102,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             follow,
             out: only_out,
             err: only_err,
+            raw,
         } => {
             let stream = match (only_out, only_err) {
                 (true, false) => Some(LogStream::Out),
@@ -113,6 +115,10 @@ fn run(cli: Cli) -> Result<(), Error> {
                 lines,
                 follow,
                 stream,
+            };
+            let out = output::Printer {
+                escape: out.escape && !raw,
+                ..out
             };
             let mut stdout = std::io::stdout().lock();
             let _: Option<LogsDone> =

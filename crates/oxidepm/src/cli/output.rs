@@ -2,8 +2,12 @@
 //!
 //! In JSON mode an answer is printed through `serde_json::Value`, whose
 //! objects have sorted keys: the bytes are those the daemon wrote.
+//!
+//! Text that apps control (log lines, command lines, environments, event
+//! details) is escaped when it goes to a terminal ([`super::terminal`]).
 
 use super::print_json;
+use super::terminal::escape_controls;
 use crate::timefmt::short_duration;
 use oxidepm_proto::{
     AppAction, AppInfo, AuditRecord, Counters, Defined, EventRecord, Identity, LanesReport,
@@ -11,6 +15,7 @@ use oxidepm_proto::{
 };
 use serde::Serialize;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::fmt::Display;
 use std::io::Write;
 
@@ -18,6 +23,8 @@ use std::io::Write;
 pub struct Printer {
     /// Print JSON instead of tables.
     pub json: bool,
+    /// Show control characters in app-controlled text as escapes.
+    pub escape: bool,
 }
 
 /// A table cell for a value that may be missing.
@@ -98,6 +105,24 @@ fn field(k: &str, v: impl Display) {
 }
 
 impl Printer {
+    /// JSON with `json`; else text, escaped when stdout is a terminal.
+    pub fn new(json: bool) -> Printer {
+        use std::io::IsTerminal;
+        Printer {
+            json,
+            escape: !json && std::io::stdout().is_terminal(),
+        }
+    }
+
+    /// App-controlled text as it may be printed.
+    fn text<'a>(&self, s: &'a str) -> Cow<'a, str> {
+        if self.escape {
+            escape_controls(s.as_bytes())
+        } else {
+            Cow::Borrowed(s)
+        }
+    }
+
     /// Prints JSON of a typed answer.
     fn json_of<T: Serialize>(&self, t: &T) {
         print_json(&to_value(t));
@@ -236,12 +261,12 @@ impl Printer {
                 let cmd: Vec<&str> = std::iter::once(spec.command.as_str())
                     .chain(spec.args.iter().map(String::as_str))
                     .collect();
-                field("command", cmd.join(" "));
+                field("command", self.text(&cmd.join(" ")));
                 if let Some(d) = &spec.cwd {
-                    field("cwd", d);
+                    field("cwd", self.text(d));
                 }
                 if let Some(u) = &spec.user {
-                    field("user", u);
+                    field("user", self.text(u));
                 }
                 field("restart", spec.restart.as_str());
                 field("restart_delay_ms", spec.restart_delay_ms);
@@ -256,7 +281,7 @@ impl Printer {
                     field("cron_restart", c);
                 }
                 for (k, v) in &spec.env {
-                    println!("  env {k}={v}");
+                    println!("  env {}={}", self.text(k), self.text(v));
                 }
             }
             if let Some([out, err]) = &a.log_files {
@@ -275,7 +300,7 @@ impl Printer {
                 LogStream::Err => "err",
                 LogStream::Out => "out",
             };
-            writeln!(out, "{}|{tag}| {}", item.app, item.line)
+            writeln!(out, "{}|{tag}| {}", item.app, self.text(&item.line))
         };
         r.and_then(|_| out.flush()).is_ok()
     }
@@ -293,7 +318,7 @@ impl Printer {
                     e.app.clone(),
                     e.kind.to_string(),
                     e.actor.to_string(),
-                    e.detail.clone(),
+                    self.text(&e.detail).into_owned(),
                 ]
             })
             .collect();

@@ -4,6 +4,7 @@
 mod access;
 mod bridge;
 mod harness;
+mod home;
 mod lanes;
 mod lifecycle;
 mod ops;
