@@ -23,6 +23,7 @@ fn apps_round_trip_and_survive_reopen() {
         started_at_ms: Some(1),
         last_exit: None,
         run_id: Some(9),
+        stopped_by: Some(Class::Human),
     };
     store.save_runtime(id, &rt).unwrap();
     drop(store);
@@ -75,4 +76,22 @@ fn events_and_audit_filters() {
         ..Default::default()
     };
     assert!(store.audit(&f).unwrap().is_empty());
+}
+
+#[test]
+fn snapshots_remember_who_saved_them() {
+    let (_dir, store) = temp_store();
+    let chat = Actor::new(Class::Adapter, "chat");
+    assert_eq!(store.snapshot_saved_by("default").unwrap(), None);
+    store.save_snapshot("default", &[], &chat).unwrap();
+    assert_eq!(
+        store.snapshot_saved_by("default").unwrap(),
+        Some(Some(chat))
+    );
+    // A snapshot saved before oxidepm recorded who saved it.
+    store
+        .conn
+        .execute("UPDATE snapshots SET saved_by = NULL", [])
+        .unwrap();
+    assert_eq!(store.snapshot_saved_by("default").unwrap(), Some(None));
 }
