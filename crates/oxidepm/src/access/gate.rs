@@ -510,6 +510,27 @@ mod tests {
     }
 
     #[test]
+    fn a_resurrect_does_not_start_a_protected_app_a_person_stopped() {
+        let (gate, chat) = bots_adapter();
+        let mut db = app("db", &["bots"]);
+        db.protected = true;
+        db.running = false;
+        db.idle = true;
+        db.stopped_by = Some(Class::Human);
+        let human = Actor::new(Class::Human, "cli");
+        let snap = SnapshotFacts {
+            saved_by: Some(human.clone()),
+            apps: vec![(AppSpec::new("db", "x", vec![]), human)],
+        };
+        let apps = Apps(vec![db], Some(snap));
+        let mut touched = Vec::new();
+        let op = Op::Resurrect { name: None };
+        let e = gate.authorize(&apps, &chat, &op, &mut touched).unwrap_err();
+        assert_eq!(refusal(e), RefusalKind::Protected);
+        assert_eq!(touched, ["db"]);
+    }
+
+    #[test]
     fn save_and_resurrect_stay_with_what_is_ones_own() {
         let (gate, chat) = bots_adapter();
         let human = Actor::new(Class::Human, "cli");
