@@ -11,8 +11,10 @@ use oxidepm_proto::{Actor, AppKind, Class};
 /// 1. a peer that cannot be looked at is `ai:unverified`;
 /// 2. in an adapter's tree: `adapter:<name>`, whatever it claims;
 /// 3. in an agent's tree: `ai:<agent>`, whatever it claims;
-/// 4. in the tree of an app a non-human defined: at most the definer
-///    (an app is never more trusted than whoever defined it);
+/// 4. in the tree of an app an AI or an adapter defined: that definer,
+///    whatever it claims (an app is never more trusted than whoever
+///    defined it, and a claimed label would take it out of the definer's
+///    grant); an app the daemon defined: at most the daemon's class;
 /// 5. a descendant of the daemon that belongs to no app: `ai:unattributed`;
 /// 6. otherwise the claim table. On agent.sock the class is always `ai`.
 pub fn decide(socket: SocketKind, origin: &Origin, claim: Option<&str>) -> Actor {
@@ -30,6 +32,11 @@ pub fn decide(socket: SocketKind, origin: &Origin, claim: Option<&str>) -> Actor
             kind: AppKind::Agent,
             ..
         } => Actor::new(Class::Ai, name.clone()),
+        Origin::App { defined_by, .. }
+            if matches!(defined_by.class, Class::Ai | Class::Adapter) =>
+        {
+            defined_by.clone()
+        }
         Origin::App { defined_by, .. }
             if defined_by.class != Class::Human
                 && defined_by.class.trust() < claimed.class.trust() =>
@@ -105,12 +112,16 @@ mod tests {
         assert_eq!(d(&app(AppKind::Agent, "human:cli"), None), "ai:x");
         assert_eq!(d(&app(AppKind::App, "human:cli"), None), "human:cli");
         assert_eq!(d(&app(AppKind::App, "ai:assistant"), None), "ai:assistant");
+        // A claim does not take an app out of its definer's grant.
         assert_eq!(
             d(&app(AppKind::App, "ai:assistant"), Some("ai:other")),
-            "ai:other"
+            "ai:assistant"
         );
         assert_eq!(d(&app(AppKind::App, "adapter:chat"), None), "adapter:chat");
-        assert_eq!(d(&app(AppKind::App, "adapter:chat"), Some("ai:x")), "ai:x");
+        assert_eq!(
+            d(&app(AppKind::App, "adapter:chat"), Some("ai:x")),
+            "adapter:chat"
+        );
         let a = |o: &Origin, c| decide(SocketKind::Agent, o, c).to_string();
         assert_eq!(a(&Origin::Outside, Some("human:root")), "ai:agent");
         assert_eq!(a(&app(AppKind::Adapter, "human:cli"), None), "ai:x");

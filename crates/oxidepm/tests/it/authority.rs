@@ -217,6 +217,28 @@ fn an_adapter_granted_a_tag_reaches_nothing_else_by_any_request() {
     assert_eq!(status(&env, "web"), "online");
     assert_eq!(env.daemon_app("feed")["kind"], "adapter");
 
+    // Neither agent.sock nor an app it defines, whatever that claims,
+    // takes it out of its grant.
+    let web = env.pid("web");
+    refused(
+        &chat.run_on(&env, "agent.sock", "restart web"),
+        "E_POLICY_DENIED",
+    );
+    let helper_err = env.path("helper.err");
+    let r = chat.run(
+        &env,
+        &format!(
+            "start --name helper --tag bots -- sh -c 'OXIDEPM_ACTOR=ai:x {} restart web 2> {}; sleep 100000'",
+            bin("oxidepm").display(),
+            helper_err.display()
+        ),
+    );
+    assert!(r.ok, "{}", r.err);
+    env.wait(20, "the helper's answer", || {
+        read(&helper_err).contains("E_POLICY_DENIED")
+    });
+    assert_eq!(env.pid("web"), web);
+
     let rows = audit_of(&env, "adapter:chat");
     for want in [
         "define E_POLICY_DENIED",
