@@ -147,17 +147,16 @@ pub fn plan<A: AppIndex + ?Sized>(apps: &A, scope: &Scope, op: &Op) -> Result<Pl
         }
         Op::Resurrect { name } => resurrect(&mut p, apps, scope, name.as_deref()),
         Op::Define { apps: specs } => {
+            let mut roots = Vec::new();
             for spec in specs {
                 let existing = apps.named(&spec.name);
                 // A running app whose spec changes is restarted.
-                let runs = spec.autostart || existing.as_ref().is_some_and(|a| a.running);
+                if spec.autostart || existing.as_ref().is_some_and(|a| a.running) {
+                    roots.push(spec.name.clone());
+                }
                 p.before.extend(existing);
                 p.after.push((spec.name.clone(), spec.tags.clone()));
-                if runs {
-                    p.started.push(facts_of_spec(spec));
-                }
             }
-            let roots: Vec<String> = p.started.drain(..).map(|a| a.name).collect();
             p.started = starts(apps, &roots, specs);
         }
         _ => {}
@@ -206,22 +205,6 @@ fn resurrect<A: AppIndex + ?Sized>(p: &mut Plan, apps: &A, scope: &Scope, name: 
     p.started = starts(apps, &chosen, &specs);
     if matches!(scope, Scope::Only(_)) {
         p.only = Some(chosen);
-    }
-}
-
-/// The facts of an app that a request is about to define.
-fn facts_of_spec(spec: &AppSpec) -> AppFacts {
-    AppFacts {
-        name: spec.name.clone(),
-        tags: spec.tags.clone(),
-        protected: spec.is_protected(),
-        kind: spec.kind,
-        user: spec.user.clone(),
-        stopped_by: None,
-        depends_on: spec.depends_on.iter().map(|d| d.app.clone()).collect(),
-        running: false,
-        idle: true,
-        desired: false,
     }
 }
 
