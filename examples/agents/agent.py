@@ -23,7 +23,9 @@ while True:
     for _stream, entries in r.xreadgroup(group, agent, {inbox: ">"}, count=10, block=5000) or []:
         for entry_id, msg in entries:
             text = msg.get("text", "")
-            print(f"{agent}: got {text!r} from {msg.get('sender')} on {msg.get('channel')}", flush=True)
+            # The log says that a message came, never what it said: a log is
+            # read by more people (and agents) than the conversation was for.
+            print(f"{agent}: message {entry_id} ({len(text)} chars) on {msg.get('channel')}", flush=True)
             # The spec's shared outbox name works too; the lane maps it to
             # this agent's own outbox, so nobody can answer as someone else.
             r.xadd("webhook:outbox", {"channel": msg.get("channel", ""), "text": f"{persona}: you said {text!r}"})

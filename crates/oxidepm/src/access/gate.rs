@@ -1,13 +1,19 @@
 //! The gate: who is asking and what they may do. It holds the tiers and the
-//! adapters' grants of daemon.toml, decides the caller of each request, and
-//! checks the request against the apps it touches before anything changes.
+//! grants of daemon.toml (adapters' and agents'), decides the caller of each
+//! request, and checks the request against every app it reaches before
+//! anything changes.
 
+use super::peer::Origin;
 use super::policy::{self, Refusal};
+use super::reach::{self, Plan};
 use super::{identity, Caller, Peer, Scope, SocketKind};
+use crate::store::DEFAULT_SNAPSHOT;
 use crate::supervise::SelectError;
-use oxidepm_proto::{Actor, Class, Op, Tier};
+use oxidepm_proto::{Actor, AppKind, Class, Op, Tier};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+
+use super::reach::{AppFacts, AppIndex};
 
 /// Tier settings.
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -16,7 +22,8 @@ pub struct Tiers {
     /// Tier of class `ai` (default `control`; it can only be lowered).
     #[serde(default)]
     pub ai: Option<Tier>,
-    /// Tier per `ai` label (can only be lowered below `control`).
+    /// Tier of a defined agent, by its name (can only be lowered below
+    /// `control`). A label nobody owns gets the lowest of these and `ai`.
     #[serde(default)]
     pub labels: BTreeMap<String, Tier>,
 }
@@ -32,23 +39,16 @@ pub struct Grant {
     pub apps: Vec<String>,
 }
 
-/// What the gate weighs about one app a request touches.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppFacts {
-    /// The app's name.
-    pub name: String,
-    /// Its tags.
-    pub tags: Vec<String>,
-    /// Whether only a human may stop, restart, change or delete it.
-    pub protected: bool,
-}
-
-/// What authorizing a request needs to know of the daemon's apps.
-pub trait AppIndex {
-    /// The apps a selector names, in id order, or why it names none.
-    fn select(&self, target: &str) -> Result<Vec<AppFacts>, SelectError>;
-    /// The app named `name`, if one is defined.
-    fn named(&self, name: &str) -> Option<AppFacts>;
+/// What an agent may do beyond itself (`[agents.<name>]`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AgentGrant {
+    /// Its tier (at most `manage`); the `ai` tier when absent.
+    #[serde(default)]
+    pub tier: Option<Tier>,
+    /// App names and `@tags` it may touch besides itself.
+    #[serde(default)]
+    pub apps: Vec<String>,
 }
 
 /// Why a request may not go on.
@@ -67,20 +67,63 @@ pub enum AuthorizeError {
 pub struct Gate {
     tiers: Tiers,
     adapters: BTreeMap<String, Grant>,
+    agents: BTreeMap<String, AgentGrant>,
 }
 
 impl Gate {
-    /// A gate with the tiers and adapter grants of daemon.toml.
-    pub fn new(tiers: Tiers, adapters: BTreeMap<String, Grant>) -> Gate {
-        Gate { tiers, adapters }
+    /// A gate with the tiers and the adapters' and agents' grants of
+    /// daemon.toml.
+    pub fn new(
+        tiers: Tiers,
+        adapters: BTreeMap<String, Grant>,
+        agents: BTreeMap<String, AgentGrant>,
+    ) -> Gate {
+        Gate {
+            tiers,
+            adapters,
+            agents,
+        }
     }
 
-    /// The caller of one request: the peer's origin plus its claim.
-    pub fn caller(&self, peer: &Peer, claim: Option<&str>) -> Caller {
-        let actor = identity::decide(peer.socket, &peer.info.origin, claim);
+    /// The caller of one request: the peer's origin plus its claim. The
+    /// label of a defined agent is that agent's own: anyone else using it
+    /// is `ai:unverified`.
+    pub fn caller<A: AppIndex + ?Sized>(
+        &self,
+        apps: &A,
+        peer: &Peer,
+        claim: Option<&str>,
+    ) -> Caller {
+        let decided = identity::decide(peer.socket, &peer.info.origin, claim);
+        let is_agent = decided.class == Class::Ai
+            && apps
+                .named(&decided.label)
+                .is_some_and(|a| a.kind == AppKind::Agent);
+        let (actor, verified) = identity::owned_label(&peer.info.origin, decided, is_agent);
+        let mut caller = self.caller_for(actor, peer.socket, verified);
+        // On agent.sock an adapter's tree is class ai, but still held to
+        // the adapter's grant: the socket never widens what it may reach.
+        if let Some(adapter) = adapter_of(&peer.info.origin) {
+            let (tier, apps) = self.adapter_grant(adapter);
+            caller.tier = caller.tier.min(tier);
+            caller.scope = Scope::Only(apps);
+        }
+        caller
+    }
+
+    /// The caller of a request that came through an agent's lane: the
+    /// agent named by the stream key, never by the payload.
+    pub fn lane_caller(&self, agent: &str) -> Caller {
+        self.caller_for(Actor::new(Class::Ai, agent), SocketKind::Lane, true)
+    }
+
+    /// The tier and scope of `actor`; `agent` when it is a defined agent
+    /// speaking for itself.
+    fn caller_for(&self, actor: Actor, socket: SocketKind, agent: bool) -> Caller {
         let (tier, scope) = match actor.class {
             Class::Human => (Tier::Admin, Scope::All),
-            Class::Ai => (self.ai_tier(&actor.label), Scope::All),
+            Class::Ai if agent => self.agent_grant(&actor.label),
+            Class::Ai => (self.lowest_ai_tier(), Scope::All),
             Class::Adapter => {
                 let (t, apps) = self.adapter_grant(&actor.label);
                 (t, Scope::Only(apps))
@@ -89,84 +132,30 @@ impl Gate {
         };
         Caller {
             actor,
-            socket: peer.socket,
+            socket,
             tier,
             scope,
         }
     }
 
-    /// The caller of a request that came through an agent's lane: the
-    /// agent named by the stream key, never by the payload.
-    pub fn lane_caller(&self, agent: &str) -> Caller {
-        Caller {
-            actor: Actor::new(Class::Ai, agent),
-            socket: SocketKind::Lane,
-            tier: self.ai_tier(agent),
-            scope: Scope::All,
-        }
-    }
-
-    /// Checks the tier and protection rules against `apps` as they are;
-    /// fills `touched` with the names the request touches. Nothing changes
-    /// before this passes.
+    /// Checks the request against every app it reaches (see
+    /// [`reach::plan`]) as they are; fills `touched` with their names.
+    /// Nothing changes before this passes. `Ok(Some(names))`: the request
+    /// named no app and the caller's grant narrows it to these.
     pub fn authorize<A: AppIndex + ?Sized>(
         &self,
         apps: &A,
         caller: &Caller,
         op: &Op,
         touched: &mut Vec<String>,
-    ) -> Result<(), AuthorizeError> {
-        let targets = match op {
-            Op::Show { target }
-            | Op::Start { target }
-            | Op::Stop { target }
-            | Op::Restart { target }
-            | Op::Delete { target }
-            | Op::Logs { target, .. } => Some(target.as_str()),
-            Op::Flush { target } | Op::Events { target, .. } => target.as_deref(),
-            _ => None,
-        };
-        let existing = match targets {
-            Some(t) => apps.select(t)?,
-            None => Vec::new(),
-        };
-        *touched = existing.iter().map(|a| a.name.clone()).collect();
-        if let Op::Define { apps: specs } = op {
-            *touched = specs.iter().map(|a| a.name.clone()).collect();
-        }
+    ) -> Result<Option<Vec<String>>, AuthorizeError> {
+        let plan = reach::plan(apps, &caller.scope, op)?;
+        *touched = plan.names();
         policy::check_tier(caller, op, touched)?;
-        if targets.is_some() {
-            let scoped: Vec<(String, Vec<String>)> = existing
-                .iter()
-                .map(|a| (a.name.clone(), a.tags.clone()))
-                .collect();
-            policy::check_scope(caller, op.name(), &scoped)?;
-        }
-        match op {
-            Op::Stop { .. } | Op::Restart { .. } | Op::Delete { .. } => {
-                let protected: Vec<(String, bool)> = existing
-                    .iter()
-                    .map(|a| (a.name.clone(), a.protected))
-                    .collect();
-                policy::check_protected(caller, op.name(), &protected)?;
-            }
-            Op::Define { apps: specs } => {
-                policy::check_definition(caller, specs)?;
-                let scoped: Vec<(String, Vec<String>)> = specs
-                    .iter()
-                    .map(|sp| (sp.name.clone(), sp.tags.clone()))
-                    .collect();
-                policy::check_scope(caller, "define", &scoped)?;
-                let protected: Vec<(String, bool)> = specs
-                    .iter()
-                    .filter_map(|spec| apps.named(&spec.name))
-                    .map(|a| (a.name, a.protected))
-                    .collect();
-                policy::check_protected(caller, "change", &protected)?;
-            }
-            _ => {}
-        }
-        Ok(())
+        policy::check_scope(caller, op.name(), &plan.scoped())?;
+        check_op(caller, op, &plan, touched)?;
+        policy::check_start(caller, op.name(), touched, &plan.started)?;
+        Ok(plan.only)
     }
 
     /// The tier and scope of an adapter (read and nothing without a grant).
@@ -177,109 +166,82 @@ impl Gate {
         }
     }
 
-    /// The tier of an `ai` actor with `label`.
-    fn ai_tier(&self, label: &str) -> Tier {
-        let base = self.tiers.ai.unwrap_or(Tier::Control).min(Tier::Control);
-        match self.tiers.labels.get(label) {
-            Some(t) => (*t).min(base),
-            None => base,
+    /// The tier and scope of a defined agent: itself and what its
+    /// `[agents.<name>]` grants; `[tiers] labels` can lower its tier.
+    fn agent_grant(&self, name: &str) -> (Tier, Scope) {
+        let grant = self.agents.get(name);
+        let mut tier = match grant.and_then(|g| g.tier) {
+            Some(t) => t.min(Tier::Manage),
+            None => self.ai_tier(),
+        };
+        if let Some(t) = self.tiers.labels.get(name) {
+            tier = tier.min(*t);
         }
+        let mut scope = vec![name.to_string()];
+        scope.extend(grant.into_iter().flat_map(|g| g.apps.iter().cloned()));
+        (tier, Scope::Only(scope))
+    }
+
+    /// The tier of class `ai` (`control` at most).
+    fn ai_tier(&self) -> Tier {
+        self.tiers.ai.unwrap_or(Tier::Control).min(Tier::Control)
+    }
+
+    /// The tier of an `ai` actor whose label no one vouches for: the lowest
+    /// configured, so that choosing a new label never raises it.
+    fn lowest_ai_tier(&self) -> Tier {
+        self.tiers
+            .labels
+            .values()
+            .fold(self.ai_tier(), |low, t| low.min(*t))
+    }
+}
+
+/// The adapter whose grant holds a peer by where it sits: in the adapter's
+/// tree, or in the tree of an app the adapter defined.
+fn adapter_of(origin: &Origin) -> Option<&str> {
+    match origin {
+        Origin::App {
+            name,
+            kind: AppKind::Adapter,
+            ..
+        } => Some(name),
+        Origin::App { defined_by, .. } if defined_by.class == Class::Adapter => {
+            Some(&defined_by.label)
+        }
+        _ => None,
+    }
+}
+
+/// The checks particular to one operation.
+fn check_op(caller: &Caller, op: &Op, plan: &Plan, touched: &[String]) -> Result<(), Refusal> {
+    let protected = |apps: &[AppFacts]| -> Vec<(String, bool)> {
+        apps.iter().map(|a| (a.name.clone(), a.protected)).collect()
+    };
+    match op {
+        Op::Stop { .. } | Op::Restart { .. } | Op::Delete { .. } => {
+            policy::check_protected(caller, op.name(), &protected(&plan.before))
+        }
+        Op::Define { apps: specs } => {
+            policy::check_definition(caller, specs)?;
+            policy::check_protected(caller, "change", &protected(&plan.before))?;
+            let changes: Vec<(&AppFacts, &oxidepm_proto::AppSpec)> = plan
+                .before
+                .iter()
+                .filter_map(|a| specs.iter().find(|s| s.name == a.name).map(|s| (a, s)))
+                .collect();
+            policy::check_kind_and_user(caller, &changes)
+        }
+        Op::Save { name } => policy::check_snapshot_owner(
+            caller,
+            name.as_deref().unwrap_or(DEFAULT_SNAPSHOT),
+            plan.replaces.as_ref().map(|s| s.saved_by.as_ref()),
+            touched,
+        ),
+        Op::Resurrect { .. } => policy::check_recreate(caller, &plan.recreated),
+        _ => Ok(()),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::access::peer::{Origin, PeerInfo};
-    use crate::access::policy::RefusalKind;
-
-    fn peer(socket: SocketKind, origin: Origin) -> Peer {
-        Peer {
-            socket,
-            info: PeerInfo {
-                pid: None,
-                uid: None,
-                origin,
-            },
-        }
-    }
-
-    struct Apps(Vec<AppFacts>);
-
-    impl AppIndex for Apps {
-        fn select(&self, target: &str) -> Result<Vec<AppFacts>, SelectError> {
-            Ok(self
-                .0
-                .iter()
-                .filter(|a| target == "all" || a.name == target)
-                .cloned()
-                .collect())
-        }
-        fn named(&self, name: &str) -> Option<AppFacts> {
-            self.0.iter().find(|a| a.name == name).cloned()
-        }
-    }
-
-    fn app(name: &str, protected: bool) -> AppFacts {
-        AppFacts {
-            name: name.into(),
-            tags: vec![],
-            protected,
-        }
-    }
-
-    #[test]
-    fn tiers_can_only_be_lowered() {
-        let mut tiers = Tiers {
-            ai: Some(Tier::Admin),
-            ..Tiers::default()
-        };
-        tiers.labels.insert("reader".into(), Tier::Read);
-        let mut adapters = BTreeMap::new();
-        adapters.insert(
-            "chat".to_string(),
-            Grant {
-                tier: Tier::Admin,
-                apps: vec!["@chat".into()],
-            },
-        );
-        let gate = Gate::new(tiers, adapters);
-        let outside = peer(SocketKind::Daemon, Origin::Outside);
-        assert_eq!(gate.caller(&outside, None).tier, Tier::Admin);
-        assert_eq!(gate.caller(&outside, Some("ai:x")).tier, Tier::Control);
-        assert_eq!(gate.caller(&outside, Some("ai:reader")).tier, Tier::Read);
-        assert_eq!(gate.lane_caller("reader").tier, Tier::Read);
-        assert_eq!(gate.lane_caller("bot").socket, SocketKind::Lane);
-        let adapter = peer(
-            SocketKind::Daemon,
-            Origin::App {
-                name: "chat".into(),
-                kind: oxidepm_proto::AppKind::Adapter,
-                defined_by: Actor::new(Class::Human, "cli"),
-            },
-        );
-        let c = gate.caller(&adapter, Some("human:root"));
-        assert_eq!(
-            (c.tier, c.scope),
-            (Tier::Manage, Scope::Only(vec!["@chat".into()]))
-        );
-    }
-
-    #[test]
-    fn a_request_over_several_apps_is_refused_whole() {
-        let gate = Gate::default();
-        let apps = Apps(vec![app("web", false), app("db", true)]);
-        let ai = gate.caller(&peer(SocketKind::Agent, Origin::Outside), None);
-        let mut touched = Vec::new();
-        let stop = Op::Stop {
-            target: "all".into(),
-        };
-        let e = gate.authorize(&apps, &ai, &stop, &mut touched).unwrap_err();
-        assert!(matches!(e, AuthorizeError::Refused(ref r) if r.kind() == RefusalKind::Protected));
-        assert_eq!(touched, ["web", "db"]);
-        let web = Op::Stop {
-            target: "web".into(),
-        };
-        assert!(gate.authorize(&apps, &ai, &web, &mut touched).is_ok());
-    }
-}
+mod tests;

@@ -6,6 +6,7 @@ pub mod gate;
 pub mod identity;
 pub mod peer;
 pub mod policy;
+pub mod reach;
 
 pub use gate::Gate;
 
@@ -39,8 +40,24 @@ impl SocketKind {
 pub enum Scope {
     /// Every app (tiers and protection still apply).
     All,
-    /// Only these apps, by name or `@tag`: an adapter's grant.
+    /// Only these apps, by name or `@tag`: an adapter's grant, or an
+    /// agent's (itself and what `[agents.<name>]` grants it).
     Only(Vec<String>),
+}
+
+impl Scope {
+    /// Whether the app `name` with `tags` is inside the scope. The one
+    /// test of a grant: the gate and the operations that act on "the apps
+    /// in my grant" both use it.
+    pub fn covers(&self, name: &str, tags: &[String]) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Only(grant) => grant.iter().any(|g| match g.strip_prefix('@') {
+                Some(tag) => tags.iter().any(|t| t == tag),
+                None => g == name,
+            }),
+        }
+    }
 }
 
 /// What the daemon decided about a request's sender.

@@ -1,6 +1,7 @@
 //! Permission tiers: what each request needs, and who may touch protected
 //! apps. Pure decisions, so they are tested without processes.
 
+use super::reach::AppFacts;
 use super::{Caller, Scope};
 use oxidepm_proto::{Actor, AppKind, AppSpec, Class, Op, Tier};
 
@@ -24,7 +25,7 @@ pub enum Reason {
         /// The actor's tier.
         has: Tier,
     },
-    /// An adapter asked for apps that its grant does not cover.
+    /// An adapter or an agent asked for apps that its grant does not cover.
     OutsideGrant {
         /// The apps outside the grant.
         outside: Vec<String>,
@@ -42,6 +43,29 @@ pub enum Reason {
     Protected {
         /// The protected ones among the request's apps.
         apps: Vec<String>,
+    },
+    /// Some of the apps are protected and a person stopped them.
+    StoppedByHuman {
+        /// Those apps.
+        apps: Vec<String>,
+    },
+    /// Only a human changes what an app is or whom it runs as.
+    HumanOnlyChange {
+        /// The app.
+        app: String,
+        /// What would change: "kind" or "user".
+        field: &'static str,
+    },
+    /// The snapshot a save would replace was saved by someone else.
+    NotOwnSnapshot {
+        /// The snapshot and who saved it, as a person reads them (one
+        /// string keeps every refusal small).
+        snapshot: String,
+    },
+    /// A resurrect would define again apps that someone else defined.
+    DefinedByOther {
+        /// Each app with who defined it.
+        apps: Vec<(String, Actor)>,
     },
 }
 
@@ -64,7 +88,7 @@ impl Refusal {
     /// Whether it is a denial of the actor's rights or a protected app.
     pub fn kind(&self) -> RefusalKind {
         match self.reason {
-            Reason::Protected { .. } => RefusalKind::Protected,
+            Reason::Protected { .. } | Reason::StoppedByHuman { .. } => RefusalKind::Protected,
             _ => RefusalKind::Denied,
         }
     }
@@ -82,7 +106,7 @@ fn explain(reason: &Reason, actor: &Actor) -> String {
     match reason {
         Reason::Tier { need, has } => format!("it needs the {need} tier and {actor} has {has}"),
         Reason::OutsideGrant { outside, grant } => format!(
-            "outside its grant: {} (the grant in daemon.toml covers {}); nothing was changed",
+            "outside its grant: {} (its grant in daemon.toml, [adapters.<name>] or [agents.<name>], covers {}); nothing was changed",
             outside.join(", "),
             if grant.is_empty() {
                 "no apps".to_string()
@@ -96,12 +120,38 @@ fn explain(reason: &Reason, actor: &Actor) -> String {
         }
         Reason::Protected { apps } => format!(
             "{} protected (only a human may stop, restart, change or delete a protected app); nothing was changed",
-            if apps.len() == 1 {
-                format!("{} is", apps[0])
-            } else {
-                format!("{} are", apps.join(", "))
-            }
+            is_are(apps)
         ),
+        Reason::StoppedByHuman { apps } => format!(
+            "{} protected and a person stopped {}: only a human may start {} again; nothing was changed",
+            is_are(apps),
+            if apps.len() == 1 { "it" } else { "them" },
+            if apps.len() == 1 { "it" } else { "them" },
+        ),
+        Reason::HumanOnlyChange { app, field } => format!(
+            "only a human may change the {field} of an existing app ({app}); nothing was changed"
+        ),
+        Reason::NotOwnSnapshot { snapshot } => format!(
+            "snapshot {snapshot}: only a human or whoever saved it may replace it; save under another name; nothing was changed"
+        ),
+        Reason::DefinedByOther { apps } => format!(
+            "{} no longer defined and only a human or {} definer may define {} again; nothing was changed",
+            apps.iter()
+                .map(|(n, by)| format!("{n} (defined by {by})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+                + if apps.len() == 1 { " is" } else { " are" },
+            if apps.len() == 1 { "its" } else { "their" },
+            if apps.len() == 1 { "it" } else { "them" },
+        ),
+    }
+}
+
+fn is_are(apps: &[String]) -> String {
+    if apps.len() == 1 {
+        format!("{} is", apps[0])
+    } else {
+        format!("{} are", apps.join(", "))
     }
 }
 
@@ -187,9 +237,10 @@ pub fn check_protected(
     ))
 }
 
-/// Checks that an adapter touches only apps its grant names (by name or
-/// `@tag`). `touched` holds each app's name and tags; the whole request is
-/// refused if one app is outside the grant.
+/// Checks that an adapter or an agent touches only apps its grant names
+/// (by name or `@tag`). `touched` holds each app's name and tags, as it is
+/// and as the request would leave it; the whole request is refused if one
+/// app is outside the grant.
 pub fn check_scope(
     caller: &Caller,
     op: &'static str,
@@ -198,21 +249,21 @@ pub fn check_scope(
     let Scope::Only(scope) = &caller.scope else {
         return Ok(());
     };
-    let allowed = |name: &str, tags: &[String]| {
-        scope.iter().any(|s| match s.strip_prefix('@') {
-            Some(tag) => tags.iter().any(|t| t == tag),
-            None => s == name,
-        })
-    };
-    let outside: Vec<String> = touched
-        .iter()
-        .filter(|(n, t)| !allowed(n, t))
-        .map(|(n, _)| n.clone())
-        .collect();
+    let mut outside: Vec<String> = Vec::new();
+    for (n, t) in touched {
+        if !caller.scope.covers(n, t) && !outside.contains(n) {
+            outside.push(n.clone());
+        }
+    }
     if outside.is_empty() {
         return Ok(());
     }
-    let all: Vec<String> = touched.iter().map(|(n, _)| n.clone()).collect();
+    let mut all: Vec<String> = Vec::new();
+    for (n, _) in touched {
+        if !all.contains(n) {
+            all.push(n.clone());
+        }
+    }
     Err(refuse(
         caller,
         op,
@@ -222,6 +273,118 @@ pub fn check_scope(
             grant: scope.clone(),
         },
     ))
+}
+
+/// Checks the apps a request would start against who stopped them: a
+/// protected app (and every `system` app) that a person stopped is started
+/// again by a human only. `all` names every app the request touches.
+pub fn check_start(
+    caller: &Caller,
+    op: &'static str,
+    all: &[String],
+    started: &[AppFacts],
+) -> Result<(), Refusal> {
+    if caller.actor.class == Class::Human {
+        return Ok(());
+    }
+    let held: Vec<String> = started
+        .iter()
+        .filter(|a| a.protected && a.stopped_by == Some(Class::Human))
+        .map(|a| a.name.clone())
+        .collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    Err(refuse(
+        caller,
+        op,
+        all,
+        Reason::StoppedByHuman { apps: held },
+    ))
+}
+
+/// Checks a redefinition against what only a human may change: the
+/// `kind` and the `user` of an existing app. `changes` pairs each existing
+/// app with its new spec.
+pub fn check_kind_and_user(
+    caller: &Caller,
+    changes: &[(&AppFacts, &AppSpec)],
+) -> Result<(), Refusal> {
+    if caller.actor.class == Class::Human {
+        return Ok(());
+    }
+    for (before, after) in changes {
+        let field = if before.kind != after.kind {
+            "kind"
+        } else if before.user != after.user {
+            "user"
+        } else {
+            continue;
+        };
+        return Err(refuse(
+            caller,
+            "define",
+            std::slice::from_ref(&after.name),
+            Reason::HumanOnlyChange {
+                app: after.name.clone(),
+                field,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that a save replaces no one else's snapshot: a non-human may
+/// replace only a snapshot it saved itself. `replaces` is who saved the
+/// snapshot of that name (`Some(None)`: unknown), `None` when there is none.
+pub fn check_snapshot_owner(
+    caller: &Caller,
+    name: &str,
+    replaces: Option<Option<&Actor>>,
+    all: &[String],
+) -> Result<(), Refusal> {
+    let Some(saved_by) = replaces else {
+        return Ok(());
+    };
+    if caller.actor.class == Class::Human || saved_by == Some(&caller.actor) {
+        return Ok(());
+    }
+    Err(refuse(
+        caller,
+        "save",
+        all,
+        Reason::NotOwnSnapshot {
+            snapshot: format!(
+                "{name:?} was saved by {}",
+                saved_by.map_or("an earlier oxidepm".into(), Actor::to_string)
+            ),
+        },
+    ))
+}
+
+/// Checks the apps a resurrect defines again: a non-human brings back only
+/// apps it defined itself (a re-created app keeps its definer, and with it
+/// the trust of its process tree), and nothing it could not define.
+pub fn check_recreate(caller: &Caller, recreated: &[(AppSpec, Actor)]) -> Result<(), Refusal> {
+    if caller.actor.class == Class::Human {
+        return Ok(());
+    }
+    let others: Vec<(String, Actor)> = recreated
+        .iter()
+        .filter(|(_, by)| *by != caller.actor)
+        .map(|(s, by)| (s.name.clone(), by.clone()))
+        .collect();
+    if !others.is_empty() {
+        let names: Vec<String> = others.iter().map(|(n, _)| n.clone()).collect();
+        return Err(refuse(
+            caller,
+            "resurrect",
+            &names,
+            Reason::DefinedByOther { apps: others },
+        ));
+    }
+    let specs: Vec<AppSpec> = recreated.iter().map(|(s, _)| s.clone()).collect();
+    check_definition(caller, &specs)
 }
 
 /// Checks what a definition asks for: only a human defines agents,
@@ -310,6 +473,37 @@ mod tests {
         assert_eq!(e.kind(), RefusalKind::Denied);
         let message = e.to_string();
         assert!(message.contains("db") && message.contains("adapter:x"));
+    }
+
+    #[test]
+    fn what_only_a_human_may_do_again() {
+        let ai = caller(Class::Ai, Tier::Manage);
+        let human = caller(Class::Human, Tier::Admin);
+        let mut db = crate::access::reach::tests::app("db", &[]);
+        db.protected = true;
+        db.stopped_by = Some(Class::Human);
+        let all = vec!["db".to_string()];
+        let e = check_start(&ai, "start", &all, std::slice::from_ref(&db)).unwrap_err();
+        assert_eq!(e.kind(), RefusalKind::Protected);
+        assert!(e.to_string().contains("a person stopped it"), "{e}");
+        assert!(check_start(&human, "start", &all, std::slice::from_ref(&db)).is_ok());
+        let mut spec = AppSpec::new("db", "x", vec![]);
+        spec.kind = AppKind::Agent;
+        let e = check_kind_and_user(&ai, &[(&db, &spec)]).unwrap_err();
+        assert!(e.to_string().contains("kind"), "{e}");
+        spec.kind = AppKind::App;
+        spec.user = Some("root".into());
+        assert!(check_kind_and_user(&ai, &[(&db, &spec)]).is_err());
+        assert!(check_kind_and_user(&human, &[(&db, &spec)]).is_ok());
+        let someone = Actor::new(Class::Human, "cli");
+        assert!(check_snapshot_owner(&ai, "default", Some(Some(&someone)), &all).is_err());
+        assert!(check_snapshot_owner(&ai, "default", Some(None), &all).is_err());
+        assert!(check_snapshot_owner(&ai, "default", Some(Some(&ai.actor)), &all).is_ok());
+        assert!(check_snapshot_owner(&ai, "default", None, &all).is_ok());
+        assert!(check_snapshot_owner(&human, "default", Some(None), &all).is_ok());
+        let e = check_recreate(&ai, &[(spec.clone(), someone)]).unwrap_err();
+        assert!(e.to_string().contains("defined by human:cli"), "{e}");
+        assert!(check_recreate(&ai, &[(spec, ai.actor.clone())]).is_ok());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `daemon.toml`: the daemon's own settings.
 
-use crate::access::gate::{Grant, Tiers};
+use crate::access::gate::{AgentGrant, Grant, Tiers};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,6 +58,9 @@ pub struct Config {
     /// Grants of adapters, by adapter app name.
     #[serde(default)]
     pub adapters: BTreeMap<String, Grant>,
+    /// Grants of agents beyond themselves, by agent app name.
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentGrant>,
     /// Agent lanes.
     #[serde(default)]
     pub lanes: crate::lanes::settings::LanesSettings,

@@ -18,7 +18,10 @@ impl Daemon {
         req: Request,
         sink: &mut Sink,
     ) -> std::io::Result<()> {
-        let caller = self.gate.caller(peer, req.claim.as_deref());
+        let caller = {
+            let s = lock(&self.sup);
+            self.gate.caller(&*s, peer, req.claim.as_deref())
+        };
         let id = req.id;
         match req.op {
             Op::Logs {
@@ -83,7 +86,7 @@ impl Daemon {
         let mut apps: Vec<String> = Vec::new();
         let answer = match self.authorize(caller, &req.op, &mut apps) {
             Err(e) => Err(OpError::from(e)),
-            Ok(()) => self.execute(caller, req.op).await,
+            Ok(only) => self.execute(caller, req.op, only).await,
         };
         let refused = answer.as_ref().is_err_and(|e| e.refusal().is_some());
         let answer = answer.map_err(ErrorBody::from);

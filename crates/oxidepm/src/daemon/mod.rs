@@ -111,13 +111,14 @@ pub fn prepare_home(home: &Home) -> Result<(), HomeError> {
 
 impl Daemon {
     /// Checks a request against the gate and the apps as they are now;
-    /// fills `apps` with the names it touches.
+    /// fills `apps` with the names it touches. `Ok(Some(names))`: the
+    /// request named no app and the caller's grant narrows it to these.
     fn authorize(
         &self,
         caller: &Caller,
         op: &Op,
         apps: &mut Vec<String>,
-    ) -> Result<(), AuthorizeError> {
+    ) -> Result<Option<Vec<String>>, AuthorizeError> {
         let s = crate::supervise::lock(&self.sup);
         self.gate.authorize(&*s, caller, op, apps)
     }
@@ -212,7 +213,11 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     let daemon = Arc::new(Daemon {
         sup: sup.clone(),
         home: home.clone(),
-        gate: Gate::new(config.tiers.clone(), config.adapters.clone()),
+        gate: Gate::new(
+            config.tiers.clone(),
+            config.adapters.clone(),
+            config.agents.clone(),
+        ),
         exit: Notify::new(),
         lanes,
         started: Instant::now(),

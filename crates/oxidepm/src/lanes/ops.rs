@@ -1,9 +1,11 @@
-//! The `ops` responder: an agent asks the daemon for what its tier allows
-//! through its own lane. It writes a request to `<agent>:ops:outbox`; the
-//! responder (ACL user `resp_ops`) takes the agent from the KEY it read,
-//! never from the payload, has the daemon answer it as `ai:<agent>` under
-//! the normal tiers and audit, and replies into `<agent>:ops:inbox` with
-//! the same result or error code a socket would give.
+//! The `ops` responder: an agent asks the daemon for what its grant allows
+//! (itself, and the apps `[agents.<name>]` grants it) through its own lane.
+//! It writes a request to `<agent>:ops:outbox`; the responder (ACL user
+//! `resp_ops`) takes the agent from the KEY it read, never from the
+//! payload, and has the daemon answer it as `ai:<agent>` through the same
+//! gate, tiers and audit as the sockets (this file decides nothing about
+//! authority); it replies into `<agent>:ops:inbox` with the same result or
+//! error code a socket would give.
 //!
 //! A request is an entry with a field `request` holding a protocol request
 //! (`{"op":"restart","target":"web"}`), or the request's fields themselves

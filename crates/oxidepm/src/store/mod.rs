@@ -5,7 +5,7 @@
 
 mod schema;
 
-use oxidepm_proto::{Actor, AppSpec, AuditRecord, EventKind, EventRecord, Status};
+use oxidepm_proto::{Actor, AppSpec, AuditRecord, Class, EventKind, EventRecord, Status};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 
@@ -63,6 +63,9 @@ pub enum StoreError {
     },
 }
 
+/// The snapshot `save` and `resurrect` use when a request names none.
+pub const DEFAULT_SNAPSHOT: &str = "default";
+
 /// Result of a store operation.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
@@ -90,6 +93,9 @@ pub struct RuntimeRow {
     pub last_exit: Option<i32>,
     /// `run_id`: the current row of `runs`.
     pub run_id: Option<i64>,
+    /// `stopped_by`: the class of the actor whose request stopped the app
+    /// (none once it starts again).
+    pub stopped_by: Option<Class>,
 }
 
 /// An app as stored.
@@ -167,7 +173,7 @@ impl Store {
     pub fn load_apps(&self) -> Result<Vec<StoredApp>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT id, spec, defined_by, desired, status, pid, pid_start, boot_id, restarts,
-                    started_at, last_exit, run_id FROM apps ORDER BY id",
+                    started_at, last_exit, run_id, stopped_by FROM apps ORDER BY id",
         )?;
         let rows = stmt.query_map([], |r| {
             Ok((
@@ -184,6 +190,9 @@ impl Store {
                     started_at_ms: r.get(9)?,
                     last_exit: r.get(10)?,
                     run_id: r.get(11)?,
+                    stopped_by: r
+                        .get::<_, Option<String>>(12)?
+                        .and_then(|c| Class::parse(&c)),
                 },
             ))
         })?;
@@ -240,7 +249,8 @@ impl Store {
         self.conn
             .prepare_cached(
                 "UPDATE apps SET desired = ?2, status = ?3, pid = ?4, pid_start = ?5, boot_id = ?6,
-                 restarts = ?7, started_at = ?8, last_exit = ?9, run_id = ?10 WHERE id = ?1",
+                 restarts = ?7, started_at = ?8, last_exit = ?9, run_id = ?10, stopped_by = ?11
+                 WHERE id = ?1",
             )?
             .execute(params![
                 id as i64,
@@ -253,6 +263,7 @@ impl Store {
                 rt.started_at_ms,
                 rt.last_exit,
                 rt.run_id,
+                rt.stopped_by.map(Class::as_str),
             ])?;
         Ok(())
     }
@@ -383,16 +394,29 @@ impl Store {
         Ok(out)
     }
 
-    /// Saves a named snapshot of apps (replacing one of the same name).
-    pub fn save_snapshot(&self, name: &str, apps: &[SnapshotApp]) -> Result<()> {
+    /// Saves a named snapshot of apps (replacing one of the same name),
+    /// with who saved it.
+    pub fn save_snapshot(&self, name: &str, apps: &[SnapshotApp], saved_by: &Actor) -> Result<()> {
         let json = serde_json::to_string(apps).map_err(StoreError::Encode)?;
         self.conn
             .prepare_cached(
-                "INSERT INTO snapshots (name, at, apps) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(name) DO UPDATE SET at = excluded.at, apps = excluded.apps",
+                "INSERT INTO snapshots (name, at, apps, saved_by) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(name) DO UPDATE SET at = excluded.at, apps = excluded.apps,
+                 saved_by = excluded.saved_by",
             )?
-            .execute(params![name, now_ms(), json])?;
+            .execute(params![name, now_ms(), json, saved_by.to_string()])?;
         Ok(())
+    }
+
+    /// Who saved the snapshot `name`: `None` when there is no such
+    /// snapshot, `Some(None)` when it was saved before oxidepm recorded it.
+    pub fn snapshot_saved_by(&self, name: &str) -> Result<Option<Option<Actor>>> {
+        let row: Option<Option<String>> = self
+            .conn
+            .prepare_cached("SELECT saved_by FROM snapshots WHERE name = ?1")?
+            .query_row(params![name], |r| r.get(0))
+            .optional()?;
+        Ok(row.map(|by| by.map(|s| parse_actor(&s))))
     }
 
     /// Loads a named snapshot; `None` when there is none by that name.

@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// Sets pragmas and creates or migrates the schema.
 pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
@@ -62,6 +62,18 @@ pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
                id INTEGER PRIMARY KEY AUTOINCREMENT,
                route TEXT NOT NULL UNIQUE);
              PRAGMA user_version = 2;
+             COMMIT;",
+        )?;
+    }
+    if version < 3 {
+        // Who stopped an app (its class), so that what only a person may
+        // start again stays so across daemon restarts; who saved a snapshot,
+        // so that nobody less trusted replaces it.
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE apps ADD COLUMN stopped_by TEXT;
+             ALTER TABLE snapshots ADD COLUMN saved_by TEXT;
+             PRAGMA user_version = 3;
              COMMIT;",
         )?;
     }

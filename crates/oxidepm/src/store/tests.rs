@@ -23,6 +23,7 @@ fn apps_round_trip_and_survive_reopen() {
         started_at_ms: Some(1),
         last_exit: None,
         run_id: Some(9),
+        stopped_by: Some(Class::Human),
     };
     store.save_runtime(id, &rt).unwrap();
     drop(store);
@@ -75,4 +76,55 @@ fn events_and_audit_filters() {
         ..Default::default()
     };
     assert!(store.audit(&f).unwrap().is_empty());
+}
+
+#[test]
+fn snapshots_remember_who_saved_them() {
+    let (_dir, store) = temp_store();
+    let chat = Actor::new(Class::Adapter, "chat");
+    assert_eq!(store.snapshot_saved_by("default").unwrap(), None);
+    store.save_snapshot("default", &[], &chat).unwrap();
+    assert_eq!(
+        store.snapshot_saved_by("default").unwrap(),
+        Some(Some(chat))
+    );
+    // A snapshot saved before oxidepm recorded who saved it.
+    store
+        .conn
+        .execute("UPDATE snapshots SET saved_by = NULL", [])
+        .unwrap();
+    assert_eq!(store.snapshot_saved_by("default").unwrap(), Some(None));
+}
+
+#[test]
+fn a_version_2_state_is_migrated_with_nobody_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    {
+        // The tables of schema version 2 that version 3 changes.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE apps (
+               id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE,
+               spec TEXT NOT NULL, defined_by TEXT NOT NULL, created_at INTEGER NOT NULL,
+               desired INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL,
+               pid INTEGER, pid_start INTEGER, boot_id TEXT,
+               restarts INTEGER NOT NULL DEFAULT 0,
+               started_at INTEGER, last_exit INTEGER, run_id INTEGER);
+             CREATE TABLE snapshots (name TEXT PRIMARY KEY, at INTEGER NOT NULL, apps TEXT NOT NULL);
+             INSERT INTO snapshots VALUES ('default', 0, '[]');
+             PRAGMA user_version = 2;",
+        )
+        .unwrap();
+        let spec = serde_json::to_string(&AppSpec::new("web", "sleep", vec![])).unwrap();
+        conn.execute(
+            "INSERT INTO apps (name, spec, defined_by, created_at, status) VALUES ('web', ?1, 'human:cli', 0, 'stopped')",
+            params![spec],
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let apps = store.load_apps().unwrap();
+    assert_eq!(apps[0].runtime.stopped_by, None);
+    assert_eq!(store.snapshot_saved_by("default").unwrap(), Some(None));
 }

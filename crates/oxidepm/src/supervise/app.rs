@@ -1,7 +1,7 @@
 //! One supervised app as the daemon holds it in memory.
 
 use crate::store::RuntimeRow;
-use oxidepm_proto::{Actor, AppInfo, AppSpec, HealthState, Status};
+use oxidepm_proto::{Actor, AppInfo, AppSpec, Class, HealthState, Status};
 use std::time::Instant;
 use tokio::sync::watch;
 
@@ -26,6 +26,9 @@ pub struct Runtime {
     pub last_exit: Option<i32>,
     /// Current run row.
     pub run_id: Option<i64>,
+    /// Class of the actor whose request stopped the app, until it starts
+    /// again (what only a person may start again is decided from it).
+    pub stopped_by: Option<Class>,
 }
 
 impl Default for Runtime {
@@ -40,6 +43,7 @@ impl Default for Runtime {
             started_at_ms: None,
             last_exit: None,
             run_id: None,
+            stopped_by: None,
         }
     }
 }
@@ -58,6 +62,7 @@ impl From<RuntimeRow> for Runtime {
             started_at_ms,
             last_exit,
             run_id,
+            stopped_by,
         } = row;
         Runtime {
             desired_running,
@@ -69,6 +74,7 @@ impl From<RuntimeRow> for Runtime {
             started_at_ms,
             last_exit,
             run_id,
+            stopped_by,
         }
     }
 }
@@ -85,6 +91,7 @@ impl From<&Runtime> for RuntimeRow {
             started_at_ms,
             last_exit,
             run_id,
+            stopped_by,
         } = *rt;
         RuntimeRow {
             desired_running,
@@ -96,6 +103,7 @@ impl From<&Runtime> for RuntimeRow {
             started_at_ms,
             last_exit,
             run_id,
+            stopped_by,
         }
     }
 }
@@ -217,7 +225,6 @@ impl App {
 mod tests {
     use super::*;
     use crate::store::Store;
-    use oxidepm_proto::Class;
 
     #[test]
     fn runtime_survives_the_store() {
@@ -237,6 +244,7 @@ mod tests {
             started_at_ms: Some(1),
             last_exit: Some(-9),
             run_id: Some(9),
+            stopped_by: Some(Class::Human),
         };
         store.save_runtime(id, &RuntimeRow::from(&rt)).unwrap();
         let apps = store.load_apps().unwrap();

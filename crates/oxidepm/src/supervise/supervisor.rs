@@ -314,6 +314,10 @@ impl Supervisor {
             return Err(Error::NoSuchApp { id });
         };
         let spec = app.spec.clone();
+        // Whatever stopped it before, it is being started now.
+        if let Some(a) = self.apps.get_mut(&id) {
+            a.rt.stopped_by = None;
+        }
         let result = self.creds_for(&spec).and_then(|creds| {
             let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
             let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env(&spec));
@@ -496,6 +500,9 @@ impl Supervisor {
         let app = self.apps.get_mut(&id)?;
         if !keep_desired {
             app.rt.desired_running = false;
+            // Recorded even when it was already down: a person who stops
+            // an app means it to stay stopped.
+            app.rt.stopped_by = Some(actor.class);
         }
         match app.rt.status {
             Status::Online => {

@@ -4,7 +4,8 @@ use crate::harness::Env;
 use crate::lanes::{conn, run, start_agents};
 use serde_json::Value;
 
-fn ops_answer(c: &mut redis::Connection, agent: &str, request: &str) -> Value {
+/// Sends `request` through `agent`'s ops lane and waits for its answer.
+pub fn ops_answer(c: &mut redis::Connection, agent: &str, request: &str) -> Value {
     let id: String = redis::cmd("XADD")
         .arg(format!("{agent}:ops:outbox"))
         .arg("*")
@@ -43,6 +44,8 @@ fn ops_answer(c: &mut redis::Connection, agent: &str, request: &str) -> Value {
 #[test]
 fn the_ops_responder_answers_an_agent_as_itself() {
     let env = Env::new();
+    // An agent reaches itself and what it is granted.
+    env.daemon_toml("[agents.alice]\napps = [\"web\", \"db\"]\n");
     env.ok(&[
         "start",
         "--name",

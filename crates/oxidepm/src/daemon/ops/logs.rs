@@ -116,13 +116,21 @@ impl Daemon {
             .collect())
     }
 
-    /// `flush`: empties the log files of the selected apps (every app
-    /// when none is named).
-    pub(super) fn flush(&self, target: Option<String>) -> Result<Flushed, OpError> {
+    /// `flush`: empties the log files of the selected apps (when none is
+    /// named, every app, or `only` those the caller's grant narrows it to).
+    pub(super) fn flush(
+        &self,
+        target: Option<String>,
+        only: Option<&[String]>,
+    ) -> Result<Flushed, OpError> {
         let s = lock(&self.sup);
         let ids = match target {
             Some(t) => s.resolve(&t)?,
-            None => s.apps().map(|a| a.id).collect(),
+            None => s
+                .apps()
+                .filter(|a| only.is_none_or(|names| names.contains(&a.spec.name)))
+                .map(|a| a.id)
+                .collect(),
         };
         let mut flushed = Vec::new();
         for id in ids {

@@ -15,8 +15,15 @@ use crate::access::Caller;
 use oxidepm_proto::{Op, Reply};
 
 impl Daemon {
-    /// Runs an authorized request.
-    pub(super) async fn execute(&self, caller: &Caller, op: Op) -> Result<Reply, OpError> {
+    /// Runs an authorized request. `only`: the apps the gate narrowed a
+    /// request without a selector to (the caller's grant).
+    pub(super) async fn execute(
+        &self,
+        caller: &Caller,
+        op: Op,
+        only: Option<Vec<String>>,
+    ) -> Result<Reply, OpError> {
+        let only = only.as_deref();
         let actor = &caller.actor;
         match op {
             Op::Ping => Ok(self.ping().into()),
@@ -34,10 +41,10 @@ impl Daemon {
                 stream,
                 ..
             } => self.log_lines(&target, lines, stream).map(Into::into),
-            Op::Events { target, limit } => self.events(target, limit).map(Into::into),
-            Op::Flush { target } => self.flush(target).map(Into::into),
-            Op::Save { name } => self.save(name).map(Into::into),
-            Op::Resurrect { name } => self.resurrect(name, actor).await.map(Into::into),
+            Op::Events { target, limit } => self.events(target, limit, only).map(Into::into),
+            Op::Flush { target } => self.flush(target, only).map(Into::into),
+            Op::Save { name } => self.save(name, only, actor).map(Into::into),
+            Op::Resurrect { name } => self.resurrect(name, only, actor).await.map(Into::into),
             Op::Audit {
                 app,
                 actor: who,

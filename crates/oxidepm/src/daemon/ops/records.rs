@@ -10,17 +10,28 @@ use oxidepm_proto::{AuditRecord, EventRecord};
 const MAX_ROWS: usize = 100_000;
 
 impl Daemon {
-    /// `events`: the most recent events of the selected apps (or all).
+    /// `events`: the most recent events of the selected apps (or all, or
+    /// `only` those the caller's grant narrows it to).
     pub(super) fn events(
         &self,
         target: Option<String>,
         limit: usize,
+        only: Option<&[String]>,
     ) -> Result<Vec<EventRecord>, OpError> {
         let s = lock(&self.sup);
-        let ids = match target {
-            Some(t) => Some(s.resolve(&t)?),
-            None => None,
+        let ids = match (target, only) {
+            (Some(t), _) => Some(s.resolve(&t)?),
+            (None, Some(names)) => Some(
+                s.apps()
+                    .filter(|a| names.contains(&a.spec.name))
+                    .map(|a| a.id)
+                    .collect::<Vec<u64>>(),
+            ),
+            (None, None) => None,
         };
+        if ids.as_ref().is_some_and(|i| i.is_empty()) {
+            return Ok(Vec::new());
+        }
         Ok(s.store.events(ids.as_deref(), limit.clamp(1, MAX_ROWS))?)
     }
 

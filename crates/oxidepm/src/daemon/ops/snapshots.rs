@@ -2,13 +2,13 @@
 
 use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
-use crate::store::SnapshotApp;
+use crate::store::{SnapshotApp, DEFAULT_SNAPSHOT};
 use crate::supervise::{control, lock};
 use oxidepm_proto::{Actor, AppAction, Saved};
 
 /// The snapshot a request names, `default` when it names none.
 fn snapshot_name(name: Option<String>) -> Result<String, OpError> {
-    let name = name.unwrap_or_else(|| "default".into());
+    let name = name.unwrap_or_else(|| DEFAULT_SNAPSHOT.into());
     if oxidepm_proto::actor::valid_label(&name) {
         Ok(name)
     } else {
@@ -17,19 +17,26 @@ fn snapshot_name(name: Option<String>) -> Result<String, OpError> {
 }
 
 impl Daemon {
-    /// `save`: the apps meant to be running, with who defined them.
-    pub(super) fn save(&self, name: Option<String>) -> Result<Saved, OpError> {
+    /// `save`: the apps meant to be running (`only` those the caller's
+    /// grant narrows it to), with who defined them and who saved them.
+    pub(super) fn save(
+        &self,
+        name: Option<String>,
+        only: Option<&[String]>,
+        actor: &Actor,
+    ) -> Result<Saved, OpError> {
         let name = snapshot_name(name)?;
         let s = lock(&self.sup);
         let apps: Vec<SnapshotApp> = s
             .apps()
             .filter(|a| a.rt.desired_running)
+            .filter(|a| only.is_none_or(|names| names.contains(&a.spec.name)))
             .map(|a| SnapshotApp {
                 spec: a.spec.clone(),
                 defined_by: a.defined_by.clone(),
             })
             .collect();
-        s.store.save_snapshot(&name, &apps)?;
+        s.store.save_snapshot(&name, &apps, actor)?;
         Ok(Saved {
             apps: apps.into_iter().map(|a| a.spec.name).collect(),
             snapshot: name,
@@ -37,10 +44,12 @@ impl Daemon {
     }
 
     /// `resurrect`: defines the snapshot's apps that are gone (as their
-    /// original definer), then starts them all.
+    /// original definer), then starts them all; `only` those the caller's
+    /// grant narrows it to.
     pub(super) async fn resurrect(
         &self,
         name: Option<String>,
+        only: Option<&[String]>,
         actor: &Actor,
     ) -> Result<Vec<AppAction>, OpError> {
         let name = snapshot_name(name)?;
@@ -53,7 +62,10 @@ impl Daemon {
         let mut ids = Vec::new();
         {
             let mut s = lock(&self.sup);
-            for app in snap {
+            let chosen = snap
+                .into_iter()
+                .filter(|a| only.is_none_or(|names| names.contains(&a.spec.name)));
+            for app in chosen {
                 let existing = s
                     .apps()
                     .find(|a| a.spec.name == app.spec.name)
