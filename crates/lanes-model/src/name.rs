@@ -10,7 +10,19 @@ use std::str::FromStr;
 /// Names no agent may take: Redis's own user, the host-side identities and
 /// words the lanes use themselves.
 pub const RESERVED: &[&str] = &[
-    "default", "bridge", "sys", "resp", "agent", "lanes", "redis",
+    "default",
+    "bridge",
+    "sys",
+    "resp",
+    "agent",
+    "lanes",
+    "redis",
+    // Labels the daemon gives to peers it cannot attribute: an agent of
+    // that name would be confused with them in events and audit.
+    "unverified",
+    "unattributed",
+    "invalid-claim",
+    "deleted",
 ];
 
 /// A valid agent name: `[a-z][a-z0-9_-]{0,30}` and not in [`RESERVED`].
@@ -160,6 +172,9 @@ mod tests {
             "Alice",
             "bridge",
             "default",
+            "unverified",
+            "unattributed",
+            "invalid-claim",
             "discord",
             "ops",
             "",
