@@ -5,6 +5,7 @@ mod access;
 mod bridge;
 mod harness;
 mod lanes;
+mod lanes_security;
 mod lifecycle;
 mod ops;
 mod supervision;
