@@ -152,7 +152,8 @@ impl Lanes {
     async fn keep_bridge_stopped(&self, shared: &Shared, problem: Problem) -> Result<(), Error> {
         log::error!("lanes: the bridge does not run: {problem}");
         self.set_bridge_problem(Some(problem.to_string()));
-        if let Some(id) = find_app(shared, BRIDGE_APP).filter(|id| is_running(shared, *id)) {
+        // Whatever its state: one waiting to be restarted must not be.
+        if let Some(id) = find_app(shared, BRIDGE_APP) {
             control::stop(shared, &[id], &Actor::system("lanes"), false).await;
         }
         Ok(())
