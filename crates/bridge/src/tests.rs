@@ -3,6 +3,7 @@
 //! signal is the point.
 
 mod harness;
+mod maildir_race;
 
 use crate::source::Inbound;
 use harness::*;

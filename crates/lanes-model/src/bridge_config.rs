@@ -3,7 +3,7 @@
 //! ```json
 //! {
 //!   "redis_socket": "/home/u/.oxidepm/redis/redis.sock",
-//!   "password_file": "/home/u/.oxidepm/secrets/bridge",
+//!   "password_file": "/home/u/.oxidepm/bridge/password",
 //!   "agents": ["alice", "bob"],
 //!   "sources": ["webhook", "email"],
 //!   "routes": [
@@ -14,7 +14,7 @@
 //!   "default_agent": null,
 //!   "webhook": {
 //!     "listen": "127.0.0.1:8787",
-//!     "token_file": "/home/u/.oxidepm/secrets/webhook_token",
+//!     "token_file": "/home/u/.oxidepm/bridge/webhook_token",
 //!     "deliver": { "c1": "http://127.0.0.1:9000/out", "*": "http://127.0.0.1:9000/all" }
 //!   },
 //!   "retry": { "attempts": 5, "base_ms": 200, "max_ms": 30000 }

@@ -46,6 +46,10 @@ pub struct RoutesReport {
     pub counters: Option<Counters>,
     /// Where unrouted messages go, if anywhere.
     pub default_agent: Option<String>,
+    /// Why the bridge does not run, when the daemon decided it cannot (its
+    /// user cannot be had, cannot reach its files or its Maildir, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
     /// Routes of daemon.toml, then those added at runtime.
     pub routes: Vec<RouteReport>,
 }

@@ -410,6 +410,9 @@ impl Printer {
             table(&["source", "match", "agent", "origin"], &rows);
         }
         println!("default agent: {}", or_dash(report.default_agent.as_ref()));
+        if let Some(problem) = &report.problem {
+            println!("bridge: not running: {problem}");
+        }
         let parts: Vec<String> = match &report.counters {
             None => return,
             Some(Counters::Unread {}) => Vec::new(),

@@ -174,10 +174,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     let store = crate::store::Store::open(&home.state_db())?;
     let shim_exe = std::env::current_exe().map_err(StartError::OwnExe)?;
     let sup = Supervisor::new(home.clone(), store, shim_exe);
-    let lanes = Lanes {
-        layout: Layout { home: home.clone() },
-        settings: config.lanes.clone(),
-    };
+    let lanes = Lanes::new(Layout { home: home.clone() }, config.lanes.clone());
     {
         let mut s = crate::supervise::lock(&sup);
         if config.lanes.backend == Backend::Redis {

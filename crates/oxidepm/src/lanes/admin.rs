@@ -4,8 +4,10 @@
 //! the set of agent apps, so one `reconcile` serves start-up, a new agent
 //! and a deleted one alike.
 
+use super::bridge_user;
 use super::error::{ConnectError, Error};
 use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
+use super::purge;
 use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
 use oxidepm_lanes::acl::{self, AclUser};
@@ -15,6 +17,7 @@ use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret};
 use oxidepm_proto::{Actor, AgentLaneReport, AppKind, AppSpec, Status, StreamReport};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// An agent as the lanes see it.
@@ -25,6 +28,9 @@ pub struct AgentLane {
     /// The uid its processes run as, when not the daemon's.
     pub uid: Option<u32>,
 }
+
+/// ACL users with their passwords.
+type Users = Vec<(AclUser, Secret)>;
 
 /// A program installed beside the daemon's own executable.
 pub(super) fn sibling(name: &str) -> Option<PathBuf> {
@@ -49,9 +55,30 @@ pub struct Lanes {
     pub layout: Layout,
     /// `[lanes]` of daemon.toml.
     pub settings: LanesSettings,
+    /// What the lanes keep between calls.
+    pub(super) state: Arc<LanesState>,
+}
+
+/// What the lanes keep between calls, shared by every clone.
+#[derive(Debug, Default)]
+pub(super) struct LanesState {
+    /// Held through a reconcile: two at once would each take the other's
+    /// new agent for a deleted one.
+    reconciling: tokio::sync::Mutex<()>,
+    /// Why the bridge does not run, when the daemon decided it cannot.
+    pub(super) bridge_problem: std::sync::Mutex<Option<String>>,
 }
 
 impl Lanes {
+    /// The lanes of the home of `layout`, with `settings`.
+    pub fn new(layout: Layout, settings: LanesSettings) -> Lanes {
+        Lanes {
+            layout,
+            settings,
+            state: Arc::default(),
+        }
+    }
+
     /// Checks agent specs before they are defined: names, and that lanes
     /// can be had at all.
     pub fn check_agents(&self, specs: &[AppSpec]) -> Result<(), Error> {
@@ -103,6 +130,7 @@ impl Lanes {
         if self.settings.backend == Backend::Off {
             return Ok(());
         }
+        let _one_at_a_time = self.state.reconciling.lock().await;
         let mut agents = self.agents(shared);
         for e in extra {
             if !agents.iter().any(|a| a.name == e.name) {
@@ -115,11 +143,16 @@ impl Lanes {
         }
         let (redis_exe, proxy_exe) = self.programs()?;
         self.prepare_dirs(&agents).map_err(Error::Dirs)?;
-        let users = self.users(&agents).map_err(Error::Passwords)?;
+        let (users, fresh) = self.users(&agents).map_err(Error::Passwords)?;
+        let gone = purge::gone(&self.layout.secrets_dir(), &users);
 
         let running = redis_id.is_some_and(|id| is_running(shared, id));
+        // Written even when Redis runs: what it reads at its next start
+        // (after a crash, too) must be today's settings.
+        self.write_redis_conf().map_err(Error::RedisConf)?;
         if !running {
-            self.write_redis_files(&users).map_err(Error::RedisConf)?;
+            write_atomic(&self.layout.acl_file(), acl::acl_file(&users).as_bytes())
+                .map_err(Error::RedisConf)?;
             let spec = self.redis_spec(&redis_exe);
             ensure_app(shared, spec, redis_id).await?;
         }
@@ -127,11 +160,19 @@ impl Lanes {
         let sock = self.layout.redis_socket();
         let families = self.settings.families();
         let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
+        // Gone agents' keys, and whatever lies under the name of an agent
+        // whose lane is new.
+        let purged: Vec<AgentName> = gone
+            .iter()
+            .filter_map(|g| g.agent.clone())
+            .chain(fresh)
+            .collect();
         tokio::task::spawn_blocking(move || {
-            apply_live(&sock, &admin_pw, &users, &names, &families)
+            apply_live(&sock, &admin_pw, &users, &names, &families, &purged)
         })
         .await
         .map_err(Error::Task)??;
+        purge::forget(&self.layout.secrets_dir(), &gone);
 
         self.write_proxy_conf(&agents).map_err(Error::ProxyConf)?;
         let proxy_id = find_app(shared, PROXY_APP);
@@ -158,7 +199,12 @@ impl Lanes {
                 .recursive(true)
                 .mode(0o700)
                 .create(&d)?;
-            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700))?;
+            let mode = std::fs::metadata(&d)?.permissions().mode() & 0o7777;
+            // redis/ may be the bridge user's to pass through (see
+            // bridge_user); anything else is tightened.
+            if mode != 0o700 && !(d == l.redis_dir() && mode == bridge_user::REDIS_DIR_MODE) {
+                std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700))?;
+            }
         }
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -174,8 +220,9 @@ impl Lanes {
     }
 
     /// Every user with its password: the admin user first, then the bridge,
-    /// the responders and the agents.
-    fn users(&self, agents: &[AgentLane]) -> std::io::Result<Vec<(AclUser, Secret)>> {
+    /// the responders and the agents; and the agents whose password was
+    /// made now (their lane is new).
+    fn users(&self, agents: &[AgentLane]) -> std::io::Result<(Users, Vec<AgentName>)> {
         let dir = self.layout.secrets_dir();
         secrets::ensure_dir(&dir)?;
         let mut users = vec![AclUser::Admin, AclUser::Bridge];
@@ -187,31 +234,35 @@ impl Lanes {
         );
         users.extend(agents.iter().map(|a| AclUser::Agent(a.name.clone())));
         let mut out = Vec::with_capacity(users.len());
+        let mut fresh = Vec::new();
         for u in users {
+            if let AclUser::Agent(a) = &u {
+                if !secrets::path(&dir, &u).exists() {
+                    fresh.push(a.clone());
+                }
+            }
             let pw = secrets::ensure(&dir, &u)?;
             out.push((u, pw));
         }
-        // Passwords of agents that are gone are forgotten.
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with(acl::AGENT_PREFIX)
-                    && !out.iter().any(|(u, _)| u.to_string() == name)
-                {
-                    secrets::remove(&dir, &name);
-                }
-            }
-        }
-        Ok(out)
+        // Passwords of agents that are gone are forgotten once their keys
+        // are (see purge).
+        Ok((out, fresh))
     }
 
-    fn write_redis_files(&self, users: &[(AclUser, Secret)]) -> std::io::Result<()> {
+    fn write_redis_conf(&self) -> std::io::Result<()> {
         let l = &self.layout;
+        // A root daemon runs the bridge as a user of its own, which reaches
+        // the socket through its group (see bridge_user).
+        let perm = if nix::unistd::geteuid().is_root() {
+            770
+        } else {
+            700
+        };
         let conf = format!(
             "# Written by oxidepmd; changes are overwritten.\n\
              port 0\n\
              unixsocket {sock}\n\
-             unixsocketperm 700\n\
+             unixsocketperm {perm}\n\
              dir {dir}\n\
              daemonize no\n\
              logfile \"\"\n\
@@ -228,8 +279,7 @@ impl Lanes {
             fsync = self.settings.appendfsync,
             acl = l.acl_file().display(),
         );
-        write_atomic(&l.redis_conf(), conf.as_bytes())?;
-        write_atomic(&l.acl_file(), acl::acl_file(users).as_bytes())
+        write_atomic(&l.redis_conf(), conf.as_bytes())
     }
 
     fn redis_spec(&self, exe: &Path) -> AppSpec {
@@ -462,13 +512,16 @@ pub(super) fn connect_as(
 
 /// Applies the users to a running Redis (ACL SETUSER / DELUSER, then ACL
 /// SAVE: no restart, and no ACL LOAD, which would drop every client on
-/// Redis 7.0/7.2), and makes each agent's inbox streams and group.
+/// Redis 7.0/7.2), deletes the keys of the lanes of `purged` (after
+/// DELUSER, which disconnects a gone agent's clients), and makes each
+/// agent's inbox streams and group.
 fn apply_live(
     sock: &Path,
     admin_pw: &Secret,
     users: &[(AclUser, Secret)],
     agents: &[AgentName],
     families: &[String],
+    purged: &[AgentName],
 ) -> Result<(), Error> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut con = loop {
@@ -509,6 +562,12 @@ fn apply_live(
         .arg("SAVE")
         .query::<()>(&mut con)
         .map_err(|e| fail("ACL SAVE".into(), e))?;
+    for a in purged {
+        let n = purge::purge(&mut con, a).map_err(|e| fail(format!("SCAN/UNLINK {a}:*"), e))?;
+        if n > 0 {
+            log::info!("lanes: deleted the {n} stream(s) left by agent {a}");
+        }
+    }
     for a in agents {
         for key in layout::streams(a, families).0 {
             let r: redis::RedisResult<()> = redis::cmd("XGROUP")

@@ -39,8 +39,25 @@ impl Layout {
     pub fn proxy_conf(&self) -> PathBuf {
         self.redis_dir().join("proxy.json")
     }
+    /// The bridge's files: everything it reads, and nothing else (0700, or
+    /// 0710 with the group of the bridge's own user).
+    pub fn bridge_dir(&self) -> PathBuf {
+        self.home.root().join("bridge")
+    }
     /// The bridge's configuration.
     pub fn bridge_conf(&self) -> PathBuf {
+        self.bridge_dir().join("bridge.json")
+    }
+    /// The bridge's copy of its Redis password.
+    pub fn bridge_password(&self) -> PathBuf {
+        self.bridge_dir().join("password")
+    }
+    /// The bridge's copy of the webhook's bearer token.
+    pub fn bridge_token(&self) -> PathBuf {
+        self.bridge_dir().join("webhook_token")
+    }
+    /// Where earlier versions kept the bridge's configuration.
+    pub fn old_bridge_conf(&self) -> PathBuf {
         self.redis_dir().join("bridge.json")
     }
     /// Lane passwords (0700).

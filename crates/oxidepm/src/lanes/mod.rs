@@ -2,17 +2,21 @@
 //! message bus.
 //!
 //! [`admin`] runs the private Redis, provisions ACL users and the auth proxy
-//! app; [`bridge_admin`] runs the bridge app and keeps its routes; [`ops`]
-//! is the ops responder. The proxy itself is the `oxidepm-lane-proxy`
+//! app; [`bridge_admin`] runs the bridge app and keeps its routes, as the
+//! user [`bridge_user`] picks; [`ops`]
+//! is the ops responder; [`purge`] deletes what a deleted agent's lane
+//! held. The proxy itself is the `oxidepm-lane-proxy`
 //! crate, the bridge the `oxidepm-bridge` crate, and the vocabulary they
 //! share with the daemon (names, ACL rules, secrets, configuration files)
 //! the `oxidepm-lanes` crate.
 
 pub mod admin;
 pub mod bridge_admin;
+pub mod bridge_user;
 pub mod error;
 pub mod layout;
 pub mod ops;
+pub mod purge;
 pub mod settings;
 
 pub use error::Error;

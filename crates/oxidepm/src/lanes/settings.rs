@@ -51,6 +51,10 @@ pub struct LanesSettings {
     /// The email source.
     #[serde(default)]
     pub email: Option<EmailSettings>,
+    /// The user the bridge runs as when the daemon runs as root (default
+    /// `oxidepm-bridge`, made when missing); unused otherwise.
+    #[serde(default)]
+    pub bridge_user: Option<String>,
 }
 
 /// `[lanes.webhook]`.
@@ -138,8 +142,26 @@ impl LanesSettings {
                 return Err(SettingsError::FamilyName { name: s });
             }
         }
+        if let Some(u) = &self.bridge_user {
+            if !is_user_name(u) || u == "root" || u.bytes().all(|b| b == b'0') {
+                return Err(SettingsError::BridgeUser { name: u.clone() });
+            }
+        }
         Ok(())
     }
+}
+
+/// A user name useradd takes without `--badname` (`[a-z_][a-z0-9_-]*`, at
+/// most 32 bytes), or a uid.
+fn is_user_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 32
+        && (b.iter().all(u8::is_ascii_digit)
+            || ((b[0].is_ascii_lowercase() || b[0] == b'_')
+                && b.iter().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-'
+                })))
 }
 
 /// Why the `[lanes]` settings cannot be used.
@@ -169,6 +191,12 @@ pub enum SettingsError {
     AppendFsync {
         /// The value as given.
         value: String,
+    },
+    /// `bridge_user` is not a user name, or is root.
+    #[error("lanes.bridge_user = {name:?}: use the name of a user of its own (a-z, 0-9, '_', '-', at most 32, not root)")]
+    BridgeUser {
+        /// The value as given.
+        name: String,
     },
     /// A source or responder name cannot be a stream family.
     #[error("lanes source or responder {name:?}: use 1 to 32 of a-z, 0-9, '_' and '-'")]

@@ -14,12 +14,12 @@ use std::path::Path;
 fn lanes(root: &Path, settings: &str) -> Lanes {
     let settings: LanesSettings = toml::from_str(settings).unwrap();
     settings.check().unwrap();
-    let lanes = Lanes {
-        layout: Layout {
+    let lanes = Lanes::new(
+        Layout {
             home: Home::at(root.to_path_buf()),
         },
         settings,
-    };
+    );
     std::fs::create_dir_all(lanes.layout.redis_dir()).unwrap();
     lanes
 }
@@ -103,14 +103,14 @@ from = { alice = "alice@example.org" }
     let got = BridgeConfig::load(&l.layout.bridge_conf()).unwrap();
     let before = json!({
         "redis_socket": root.join("redis/redis.sock"),
-        "password_file": root.join("secrets/bridge"),
+        "password_file": root.join("bridge/password"),
         "agents": ["alice", "bob"],
         "sources": ["webhook", "email"],
         "routes": [l.settings.routes[0], runtime],
         "default_agent": "bob",
         "webhook": {
             "listen": "127.0.0.1:8787",
-            "token_file": root.join("secrets/webhook_token"),
+            "token_file": root.join("bridge/webhook_token"),
             "deliver": {"*": "http://127.0.0.1:9000/out"},
         },
         "email": {
@@ -121,4 +121,26 @@ from = { alice = "alice@example.org" }
         },
     });
     assert_eq!(got, serde_json::from_value::<BridgeConfig>(before).unwrap());
+}
+
+#[test]
+fn the_bridge_user_must_be_a_plain_user_of_its_own() {
+    for ok in ["oxidepm-bridge", "_bridge", "mail2agents", "1234"] {
+        let s: LanesSettings = toml::from_str(&format!("bridge_user = {ok:?}")).unwrap();
+        assert!(s.check().is_ok(), "{ok}");
+    }
+    for bad in [
+        "root",
+        "0",
+        "",
+        "-o",
+        "Bridge",
+        "a b",
+        "x;y",
+        &"a".repeat(33),
+    ] {
+        let s: LanesSettings = toml::from_str(&format!("bridge_user = {bad:?}")).unwrap();
+        let e = s.check().unwrap_err().to_string();
+        assert!(e.contains("lanes.bridge_user"), "{bad}: {e}");
+    }
 }

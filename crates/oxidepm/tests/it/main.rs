@@ -7,6 +7,7 @@ mod bridge;
 mod harness;
 mod home;
 mod lanes;
+mod lanes_security;
 mod lifecycle;
 mod ops;
 mod supervision;

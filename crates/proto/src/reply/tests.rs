@@ -137,6 +137,7 @@ fn reports_keep_their_shape() {
         bridge: RoutesReport {
             counters: Some(Counters::Read(counters)),
             default_agent: None,
+            problem: None,
             routes: vec![RouteReport::new(route(), RouteOrigin::Config)],
         },
     };

@@ -8,15 +8,30 @@
 //! one filesystem, so it is atomic; if it fails the file stays in `new/`
 //! and the error is returned. Nothing here ever deletes a message.
 //!
-//! Everything is synchronous `std::fs`: each call is a few system calls on
-//! a local disk. From async code, call it directly for small Maildirs or
-//! wrap a scan in `tokio::task::spawn_blocking`.
+//! Whoever can write `new/` must not be able to make the bridge read
+//! something else, so every message is opened relative to a descriptor of
+//! `new/` (itself opened without following a symlink), with `O_NOFOLLOW`
+//! (a symlink swapped in after the listing fails to open instead of being
+//! followed), `O_NONBLOCK` (a FIFO planted there cannot block the bridge)
+//! and `O_NOCTTY`; what was opened must then be, by `fstat` of that
+//! descriptor, a regular file with exactly one link. A second link means
+//! the file also lives elsewhere — a hard link to someone else's mailbox —
+//! or is half-way through a link-then-unlink delivery: it is not read (the
+//! bridge flags it for a human). Moves use `renameat` between the two
+//! directory descriptors and never replace a file in `cur/`.
+//!
+//! Everything is synchronous: each call is a few system calls on a local
+//! disk. From async code, call it directly for small Maildirs or wrap a
+//! scan in `tokio::task::spawn_blocking`.
 
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, CWD};
+use rustix::io::Errno;
 use std::fmt;
-use std::fs::{self, DirBuilder, File};
+use std::fs::{DirBuilder, File};
 #[cfg(test)]
 use std::io::Write;
 use std::io::{self, Read};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 #[cfg(test)]
@@ -27,6 +42,21 @@ use std::time::UNIX_EPOCH;
 
 /// Messages larger than this are not read into memory by default.
 pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// How a message is opened: never through a symlink, never blocking on a
+/// FIFO, never becoming a controlling terminal.
+const MESSAGE_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::CLOEXEC);
+
+/// How `new/` and `cur/` are opened below the Maildir: a symlink there is
+/// refused, so a swapped-in link cannot point the bridge at another tree.
+const SUBDIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
 
 /// A Maildir on disk.
 #[derive(Debug, Clone)]
@@ -48,7 +78,8 @@ impl MaildirEntry {
         &self.name
     }
 
-    /// The full path of the file in `new/`.
+    /// The full path of the file in `new/` (for messages; it is never
+    /// opened by this path).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -77,11 +108,24 @@ pub enum MaildirError {
         size: u64,
         limit: u64,
     },
+    /// What is in `new/` under that name is not a regular file when opened
+    /// (a symlink, a FIFO, a socket, a device, a directory); it was not read.
+    NotRegular { path: PathBuf },
+    /// The file has more than one link: it is also some other file (or is
+    /// in the middle of a link-then-unlink delivery); it was not read.
+    Linked { path: PathBuf, links: u64 },
     /// A file of the target name already exists in `cur/`; the message
     /// was not moved so that the other one is not overwritten.
     TargetExists { path: PathBuf },
     /// The flags given to [`Maildir::mark`] are not ASCII letters.
     BadFlags(String),
+}
+
+impl MaildirError {
+    /// Whether the name in `new/` is gone (another reader took it).
+    pub fn is_vanished(&self) -> bool {
+        matches!(self, MaildirError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
 }
 
 impl fmt::Display for MaildirError {
@@ -95,6 +139,17 @@ impl fmt::Display for MaildirError {
             MaildirError::TooLarge { path, size, limit } => write!(
                 f,
                 "maildir: {} is {size} bytes, over the limit of {limit}",
+                path.display()
+            ),
+            MaildirError::NotRegular { path } => write!(
+                f,
+                "maildir: {} is not a regular file (a symlink, FIFO, device or directory); not read",
+                path.display()
+            ),
+            MaildirError::Linked { path, links } => write!(
+                f,
+                "maildir: {} has {links} links, so it is also another file; not read \
+                 (deliver by renaming from tmp/ into new/)",
                 path.display()
             ),
             MaildirError::TargetExists { path } => write!(
@@ -125,6 +180,11 @@ fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Maildi
         path,
         source,
     }
+}
+
+fn errno_err(action: &'static str, path: &Path) -> impl FnOnce(Errno) -> MaildirError {
+    let f = io_err(action, path);
+    move |e| f(e.into())
 }
 
 /// Splits `unique:info` into the unique name and the info (without `:`).
@@ -190,16 +250,34 @@ impl Maildir {
         self.root.join("cur")
     }
 
+    /// A descriptor of `new/` or `cur/`. The Maildir itself is the path
+    /// as configured (symlinks followed); its subdirectories are not.
+    fn subdir(&self, name: &str, action: &'static str) -> Result<OwnedFd, MaildirError> {
+        let path = self.root.join(name);
+        let root = rustix::fs::openat(
+            CWD,
+            &self.root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(errno_err(action, &path))?;
+        rustix::fs::openat(&root, name, SUBDIR_FLAGS, Mode::empty())
+            .map_err(errno_err(action, &path))
+    }
+
     /// The messages waiting in `new/`, oldest first (by modification
     /// time, then name). Dotfiles, temporary names (`*~`, `*.tmp`,
     /// `*.part`, `*.swp`), non-UTF-8 names, directories and symlinks are
-    /// skipped: only regular files are messages.
+    /// skipped: only regular files are messages. (What a name is when it is
+    /// read is checked again then: see [`Maildir::read`].)
     pub fn list_new(&self) -> Result<Vec<MaildirEntry>, MaildirError> {
         let dir = self.new_dir();
+        let fd = self.subdir("new", "list")?;
         let mut found = Vec::new();
-        for item in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
-            let item = item.map_err(io_err("list", &dir))?;
-            let Some(name) = item.file_name().to_str().map(str::to_owned) else {
+        let entries = rustix::fs::Dir::read_from(&fd).map_err(errno_err("list", &dir))?;
+        for item in entries {
+            let item = item.map_err(errno_err("list", &dir))?;
+            let Ok(name) = item.file_name().to_str().map(str::to_owned) else {
                 log::warn!(
                     "maildir: skipping non-UTF-8 name {:?} in {}",
                     item.file_name(),
@@ -207,25 +285,28 @@ impl Maildir {
                 );
                 continue;
             };
-            if is_ignored_name(&name) {
+            if name == "." || name == ".." || is_ignored_name(&name) {
                 continue;
             }
-            // DirEntry::metadata does not follow symlinks.
-            let meta = match item.metadata() {
-                Ok(meta) => meta,
+            let st = match rustix::fs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
                 // Vanished between readdir and stat: someone else took it.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_err("stat", &item.path())(e)),
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(errno_err("stat", &dir.join(&name))(e)),
             };
-            if !meta.file_type().is_file() {
+            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
                 continue;
             }
-            let mtime = meta.modified().unwrap_or(UNIX_EPOCH);
+            let mtime = UNIX_EPOCH
+                + std::time::Duration::new(
+                    u64::try_from(st.st_mtime).unwrap_or(0),
+                    u32::try_from(st.st_mtime_nsec).unwrap_or(0),
+                );
             found.push((
                 mtime,
                 MaildirEntry {
+                    path: dir.join(&name),
                     name,
-                    path: item.path(),
                 },
             ));
         }
@@ -233,12 +314,40 @@ impl Maildir {
         Ok(found.into_iter().map(|(_, entry)| entry).collect())
     }
 
-    /// Reads one message. Fails with [`MaildirError::TooLarge`] (without
-    /// reading it) when it exceeds the configured limit.
+    /// Reads one message, opened relative to `new/` without following a
+    /// symlink. Fails without reading it when what it opened is not a
+    /// regular file ([`MaildirError::NotRegular`]), has more than one link
+    /// ([`MaildirError::Linked`]) or exceeds the configured limit
+    /// ([`MaildirError::TooLarge`]).
     pub fn read(&self, entry: &MaildirEntry) -> Result<Vec<u8>, MaildirError> {
         let path = entry.path();
-        let file = File::open(path).map_err(io_err("open", path))?;
-        let size = file.metadata().map_err(io_err("stat", path))?.len();
+        let new = self.subdir("new", "open")?;
+        let fd = match rustix::fs::openat(&new, entry.name(), MESSAGE_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            // ELOOP: a symlink (O_NOFOLLOW); ENXIO: a socket.
+            Err(Errno::LOOP | Errno::NXIO) => {
+                return Err(MaildirError::NotRegular {
+                    path: path.to_path_buf(),
+                })
+            }
+            Err(e) => return Err(errno_err("open", path)(e)),
+        };
+        let st = rustix::fs::fstat(&fd).map_err(errno_err("stat", path))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(MaildirError::NotRegular {
+                path: path.to_path_buf(),
+            });
+        }
+        // nlink_t is u64 here but u32 on other targets.
+        #[allow(clippy::useless_conversion)]
+        let links = u64::from(st.st_nlink);
+        if links != 1 {
+            return Err(MaildirError::Linked {
+                path: path.to_path_buf(),
+                links,
+            });
+        }
+        let size = u64::try_from(st.st_size).unwrap_or(0);
         let limit = self.max_message_bytes;
         if size > limit {
             return Err(MaildirError::TooLarge {
@@ -249,7 +358,8 @@ impl Maildir {
         }
         let mut buf = Vec::with_capacity(size as usize);
         // take(): a file growing after the stat still cannot exceed the cap.
-        file.take(limit + 1)
+        File::from(fd)
+            .take(limit + 1)
             .read_to_end(&mut buf)
             .map_err(io_err("read", path))?;
         if buf.len() as u64 > limit {
@@ -274,10 +384,10 @@ impl Maildir {
     /// and de-duplicated as the Maildir convention wants (`"FS"` parks a
     /// message a human should look at; `"S"` is plain "seen").
     ///
-    /// The move is a `rename(2)` within the Maildir (one filesystem,
-    /// atomic). It refuses to overwrite an existing file in `cur/`. After
-    /// the rename both directories are synced (best effort) so the move
-    /// survives a crash.
+    /// The move is a `renameat(2)` between the descriptors of `new/` and
+    /// `cur/` (one filesystem, atomic) that refuses to replace a file in
+    /// `cur/`. After it both directories are synced (best effort) so the
+    /// move survives a crash.
     pub fn mark(&self, entry: &MaildirEntry, flags: &str) -> Result<PathBuf, MaildirError> {
         if !flags.bytes().all(|b| b.is_ascii_alphabetic()) {
             return Err(MaildirError::BadFlags(flags.to_owned()));
@@ -291,15 +401,27 @@ impl Maildir {
         all.dedup();
         let flags: String = all.into_iter().collect();
 
-        let target = self.cur_dir().join(format!("{id}:2,{flags}"));
-        match fs::symlink_metadata(&target) {
-            Ok(_) => return Err(MaildirError::TargetExists { path: target }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err("stat", &target)(e)),
-        }
-        fs::rename(entry.path(), &target).map_err(io_err("move", entry.path()))?;
-        sync_dir(&self.cur_dir());
-        sync_dir(&self.new_dir());
+        let name = format!("{id}:2,{flags}");
+        let target = self.cur_dir().join(&name);
+        let new = self.subdir("new", "move")?;
+        let cur = match self.subdir("cur", "move") {
+            Ok(fd) => fd,
+            Err(MaildirError::Io { source, .. }) => {
+                return Err(io_err("move", entry.path())(source))
+            }
+            Err(e) => return Err(e),
+        };
+        rename_no_replace(&new, entry.name(), &cur, &name).map_err(|e| {
+            if e == Errno::EXIST {
+                MaildirError::TargetExists {
+                    path: target.clone(),
+                }
+            } else {
+                errno_err("move", entry.path())(e)
+            }
+        })?;
+        sync_dir(&cur, &self.cur_dir());
+        sync_dir(&new, &self.new_dir());
         Ok(target)
     }
 
@@ -319,24 +441,45 @@ impl Maildir {
             file.sync_all().map_err(io_err("sync", &tmp))
         })();
         if let Err(e) = result {
-            let _ = fs::remove_file(&tmp);
+            let _ = std::fs::remove_file(&tmp);
             return Err(e);
         }
         let path = self.new_dir().join(&name);
-        if let Err(e) = fs::rename(&tmp, &path) {
-            let _ = fs::remove_file(&tmp);
+        if let Err(e) = std::fs::rename(&tmp, &path) {
+            let _ = std::fs::remove_file(&tmp);
             return Err(io_err("move", &tmp)(e));
         }
-        sync_dir(&self.new_dir());
         Ok(MaildirEntry { name, path })
+    }
+}
+
+/// `renameat2(RENAME_NOREPLACE)`, or, on a filesystem without it, a check
+/// then a plain `renameat` (the check and the rename are then two steps,
+/// as they were everywhere before `renameat2`).
+fn rename_no_replace(
+    from_dir: &OwnedFd,
+    from: &str,
+    to_dir: &OwnedFd,
+    to: &str,
+) -> Result<(), Errno> {
+    match rustix::fs::renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE) {
+        Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
+            match rustix::fs::statat(to_dir, to, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(_) => return Err(Errno::EXIST),
+                Err(Errno::NOENT) => {}
+                Err(e) => return Err(e),
+            }
+            rustix::fs::renameat(from_dir, from, to_dir, to)
+        }
+        other => other,
     }
 }
 
 /// fsync a directory so a rename in it is durable; failures are only
 /// logged (the rename itself has happened).
-fn sync_dir(dir: &Path) {
-    if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
-        log::debug!("maildir: cannot sync {}: {e}", dir.display());
+fn sync_dir(fd: &OwnedFd, path: &Path) {
+    if let Err(e) = rustix::fs::fsync(fd.as_fd()) {
+        log::debug!("maildir: cannot sync {}: {e}", path.display());
     }
 }
 
@@ -347,7 +490,7 @@ fn unique_name() -> String {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    let host = fs::read_to_string("/proc/sys/kernel/hostname")
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .ok()
         .filter(|h| !h.is_empty())

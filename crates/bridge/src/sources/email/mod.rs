@@ -73,4 +73,6 @@ mod source;
 pub use source::{EmailError, EmailSource};
 
 #[cfg(test)]
+mod hostile;
+#[cfg(test)]
 mod tests;

@@ -156,8 +156,10 @@ impl SmtpOptions {
 /// Sends one plain-text (UTF-8) mail through `relay` (`host:port`).
 ///
 /// `from` and each of `to` are addresses, optionally with a display name
-/// (`Agent <a@example.org>`). `headers` are added as they are (values are
-/// RFC 2047-encoded when not ASCII, CR/LF become spaces); use them for
+/// (`Agent <a@example.org>`). The body's line ends, whatever they were
+/// (LF, CR, CRLF), are sent as CRLF. `headers` are added as they are
+/// (values are RFC 2047-encoded when not ASCII, CR/LF become spaces, as in
+/// the subject); use them for
 /// `X-Oxidepm-Agent`, `X-Oxidepm-Entry`, `In-Reply-To`, `References`, or a
 /// `Message-ID` of the caller's choosing (one is generated otherwise).
 /// The headers in [`RESERVED_HEADERS`] are refused.
@@ -254,8 +256,17 @@ pub fn build_message(
         builder = builder.raw_header(HeaderValue::new(header_name, one_line(value)));
     }
     builder
-        .body(body.to_owned())
+        .body(unix_lines(body))
         .map_err(|e| SmtpError::permanent(format!("cannot build the message: {e}")))
+}
+
+/// The body with every line end as a lone LF, which lettre then turns into
+/// CRLF. lettre converts only LF: a lone CR would reach the relay as it
+/// is, and some relays end the DATA of `<CR>.<CR>` or `<LF>.<LF>`, so an
+/// agent's text could end the message early and smuggle in another one.
+/// CRLF and a lone CR are each one line end.
+fn unix_lines(body: &str) -> String {
+    body.replace("\r\n", "\n").replace('\r', "\n")
 }
 
 /// Header values are one line: CR and LF would let a value inject headers.

@@ -6,14 +6,19 @@
 //! an `email` route, else the first recipient, which falls to the default
 //! agent or `bridge:unrouted`), published, and only then moved to `cur/`.
 //! A mail that cannot be published stays in `new/` and is tried again; one
-//! that cannot be parsed is flagged (`FS`) in `cur/` for a human.
+//! that cannot be parsed, is too large or has a second link is flagged
+//! (`FS`) in `cur/` for a human, unread; a name that turns out not to be a
+//! regular file when opened (a symlink or FIFO swapped in) is skipped.
 //!
 //! Outbound: an outbox entry is sent through the SMTP relay from the
 //! agent's address (`from.<agent>`, else `<agent>@<domain>`) to its `to`
 //! field (else its `channel`, which inbound mail sets to the sender), with
 //! `subject` and `in_reply_to` fields when present, and the agent and entry
 //! id in `X-Oxidepm-Agent` / `X-Oxidepm-Entry` so the far side can
-//! de-duplicate.
+//! de-duplicate. Everything the agent wrote is data: header values are
+//! made one line and the body's line endings are made CRLF (see
+//! [`smtp::build_message`]), so no field can add a header or end the SMTP
+//! transaction early.
 
 use super::maildir::{Maildir, MaildirError};
 use super::{parse, smtp};
@@ -86,6 +91,14 @@ impl EmailSource {
         for entry in entries {
             let raw = match md.read(&entry) {
                 Ok(r) => r,
+                // Taken by someone else since the listing.
+                Err(e) if e.is_vanished() => continue,
+                // A symlink or a FIFO swapped in after the listing: not
+                // mail, and not ours to move; the next listing skips it.
+                Err(e @ MaildirError::NotRegular { .. }) => {
+                    log::warn!("email: {e}");
+                    continue;
+                }
                 Err(e) => {
                     log::warn!("email: {e}; flagged for a human");
                     let _ = md.mark(&entry, "FS");
