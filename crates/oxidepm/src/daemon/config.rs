@@ -25,6 +25,16 @@ pub enum ConfigError {
         /// Where and what, as the TOML parser says.
         source: toml::de::Error,
     },
+    /// A connection cap that no client could live with.
+    #[error("{}: {key} {reason}", path.display())]
+    Connections {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: &'static str,
+        /// What is wrong and what to write instead.
+        reason: &'static str,
+    },
     /// The `[lanes]` settings are inconsistent.
     #[error("{}: {source}", path.display())]
     Lanes {
@@ -52,6 +62,21 @@ pub struct Config {
     /// Idle timeout of agent.sock connections, seconds (default 60).
     #[serde(default = "sixty")]
     pub agent_idle_timeout_secs: u64,
+    /// Connections open at once on daemon.sock (default 256).
+    #[serde(default = "daemon_max_connections")]
+    pub daemon_max_connections: usize,
+    /// Connections open at once on daemon.sock by one peer (default 32).
+    #[serde(default = "thirty_two")]
+    pub daemon_max_connections_per_peer: usize,
+    /// Of daemon.sock's connections, slots only a person may take (default 4).
+    #[serde(default = "four")]
+    pub daemon_reserved_connections: usize,
+    /// Connections open at once on agent.sock (default 32).
+    #[serde(default = "thirty_two")]
+    pub agent_max_connections: usize,
+    /// Connections open at once on agent.sock by one peer (default 8).
+    #[serde(default = "eight")]
+    pub agent_max_connections_per_peer: usize,
     /// Permission tiers.
     #[serde(default)]
     pub tiers: Tiers,
@@ -71,6 +96,18 @@ fn info() -> String {
 }
 fn sixty() -> u64 {
     60
+}
+fn daemon_max_connections() -> usize {
+    256
+}
+fn thirty_two() -> usize {
+    32
+}
+fn eight() -> usize {
+    8
+}
+fn four() -> usize {
+    4
 }
 
 impl Default for Config {
@@ -97,10 +134,45 @@ impl Config {
             path: path_buf(),
             source,
         })?;
+        c.check_connections()
+            .map_err(|(key, reason)| ConfigError::Connections {
+                path: path_buf(),
+                key,
+                reason,
+            })?;
         c.lanes.check().map_err(|source| ConfigError::Lanes {
             path: path_buf(),
             source,
         })?;
         Ok(c)
+    }
+}
+
+impl Config {
+    /// Checks the connection caps: the key at fault and why.
+    fn check_connections(&self) -> Result<(), (&'static str, &'static str)> {
+        for (key, v) in [
+            ("daemon_max_connections", self.daemon_max_connections),
+            (
+                "daemon_max_connections_per_peer",
+                self.daemon_max_connections_per_peer,
+            ),
+            ("agent_max_connections", self.agent_max_connections),
+            (
+                "agent_max_connections_per_peer",
+                self.agent_max_connections_per_peer,
+            ),
+        ] {
+            if v == 0 {
+                return Err((key, "must be at least 1; nobody could connect"));
+            }
+        }
+        if self.daemon_reserved_connections >= self.daemon_max_connections {
+            return Err((
+                "daemon_reserved_connections",
+                "must be less than daemon_max_connections, or no app could connect",
+            ));
+        }
+        Ok(())
     }
 }
