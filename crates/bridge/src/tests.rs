@@ -3,6 +3,7 @@
 //! signal is the point.
 
 mod harness;
+mod webhook_limits;
 
 use crate::source::Inbound;
 use harness::*;
