@@ -176,3 +176,42 @@ impl Config {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod connection_tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::load(&path)
+    }
+
+    #[test]
+    fn connection_caps_have_defaults_and_refuse_what_no_client_could_use() {
+        let c = Config::default();
+        assert_eq!(
+            (c.daemon_max_connections, c.daemon_max_connections_per_peer),
+            (256, 32)
+        );
+        assert_eq!(c.daemon_reserved_connections, 4);
+        assert_eq!(
+            (c.agent_max_connections, c.agent_max_connections_per_peer),
+            (32, 8)
+        );
+        let e = load("agent_max_connections_per_peer = 0\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("agent_max_connections_per_peer must be at least 1"),
+            "{e}"
+        );
+        let e = load("daemon_max_connections = 4\ndaemon_reserved_connections = 4\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("daemon_reserved_connections must be less"),
+            "{e}"
+        );
+        assert!(load("daemon_max_connections = 5\ndaemon_reserved_connections = 4\n").is_ok());
+    }
+}
