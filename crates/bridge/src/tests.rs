@@ -4,6 +4,7 @@
 
 mod harness;
 mod maildir_race;
+mod webhook_limits;
 
 use crate::source::Inbound;
 use harness::*;

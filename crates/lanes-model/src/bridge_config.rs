@@ -38,7 +38,13 @@
 //! channel), `relay` (other sources whose outboxes the webhook delivers too,
 //! for an outside gateway that posts to `/in/<source>` and receives by
 //! HTTP; default none), `max_body` (bytes, default 1 MiB), `timeout_ms`
-//! (one delivery, default 10,000).
+//! (one delivery, default 10,000), and `limits`, which bound what a
+//! connection may hold before it sends the token: `first_byte_ms` (from
+//! accept to the first byte of a request, default 2,000), `headers_ms` (a
+//! request's headers from their first byte, and a keep-alive connection's
+//! wait for its next request, default 5,000), `body_ms` (a request's body,
+//! default 10,000), `max_connections` (default 256) and
+//! `max_connections_per_ip` (default 16).
 //!
 //! `outbox` keys: `consumer` (the stable consumer name in group `bridge`,
 //! default "bridge-1"), `block_ms` (the blocking read's timeout, which is
@@ -180,6 +186,55 @@ pub struct WebhookConfig {
     /// Timeout of one outbound POST, in milliseconds.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// Deadlines and connection caps of the listener.
+    #[serde(default)]
+    pub limits: WebhookLimits,
+}
+
+/// The webhook listener's deadlines and caps: no connection holds a slot
+/// long without sending a request that carries the token.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhookLimits {
+    /// From accept to a request's first byte, in milliseconds.
+    pub first_byte_ms: u64,
+    /// For a request's headers from their first byte (and for a keep-alive
+    /// connection's next request), in milliseconds.
+    pub headers_ms: u64,
+    /// For a request's body, in milliseconds.
+    pub body_ms: u64,
+    /// Connections open at once.
+    pub max_connections: usize,
+    /// Connections open at once from one source address.
+    pub max_connections_per_ip: usize,
+}
+
+impl Default for WebhookLimits {
+    fn default() -> WebhookLimits {
+        WebhookLimits {
+            first_byte_ms: 2_000,
+            headers_ms: 5_000,
+            body_ms: 10_000,
+            max_connections: 256,
+            max_connections_per_ip: 16,
+        }
+    }
+}
+
+impl WebhookLimits {
+    /// The first limit that is 0 (which would refuse every request).
+    pub fn zero(&self) -> Option<&'static str> {
+        [
+            ("first_byte_ms", self.first_byte_ms),
+            ("headers_ms", self.headers_ms),
+            ("body_ms", self.body_ms),
+            ("max_connections", self.max_connections as u64),
+            ("max_connections_per_ip", self.max_connections_per_ip as u64),
+        ]
+        .into_iter()
+        .find(|(_, v)| *v == 0)
+        .map(|(k, _)| k)
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -368,6 +423,7 @@ impl WebhookConfig {
             relay: Vec::new(),
             max_body: default_max_body(),
             timeout_ms: default_timeout_ms(),
+            limits: WebhookLimits::default(),
         }
     }
 
@@ -390,6 +446,9 @@ impl WebhookConfig {
         }
         if self.max_body == 0 || self.timeout_ms == 0 {
             return Err(BridgeConfigError::WebhookLimits);
+        }
+        if let Some(key) = self.limits.zero() {
+            return Err(BridgeConfigError::WebhookLimit { key });
         }
         Ok(())
     }
@@ -572,6 +631,12 @@ pub enum BridgeConfigError {
     /// A webhook limit is 0.
     #[error("webhook.max_body and webhook.timeout_ms must be positive")]
     WebhookLimits,
+    /// A deadline or cap of `webhook.limits` is 0.
+    #[error("webhook.limits.{key} must be positive: 0 would refuse every request")]
+    WebhookLimit {
+        /// The key.
+        key: &'static str,
+    },
 }
 
 /// What a route matches on.
@@ -670,6 +735,25 @@ mod tests {
         let w = c.webhook.unwrap();
         assert_eq!(w.listen.to_string(), "127.0.0.1:8787");
         assert_eq!(w.max_body, 1 << 20);
+        assert_eq!(w.limits, WebhookLimits::default());
+        assert_eq!(w.limits.first_byte_ms, 2_000);
+    }
+
+    #[test]
+    fn webhook_limits_are_read_and_none_may_be_zero() {
+        let text = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["webhook"],
+                       "webhook": {"token_file": "/t", "limits": {"max_connections_per_ip": 4}}}"#;
+        let c: BridgeConfig = serde_json::from_str(text).unwrap();
+        c.check().unwrap();
+        let l = c.webhook.unwrap().limits;
+        assert_eq!(l.max_connections_per_ip, 4);
+        assert_eq!(l.headers_ms, 5_000);
+        let text = text.replace("max_connections_per_ip\": 4", "headers_ms\": 0");
+        let c: BridgeConfig = serde_json::from_str(&text).unwrap();
+        let e = c.check().unwrap_err().to_string();
+        assert!(e.contains("webhook.limits.headers_ms"), "{e}");
+        let typo = text.replace("headers_ms", "header_ms");
+        assert!(serde_json::from_str::<BridgeConfig>(&typo).is_err());
     }
 
     #[test]

@@ -1,11 +1,19 @@
 //! A blocking client of the daemon's protocol, used by the CLI.
+//!
+//! Every wait has a deadline, so that a daemon that accepts but never
+//! answers cannot hang a command: connecting, writing the request, and
+//! each wait for a line of the answer. A request may take long (a `stop`
+//! waits for the app's kill timeout), so when an answer is late the client
+//! asks the daemon for a `ping` on a second connection: a daemon that
+//! answers it is working, and is waited for; one that does not is stuck.
 
 use oxidepm_proto::{ErrorBody, Op, Request, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -13,6 +21,23 @@ pub enum ClientError {
     /// The socket could not be used.
     #[error("connection to the daemon failed: {0}")]
     Io(#[from] std::io::Error),
+    /// The daemon accepted the connection but answered neither the request
+    /// nor a `ping` in time.
+    #[error(
+        "the daemon at {} accepted the connection but did not answer within {}; is it stuck? \
+         See {}; to restart it, stop its process{} and run any oxidepm command \
+         (set OXIDEPM_TIMEOUT to a number of seconds to wait longer, 0 for ever)",
+        socket.display(),
+        secs(*.waited),
+        socket.with_file_name("daemon.log").display(),
+        lock_pid(socket)
+    )]
+    NoAnswer {
+        /// The socket.
+        socket: PathBuf,
+        /// How long the client waited.
+        waited: Duration,
+    },
     /// The daemon closed the connection before its final answer.
     #[error("connection to the daemon failed: the daemon closed the connection")]
     Closed,
@@ -25,24 +50,130 @@ pub enum ClientError {
     Protocol(#[source] serde_json::Error),
 }
 
+/// `2.5 s`, `10 s`.
+fn secs(d: Duration) -> String {
+    format!("{} s", d.as_secs_f64())
+}
+
+/// ` (pid N, in daemon.lock)` when the lock beside the socket names one.
+fn lock_pid(socket: &Path) -> String {
+    std::fs::read_to_string(socket.with_file_name("daemon.lock"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .map(|p| format!(" (pid {p})"))
+        .unwrap_or_default()
+}
+
 /// One connection to the daemon.
 pub struct Client {
+    path: PathBuf,
     writer: UnixStream,
     reader: BufReader<UnixStream>,
     next_id: u64,
     claim: Option<String>,
+    deadline: Option<Duration>,
+    /// Ask the daemon for a `ping` when an answer is late (not when this
+    /// connection is that question).
+    ask_if_late: bool,
+}
+
+/// Connects to `path`, waiting at most `deadline` for the daemon to take
+/// the connection (a daemon that does not accept fills its backlog, and a
+/// plain connect would then wait for ever).
+pub fn connect_within(path: &Path, deadline: Option<Duration>) -> std::io::Result<UnixStream> {
+    use nix::errno::Errno;
+    use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
+    let Some(limit) = deadline else {
+        return UnixStream::connect(path);
+    };
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )?;
+    let addr = UnixAddr::new(path)?;
+    let until = Instant::now() + limit;
+    loop {
+        match socket::connect(fd.as_raw_fd(), &addr) {
+            Ok(()) => break,
+            Err(Errno::EINTR) => {}
+            // A unix socket's backlog is full: the daemon is not accepting.
+            Err(Errno::EAGAIN) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(Errno::EAGAIN) => {
+                return Err(std::io::Error::new(
+                    ErrorKind::TimedOut,
+                    format!(
+                        "the daemon did not take the connection within {}",
+                        secs(limit)
+                    ),
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let stream = UnixStream::from(fd);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
+/// Whether the daemon at `path` answers a `ping` within `deadline`.
+fn answers_ping(path: &Path, deadline: Duration) -> bool {
+    let Ok(mut c) = Client::connect(path, None, Some(deadline)) else {
+        return false;
+    };
+    c.ask_if_late = false;
+    c.call(Op::Ping).is_ok()
 }
 
 impl Client {
-    /// Connects to the socket at `path`, sending `claim` with every request.
-    pub fn connect(path: &Path, claim: Option<String>) -> std::io::Result<Client> {
-        let stream = UnixStream::connect(path)?;
+    /// Connects to the socket at `path`, sending `claim` with every request;
+    /// no wait on the daemon lasts longer than `deadline` unless the daemon
+    /// shows it is working (`None`: wait for ever).
+    pub fn connect(
+        path: &Path,
+        claim: Option<String>,
+        deadline: Option<Duration>,
+    ) -> std::io::Result<Client> {
+        let stream = connect_within(path, deadline)?;
+        stream.set_read_timeout(deadline)?;
+        stream.set_write_timeout(deadline)?;
         let reader = BufReader::with_capacity(64 * 1024, stream.try_clone()?);
         Ok(Client {
+            path: path.to_path_buf(),
             writer: stream,
             reader,
             next_id: 1,
             claim,
+            deadline,
+            ask_if_late: true,
+        })
+    }
+
+    /// Waits for ever from now on: for `logs --follow`, whose answer may
+    /// rightly be silent for hours.
+    pub fn wait_for_ever(&mut self) -> std::io::Result<()> {
+        self.deadline = None;
+        self.writer.set_read_timeout(None)?;
+        self.writer.set_write_timeout(None)
+    }
+
+    /// The error of a wait that timed out, unless the daemon still answers
+    /// a `ping` (then `None`: wait again).
+    fn late(&self, e: std::io::Error) -> Option<ClientError> {
+        if !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+            return Some(ClientError::Io(e));
+        }
+        let waited = self.deadline.unwrap_or_default();
+        if self.ask_if_late && answers_ping(&self.path, waited) {
+            return None;
+        }
+        Some(ClientError::NoAnswer {
+            socket: self.path.clone(),
+            waited,
         })
     }
 
@@ -99,12 +230,36 @@ impl Client {
         };
         let mut line = serde_json::to_vec(&req).map_err(ClientError::Protocol)?;
         line.push(b'\n');
-        self.writer.write_all(&line)?;
+        let mut written = 0;
+        while written < line.len() {
+            match self.writer.write(&line[written..]) {
+                Ok(0) => return Err(ClientError::Closed),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    if let Some(e) = self.late(e) {
+                        return Err(e);
+                    }
+                }
+            }
+        }
         let mut buf = Vec::with_capacity(4096);
         loop {
             buf.clear();
-            let n = self.reader.read_until(b'\n', &mut buf)?;
-            if n == 0 {
+            // A late answer that the daemon is still working on keeps what
+            // was read of its line, and is waited for again.
+            let n = loop {
+                match self.reader.read_until(b'\n', &mut buf) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        if let Some(e) = self.late(e) {
+                            return Err(e);
+                        }
+                    }
+                }
+            };
+            if n == 0 && buf.is_empty() {
                 return Err(ClientError::Closed);
             }
             let resp: Response = serde_json::from_slice(&buf).map_err(ClientError::Protocol)?;

@@ -70,6 +70,11 @@ impl Home {
         self.root.join("daemon.lock")
     }
 
+    /// The lock held by the one CLI command that starts the daemon.
+    pub fn start_lock(&self) -> PathBuf {
+        self.root.join("start.lock")
+    }
+
     /// The daemon's own log when it runs in the background.
     pub fn daemon_log(&self) -> PathBuf {
         self.root.join("daemon.log")

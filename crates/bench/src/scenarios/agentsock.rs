@@ -37,6 +37,11 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let span = Duration::from_secs(if plan.quick { 1 } else { 3 });
     let conns = if plan.quick { 500 } else { NEW_CONNS };
     with_sandbox(bins, |sb| {
+        // The clients are threads of this one process, which agent.sock
+        // would otherwise hold to its cap per peer (8 by default).
+        let toml = sb.home().join("daemon.toml");
+        std::fs::write(&toml, "agent_max_connections_per_peer = 32\n")
+            .map_err(|e| format!("cannot write {}: {e}", toml.display()))?;
         let dpid = sb.ping()?;
         let cfg = sb.sleep_config(n)?;
         sb.run(&["start", &cfg.to_string_lossy()])?;

@@ -1,10 +1,20 @@
 //! Finding the daemon, and starting it when none runs.
+//!
+//! Commands run at once against a home with no daemon must not race to
+//! start one: a starter holds `start.lock` while it starts the daemon, and
+//! the others wait for that lock, then find the daemon answering.
 
 use crate::client::Client;
 use crate::paths::{self, Home};
 use std::io::ErrorKind;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// How long a command waits for the daemon when OXIDEPM_TIMEOUT is unset.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a command waits for another one that is starting the daemon
+/// (which itself waits up to 10 s for the daemon's socket).
+const START_WAIT: Duration = Duration::from_secs(30);
 
 /// Why no daemon could be reached.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +44,43 @@ pub enum ConnectError {
         /// oxidepmd's standard error.
         stderr: String,
     },
+    /// The daemon does not take connections in time.
+    #[error(
+        "connection to the daemon failed: the daemon at {} did not take the connection within {} s; \
+         is it stuck? See {}; to restart it, stop its process and run any oxidepm command \
+         (set OXIDEPM_TIMEOUT to a number of seconds to wait longer, 0 for ever)",
+        socket.display(),
+        waited.as_secs_f64(),
+        socket.with_file_name("daemon.log").display()
+    )]
+    NotAccepting {
+        /// The socket.
+        socket: PathBuf,
+        /// How long the command waited.
+        waited: Duration,
+    },
+    /// OXIDEPM_TIMEOUT is not a number of seconds.
+    #[error("OXIDEPM_TIMEOUT={value:?} is not a number of seconds: use for example 10 or 2.5, or 0 to wait for ever")]
+    BadTimeout {
+        /// The value as set.
+        value: String,
+    },
+    /// Another command started the daemon and did not finish in time.
+    #[error("connection to the daemon failed: another oxidepm command has been starting the daemon for {} s (it holds {}); see {}", waited.as_secs(), lock.display(), lock.with_file_name("daemon.log").display())]
+    StartWait {
+        /// The start lock.
+        lock: PathBuf,
+        /// How long this command waited for it.
+        waited: Duration,
+    },
+    /// The start lock cannot be made.
+    #[error("connection to the daemon failed: cannot create {}: {source}", path.display())]
+    StartLock {
+        /// The home directory or the lock file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
     /// The daemon started, yet its socket cannot be connected to.
     #[error("connection to the daemon failed: {0}")]
     AfterStart(#[source] std::io::Error),
@@ -45,12 +92,42 @@ fn claim() -> Option<String> {
         .filter(|c| !c.is_empty())
 }
 
+/// How long to wait for the daemon: OXIDEPM_TIMEOUT seconds (0: for
+/// ever), else 10 s.
+fn timeout() -> Result<Option<Duration>, ConnectError> {
+    let Some(value) = std::env::var("OXIDEPM_TIMEOUT")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(Some(DEFAULT_TIMEOUT));
+    };
+    let secs: f64 = value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s < 1e9)
+        .ok_or_else(|| ConnectError::BadTimeout {
+            value: value.clone(),
+        })?;
+    Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs)))
+}
+
+/// Connects to `socket`, saying a timeout in the user's terms.
+fn connect(socket: &Path, deadline: Option<Duration>) -> std::io::Result<Client> {
+    Client::connect(socket, claim(), deadline)
+}
+
 /// Connects to the daemon; with `autostart`, starts one when the main
 /// socket has no daemon behind it (never for an explicit OXIDEPM_SOCKET).
 pub fn client(autostart: bool) -> Result<Client, ConnectError> {
     let home = Home::from_env();
     let socket = paths::client_socket(&home);
-    match Client::connect(&socket, claim()) {
+    let deadline = timeout()?;
+    let busy = |socket: PathBuf| ConnectError::NotAccepting {
+        socket,
+        waited: deadline.unwrap_or_default(),
+    };
+    match connect(&socket, deadline) {
         Ok(c) => Ok(c),
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
             let explicit = std::env::var_os("OXIDEPM_SOCKET").is_some_and(|s| !s.is_empty())
@@ -58,9 +135,14 @@ pub fn client(autostart: bool) -> Result<Client, ConnectError> {
             if !autostart || explicit {
                 return Err(ConnectError::NoDaemon { socket, source: e });
             }
-            start_daemon(&home)?;
-            Client::connect(&socket, claim()).map_err(ConnectError::AfterStart)
+            start_daemon(&home, deadline)?;
+            match connect(&socket, deadline) {
+                Ok(c) => Ok(c),
+                Err(e) if e.kind() == ErrorKind::TimedOut => Err(busy(socket)),
+                Err(e) => Err(ConnectError::AfterStart(e)),
+            }
         }
+        Err(e) if e.kind() == ErrorKind::TimedOut => Err(busy(socket)),
         Err(e) => Err(ConnectError::Connect { socket, source: e }),
     }
 }
@@ -75,7 +157,16 @@ fn daemon_exe() -> PathBuf {
     }
 }
 
-fn start_daemon(home: &Home) -> Result<(), ConnectError> {
+/// Starts the daemon, unless another command started it while this one
+/// waited for the start lock.
+fn start_daemon(home: &Home, deadline: Option<Duration>) -> Result<(), ConnectError> {
+    let _lock = StartLock::acquire(home)?;
+    let ping = deadline.unwrap_or(DEFAULT_TIMEOUT);
+    if let Ok(mut c) = connect(&home.daemon_socket(), Some(ping)) {
+        if c.call(oxidepm_proto::Op::Ping).is_ok() {
+            return Ok(());
+        }
+    }
     let out = std::process::Command::new(daemon_exe())
         .arg("--home")
         .arg(home.root())
@@ -93,6 +184,53 @@ fn start_daemon(home: &Home) -> Result<(), ConnectError> {
         home.root().display()
     );
     Ok(())
+}
+
+/// Held by the one command that starts the daemon of a home.
+struct StartLock {
+    _file: std::fs::File,
+}
+
+impl StartLock {
+    /// Waits (up to [`START_WAIT`]) until no other command is starting the
+    /// daemon. The home is made (0700, as the daemon makes it) to hold the
+    /// lock.
+    fn acquire(home: &Home) -> Result<StartLock, ConnectError> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(home.root())
+            .map_err(|source| ConnectError::StartLock {
+                path: home.root().to_path_buf(),
+                source,
+            })?;
+        let path = home.start_lock();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| ConnectError::StartLock {
+                path: path.clone(),
+                source,
+            })?;
+        let started = Instant::now();
+        // flock is released by the kernel when its holder exits, so a
+        // starter killed half-way never blocks the next one.
+        while oxidepm_sys::flock::try_lock_exclusive(&file).is_err() {
+            if started.elapsed() > START_WAIT {
+                return Err(ConnectError::StartWait {
+                    lock: path,
+                    waited: START_WAIT,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(StartLock { _file: file })
+    }
 }
 
 /// Waits (briefly) until the daemon has released its socket after `kill`.

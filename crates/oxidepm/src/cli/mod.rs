@@ -110,6 +110,9 @@ fn run(cli: Cli) -> Result<(), Error> {
                 _ => None,
             };
             let mut c = connect::client(true)?;
+            if follow {
+                c.wait_for_ever().map_err(ClientError::Io)?;
+            }
             let op = Op::Logs {
                 target,
                 lines,

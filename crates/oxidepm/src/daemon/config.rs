@@ -25,6 +25,16 @@ pub enum ConfigError {
         /// Where and what, as the TOML parser says.
         source: toml::de::Error,
     },
+    /// A connection cap that no client could live with.
+    #[error("{}: {key} {reason}", path.display())]
+    Connections {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: &'static str,
+        /// What is wrong and what to write instead.
+        reason: &'static str,
+    },
     /// The `[lanes]` settings are inconsistent.
     #[error("{}: {source}", path.display())]
     Lanes {
@@ -52,6 +62,21 @@ pub struct Config {
     /// Idle timeout of agent.sock connections, seconds (default 60).
     #[serde(default = "sixty")]
     pub agent_idle_timeout_secs: u64,
+    /// Connections open at once on daemon.sock (default 256).
+    #[serde(default = "daemon_max_connections")]
+    pub daemon_max_connections: usize,
+    /// Connections open at once on daemon.sock by one peer (default 32).
+    #[serde(default = "thirty_two")]
+    pub daemon_max_connections_per_peer: usize,
+    /// Of daemon.sock's connections, slots only a person may take (default 4).
+    #[serde(default = "four")]
+    pub daemon_reserved_connections: usize,
+    /// Connections open at once on agent.sock (default 32).
+    #[serde(default = "thirty_two")]
+    pub agent_max_connections: usize,
+    /// Connections open at once on agent.sock by one peer (default 8).
+    #[serde(default = "eight")]
+    pub agent_max_connections_per_peer: usize,
     /// Permission tiers.
     #[serde(default)]
     pub tiers: Tiers,
@@ -74,6 +99,18 @@ fn info() -> String {
 }
 fn sixty() -> u64 {
     60
+}
+fn daemon_max_connections() -> usize {
+    256
+}
+fn thirty_two() -> usize {
+    32
+}
+fn eight() -> usize {
+    8
+}
+fn four() -> usize {
+    4
 }
 
 impl Default for Config {
@@ -100,10 +137,84 @@ impl Config {
             path: path_buf(),
             source,
         })?;
+        c.check_connections()
+            .map_err(|(key, reason)| ConfigError::Connections {
+                path: path_buf(),
+                key,
+                reason,
+            })?;
         c.lanes.check().map_err(|source| ConfigError::Lanes {
             path: path_buf(),
             source,
         })?;
         Ok(c)
+    }
+}
+
+impl Config {
+    /// Checks the connection caps: the key at fault and why.
+    fn check_connections(&self) -> Result<(), (&'static str, &'static str)> {
+        for (key, v) in [
+            ("daemon_max_connections", self.daemon_max_connections),
+            (
+                "daemon_max_connections_per_peer",
+                self.daemon_max_connections_per_peer,
+            ),
+            ("agent_max_connections", self.agent_max_connections),
+            (
+                "agent_max_connections_per_peer",
+                self.agent_max_connections_per_peer,
+            ),
+        ] {
+            if v == 0 {
+                return Err((key, "must be at least 1; nobody could connect"));
+            }
+        }
+        if self.daemon_reserved_connections >= self.daemon_max_connections {
+            return Err((
+                "daemon_reserved_connections",
+                "must be less than daemon_max_connections, or no app could connect",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod connection_tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::load(&path)
+    }
+
+    #[test]
+    fn connection_caps_have_defaults_and_refuse_what_no_client_could_use() {
+        let c = Config::default();
+        assert_eq!(
+            (c.daemon_max_connections, c.daemon_max_connections_per_peer),
+            (256, 32)
+        );
+        assert_eq!(c.daemon_reserved_connections, 4);
+        assert_eq!(
+            (c.agent_max_connections, c.agent_max_connections_per_peer),
+            (32, 8)
+        );
+        let e = load("agent_max_connections_per_peer = 0\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("agent_max_connections_per_peer must be at least 1"),
+            "{e}"
+        );
+        let e = load("daemon_max_connections = 4\ndaemon_reserved_connections = 4\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("daemon_reserved_connections must be less"),
+            "{e}"
+        );
+        assert!(load("daemon_max_connections = 5\ndaemon_reserved_connections = 4\n").is_ok());
     }
 }

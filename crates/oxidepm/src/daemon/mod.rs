@@ -61,8 +61,39 @@ impl server::Handler for Endpoint {
         Peer::identify(stream.as_fd(), self.socket, &*sup)
     }
 
+    fn holder(&self, peer: &Peer) -> server::Holder {
+        holder(peer)
+    }
+
     async fn handle(&self, peer: &Peer, req: Request, sink: &mut Sink) -> std::io::Result<()> {
         self.daemon.handle(peer, req, sink).await
+    }
+}
+
+/// Whose connection quota a peer uses. Labels are chosen by the client, so
+/// they are no key; what the daemon saw at accept is. An app's whole tree
+/// shares one quota; outside the daemon's tree each process has its own
+/// (on daemon.sock that is the socket owner or root: a person, who gets the
+/// slots kept for persons).
+fn holder(peer: &Peer) -> server::Holder {
+    use crate::access::peer::Origin;
+    let uid = peer.info.uid.map_or("?".to_string(), |u| u.to_string());
+    let (key, outside) = match &peer.info.origin {
+        Origin::App { name, .. } => (format!("uid {uid} app {name}"), false),
+        Origin::Outside => {
+            let pid = peer.info.pid.map_or("?".to_string(), |p| p.to_string());
+            (format!("uid {uid} pid {pid}"), true)
+        }
+        Origin::Unattributed => (format!("uid {uid} unattributed"), false),
+        Origin::Unknown => (format!("uid {uid} unknown"), false),
+    };
+    let own = peer
+        .info
+        .uid
+        .is_some_and(|u| u == 0 || u == oxidepm_sys::ids::euid());
+    server::Holder {
+        key: server::PeerKey(key),
+        person: peer.socket == SocketKind::Daemon && outside && own,
     }
 }
 
@@ -245,7 +276,11 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         max_line: oxidepm_proto::MAX_LINE,
         idle: None,
         write_timeout: Some(Duration::from_secs(30)),
-        max_conns: None,
+        caps: server::Caps {
+            max_conns: config.daemon_max_connections,
+            per_peer: config.daemon_max_connections_per_peer,
+            reserved: config.daemon_reserved_connections,
+        },
     };
     tokio::spawn(server::run(
         main,
@@ -264,7 +299,11 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
                     max_line: oxidepm_proto::MAX_LINE,
                     idle: Some(Duration::from_secs(config.agent_idle_timeout_secs.max(1))),
                     write_timeout: Some(Duration::from_secs(10)),
-                    max_conns: Some(32),
+                    caps: server::Caps {
+                        max_conns: config.agent_max_connections,
+                        per_peer: config.agent_max_connections_per_peer,
+                        reserved: 0,
+                    },
                 };
                 tokio::spawn(server::run(
                     l,

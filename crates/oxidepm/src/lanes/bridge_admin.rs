@@ -269,6 +269,7 @@ impl Lanes {
         conf.default_agent = self.settings.default_agent.clone();
         conf.webhook = self.settings.webhook.as_ref().map(|w| WebhookConfig {
             deliver: w.deliver.clone(),
+            limits: w.limits,
             ..WebhookConfig::new(w.listen, l.bridge_token())
         });
         conf.email = self.settings.email.as_ref().map(|e| EmailConfig {

@@ -67,6 +67,9 @@ pub struct WebhookSettings {
     /// Where outbox entries of each channel are POSTed (`"*"` for any).
     #[serde(default)]
     pub deliver: std::collections::BTreeMap<String, String>,
+    /// `[lanes.webhook.limits]`: the listener's deadlines and caps.
+    #[serde(default)]
+    pub limits: oxidepm_lanes::bridge_config::WebhookLimits,
 }
 
 fn default_listen() -> SocketAddr {
@@ -147,6 +150,9 @@ impl LanesSettings {
                 return Err(SettingsError::BridgeUser { name: u.clone() });
             }
         }
+        if let Some(key) = self.webhook.as_ref().and_then(|w| w.limits.zero()) {
+            return Err(SettingsError::WebhookLimit { key });
+        }
         Ok(())
     }
 }
@@ -197,6 +203,12 @@ pub enum SettingsError {
     BridgeUser {
         /// The value as given.
         name: String,
+    },
+    /// A deadline or cap of `[lanes.webhook.limits]` is 0.
+    #[error("lanes.webhook.limits.{key} must be positive: 0 would refuse every request")]
+    WebhookLimit {
+        /// The key.
+        key: &'static str,
     },
     /// A source or responder name cannot be a stream family.
     #[error("lanes source or responder {name:?}: use 1 to 32 of a-z, 0-9, '_' and '-'")]

@@ -1,12 +1,16 @@
 //! One client connection: bounded request lines, idle and write timeouts,
 //! and a reply writer that gives up on a client that does not read.
+//!
+//! An idle connection holds no buffer: bytes are read only once the socket
+//! is readable, into a buffer that is handed on with the request it holds.
 
+use super::slots::{Activity, Caps};
 use super::Handler;
 use oxidepm_proto::{ErrorBody, ErrorCode, Request, Response};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
@@ -16,12 +20,14 @@ use tokio::sync::mpsc;
 pub struct Limits {
     /// Longest request line, in bytes (without the newline).
     pub max_line: usize,
-    /// Close a connection that sends nothing for this long.
+    /// Close a connection that sends no request for this long (blank
+    /// lines and parts of a line do not count; the time spent answering
+    /// does not either).
     pub idle: Option<Duration>,
     /// Abandon a reply the client does not read within this time.
     pub write_timeout: Option<Duration>,
-    /// Close a new connection when this many are open.
-    pub max_conns: Option<usize>,
+    /// How many connections may be open, by whom.
+    pub caps: Caps,
 }
 
 /// Where a request's answer goes.
@@ -32,6 +38,9 @@ pub struct Sink {
     buf: Vec<u8>,
 }
 
+/// A reply buffer larger than this is not kept between replies.
+const KEEP_REPLY_BUF: usize = 64 * 1024;
+
 impl Sink {
     /// Writes one response line.
     pub async fn send(&mut self, r: &Response) -> std::io::Result<()> {
@@ -39,7 +48,7 @@ impl Sink {
         serde_json::to_writer(&mut self.buf, r).map_err(std::io::Error::other)?;
         self.buf.push(b'\n');
         let write = self.w.write_all(&self.buf);
-        match self.write_timeout {
+        let written = match self.write_timeout {
             Some(t) => tokio::time::timeout(t, write).await.map_err(|_| {
                 std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
@@ -47,7 +56,11 @@ impl Sink {
                 )
             })?,
             None => write.await,
+        };
+        if self.buf.capacity() > KEEP_REPLY_BUF {
+            self.buf = Vec::new();
         }
+        written
     }
 
     /// Whether the client has closed its side (for long streamed replies).
@@ -61,79 +74,115 @@ enum Incoming {
     TooLarge,
 }
 
-/// Reads lines of at most `max` bytes; a longer line ends the reader.
+/// How much is read at once.
+const CHUNK: usize = 16 * 1024;
+
+/// Reads request lines of at most `max_line` bytes; a longer line, the end
+/// of the stream or the idle deadline ends the reader. Blank lines are
+/// dropped here and are not activity.
 async fn read_lines(
     r: OwnedReadHalf,
     limits: Limits,
     tx: mpsc::Sender<Incoming>,
     closed: Arc<AtomicBool>,
+    activity: Arc<Activity>,
 ) {
-    let mut r = BufReader::with_capacity(64 * 1024, r);
-    let mut line = Vec::new();
-    loop {
-        let chunk = async {
-            let buf = r.fill_buf().await?;
-            let n = buf.len();
-            match memchr(b'\n', buf) {
-                Some(i) => {
-                    line.extend_from_slice(&buf[..i]);
-                    r.consume(i + 1);
-                    Ok::<_, std::io::Error>(Some(true))
-                }
-                None if n == 0 => Ok(None),
-                None => {
-                    line.extend_from_slice(buf);
-                    r.consume(n);
-                    Ok(Some(false))
-                }
+    let mut buf: Vec<u8> = Vec::new();
+    // Bytes of `buf` already searched for a newline.
+    let mut scanned = 0;
+    'read: loop {
+        while let Some(i) = memchr(b'\n', &buf[scanned..]).map(|i| i + scanned) {
+            // The line keeps the buffer; what follows it gets a new one,
+            // empty (no allocation) when nothing follows.
+            let rest = buf.split_off(i + 1);
+            let mut line = std::mem::replace(&mut buf, rest);
+            line.truncate(i);
+            scanned = 0;
+            if line.len() > limits.max_line {
+                let _ = tx.send(Incoming::TooLarge).await;
+                break 'read;
             }
-        };
-        let got = match limits.idle {
-            Some(t) => match tokio::time::timeout(t, chunk).await {
-                Ok(x) => x,
-                Err(_) => break,
-            },
-            None => chunk.await,
-        };
-        match got {
-            Ok(Some(complete)) => {
-                if line.len() > limits.max_line {
-                    let _ = tx.send(Incoming::TooLarge).await;
-                    break;
-                }
-                if complete {
-                    let l = std::mem::take(&mut line);
-                    if tx.send(Incoming::Line(l)).await.is_err() {
-                        break;
-                    }
-                }
+            if line.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
             }
-            Ok(None) | Err(_) => break,
+            activity.touch();
+            if tx.send(Incoming::Line(line)).await.is_err() {
+                break 'read;
+            }
+        }
+        scanned = buf.len();
+        if buf.len() > limits.max_line {
+            let _ = tx.send(Incoming::TooLarge).await;
+            break;
+        }
+        if !readable(&r, limits.idle, &activity).await {
+            break;
+        }
+        buf.reserve(CHUNK);
+        match r.try_read_buf(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => break,
         }
     }
     closed.store(true, Ordering::Relaxed);
+}
+
+/// Waits until `r` can be read; false when the connection has been idle for
+/// `idle` (time spent answering a request does not count) or failed.
+async fn readable(r: &OwnedReadHalf, idle: Option<Duration>, activity: &Activity) -> bool {
+    let Some(idle) = idle else {
+        return r.readable().await.is_ok();
+    };
+    loop {
+        let left = match activity.idle_for() {
+            Some(d) if d >= idle => return false,
+            Some(d) => idle - d,
+            None => idle,
+        };
+        if let Ok(ready) = tokio::time::timeout(left, r.readable()).await {
+            return ready.is_ok();
+        }
+    }
 }
 
 fn memchr(b: u8, s: &[u8]) -> Option<usize> {
     s.iter().position(|&c| c == b)
 }
 
-/// Serves one connection until the client closes it or breaks a limit.
-pub async fn serve<H: Handler>(stream: UnixStream, limits: Limits, handler: &H) {
-    let peer = handler.identify(&stream);
+/// Serves one connection until the client closes it, breaks a limit, or
+/// its slot is given to another peer.
+pub async fn serve<H: Handler>(
+    stream: UnixStream,
+    peer: H::Peer,
+    limits: Limits,
+    handler: &H,
+    activity: Arc<Activity>,
+) {
     let (r, w) = stream.into_split();
     let closed = Arc::new(AtomicBool::new(false));
     // A small queue: a client that pipelines requests without reading the
     // replies fills it, then the reply writer times out and drops it.
     let (tx, mut rx) = mpsc::channel(8);
-    let reader = tokio::spawn(read_lines(r, limits, tx, closed.clone()));
+    let reader = tokio::spawn(read_lines(r, limits, tx, closed.clone(), activity.clone()));
     let mut sink = Sink {
         w,
         write_timeout: limits.write_timeout,
         closed,
-        buf: Vec::with_capacity(4096),
+        buf: Vec::new(),
     };
-    while let Some(incoming) = rx.recv().await {
+    loop {
+        // Eviction first: a slot given away must not serve one more
+        // request outside the count.
+        let incoming = tokio::select! {
+            biased;
+            _ = activity.evicted() => break,
+            i = rx.recv() => match i {
+                Some(i) => i,
+                None => break,
+            },
+        };
         let line = match incoming {
             Incoming::Line(l) => l,
             Incoming::TooLarge => {
@@ -148,9 +197,6 @@ pub async fn serve<H: Handler>(stream: UnixStream, limits: Limits, handler: &H) 
                 break;
             }
         };
-        if line.iter().all(|b| b.is_ascii_whitespace()) {
-            continue;
-        }
         let req: Request = match serde_json::from_slice(&line) {
             Ok(r) => r,
             Err(e) => {
@@ -168,7 +214,12 @@ pub async fn serve<H: Handler>(stream: UnixStream, limits: Limits, handler: &H) 
                 continue;
             }
         };
-        if handler.handle(&peer, req, &mut sink).await.is_err() {
+        drop(line);
+        activity.set_busy(true);
+        let answered = handler.handle(&peer, req, &mut sink).await;
+        activity.set_busy(false);
+        activity.touch();
+        if answered.is_err() {
             break;
         }
     }

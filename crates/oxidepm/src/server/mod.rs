@@ -1,19 +1,22 @@
-//! The daemon's sockets: binding, the accept loop with its connection cap,
-//! line framing with its limits, and the reply sink. Generic over a
-//! [`Handler`], which decides who a connection is and answers its requests.
+//! The daemon's sockets: binding, the accept loop with its connection caps
+//! (per socket, per peer, slots kept for a person), line framing with its
+//! limits, and the reply sink. Generic over a [`Handler`], which decides who
+//! a connection is and answers its requests.
 
 pub mod conn;
 pub mod listener;
+pub mod slots;
 
 pub use conn::{Limits, Sink};
 pub use listener::bind;
+pub use slots::{Caps, Holder, PeerKey};
 
 use oxidepm_proto::Request;
+use slots::{Refusal, Slots};
 use std::future::Future;
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::{UnixListener, UnixStream};
 
 /// Whoever answers the connections of a socket.
@@ -23,6 +26,10 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Decides who a new connection is, once, before its first request.
     fn identify(&self, stream: &UnixStream) -> Self::Peer;
+
+    /// Whose quota a connection of `peer` counts against, and whether it
+    /// may take the slots kept for persons.
+    fn holder(&self, peer: &Self::Peer) -> Holder;
 
     /// Answers one request; an error closes the connection.
     fn handle(
@@ -41,7 +48,8 @@ pub async fn run<H: Handler>(
     limits: Limits,
     handler: Arc<H>,
 ) {
-    let active = Arc::new(AtomicUsize::new(0));
+    let slots = Slots::new(limits.caps);
+    let mut notices = Notices::new(name);
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
@@ -52,19 +60,78 @@ pub async fn run<H: Handler>(
                 continue;
             }
         };
-        if let Some(max) = limits.max_conns {
-            if active.load(Ordering::Relaxed) >= max {
-                log::warn!("{name} socket: {max} connections already open; closing a new one");
-                drop(stream);
+        let peer = handler.identify(&stream);
+        let holder = handler.holder(&peer);
+        let admitted = match slots.admit(holder.clone()) {
+            Ok(a) => a,
+            Err(r) => {
+                notices.refused(r, &holder, &limits.caps);
                 continue;
             }
+        };
+        if let Some(from) = &admitted.evicted {
+            notices.evicted(from, &holder);
         }
-        active.fetch_add(1, Ordering::Relaxed);
-        let active = active.clone();
         let handler = handler.clone();
+        let slot = admitted.slot;
         tokio::spawn(async move {
-            conn::serve(stream, limits, &*handler).await;
-            active.fetch_sub(1, Ordering::Relaxed);
+            conn::serve(stream, peer, limits, &*handler, slot.activity.clone()).await;
+            drop(slot);
         });
+    }
+}
+
+/// Says in the log when connections are refused or taken, without writing
+/// one line per connection of a flood.
+struct Notices {
+    name: &'static str,
+    last: Option<Instant>,
+    quiet: u64,
+}
+
+/// At most one notice this often; the others are counted.
+const NOTICE_EVERY: Duration = Duration::from_secs(10);
+
+impl Notices {
+    fn new(name: &'static str) -> Notices {
+        Notices {
+            name,
+            last: None,
+            quiet: 0,
+        }
+    }
+
+    fn say(&mut self, what: std::fmt::Arguments<'_>) {
+        if self.last.is_some_and(|t| t.elapsed() < NOTICE_EVERY) {
+            self.quiet += 1;
+            log::debug!("{} socket: {what}", self.name);
+            return;
+        }
+        let more = match std::mem::take(&mut self.quiet) {
+            0 => String::new(),
+            n => format!(" ({n} more since the last notice)"),
+        };
+        log::warn!("{} socket: {what}{more}", self.name);
+        self.last = Some(Instant::now());
+    }
+
+    fn refused(&mut self, r: Refusal, holder: &Holder, caps: &Caps) {
+        match r {
+            Refusal::PeerFull => self.say(format_args!(
+                "closed a new connection of {}: it already holds {} (the cap per peer)",
+                holder.key.0, caps.per_peer
+            )),
+            Refusal::SocketFull => self.say(format_args!(
+                "closed a new connection of {}: all {} connections are taken and none can be given up",
+                holder.key.0, caps.max_conns
+            )),
+        }
+    }
+
+    fn evicted(&mut self, from: &PeerKey, to: &Holder) {
+        self.say(format_args!(
+            "full: closed an idle connection of {} to serve {}",
+            from.0, to.key.0
+        ));
     }
 }

@@ -133,7 +133,8 @@ fn the_claim_table_on_both_sockets_with_the_cli_and_a_raw_client() {
 #[test]
 fn agent_socket_limits_connections_line_length_and_idle_time() {
     let env = Env::new();
-    env.daemon_toml("agent_idle_timeout_secs = 1\n");
+    // One peer may hold every slot here, to see the socket's own cap.
+    env.daemon_toml("agent_idle_timeout_secs = 1\nagent_max_connections_per_peer = 32\n");
     env.daemon_pid();
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(env.home.join("agent.sock"))

@@ -4,6 +4,7 @@
 mod access;
 mod authority;
 mod bridge;
+mod connections;
 mod harness;
 mod home;
 mod lanes;

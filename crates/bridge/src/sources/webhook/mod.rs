@@ -14,6 +14,9 @@
 //! "alice"|null, "stream": …, "id": <stream id>}`; a bad body, a missing or
 //! wrong token, an unknown source → 4xx `{"error": …}` and nothing
 //! written; Redis unavailable → 503, so that the sender tries again.
+//! A connection holds its slot only while it keeps to the deadlines of
+//! `webhook.limits`, and until it sends the token it gives way to newcomers
+//! when its address or the listener is full ([`slots`]).
 //!
 //! **Outbound** ([`client`]): an outbox entry is POSTed as JSON
 //! `{agent, source, channel, text, id, fields}` to the URL configured for
@@ -24,9 +27,10 @@
 
 pub mod client;
 pub mod server;
+pub mod slots;
 
 use crate::config::UrlError;
-use crate::config::{BridgeConfig, WebhookConfig};
+use crate::config::{BridgeConfig, WebhookConfig, WebhookLimits};
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
 use oxidepm_lanes::{Secret, SecretError};
@@ -78,6 +82,8 @@ pub struct WebhookSettings {
     pub max_body: usize,
     /// Timeout of one outbound POST.
     pub timeout: Duration,
+    /// Deadlines and caps of the listener.
+    pub limits: WebhookLimits,
 }
 
 impl WebhookSettings {
@@ -98,6 +104,7 @@ impl WebhookSettings {
             deliver,
             max_body: w.max_body,
             timeout: Duration::from_millis(w.timeout_ms),
+            limits: w.limits,
         })
     }
 

@@ -4,28 +4,34 @@
 //! written: path, method, bearer token (constant time), source, body size,
 //! body shape. Only then is the message published, and the answer says
 //! where it went — or 503 when Redis did not take it.
+//!
+//! A connection must send a request's first byte, its headers and its body
+//! within the deadlines of `webhook.limits`; until one of its requests has
+//! carried the token, every answer closes it, and a newcomer may take its
+//! slot ([`super::slots`]).
 
+use super::slots::{Caps, ConnState, Refusal, Slots};
 use super::{current, SharedSettings, WebhookSettings};
+use crate::config::WebhookLimits;
 use crate::publish::{PublishError, Publisher};
 use crate::source::{Inbound, Shutdown};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
-/// Connections served at once; past it, accepting waits.
-const MAX_CONNECTIONS: usize = 1024;
 /// How long in-flight requests get to finish when the bridge stops.
 const GRACE: Duration = Duration::from_secs(5);
 
@@ -47,23 +53,17 @@ pub async fn serve(
         settings,
         publisher,
     });
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(Slots::default());
+    let mut refusals = Refusals::default();
     let mut conns = JoinSet::new();
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = shutdown.wait() => break,
-        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = shutdown.wait() => break,
         };
         // Reap finished connection tasks so the set does not grow.
         while conns.try_join_next().is_some() {}
-        let (stream, _) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(s) => s,
             Err(e) => {
                 // EMFILE and the like: wait rather than spin.
@@ -72,37 +72,120 @@ pub async fn serve(
                 continue;
             }
         };
+        let limits = current(&ctx.settings).limits;
+        let caps = Caps {
+            max: limits.max_connections,
+            per_ip: limits.max_connections_per_ip,
+        };
+        let slot = match slots.admit(peer.ip(), caps) {
+            Ok(s) => s,
+            Err(r) => {
+                refusals.note(r, peer, caps);
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         let ctx = ctx.clone();
-        let mut conn_shutdown = shutdown.clone();
+        let conn_shutdown = shutdown.clone();
         conns.spawn(async move {
-            let _permit = permit;
-            let service = hyper::service::service_fn(move |req| {
-                let ctx = ctx.clone();
-                async move { Ok::<_, Infallible>(handle(req, &ctx).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
+            let state = slot.state.clone();
             tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        log::debug!("webhook: connection ended: {e}");
-                    }
-                }
-                _ = conn_shutdown.wait() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
+                _ = state.evicted() => log::debug!("webhook: {peer} gave its slot to a newcomer"),
+                _ = serve_conn(stream, peer, ctx, state.clone(), limits, conn_shutdown) => {}
             }
+            drop(slot);
         });
     }
     drop(listener);
     let _ = tokio::time::timeout(GRACE, async { while conns.join_next().await.is_some() {} }).await;
     conns.abort_all();
+}
+
+/// Serves one connection within `limits`' deadlines.
+async fn serve_conn(
+    stream: TcpStream,
+    peer: SocketAddr,
+    ctx: Arc<Ctx>,
+    state: Arc<ConnState>,
+    limits: WebhookLimits,
+    mut shutdown: Shutdown,
+) {
+    let first_byte = Duration::from_millis(limits.first_byte_ms);
+    if !matches!(
+        tokio::time::timeout(first_byte, stream.readable()).await,
+        Ok(Ok(()))
+    ) {
+        log::debug!("webhook: {peer} sent nothing within {first_byte:?}; closed");
+        return;
+    }
+    let service = hyper::service::service_fn(move |req| {
+        let ctx = ctx.clone();
+        let state = state.clone();
+        async move {
+            let mut r = handle(req, &ctx, &state, &limits).await;
+            if !state.is_authenticated() {
+                // Nothing more is read from a connection that has not
+                // shown the token.
+                r.headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, Infallible>(r)
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(limits.headers_ms))
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                log::debug!("webhook: connection from {peer} ended: {e}");
+            }
+        }
+        _ = shutdown.wait() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// Says in the log that connections are refused, at most once every 10 s
+/// (a flood would otherwise write a line per connection).
+#[derive(Default)]
+struct Refusals {
+    last: Option<Instant>,
+    quiet: u64,
+}
+
+impl Refusals {
+    fn note(&mut self, r: Refusal, peer: SocketAddr, caps: Caps) {
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(10))
+        {
+            self.quiet += 1;
+            return;
+        }
+        let why = match r {
+            Refusal::AddressFull => format!(
+                "{} already holds {} authenticated connections (webhook.limits.max_connections_per_ip)",
+                peer.ip(),
+                caps.per_ip
+            ),
+            Refusal::Full => format!(
+                "all {} connections are authenticated (webhook.limits.max_connections)",
+                caps.max
+            ),
+        };
+        let more = match std::mem::take(&mut self.quiet) {
+            0 => String::new(),
+            n => format!("; {n} more refused since the last notice"),
+        };
+        log::warn!("webhook: closed a new connection from {peer}: {why}{more}");
+        self.last = Some(Instant::now());
+    }
 }
 
 /// A JSON answer.
@@ -194,8 +277,13 @@ fn authorized(req: &Request<Incoming>, s: &WebhookSettings) -> Result<(), &'stat
     }
 }
 
-/// Answers one request.
-async fn handle(req: Request<Incoming>, ctx: &Ctx) -> Response<Full<Bytes>> {
+/// Answers one request; `state` learns when the token was right.
+async fn handle(
+    req: Request<Incoming>,
+    ctx: &Ctx,
+    state: &ConnState,
+    limits: &WebhookLimits,
+) -> Response<Full<Bytes>> {
     let Some(source) = req.uri().path().strip_prefix("/in/").map(str::to_string) else {
         return error(
             StatusCode::NOT_FOUND,
@@ -220,6 +308,7 @@ async fn handle(req: Request<Incoming>, ctx: &Ctx) -> Response<Full<Bytes>> {
         );
         return r;
     }
+    state.authenticated();
     if !ctx.publisher.knows_source(&source) {
         return error(
             StatusCode::NOT_FOUND,
@@ -243,13 +332,21 @@ async fn handle(req: Request<Incoming>, ctx: &Ctx) -> Response<Full<Bytes>> {
     if declared.is_some_and(|n| n > settings.max_body as u64) {
         return too_large();
     }
-    let body = match Limited::new(req.into_body(), settings.max_body)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
-        Err(e) => {
+    let body_time = Duration::from_millis(limits.body_ms);
+    let body = Limited::new(req.into_body(), settings.max_body).collect();
+    let body = match tokio::time::timeout(body_time, body).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Err(_) => {
+            let mut r = error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the body did not arrive within {body_time:?}; send it at once after the headers"),
+            );
+            r.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            return r;
+        }
+        Ok(Err(e)) => {
             return error(
                 StatusCode::BAD_REQUEST,
                 format!("cannot read the body: {e}"),
