@@ -18,9 +18,13 @@
 //! * [`stats`] — the counters in `bridge:stats`;
 //! * [`publish`] — the only way into an inbox;
 //! * [`source`] — the `Source` trait and the messages it handles;
-//! * [`entries`] — stream entries as Redis returns them;
+//! * [`wire`] — the reader's connection, whose replies are read piece by
+//!   piece under byte bounds;
+//! * [`entries`] — outbox entries as the reader reads them: kept within
+//!   budget, too large, or malformed;
 //! * [`outbox`] — the reader of every outbox;
 //! * [`delivery`] — one outbox's worker: deliver, retry, dead-letter, ack;
+//! * [`trim`] — trimming what is delivered from an outbox, and only that;
 //! * [`sources`] — the sources: `webhook` (HTTP in, HTTP out) and `email`
 //!   (Maildir in, SMTP out);
 //! * [`service`] — the whole bridge: start, reload (SIGHUP), shutdown.
@@ -36,6 +40,8 @@ mod service;
 mod source;
 mod sources;
 mod stats;
+mod trim;
+mod wire;
 
 pub use config::{BridgeConfig, ConfigError};
 pub use publish::{PublishError, Published, Publisher};

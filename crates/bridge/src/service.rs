@@ -134,6 +134,8 @@ fn plan(cfg: &BridgeConfig, deliverers: &HashMap<String, Arc<dyn Source>>) -> Ou
         block: Duration::from_millis(cfg.outbox.block_ms),
         batch: cfg.outbox.batch,
         claim_idle: Duration::from_millis(cfg.outbox.claim_idle_ms),
+        max_entry_bytes: cfg.outbox.max_entry_bytes,
+        buffer_bytes: cfg.outbox.buffer_bytes,
     }
 }
 
@@ -159,6 +161,8 @@ fn delivery_settings(cfg: &BridgeConfig) -> DeliverySettings {
     DeliverySettings {
         retry: cfg.retry,
         deliver_timeout: Duration::from_millis(cfg.outbox.deliver_timeout_ms),
+        max_entry_bytes: cfg.outbox.max_entry_bytes,
+        dead_maxlen: cfg.outbox.dead_maxlen,
     }
 }
 
@@ -221,10 +225,6 @@ impl Bridge {
         let con = target
             .connect_patiently(COMMAND_TIMEOUT, REDIS_PATIENCE)
             .await?;
-        let block = Duration::from_millis(cfg.outbox.block_ms);
-        let reader_con = target
-            .connect_patiently(block + COMMAND_TIMEOUT, REDIS_PATIENCE)
-            .await?;
         let table = RoutingTable::from_config(&cfg);
         let routes = table.routes.len();
         let parked = warn_parked(&cfg);
@@ -252,7 +252,7 @@ impl Bridge {
                 }
             }));
         }
-        let reader = Reader::new(ctx.clone(), reader_con, plan_rx);
+        let reader = Reader::new(ctx.clone(), target.clone(), plan_rx);
         tasks.push(tokio::spawn(reader.run(GRACE)));
         log::info!(
             "bridge started as {} on {}: {} agents, {routes} routes ({parked} parked), {} outboxes drained",

@@ -18,6 +18,14 @@ pub enum Counter {
     Retried,
     /// Outbox entries moved to a dead-letter stream.
     Dead,
+    /// Of those, entries over `max_entry_bytes`: their fields were not
+    /// copied, and are gone once the outbox is trimmed.
+    TooLarge,
+    /// Of those, entries that could not be delivered as they are (not
+    /// UTF-8, malformed): copied as they are.
+    Malformed,
+    /// Delivered (or dead-lettered) entries trimmed from the outboxes.
+    Trimmed,
 }
 
 impl Counter {
@@ -29,6 +37,9 @@ impl Counter {
             Counter::Delivered => "delivered",
             Counter::Retried => "retried",
             Counter::Dead => "dead",
+            Counter::TooLarge => "too_large",
+            Counter::Malformed => "malformed",
+            Counter::Trimmed => "trimmed",
         }
     }
 
