@@ -8,7 +8,7 @@
 //! `bridge:unrouted` with the reason, never to the default agent: they were
 //! meant for someone else.
 
-use oxidepm_lanes::bridge_config::{Parked, RoutePlan};
+use oxidepm_lanes::bridge_config::RoutePlan;
 pub use oxidepm_lanes::bridge_config::{RouteSelector, RouteSpec};
 use oxidepm_lanes::AgentName;
 use std::collections::HashMap;
@@ -58,7 +58,7 @@ pub struct Routes {
     channel: Table,
     guild: Table,
     address: Table,
-    /// The default agent's target (always an agent of the bridge).
+    /// Where messages no route matches go.
     default: Option<Target>,
     active: usize,
 }
@@ -77,8 +77,15 @@ impl Routes {
     /// Builds the table of a configuration's routes: those in force, and
     /// the parked ones that still catch their messages.
     pub fn from_plan(plan: &RoutePlan) -> Routes {
+        let default = match (&plan.default_agent, &plan.default_parked) {
+            (Some(a), _) => Some(Target::Agent(a.clone())),
+            (None, Some(why)) => Some(Target::Parked(
+                format!("default_agent parked: {why}").into(),
+            )),
+            (None, None) => None,
+        };
         let mut t = Routes {
-            default: plan.default_agent.clone().map(Target::Agent),
+            default,
             ..Routes::default()
         };
         for r in &plan.active {
@@ -88,7 +95,8 @@ impl Routes {
         }
         for p in &plan.parked {
             if let Some(spec) = &p.spec {
-                t.insert(spec, Target::Parked(reason(&p.why).into()));
+                let why = format!("route parked: {}", p.why);
+                t.insert(spec, Target::Parked(why.into()));
             }
         }
         t
@@ -139,11 +147,6 @@ impl Routes {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-/// What an unrouted entry of a parked route says.
-fn reason(why: &Parked) -> String {
-    format!("route parked: {why}")
 }
 
 #[cfg(test)]
@@ -286,12 +289,20 @@ mod tests {
             agent: agent.parse().unwrap(),
         };
         let agents: Vec<AgentName> = vec!["alice".parse().unwrap()];
+        let zed: AgentName = "zed".parse().unwrap();
         let plan = RoutePlan::new(
             &[r("c1", "alice"), r("c2", "carol")],
             agents.first(),
             &agents,
             &["webhook".to_string()],
         );
+        let orphan = RoutePlan::new(&[], Some(&zed), &agents, &["webhook".to_string()]);
+        match Routes::from_plan(&orphan).route(&key("webhook", Some("c9"), None, None)) {
+            Some((Target::Parked(why), RouteBy::Default)) => {
+                assert!(why.starts_with("default_agent parked"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
         let t = Routes::from_plan(&plan);
         assert_eq!(t.len(), 1);
         let k = key("webhook", Some("c2"), None, None);

@@ -2,7 +2,9 @@
 //! and real HTTP on loopback: in-process, and as the real binary where a
 //! signal is the point.
 
+mod bounds;
 mod harness;
+mod parking;
 
 use crate::source::Inbound;
 use harness::*;
