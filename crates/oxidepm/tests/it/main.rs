@@ -7,4 +7,5 @@ mod harness;
 mod lanes;
 mod lifecycle;
 mod ops;
+mod routes;
 mod supervision;
