@@ -333,6 +333,16 @@ impl Bridge {
         Ok(report)
     }
 
+    /// Says in `bridge:status` whether the last reload failed, for
+    /// `oxidepm route list`: a failed reload must not look like one that
+    /// took.
+    pub async fn record_reload(&self, error: Option<&str>) {
+        let mut con = self.ctx.con.clone();
+        if let Err(e) = crate::stats::record_reload(&mut con, error).await {
+            log::warn!("cannot record the reload's outcome in Redis: {e}");
+        }
+    }
+
     /// Stops: no new request or read; deliveries and requests in flight
     /// get a grace period; what is not acknowledged stays pending in Redis.
     pub async fn shutdown(&self) {
@@ -358,6 +368,7 @@ pub async fn run(config_path: PathBuf) -> Result<(), BridgeError> {
     let mut term = sig(SignalKind::terminate())?;
     let mut int = sig(SignalKind::interrupt())?;
     let bridge = Bridge::start(config_path).await?;
+    bridge.record_reload(None).await;
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     loop {
         tokio::select! {
@@ -367,8 +378,12 @@ pub async fn run(config_path: PathBuf) -> Result<(), BridgeError> {
                     if !report.need_restart.is_empty() {
                         log::warn!("restart the bridge to change: {}", report.need_restart.join(", "));
                     }
+                    bridge.record_reload(None).await;
                 }
-                Err(e) => log::error!("reload failed, previous configuration kept: {e}"),
+                Err(e) => {
+                    log::error!("reload failed, previous configuration kept: {e}");
+                    bridge.record_reload(Some(&e.to_string())).await;
+                }
             },
             _ = term.recv() => break,
             _ = int.recv() => break,

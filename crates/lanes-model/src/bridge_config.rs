@@ -76,6 +76,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+/// The hash where the bridge says whether its last reload failed
+/// (`reload_error`, `reload_failed_at`; absent when it did not), so that
+/// the daemon can show it.
+pub const STATUS_KEY: &str = "bridge:status";
+
 pub use crate::bridge_routes::{
     Parked, ParkedRoute, RouteConfig, RouteConfigError, RoutePlan, RouteSelector, RouteSpec,
 };

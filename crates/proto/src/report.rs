@@ -50,6 +50,10 @@ pub struct RoutesReport {
     /// `bridge:unrouted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_agent_parked: Option<String>,
+    /// Why the running bridge refused its newest configuration, if it
+    /// did: it runs with the one before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload_error: Option<String>,
     /// Routes of daemon.toml, then those added at runtime.
     pub routes: Vec<RouteReport>,
 }

@@ -82,4 +82,21 @@ fn a_route_to_an_unknown_agent_is_parked_and_the_bridge_keeps_running() {
     // Alice's route never stopped working.
     let (_, r) = send("c1");
     assert_eq!(r["routed_to"], "alice", "{r}");
+
+    // A configuration the bridge cannot take: it keeps the one it has,
+    // and says so where the daemon looks.
+    std::fs::write(&cfg, "{ not json").unwrap();
+    bridge.signal(Signal::SIGHUP);
+    let status = |admin: &mut oxidepm_testkit::Client| {
+        admin.cmd(&["HGET", "bridge:status", "reload_error"]).text()
+    };
+    let why = eventually(WAIT, "the failed reload recorded", || status(&mut admin));
+    assert!(why.contains("not a valid configuration"), "{why}");
+    let (_, r) = send("c2");
+    assert_eq!(r["routed_to"], "carol", "{r}");
+    redis.write_config(&cfg, members(json!(["alice", "carol"])));
+    bridge.signal(Signal::SIGHUP);
+    eventually(WAIT, "the failure cleared", || {
+        status(&mut admin).is_none().then_some(())
+    });
 }

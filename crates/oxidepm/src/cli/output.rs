@@ -399,6 +399,9 @@ impl Printer {
         if let Some(why) = &report.default_agent_parked {
             println!("default agent parked: {why}");
         }
+        if let Some(e) = &report.reload_error {
+            println!("bridge: its last reload failed: {e}");
+        }
         let parts: Vec<String> = match &report.counters {
             None => return,
             Some(Counters::Unread {}) => Vec::new(),

@@ -12,7 +12,9 @@ use super::admin::{
 use super::error::Error;
 use super::layout::BRIDGE_APP;
 use crate::supervise::{lock, Shared};
-use oxidepm_lanes::bridge_config::{BridgeConfig, EmailConfig, RouteConfig, WebhookConfig};
+use oxidepm_lanes::bridge_config::{
+    BridgeConfig, EmailConfig, RouteConfig, WebhookConfig, STATUS_KEY,
+};
 use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::stream_key::{BRIDGE_GROUP, STATS_KEY, UNROUTED_KEY};
 use oxidepm_lanes::{AclUser, Secret, StreamKey};
@@ -179,11 +181,24 @@ impl Lanes {
                     .map(move |s| StreamKey::outbox(&a.name, s).to_string())
             })
             .collect();
-        let counters = match pw {
-            Err(_) => Some(Counters::Unread {}),
-            Ok(pw) => tokio::task::spawn_blocking(move || -> Counters {
+        let (counters, reload_error) = match pw {
+            Err(_) => (Some(Counters::Unread {}), None),
+            Ok(pw) => match tokio::task::spawn_blocking(move || -> (Counters, Option<String>) {
                 let Ok(mut con) = connect(&sock, &pw) else {
-                    return Counters::Unread {};
+                    return (Counters::Unread {}, None);
+                };
+                let status: Vec<Option<String>> = redis::cmd("HMGET")
+                    .arg(STATUS_KEY)
+                    .arg("reload_error")
+                    .arg("reload_failed_at")
+                    .query(&mut con)
+                    .unwrap_or_default();
+                let reload_error = match status.as_slice() {
+                    [Some(e), at] => Some(format!(
+                        "{e} (at {}); the bridge runs with its previous configuration",
+                        at.as_deref().unwrap_or("?")
+                    )),
+                    _ => None,
                 };
                 let pending: i64 = outboxes
                     .iter()
@@ -194,7 +209,7 @@ impl Lanes {
                     .query(&mut con)
                     .unwrap_or_default();
                 let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
-                Counters::Read(BridgeCounters {
+                let counters = Counters::Read(BridgeCounters {
                     dead: stat("dead"),
                     delivered: stat("delivered"),
                     malformed: stat("malformed"),
@@ -208,15 +223,20 @@ impl Lanes {
                         .arg(UNROUTED_KEY)
                         .query::<i64>(&mut con)
                         .unwrap_or(0),
-                })
+                });
+                (counters, reload_error)
             })
             .await
-            .ok(),
+            {
+                Ok((c, e)) => (Some(c), e),
+                Err(_) => (None, None),
+            },
         };
         Ok(RoutesReport {
             counters,
             default_agent: self.settings.default_agent.as_ref().map(|a| a.to_string()),
             default_agent_parked,
+            reload_error,
             routes,
         })
     }

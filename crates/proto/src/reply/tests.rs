@@ -142,6 +142,7 @@ fn reports_keep_their_shape() {
             counters: Some(Counters::Read(counters)),
             default_agent: None,
             default_agent_parked: None,
+            reload_error: None,
             routes: vec![RouteReport::new(route(), RouteOrigin::Config)],
         },
     };
