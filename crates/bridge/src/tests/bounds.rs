@@ -387,3 +387,97 @@ fn while_the_sink_is_down_nothing_is_trimmed_then_all_delivered_and_trimmed() {
     assert_eq!(s.get("dead"), None, "{s:?}");
     assert_eq!(entries(&mut admin, "alice:webhook:outbox:dead").len(), 0);
 }
+
+#[test]
+fn entries_near_the_limit_are_read_a_budget_at_a_time_and_delivered_in_order() {
+    let redis = Redis::start(&["alice"]);
+    let sink = Sink::start(SinkMode::Ok, Duration::ZERO);
+    let cfg = redis.config_path();
+    redis.write_config(
+        &cfg,
+        json!({"agents": ["alice"], "webhook": {"deliver": {"*": sink.url()}}}),
+    );
+    // 40 entries of 900 KiB: each under the limit, together 18 times the
+    // outbox's budget of 2 MiB.
+    const N: usize = 40;
+    let pad = "z".repeat(900 * 1024);
+    let ids: Vec<String> = (0..N)
+        .map(|i| {
+            let text = format!("big {i}");
+            agent_says(
+                &redis,
+                "alice",
+                "webhook",
+                &[("channel", "c"), ("text", &text), ("pad", &pad)],
+            )
+        })
+        .collect();
+    let log = redis.dir.path().join("bridge.log");
+    let bridge = BridgeProcess::spawn(&cfg, &log);
+    let got = eventually(WAIT, "every entry at the sink", || {
+        let b = sink.bodies();
+        (b.len() >= N).then_some(b)
+    });
+    let order: Vec<&str> = got.iter().filter_map(|b| b["id"].as_str()).collect();
+    assert_eq!(order, ids, "delivered once each, in order");
+    assert!(got
+        .iter()
+        .all(|b| b["fields"]["pad"].as_str() == Some(&pad)));
+    let mut admin = redis.admin();
+    assert_eq!(entries(&mut admin, "alice:webhook:outbox:dead").len(), 0);
+    let peak = peak_rss(bridge.child.id());
+    assert!(
+        peak < PEAK_BUDGET,
+        "the bridge peaked at {} MiB",
+        peak / MIB
+    );
+}
+
+#[test]
+fn one_agents_backlog_does_not_hold_back_another() {
+    let redis = Redis::start(&["alice", "bob"]);
+    // Alice's channel goes to a slow sink, bob's to a quick one.
+    let slow = Sink::start(SinkMode::Ok, Duration::from_millis(20));
+    let quick = Sink::start(SinkMode::Ok, Duration::ZERO);
+    let cfg = redis.config_path();
+    redis.write_config(
+        &cfg,
+        json!({"agents": ["alice", "bob"],
+               "webhook": {"deliver": {"slow": slow.url(), "quick": quick.url()}}}),
+    );
+    const BACKLOG: usize = 500;
+    let mut alice = redis.agent("alice");
+    for i in 0..BACKLOG {
+        let text = format!("a{i}");
+        alice.send(&[
+            "XADD",
+            "alice:webhook:outbox",
+            "*",
+            "channel",
+            "slow",
+            "text",
+            &text,
+        ]);
+    }
+    for _ in 0..BACKLOG {
+        assert!(alice.read().text().is_some());
+    }
+    let _tb = TestBridge::start(&cfg);
+    eventually(WAIT, "alice's backlog moving", || {
+        (!slow.bodies().is_empty()).then_some(())
+    });
+    agent_says(
+        &redis,
+        "bob",
+        "webhook",
+        &[("channel", "quick"), ("text", "b")],
+    );
+    eventually(WAIT, "bob's message", || {
+        (!quick.bodies().is_empty()).then_some(())
+    });
+    let done = slow.bodies().len();
+    assert!(
+        done < BACKLOG,
+        "bob's message waited for alice's backlog ({done} of {BACKLOG} delivered first)"
+    );
+}
