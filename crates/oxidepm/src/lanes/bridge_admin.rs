@@ -141,6 +141,11 @@ impl Lanes {
         if let Some(m) = self.settings.maxlen {
             conf.inbox_maxlen = m;
         }
+        let b = &self.settings.bridge;
+        let o = &mut conf.outbox;
+        o.max_entry_bytes = b.max_entry_bytes.unwrap_or(o.max_entry_bytes);
+        o.buffer_bytes = b.buffer_bytes.unwrap_or(o.buffer_bytes);
+        o.dead_maxlen = b.dead_maxlen.unwrap_or(o.dead_maxlen);
         conf.default_agent = self.settings.default_agent.clone();
         conf.webhook = self.settings.webhook.as_ref().map(|w| WebhookConfig {
             deliver: w.deliver.clone(),

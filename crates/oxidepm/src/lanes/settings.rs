@@ -51,6 +51,23 @@ pub struct LanesSettings {
     /// The email source.
     #[serde(default)]
     pub email: Option<EmailSettings>,
+    /// The bridge's bounds.
+    #[serde(default)]
+    pub bridge: BridgeSettings,
+}
+
+/// `[lanes.bridge]`: the bridge's bounds (unset: the bridge's defaults).
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BridgeSettings {
+    /// Largest outbox entry delivered, in bytes (default 1 MiB); a larger
+    /// one is dead-lettered without its fields.
+    pub max_entry_bytes: Option<usize>,
+    /// Bytes of one outbox's entries the bridge holds at once (default
+    /// 2 MiB).
+    pub buffer_bytes: Option<usize>,
+    /// Cap of each dead-letter stream, in entries (default 10,000).
+    pub dead_maxlen: Option<u64>,
 }
 
 /// `[lanes.webhook]`.
@@ -138,6 +155,10 @@ impl LanesSettings {
                 return Err(SettingsError::FamilyName { name: s });
             }
         }
+        let b = &self.bridge;
+        if b.max_entry_bytes == Some(0) || b.buffer_bytes == Some(0) || b.dead_maxlen == Some(0) {
+            return Err(SettingsError::BridgeZero);
+        }
         Ok(())
     }
 }
@@ -170,6 +191,11 @@ pub enum SettingsError {
         /// The value as given.
         value: String,
     },
+    /// A bound of `[lanes.bridge]` is 0.
+    #[error(
+        "lanes.bridge: max_entry_bytes, buffer_bytes and dead_maxlen must be positive (leave one out for its default)"
+    )]
+    BridgeZero,
     /// A source or responder name cannot be a stream family.
     #[error("lanes source or responder {name:?}: use 1 to 32 of a-z, 0-9, '_' and '-'")]
     FamilyName {
