@@ -112,29 +112,3 @@ pub struct ConnectError {
     /// The last failure.
     pub source: redis::RedisError,
 }
-
-/// Whether an error means the group or stream is missing (`NOGROUP`).
-pub fn is_nogroup(e: &redis::RedisError) -> bool {
-    e.code() == Some("NOGROUP")
-}
-
-/// Creates consumer group `group` on `key` from the start of the stream
-/// (creating the stream), unless it exists.
-pub async fn ensure_group(
-    con: &mut ConnectionManager,
-    key: &str,
-    group: &str,
-) -> redis::RedisResult<()> {
-    let r: redis::RedisResult<()> = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(key)
-        .arg(group)
-        .arg("0")
-        .arg("MKSTREAM")
-        .query_async(con)
-        .await;
-    match r {
-        Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
-        other => other,
-    }
-}

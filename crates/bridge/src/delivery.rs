@@ -2,13 +2,16 @@
 //! through the outbox's source; acknowledges each only after delivery;
 //! retries with exponential backoff; moves an entry that keeps failing (or
 //! fails permanently) to `<agent>:<source>:outbox:dead` with the error and
-//! its original id, then acknowledges it.
+//! its original id, then acknowledges it. An entry too large or malformed
+//! to deliver is dead-lettered at once, without a delivery being built.
+//! Once its queue is empty (or every [`TRIM_EVERY`] entries) the worker
+//! trims what is done from its outbox ([`crate::trim`]).
 //!
 //! The agent of every delivery is the one named by the outbox key, never a
 //! field of the entry.
 
 use crate::config::RetryConfig;
-use crate::entries::Entry;
+use crate::entries::{Body, Entry};
 use crate::source::{DeliveryError, Outbound, Shutdown, Source};
 use crate::stats::Counter;
 use oxidepm_lanes::stream_key::dead_letter;
@@ -23,6 +26,9 @@ use tokio::sync::{mpsc, Notify, Semaphore};
 /// The consumer group every outbox is drained with.
 pub const GROUP: &str = oxidepm_lanes::stream_key::BRIDGE_GROUP;
 
+/// Entries finished between two trims of a busy outbox.
+pub const TRIM_EVERY: usize = 256;
+
 /// Settings a reload may change.
 #[derive(Clone, Debug)]
 pub struct DeliverySettings {
@@ -30,6 +36,10 @@ pub struct DeliverySettings {
     pub retry: RetryConfig,
     /// Timeout of one delivery.
     pub deliver_timeout: Duration,
+    /// Largest entry delivered, in bytes (for the dead letter's reason).
+    pub max_entry_bytes: usize,
+    /// Cap (`MAXLEN ~`) of each dead-letter stream.
+    pub dead_maxlen: u64,
 }
 
 /// What every worker shares.
@@ -75,6 +85,8 @@ pub struct OutboxStream {
     pub source: String,
     /// Entries handed to the worker and not yet done.
     queued: AtomicUsize,
+    /// Their bytes.
+    bytes: AtomicUsize,
     /// Their ids, so that an entry read twice (pending recovery, a claim)
     /// is not queued twice.
     in_flight: Mutex<HashSet<String>>,
@@ -96,6 +108,7 @@ impl OutboxStream {
             agent: key.agent.to_string(),
             source: key.family.clone(),
             queued: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
             in_flight: Mutex::new(HashSet::new()),
         };
         (Arc::new(s), tx, rx)
@@ -111,6 +124,19 @@ impl OutboxStream {
         self.queued.load(Ordering::Acquire)
     }
 
+    /// Bytes of the entries queued or being delivered.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// The ids of the entries queued or being delivered.
+    pub fn held(&self) -> HashSet<String> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Queues an entry on `tx` unless it is already queued; false if the
     /// worker is gone.
     pub fn push(&self, tx: &mpsc::UnboundedSender<Entry>, e: Entry) -> bool {
@@ -123,20 +149,31 @@ impl OutboxStream {
             return true;
         }
         self.queued.fetch_add(1, Ordering::AcqRel);
-        let id = e.id.clone();
+        let (id, bytes) = (e.id.clone(), held_bytes(&e));
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
         if tx.send(e).is_err() {
-            self.done(&id);
+            self.done(&id, bytes);
             return false;
         }
         true
     }
 
-    fn done(&self, id: &str) {
+    fn done(&self, id: &str, bytes: usize) {
         self.in_flight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
         self.queued.fetch_sub(1, Ordering::AcqRel);
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// The bytes an entry holds in memory (a too-large one holds none of its
+/// fields).
+fn held_bytes(e: &Entry) -> usize {
+    match e.body {
+        Body::TooLarge | Body::Deleted => 0,
+        Body::Fields(_) | Body::Malformed { .. } => e.bytes,
     }
 }
 
@@ -148,29 +185,67 @@ pub async fn run_worker(
     mut rx: mpsc::UnboundedReceiver<Entry>,
 ) {
     let mut shutdown = ctx.shutdown.clone();
+    let mut since_trim = 0usize;
     loop {
         let entry = tokio::select! {
             e = rx.recv() => match e { Some(e) => e, None => return },
             _ = shutdown.wait() => return,
         };
-        let id = entry.id.clone();
+        let (id, bytes) = (entry.id.clone(), held_bytes(&entry));
         let finished = process(&ctx, &stream, entry).await;
-        stream.done(&id);
+        stream.done(&id, bytes);
         ctx.room.notify_one();
         if !finished {
             // Stopping: what is left stays pending in Redis and is
             // delivered again after a restart.
             return;
         }
+        since_trim += 1;
+        if rx.is_empty() || since_trim >= TRIM_EVERY {
+            since_trim = 0;
+            trim(&ctx, &stream).await;
+        }
+    }
+}
+
+/// Trims what is done from the outbox, counting it.
+async fn trim(ctx: &DeliveryContext, stream: &OutboxStream) {
+    let mut con = ctx.con.clone();
+    match crate::trim::trim_delivered(&mut con, &stream.key).await {
+        Ok(0) => {}
+        Ok(n) => {
+            if let Err(e) = crate::stats::bump(&mut con, Counter::Trimmed, n as i64).await {
+                log::debug!("cannot count trimmed entries: {e}");
+            }
+        }
+        // The next trim takes what this one left.
+        Err(e) => log::warn!("{}: cannot trim delivered entries: {e}", stream.key),
     }
 }
 
 /// Delivers (or dead-letters) and acknowledges one entry. False when the
 /// bridge stopped first: the entry stays pending.
 async fn process(ctx: &DeliveryContext, stream: &OutboxStream, entry: Entry) -> bool {
-    let Some(fields) = entry.fields else {
+    let fields = match entry.body {
+        Body::Fields(f) => f,
         // Deleted while pending: nothing to deliver, only the ack is left.
-        return finish(ctx, stream, &entry.id, Finish::Deleted).await;
+        Body::Deleted => return finish(ctx, stream, &entry.id, Finish::Deleted).await,
+        Body::TooLarge => {
+            let max = ctx.settings().max_entry_bytes;
+            let reason = format!(
+                "entry of {} bytes is larger than outbox.max_entry_bytes ({max}): not delivered, \
+                 and its fields are not copied here",
+                entry.bytes
+            );
+            log::warn!("{} {}: {reason}", stream.key, entry.id);
+            let how = Finish::Refused(reason, Vec::new(), Counter::TooLarge, entry.bytes);
+            return finish(ctx, stream, &entry.id, how).await;
+        }
+        Body::Malformed { reason, raw } => {
+            log::warn!("{} {}: {reason}", stream.key, entry.id);
+            let how = Finish::Refused(reason, raw, Counter::Malformed, entry.bytes);
+            return finish(ctx, stream, &entry.id, how).await;
+        }
     };
     let Some(source) = ctx.deliverer(&stream.source) else {
         log::warn!(
@@ -259,7 +334,11 @@ async fn process(ctx: &DeliveryContext, stream: &OutboxStream, entry: Entry) -> 
 enum Finish<'a> {
     Delivered,
     Deleted,
+    /// Delivery failed: the message, the error, the tries.
     Dead(&'a Outbound, String, u32),
+    /// Not deliverable as it is: why, the raw fields to copy, what it
+    /// counts as, its size.
+    Refused(String, Vec<(Vec<u8>, Vec<u8>)>, Counter, usize),
 }
 
 /// Writes the outcome (dead letter, ack, counter) in one pipeline, trying
@@ -268,17 +347,35 @@ enum Finish<'a> {
 /// first.
 async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Finish<'_>) -> bool {
     let mut pipe = redis::pipe();
-    if let Finish::Dead(msg, reason, attempts) = &how {
-        let failed_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        let x = pipe.cmd("XADD").arg(stream.dead_key()).arg("*");
-        x.arg("original_id").arg(id);
-        x.arg("error").arg(reason);
-        x.arg("attempts").arg(*attempts);
-        x.arg("failed_at").arg(&failed_at);
-        for (k, v) in &msg.fields {
-            x.arg(k).arg(v);
+    let dead_maxlen = ctx.settings().dead_maxlen;
+    let failed_at = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    match &how {
+        Finish::Dead(msg, reason, attempts) => {
+            let x = pipe.cmd("XADD").arg(stream.dead_key());
+            x.arg("MAXLEN").arg("~").arg(dead_maxlen).arg("*");
+            x.arg("original_id").arg(id);
+            x.arg("error").arg(reason);
+            x.arg("attempts").arg(*attempts);
+            x.arg("failed_at").arg(failed_at());
+            for (k, v) in &msg.fields {
+                x.arg(k).arg(v);
+            }
+            x.ignore();
         }
-        x.ignore();
+        Finish::Refused(reason, raw, _, bytes) => {
+            let x = pipe.cmd("XADD").arg(stream.dead_key());
+            x.arg("MAXLEN").arg("~").arg(dead_maxlen).arg("*");
+            x.arg("original_id").arg(id);
+            x.arg("error").arg(reason);
+            x.arg("attempts").arg(0);
+            x.arg("failed_at").arg(failed_at());
+            x.arg("bytes").arg(*bytes);
+            for (k, v) in raw {
+                x.arg(k.as_slice()).arg(v.as_slice());
+            }
+            x.ignore();
+        }
+        Finish::Delivered | Finish::Deleted => {}
     }
     pipe.cmd("XACK")
         .arg(&stream.key)
@@ -288,6 +385,10 @@ async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Fin
     match how {
         Finish::Delivered => Counter::Delivered.add_to(&mut pipe, 1),
         Finish::Dead(..) => Counter::Dead.add_to(&mut pipe, 1),
+        Finish::Refused(_, _, what, _) => {
+            Counter::Dead.add_to(&mut pipe, 1);
+            what.add_to(&mut pipe, 1);
+        }
         Finish::Deleted => {}
     }
     let mut shutdown = ctx.shutdown.clone();

@@ -5,12 +5,15 @@
 //! webhook listener, the mail reader, …) hands messages to one
 //! [`publish`](publish::publish) function, which routes them by the table of
 //! the configuration and writes `<agent>:<source>:inbox` — or
-//! `bridge:unrouted` when no route and no default agent matches: nothing is
-//! dropped. Outbound, every `<agent>:<source>:outbox` is drained with the
-//! consumer group `bridge` in one blocking multi-stream read, each entry is
-//! delivered by its source as coming from the agent named by the key (never
-//! by the payload), and acknowledged only after delivery; an entry that
-//! keeps failing goes to `<agent>:<source>:outbox:dead`.
+//! `bridge:unrouted` when no route and no default agent matches, or the
+//! route is parked (its agent is gone): a bad name never stops the bridge.
+//! Outbound, every `<agent>:<source>:outbox` is drained with the consumer
+//! group `bridge`, read piece by piece within a byte budget per outbox,
+//! each entry delivered by its source as coming from the agent named by
+//! the key (never by the payload) and acknowledged only after delivery; an
+//! entry that keeps failing, or is too large or malformed to deliver, goes
+//! to `<agent>:<source>:outbox:dead`. What is done is trimmed from the
+//! outbox; nothing undelivered is.
 //!
 //! * [`config`] — the JSON configuration file the daemon writes;
 //! * [`routing`] — the routing table (pure);
@@ -18,9 +21,13 @@
 //! * [`stats`] — the counters in `bridge:stats`;
 //! * [`publish`] — the only way into an inbox;
 //! * [`source`] — the `Source` trait and the messages it handles;
-//! * [`entries`] — stream entries as Redis returns them;
+//! * [`wire`] — the reader's connection, whose replies are read piece by
+//!   piece under byte bounds;
+//! * [`entries`] — outbox entries as the reader reads them: kept within
+//!   budget, too large, or malformed;
 //! * [`outbox`] — the reader of every outbox;
 //! * [`delivery`] — one outbox's worker: deliver, retry, dead-letter, ack;
+//! * [`trim`] — trimming what is delivered from an outbox, and only that;
 //! * [`sources`] — the sources: `webhook` (HTTP in, HTTP out) and `email`
 //!   (Maildir in, SMTP out);
 //! * [`service`] — the whole bridge: start, reload (SIGHUP), shutdown.
@@ -36,6 +43,8 @@ mod service;
 mod source;
 mod sources;
 mod stats;
+mod trim;
+mod wire;
 
 pub use config::{BridgeConfig, ConfigError};
 pub use publish::{PublishError, Published, Publisher};

@@ -3,16 +3,20 @@
 //! [`publish`] routes messages and writes them, in one pipeline:
 //!
 //! ```text
-//! XADD <agent>:<source>:inbox * source … channel … sender … text …
-//!      received_at <RFC 3339> external_id … [guild …] [address …] [extra …]
+//! XADD <agent>:<source>:inbox MAXLEN ~ <inbox_maxlen> * source … channel …
+//!      sender … text … received_at <RFC 3339> external_id … [guild …]
+//!      [address …] [extra …]
 //! …
 //! HINCRBY bridge:stats routed <n>
 //! ```
 //!
-//! or, for a message no route and no default agent matches, the same
-//! fields to `bridge:unrouted`, counted in `unrouted`. Nothing is dropped:
-//! when Redis does not take a message, its result is an error and the
-//! source must answer its sender with a failure.
+//! or, for a message no route and no default agent matches (or whose route
+//! is parked), the same fields and an `unrouted_reason` to
+//! `bridge:unrouted`, counted in `unrouted`. When Redis does not take a
+//! message, its result is an error and the source must answer its sender
+//! with a failure. Every stream written is capped (`MAXLEN ~`): an agent
+//! that never reads its inbox loses its oldest messages, not the host its
+//! memory.
 //!
 //! Sources publish through a [`Publisher`], which gathers the messages of
 //! concurrent callers into one call of [`publish`] (one pipeline, one
@@ -21,7 +25,7 @@
 //! (virtual) machine those wake-ups, not the commands, are most of the
 //! cost; a lone message still costs one round trip.
 
-use crate::routing::{RouteKey, Routes};
+use crate::routing::{RouteKey, Routes, Target};
 use crate::source::Inbound;
 use crate::stats::{Counter, UNROUTED_KEY};
 use oxidepm_lanes::StreamKey;
@@ -42,7 +46,11 @@ const OWN_FIELDS: &[&str] = &[
     "external_id",
     "guild",
     "address",
+    "unrouted_reason",
 ];
+
+/// Why a message is in `bridge:unrouted` when no route matched it.
+const NO_ROUTE: &str = "no route matches and there is no default agent";
 
 /// Most messages in one pipeline.
 const MAX_BATCH: usize = 512;
@@ -51,29 +59,27 @@ const QUEUE: usize = 8192;
 /// Pipelines in flight at once.
 const IN_FLIGHT: usize = 2;
 
-/// What routing needs: the table and the configured sources.
+/// What routing needs: the table, the configured sources and the cap of
+/// the streams written.
 #[derive(Clone, Debug, Default)]
 pub struct RoutingTable {
     /// The routes and the default agent.
     pub routes: Routes,
     /// Source names messages may be published under.
     pub sources: Vec<String>,
+    /// `MAXLEN ~` of every XADD (0: none, only in tests).
+    pub maxlen: u64,
 }
 
 impl RoutingTable {
-    /// The table of a configuration.
-    pub fn from_config(
-        cfg: &crate::BridgeConfig,
-    ) -> Result<RoutingTable, crate::config::RouteConfigError> {
-        let specs = cfg
-            .routes
-            .iter()
-            .map(|r| r.spec())
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(RoutingTable {
-            routes: Routes::new(&specs, cfg.default_agent.clone()),
+    /// The table of a configuration; a route that cannot be in force is
+    /// parked (see `oxidepm_lanes::bridge_routes`), never an error.
+    pub fn from_config(cfg: &crate::BridgeConfig) -> RoutingTable {
+        RoutingTable {
+            routes: Routes::from_plan(&cfg.route_plan()),
             sources: cfg.sources.clone(),
-        })
+            maxlen: cfg.inbox_maxlen,
+        }
     }
 }
 
@@ -113,11 +119,18 @@ impl fmt::Display for PublishError {
 
 impl std::error::Error for PublishError {}
 
-/// Where one message goes: `(agent, stream, counter)`.
-fn destination(
-    table: &RoutingTable,
-    m: &Inbound,
-) -> Result<(Option<String>, String, Counter), PublishError> {
+/// Where one message goes.
+struct Destination {
+    /// The agent, or `None` for `bridge:unrouted`.
+    agent: Option<String>,
+    /// The stream.
+    stream: String,
+    /// Why it is unrouted, if it is.
+    unrouted: Option<Arc<str>>,
+}
+
+/// Where one message goes.
+fn destination(table: &RoutingTable, m: &Inbound) -> Result<Destination, PublishError> {
     if !table.sources.contains(&m.source) {
         return Err(PublishError::UnknownSource(m.source.clone()));
     }
@@ -127,19 +140,35 @@ fn destination(
         guild: m.guild.as_deref(),
         address: m.address.as_deref(),
     };
+    let unrouted = |why: Arc<str>| Destination {
+        agent: None,
+        stream: UNROUTED_KEY.to_string(),
+        unrouted: Some(why),
+    };
     Ok(match table.routes.route(&key) {
-        Some((a, _)) => (
-            Some(a.to_string()),
-            StreamKey::inbox(a, &m.source).to_string(),
-            Counter::Routed,
-        ),
-        None => (None, UNROUTED_KEY.to_string(), Counter::Unrouted),
+        Some((Target::Agent(a), _)) => Destination {
+            agent: Some(a.to_string()),
+            stream: StreamKey::inbox(a, &m.source).to_string(),
+            unrouted: None,
+        },
+        Some((Target::Parked(why), _)) => unrouted(why.clone()),
+        None => unrouted(NO_ROUTE.into()),
     })
 }
 
 /// Adds the XADD of one message to `pipe`.
-fn add_xadd(pipe: &mut redis::Pipeline, stream: &str, m: &Inbound, received_at: &str) {
-    let x = pipe.cmd("XADD").arg(stream).arg("*");
+fn add_xadd(
+    pipe: &mut redis::Pipeline,
+    table: &RoutingTable,
+    d: &Destination,
+    m: &Inbound,
+    received_at: &str,
+) {
+    let x = pipe.cmd("XADD").arg(&d.stream);
+    if table.maxlen > 0 {
+        x.arg("MAXLEN").arg("~").arg(table.maxlen);
+    }
+    x.arg("*");
     x.arg("source").arg(&m.source);
     x.arg("channel").arg(&m.channel);
     x.arg("sender").arg(&m.sender);
@@ -152,6 +181,9 @@ fn add_xadd(pipe: &mut redis::Pipeline, stream: &str, m: &Inbound, received_at: 
     }
     if let Some(a) = &m.address {
         x.arg("address").arg(a);
+    }
+    if let Some(why) = &d.unrouted {
+        x.arg("unrouted_reason").arg(&**why);
     }
     for (k, v) in &m.extra {
         if !k.is_empty() && !OWN_FIELDS.contains(&k.as_str()) {
@@ -175,13 +207,13 @@ pub async fn publish<C: ConnectionLike>(
     let (mut routed, mut unrouted) = (0i64, 0i64);
     for m in msgs {
         match destination(table, m) {
-            Ok((agent, stream, counter)) => {
-                add_xadd(&mut pipe, &stream, m, &received_at);
-                match counter {
-                    Counter::Routed => routed += 1,
-                    _ => unrouted += 1,
+            Ok(d) => {
+                add_xadd(&mut pipe, table, &d, m, &received_at);
+                match d.unrouted {
+                    None => routed += 1,
+                    Some(_) => unrouted += 1,
                 }
-                plan.push(Ok((agent, stream)));
+                plan.push(Ok((d.agent, d.stream)));
             }
             Err(e) => plan.push(Err(e)),
         }

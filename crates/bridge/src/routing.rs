@@ -3,11 +3,16 @@
 //! Pure: no I/O. For a message of source `s`, a route of `s` for its
 //! channel beats one for its guild, which beats one for its address
 //! (compared without regard to case); then the default agent; else the
-//! message is unrouted (and goes to `bridge:unrouted`).
+//! message is unrouted (and goes to `bridge:unrouted`). A parked route
+//! (its agent is gone) still catches its messages, which go to
+//! `bridge:unrouted` with the reason, never to the default agent: they were
+//! meant for someone else.
 
+use oxidepm_lanes::bridge_config::RoutePlan;
 pub use oxidepm_lanes::bridge_config::{RouteSelector, RouteSpec};
 use oxidepm_lanes::AgentName;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What routing looks at in a message.
 #[derive(Clone, Copy, Debug, Default)]
@@ -35,8 +40,17 @@ pub enum RouteBy {
     Default,
 }
 
-/// source → selector value → agent.
-type Table = HashMap<String, HashMap<String, AgentName>>;
+/// Where a route sends its messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// To this agent's inbox.
+    Agent(AgentName),
+    /// To `bridge:unrouted`: the route is parked, for this reason.
+    Parked(Arc<str>),
+}
+
+/// source → selector value → target.
+type Table = HashMap<String, HashMap<String, Target>>;
 
 /// The table, indexed for lookups.
 #[derive(Clone, Debug, Default)]
@@ -44,34 +58,70 @@ pub struct Routes {
     channel: Table,
     guild: Table,
     address: Table,
-    default_agent: Option<AgentName>,
+    /// Where messages no route matches go.
+    default: Option<Target>,
+    active: usize,
 }
 
 impl Routes {
-    /// Builds the table; of two routes with the same key the first wins
-    /// (the configuration check refuses conflicting ones).
+    /// Builds the table; of two routes with the same key the first wins.
     pub fn new(routes: &[RouteSpec], default_agent: Option<AgentName>) -> Routes {
-        let mut t = Routes {
+        let plan = RoutePlan {
+            active: routes.to_vec(),
             default_agent,
+            ..RoutePlan::default()
+        };
+        Routes::from_plan(&plan)
+    }
+
+    /// Builds the table of a configuration's routes: those in force, and
+    /// the parked ones that still catch their messages.
+    pub fn from_plan(plan: &RoutePlan) -> Routes {
+        let default = match (&plan.default_agent, &plan.default_parked) {
+            (Some(a), _) => Some(Target::Agent(a.clone())),
+            (None, Some(why)) => Some(Target::Parked(
+                format!("default_agent parked: {why}").into(),
+            )),
+            (None, None) => None,
+        };
+        let mut t = Routes {
+            default,
             ..Routes::default()
         };
-        for r in routes {
-            let (map, value) = match &r.selector {
-                RouteSelector::Channel(v) => (&mut t.channel, v.clone()),
-                RouteSelector::Guild(v) => (&mut t.guild, v.clone()),
-                RouteSelector::Address(v) => (&mut t.address, v.to_lowercase()),
-            };
-            map.entry(r.source.clone())
-                .or_default()
-                .entry(value)
-                .or_insert_with(|| r.agent.clone());
+        for r in &plan.active {
+            if t.insert(r, Target::Agent(r.agent.clone())) {
+                t.active += 1;
+            }
+        }
+        for p in &plan.parked {
+            if let Some(spec) = &p.spec {
+                let why = format!("route parked: {}", p.why);
+                t.insert(spec, Target::Parked(why.into()));
+            }
         }
         t
     }
 
-    /// The agent a message goes to and why, or `None`: unrouted.
-    pub fn route(&self, key: &RouteKey<'_>) -> Option<(&AgentName, RouteBy)> {
-        fn look<'t>(map: &'t Table, source: &str, v: Option<&str>) -> Option<&'t AgentName> {
+    /// Adds a route unless one with its key is there; true if added.
+    fn insert(&mut self, r: &RouteSpec, target: Target) -> bool {
+        let (map, value) = match &r.selector {
+            RouteSelector::Channel(v) => (&mut self.channel, v.clone()),
+            RouteSelector::Guild(v) => (&mut self.guild, v.clone()),
+            RouteSelector::Address(v) => (&mut self.address, v.to_lowercase()),
+        };
+        let slot = map.entry(r.source.clone()).or_default().entry(value);
+        match slot {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(target);
+                true
+            }
+        }
+    }
+
+    /// Where a message goes and why, or `None`: unrouted.
+    pub fn route(&self, key: &RouteKey<'_>) -> Option<(&Target, RouteBy)> {
+        fn look<'t>(map: &'t Table, source: &str, v: Option<&str>) -> Option<&'t Target> {
             let v = v.filter(|v| !v.is_empty())?;
             map.get(source)?.get(v)
         }
@@ -85,16 +135,12 @@ impl Routes {
         if let Some(a) = look(&self.address, key.source, lower.as_deref()) {
             return Some((a, RouteBy::Address));
         }
-        self.default_agent.as_ref().map(|a| (a, RouteBy::Default))
+        self.default.as_ref().map(|t| (t, RouteBy::Default))
     }
 
-    /// Number of routes.
+    /// Number of routes in force.
     pub fn len(&self) -> usize {
-        [&self.channel, &self.guild, &self.address]
-            .iter()
-            .flat_map(|t| t.values())
-            .map(HashMap::len)
-            .sum()
+        self.active
     }
 
     /// Whether there is no route.
@@ -117,7 +163,10 @@ mod tests {
 
     /// The table's answer, with the agent as text.
     fn route<'t>(t: &'t Routes, k: &RouteKey<'_>) -> Option<(&'t str, RouteBy)> {
-        t.route(k).map(|(a, by)| (a.as_str(), by))
+        t.route(k).map(|(a, by)| match a {
+            Target::Agent(a) => (a.as_str(), by),
+            Target::Parked(_) => ("(parked)", by),
+        })
     }
 
     fn table(default: Option<&str>) -> Routes {
@@ -226,6 +275,46 @@ mod tests {
                 RouteSelector::Address("a@X".into()),
                 "b"
             ))
+        );
+    }
+
+    #[test]
+    fn a_parked_route_keeps_its_messages_from_the_default_agent() {
+        use oxidepm_lanes::bridge_config::RouteConfig;
+        let r = |channel: &str, agent: &str| RouteConfig {
+            source: "webhook".into(),
+            channel: Some(channel.into()),
+            guild: None,
+            address: None,
+            agent: agent.parse().unwrap(),
+        };
+        let agents: Vec<AgentName> = vec!["alice".parse().unwrap()];
+        let zed: AgentName = "zed".parse().unwrap();
+        let plan = RoutePlan::new(
+            &[r("c1", "alice"), r("c2", "carol")],
+            agents.first(),
+            &agents,
+            &["webhook".to_string()],
+        );
+        let orphan = RoutePlan::new(&[], Some(&zed), &agents, &["webhook".to_string()]);
+        match Routes::from_plan(&orphan).route(&key("webhook", Some("c9"), None, None)) {
+            Some((Target::Parked(why), RouteBy::Default)) => {
+                assert!(why.starts_with("default_agent parked"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let t = Routes::from_plan(&plan);
+        assert_eq!(t.len(), 1);
+        let k = key("webhook", Some("c2"), None, None);
+        match t.route(&k) {
+            Some((Target::Parked(why), RouteBy::Channel)) => {
+                assert!(why.contains("\"carol\" is not defined"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            route(&t, &key("webhook", Some("c9"), None, None)),
+            Some(("alice", RouteBy::Default))
         );
     }
 }

@@ -9,7 +9,7 @@
 //! implementations and the webhook's listen address need a restart; a
 //! reload that changes them says so in its report and in the log.
 
-use crate::config::{BridgeConfig, ConfigError, RouteConfigError};
+use crate::config::{BridgeConfig, ConfigError};
 use crate::conn::{ConnectError, RedisTarget};
 use crate::delivery::{DeliveryContext, DeliverySettings};
 use crate::outbox::{OutboxPlan, Reader};
@@ -52,9 +52,6 @@ pub enum BridgeError {
     /// Redis does not take the bridge's connection.
     #[error(transparent)]
     Connect(#[from] ConnectError),
-    /// A route is not one.
-    #[error(transparent)]
-    Route(#[from] RouteConfigError),
     /// A source refuses the new configuration.
     #[error("source {name}: {source}")]
     Reload {
@@ -137,13 +134,35 @@ fn plan(cfg: &BridgeConfig, deliverers: &HashMap<String, Arc<dyn Source>>) -> Ou
         block: Duration::from_millis(cfg.outbox.block_ms),
         batch: cfg.outbox.batch,
         claim_idle: Duration::from_millis(cfg.outbox.claim_idle_ms),
+        max_entry_bytes: cfg.outbox.max_entry_bytes,
+        buffer_bytes: cfg.outbox.buffer_bytes,
     }
+}
+
+/// Logs every parked route and a parked default agent; returns how many.
+fn warn_parked(cfg: &BridgeConfig) -> usize {
+    let plan = cfg.route_plan();
+    for p in &plan.parked {
+        let r = &p.route;
+        log::warn!(
+            "route of source {:?} to {:?} is parked: {}",
+            r.source,
+            r.agent.as_str(),
+            p.why
+        );
+    }
+    if let Some(why) = &plan.default_parked {
+        log::warn!("default_agent is parked: {why}");
+    }
+    plan.parked.len() + usize::from(plan.default_parked.is_some())
 }
 
 fn delivery_settings(cfg: &BridgeConfig) -> DeliverySettings {
     DeliverySettings {
         retry: cfg.retry,
         deliver_timeout: Duration::from_millis(cfg.outbox.deliver_timeout_ms),
+        max_entry_bytes: cfg.outbox.max_entry_bytes,
+        dead_maxlen: cfg.outbox.dead_maxlen,
     }
 }
 
@@ -154,6 +173,8 @@ pub struct ReloadReport {
     pub agents: usize,
     /// Routes now in force.
     pub routes: usize,
+    /// Routes parked (and the default agent, when it is).
+    pub parked: usize,
     /// Outboxes now drained.
     pub outboxes: usize,
     /// Changes that only take effect after a restart.
@@ -164,8 +185,8 @@ impl fmt::Display for ReloadReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} agents, {} routes, {} outboxes drained",
-            self.agents, self.routes, self.outboxes
+            "{} agents, {} routes ({} parked), {} outboxes drained",
+            self.agents, self.routes, self.parked, self.outboxes
         )?;
         if !self.need_restart.is_empty() {
             write!(
@@ -204,12 +225,9 @@ impl Bridge {
         let con = target
             .connect_patiently(COMMAND_TIMEOUT, REDIS_PATIENCE)
             .await?;
-        let block = Duration::from_millis(cfg.outbox.block_ms);
-        let reader_con = target
-            .connect_patiently(block + COMMAND_TIMEOUT, REDIS_PATIENCE)
-            .await?;
-        let table = RoutingTable::from_config(&cfg)?;
+        let table = RoutingTable::from_config(&cfg);
         let routes = table.routes.len();
+        let parked = warn_parked(&cfg);
         let publisher = Publisher::new(con.clone(), table);
         let (trigger, shutdown) = Shutdown::new();
         let delivering = deliverers(&cfg, &sources);
@@ -234,10 +252,10 @@ impl Bridge {
                 }
             }));
         }
-        let reader = Reader::new(ctx.clone(), reader_con, plan_rx);
+        let reader = Reader::new(ctx.clone(), target.clone(), plan_rx);
         tasks.push(tokio::spawn(reader.run(GRACE)));
         log::info!(
-            "bridge started as {} on {}: {} agents, {routes} routes, {} outboxes drained",
+            "bridge started as {} on {}: {} agents, {routes} routes ({parked} parked), {} outboxes drained",
             target.user,
             target.socket.display(),
             cfg.agents.len(),
@@ -270,7 +288,7 @@ impl Bridge {
     /// one stays in force.
     pub fn reload(&self) -> Result<ReloadReport, BridgeError> {
         let cfg = BridgeConfig::load(&self.config_path)?;
-        let table = RoutingTable::from_config(&cfg)?;
+        let table = RoutingTable::from_config(&cfg);
         let mut old = self.config.lock().unwrap_or_else(|p| p.into_inner());
         let mut need_restart = Vec::new();
         if cfg.redis_socket != old.redis_socket
@@ -293,6 +311,7 @@ impl Bridge {
             need_restart.extend(more);
         }
         let routes = table.routes.len();
+        let parked = warn_parked(&cfg);
         self.publisher.set_table(table);
         let delivering = deliverers(&cfg, &self.sources);
         let plan = plan(&cfg, &delivering);
@@ -305,12 +324,23 @@ impl Bridge {
         let report = ReloadReport {
             agents: cfg.agents.len(),
             routes,
+            parked,
             outboxes: plan.outboxes.len(),
             need_restart,
         };
         self.plan_tx.send_replace(plan);
         *old = cfg;
         Ok(report)
+    }
+
+    /// Says in `bridge:status` whether the last reload failed, for
+    /// `oxidepm route list`: a failed reload must not look like one that
+    /// took.
+    pub async fn record_reload(&self, error: Option<&str>) {
+        let mut con = self.ctx.con.clone();
+        if let Err(e) = crate::stats::record_reload(&mut con, error).await {
+            log::warn!("cannot record the reload's outcome in Redis: {e}");
+        }
     }
 
     /// Stops: no new request or read; deliveries and requests in flight
@@ -338,6 +368,7 @@ pub async fn run(config_path: PathBuf) -> Result<(), BridgeError> {
     let mut term = sig(SignalKind::terminate())?;
     let mut int = sig(SignalKind::interrupt())?;
     let bridge = Bridge::start(config_path).await?;
+    bridge.record_reload(None).await;
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     loop {
         tokio::select! {
@@ -347,8 +378,12 @@ pub async fn run(config_path: PathBuf) -> Result<(), BridgeError> {
                     if !report.need_restart.is_empty() {
                         log::warn!("restart the bridge to change: {}", report.need_restart.join(", "));
                     }
+                    bridge.record_reload(None).await;
                 }
-                Err(e) => log::error!("reload failed, previous configuration kept: {e}"),
+                Err(e) => {
+                    log::error!("reload failed, previous configuration kept: {e}");
+                    bridge.record_reload(Some(&e.to_string())).await;
+                }
             },
             _ = term.recv() => break,
             _ = int.recv() => break,

@@ -1,5 +1,6 @@
 //! The bridge's counters: fields of the Redis hash `bridge:stats`, each
-//! raised with HINCRBY in the same pipeline as the write it counts.
+//! raised with HINCRBY in the same pipeline as the write it counts; and
+//! its status (`bridge:status`): whether its last reload failed.
 
 use redis::aio::ConnectionManager;
 
@@ -18,6 +19,14 @@ pub enum Counter {
     Retried,
     /// Outbox entries moved to a dead-letter stream.
     Dead,
+    /// Of those, entries over `max_entry_bytes`: their fields were not
+    /// copied, and are gone once the outbox is trimmed.
+    TooLarge,
+    /// Of those, entries that could not be delivered as they are (not
+    /// UTF-8, malformed): copied as they are.
+    Malformed,
+    /// Delivered (or dead-lettered) entries trimmed from the outboxes.
+    Trimmed,
 }
 
 impl Counter {
@@ -29,6 +38,9 @@ impl Counter {
             Counter::Delivered => "delivered",
             Counter::Retried => "retried",
             Counter::Dead => "dead",
+            Counter::TooLarge => "too_large",
+            Counter::Malformed => "malformed",
+            Counter::Trimmed => "trimmed",
         }
     }
 
@@ -40,6 +52,35 @@ impl Counter {
             .arg(n)
             .ignore();
     }
+}
+
+/// Records in `bridge:status` that the last reload failed (with why), or
+/// that it did not.
+pub async fn record_reload(
+    con: &mut ConnectionManager,
+    error: Option<&str>,
+) -> redis::RedisResult<()> {
+    use oxidepm_lanes::bridge_config::STATUS_KEY;
+    let cmd = match error {
+        Some(e) => {
+            let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let mut c = redis::cmd("HSET");
+            c.arg(STATUS_KEY)
+                .arg("reload_error")
+                .arg(e)
+                .arg("reload_failed_at")
+                .arg(at);
+            c
+        }
+        None => {
+            let mut c = redis::cmd("HDEL");
+            c.arg(STATUS_KEY)
+                .arg("reload_error")
+                .arg("reload_failed_at");
+            c
+        }
+    };
+    cmd.query_async(con).await
 }
 
 /// Raises one counter on its own (when nothing else is written).

@@ -2,9 +2,11 @@
 //! and real HTTP on loopback: in-process, and as the real binary where a
 //! signal is the point.
 
+mod bounds;
 mod harness;
 mod maildir_race;
 mod webhook_limits;
+mod parking;
 
 use crate::source::Inbound;
 use harness::*;

@@ -173,7 +173,7 @@ fn agent_rules(agent: &AgentName) -> Vec<String> {
     r
 }
 
-/// The bridge: reads and acknowledges every outbox, writes every inbox,
+/// The bridge: reads, acknowledges and trims every outbox, writes every inbox,
 /// the dead-letter streams and its own `bridge:*` keys.
 fn bridge_rules() -> Vec<String> {
     let mut r = vec!["resetchannels".to_string(), "-@all".to_string()];
@@ -184,6 +184,8 @@ fn bridge_rules() -> Vec<String> {
     r.push("+hgetall".into());
     r.push("+hset".into());
     r.push("+hdel".into());
+    // Delivered entries are trimmed from the outboxes (XTRIM MINID).
+    r.push("+xtrim".into());
     let outboxes = glob(None, None, Dir::Outbox);
     r.push(format!("~{outboxes}"));
     r.push(format!("~{}", dead_letter(&outboxes)));
@@ -279,7 +281,7 @@ mod tests {
             AclUser::Bridge.rules().join(" "),
             "resetchannels -@all +xadd +xreadgroup +xack +xautoclaim +xclaim \
              +xpending +xlen +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
-             +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel \
+             +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel +xtrim \
              ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox"
         );
         assert!(ops

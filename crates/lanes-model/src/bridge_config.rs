@@ -28,8 +28,14 @@
 //! `bridge:unrouted`); `retry` as above.
 //!
 //! A route has a `source`, an `agent` and exactly one of `channel`, `guild`
-//! or `address` (matched without regard to case). Every agent a route names
-//! must be in `agents`, every source in `sources`.
+//! or `address` (matched without regard to case). A route whose agent is
+//! not in `agents` or whose source is not in `sources`, a malformed one, or
+//! one an earlier route shadows is parked, not refused (see
+//! [`crate::bridge_routes`]); so is a `default_agent` not in `agents`.
+//!
+//! `inbox_maxlen` caps every stream the bridge writes inbound messages to
+//! (`<agent>:<source>:inbox`, `bridge:unrouted`) with `MAXLEN ~`; default
+//! 10,000 entries.
 //!
 //! `webhook` keys: `listen` (default 127.0.0.1:8787; another address than
 //! loopback needs `"allow_non_loopback": true`), `token_file` (the bearer
@@ -52,7 +58,14 @@
 //! per stream at once, default 64), `concurrency` (deliveries in flight over
 //! all outboxes, default 32), `claim_idle_ms` (entries pending that long
 //! with another consumer are claimed, default 60,000), `deliver_timeout_ms`
-//! (default 30,000).
+//! (default 30,000), `max_entry_bytes` (an entry larger than this, field
+//! names and values together, is dead-lettered without being delivered or
+//! copied; default 1 MiB, the proxy's value limit), `buffer_bytes` (bytes
+//! of one outbox's entries the bridge holds at once, read and not yet done;
+//! one entry is read even when it alone is larger; default 2 MiB),
+//! `dead_maxlen` (cap of each dead-letter stream, `MAXLEN ~`; default
+//! 10,000). Delivered entries are trimmed from their outbox (`XTRIM MINID`
+//! below the oldest entry not yet acknowledged), never undelivered ones.
 //!
 //! `email` keys: `maildir` (whose `new/` mail is routed into inboxes),
 //! `smtp` (the relay, `host:port`, for outbox mail), `from` (agent → its
@@ -66,9 +79,17 @@ use crate::config::{load_json, ConfigError};
 use crate::name::{AgentName, NameError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+
+/// The hash where the bridge says whether its last reload failed
+/// (`reload_error`, `reload_failed_at`; absent when it did not), so that
+/// the daemon can show it.
+pub const STATUS_KEY: &str = "bridge:status";
+
+pub use crate::bridge_routes::{
+    Parked, ParkedRoute, RouteConfig, RouteConfigError, RoutePlan, RouteSelector, RouteSpec,
+};
 
 /// The whole file.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -105,6 +126,13 @@ pub struct BridgeConfig {
     /// The outbox reader.
     #[serde(default)]
     pub outbox: OutboxConfig,
+    /// Cap (`MAXLEN ~`) of the inboxes and `bridge:unrouted`.
+    #[serde(default = "default_inbox_maxlen")]
+    pub inbox_maxlen: u64,
+}
+
+fn default_inbox_maxlen() -> u64 {
+    10_000
 }
 
 fn bridge_user() -> String {
@@ -113,53 +141,6 @@ fn bridge_user() -> String {
 
 fn default_sources() -> Vec<String> {
     vec!["webhook".into(), "email".into()]
-}
-
-/// One route: a source and one selector → an agent.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RouteConfig {
-    /// The source it applies to.
-    pub source: String,
-    /// A channel id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub channel: Option<String>,
-    /// A guild (server, workspace) id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub guild: Option<String>,
-    /// A mail address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
-    /// The agent it routes to.
-    pub agent: AgentName,
-}
-
-impl RouteConfig {
-    /// The route in the routing table's terms, or why it is not one.
-    pub fn spec(&self) -> Result<RouteSpec, RouteConfigError> {
-        let selector = match (&self.channel, &self.guild, &self.address) {
-            (Some(c), None, None) => RouteSelector::Channel(c.clone()),
-            (None, Some(g), None) => RouteSelector::Guild(g.clone()),
-            (None, None, Some(a)) => RouteSelector::Address(a.clone()),
-            _ => {
-                return Err(RouteConfigError::Selectors {
-                    agent: self.agent.clone(),
-                    family: self.source.clone(),
-                })
-            }
-        };
-        if selector.value().is_empty() {
-            return Err(RouteConfigError::EmptySelector {
-                agent: self.agent.clone(),
-                family: self.source.clone(),
-            });
-        }
-        Ok(RouteSpec {
-            source: self.source.clone(),
-            selector,
-            agent: self.agent.clone(),
-        })
-    }
 }
 
 /// The `webhook` section.
@@ -298,6 +279,12 @@ pub struct OutboxConfig {
     pub claim_idle_ms: u64,
     /// Timeout of one delivery, in milliseconds.
     pub deliver_timeout_ms: u64,
+    /// Largest entry delivered, in bytes (field names and values).
+    pub max_entry_bytes: usize,
+    /// Bytes of one outbox's entries held at once.
+    pub buffer_bytes: usize,
+    /// Cap (`MAXLEN ~`) of each dead-letter stream.
+    pub dead_maxlen: u64,
 }
 
 impl Default for OutboxConfig {
@@ -309,6 +296,9 @@ impl Default for OutboxConfig {
             concurrency: 32,
             claim_idle_ms: 60_000,
             deliver_timeout_ms: 30_000,
+            max_entry_bytes: 1 << 20,
+            buffer_bytes: 2 << 20,
+            dead_maxlen: 10_000,
         }
     }
 }
@@ -328,6 +318,7 @@ impl BridgeConfig {
             email: None,
             retry: RetryConfig::default(),
             outbox: OutboxConfig::default(),
+            inbox_maxlen: default_inbox_maxlen(),
         }
     }
 
@@ -338,7 +329,8 @@ impl BridgeConfig {
         Ok(cfg)
     }
 
-    /// Checks names and that the parts fit together.
+    /// Checks names and that the parts fit together. Routes are not
+    /// checked here: a bad one is parked ([`BridgeConfig::route_plan`]).
     pub fn check(&self) -> Result<(), BridgeConfigError> {
         for s in &self.sources {
             check_source_name(s)?;
@@ -346,51 +338,18 @@ impl BridgeConfig {
         for a in &self.agents {
             a.check_families(&self.sources)?;
         }
-        let known_agent = |a: &AgentName, what: &'static str| {
-            if self.agents.iter().any(|x| x == a) {
-                Ok(())
-            } else {
-                Err(BridgeConfigError::UnknownAgent {
-                    what,
-                    agent: a.clone(),
-                })
-            }
-        };
-        let known_source = |s: &str, what: &'static str| {
-            if self.sources.iter().any(|x| x == s) {
-                Ok(())
-            } else {
-                Err(BridgeConfigError::UnknownSource {
-                    what,
-                    family: s.to_string(),
-                })
-            }
-        };
-        if let Some(d) = &self.default_agent {
-            known_agent(d, "default_agent")?;
-        }
-        let mut seen: Vec<RouteSpec> = Vec::new();
-        for r in &self.routes {
-            let spec = r.spec()?;
-            known_agent(&r.agent, "a route")?;
-            known_source(&r.source, "a route")?;
-            if let Some(other) = seen.iter().find(|o| o.same_key(&spec)) {
-                if other.agent != spec.agent {
-                    return Err(BridgeConfigError::Conflict {
-                        family: spec.source,
-                        selector: spec.selector,
-                        first: other.agent.clone(),
-                        second: spec.agent,
-                    });
-                }
-            }
-            seen.push(spec);
-        }
         if self.retry.attempts == 0 {
             return Err(BridgeConfigError::RetryAttempts);
         }
         let o = &self.outbox;
-        if o.batch == 0 || o.concurrency == 0 || o.block_ms == 0 {
+        let zero = o.batch == 0
+            || o.concurrency == 0
+            || o.block_ms == 0
+            || o.max_entry_bytes == 0
+            || o.buffer_bytes == 0
+            || o.dead_maxlen == 0
+            || self.inbox_maxlen == 0;
+        if zero {
             return Err(BridgeConfigError::OutboxZero);
         }
         let consumer_ok = !o.consumer.is_empty()
@@ -409,6 +368,18 @@ impl BridgeConfig {
             (None, false) => {}
         }
         Ok(())
+    }
+}
+
+impl BridgeConfig {
+    /// The routes in force and those parked, with why.
+    pub fn route_plan(&self) -> RoutePlan {
+        RoutePlan::new(
+            &self.routes,
+            self.default_agent.as_ref(),
+            &self.agents,
+            &self.sources,
+        )
     }
 }
 
@@ -523,29 +494,6 @@ pub enum UrlError {
     },
 }
 
-/// Why a route of the file is not one.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RouteConfigError {
-    /// None or more than one of channel, guild and address.
-    #[error(
-        "route to {agent:?} for source {family:?} must have exactly one of channel, guild or address"
-    )]
-    Selectors {
-        /// The route's agent.
-        agent: AgentName,
-        /// The route's source.
-        family: String,
-    },
-    /// The selector is empty.
-    #[error("route to {agent:?} for source {family:?} has an empty selector")]
-    EmptySelector {
-        /// The route's agent.
-        agent: AgentName,
-        /// The route's source.
-        family: String,
-    },
-}
-
 /// Why the bridge's values do not fit together.
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeConfigError {
@@ -555,44 +503,14 @@ pub enum BridgeConfigError {
     /// An agent is named like a source.
     #[error(transparent)]
     AgentName(#[from] NameError),
-    /// The default agent or a route names an agent not in `agents`.
-    #[error("{what} names agent {agent:?}, which is not in agents")]
-    UnknownAgent {
-        /// What names it.
-        what: &'static str,
-        /// The agent.
-        agent: AgentName,
-    },
-    /// A route names a source not in `sources`.
-    #[error("{what} names source {family:?}, which is not in sources")]
-    UnknownSource {
-        /// What names it.
-        what: &'static str,
-        /// The source.
-        family: String,
-    },
-    /// A route is not one.
-    #[error(transparent)]
-    Route(#[from] RouteConfigError),
-    /// Two routes match the same messages but go to different agents.
-    #[error(
-        "two routes for source {family:?} {selector} go to different agents ({first:?} and {second:?})"
-    )]
-    Conflict {
-        /// The source.
-        family: String,
-        /// What both match.
-        selector: RouteSelector,
-        /// The agent of the first route.
-        first: AgentName,
-        /// The agent of the second.
-        second: AgentName,
-    },
     /// `retry.attempts` 0.
     #[error("retry.attempts must be at least 1")]
     RetryAttempts,
-    /// An outbox setting is 0.
-    #[error("outbox.batch, outbox.concurrency and outbox.block_ms must be positive")]
+    /// An outbox or stream size setting is 0.
+    #[error(
+        "outbox.batch, outbox.concurrency, outbox.block_ms, outbox.max_entry_bytes, \
+         outbox.buffer_bytes, outbox.dead_maxlen and inbox_maxlen must be positive"
+    )]
     OutboxZero,
     /// A consumer name Redis would not take as one word.
     #[error("outbox.consumer {consumer:?}: use 1 to 64 printable characters without spaces")]
@@ -637,62 +555,6 @@ pub enum BridgeConfigError {
         /// The key.
         key: &'static str,
     },
-}
-
-/// What a route matches on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RouteSelector {
-    /// A channel id, exactly.
-    Channel(String),
-    /// A guild id, exactly.
-    Guild(String),
-    /// A mail address, without regard to case.
-    Address(String),
-}
-
-impl RouteSelector {
-    /// The value matched on.
-    pub fn value(&self) -> &str {
-        match self {
-            RouteSelector::Channel(v) | RouteSelector::Guild(v) | RouteSelector::Address(v) => v,
-        }
-    }
-}
-
-impl fmt::Display for RouteSelector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RouteSelector::Channel(v) => write!(f, "channel {v:?}"),
-            RouteSelector::Guild(v) => write!(f, "guild {v:?}"),
-            RouteSelector::Address(v) => write!(f, "address {v:?}"),
-        }
-    }
-}
-
-/// One route, as the routing table takes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RouteSpec {
-    /// The source it applies to.
-    pub source: String,
-    /// What it matches.
-    pub selector: RouteSelector,
-    /// Where it sends.
-    pub agent: AgentName,
-}
-
-impl RouteSpec {
-    /// Whether both match the same messages.
-    pub fn same_key(&self, other: &RouteSpec) -> bool {
-        self.source == other.source
-            && match (&self.selector, &other.selector) {
-                (RouteSelector::Channel(a), RouteSelector::Channel(b))
-                | (RouteSelector::Guild(a), RouteSelector::Guild(b)) => a == b,
-                (RouteSelector::Address(a), RouteSelector::Address(b)) => {
-                    a.to_lowercase() == b.to_lowercase()
-                }
-                _ => false,
-            }
-    }
 }
 
 /// The `email` section of the bridge's configuration.
@@ -760,13 +622,9 @@ mod tests {
     fn refuses_what_does_not_fit() {
         for bad in [
             r#", "typo": 1"#,
-            r#", "default_agent": "carol""#,
-            r#", "routes": [{"source": "webhook", "agent": "alice"}]"#,
-            r#", "routes": [{"source": "webhook", "channel": "c", "guild": "g", "agent": "alice"}]"#,
-            r#", "routes": [{"source": "sms", "channel": "c", "agent": "alice"}]"#,
-            r#", "routes": [{"source": "webhook", "channel": "c", "agent": "alice"},
-                            {"source": "webhook", "channel": "c", "agent": "bob"}]"#,
             r#", "retry": {"attempts": 0}"#,
+            r#", "outbox": {"max_entry_bytes": 0}"#,
+            r#", "inbox_maxlen": 0"#,
         ] {
             assert!(parse(bad).is_err(), "accepted {bad}");
         }
@@ -788,6 +646,23 @@ mod tests {
                        "webhook": {"token_file": "/t", "deliver": {"*": "https://x/"}}}"#;
         let c: BridgeConfig = serde_json::from_str(text).unwrap();
         assert!(c.check().unwrap_err().to_string().contains("http://"));
+    }
+
+    #[test]
+    fn bad_routes_and_an_unknown_default_agent_are_parked_not_refused() {
+        let c = parse(
+            r#", "default_agent": "carol",
+                 "routes": [{"source": "webhook", "agent": "alice"},
+                            {"source": "webhook", "channel": "c", "agent": "dave"},
+                            {"source": "sms", "channel": "c", "agent": "alice"},
+                            {"source": "webhook", "channel": "d", "agent": "alice"},
+                            {"source": "webhook", "channel": "d", "agent": "bob"}]"#,
+        )
+        .unwrap();
+        let plan = c.route_plan();
+        assert_eq!(plan.active.len(), 1);
+        assert_eq!(plan.parked.len(), 4);
+        assert!(plan.default_parked.is_some());
     }
 
     #[test]

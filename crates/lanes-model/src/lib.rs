@@ -8,6 +8,7 @@
 
 pub mod acl;
 pub mod bridge_config;
+pub mod bridge_routes;
 pub mod config;
 pub mod name;
 pub mod proxy_config;

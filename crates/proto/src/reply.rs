@@ -107,6 +107,10 @@ pub struct AppAction {
     pub id: u64,
     /// The app's name.
     pub name: String,
+    /// What else the request did because of this app (deleting an agent
+    /// parks its routes), when anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// The new process, when one was spawned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,

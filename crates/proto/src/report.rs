@@ -50,6 +50,14 @@ pub struct RoutesReport {
     /// user cannot be had, cannot reach its files or its Maildir, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// Why the default agent is parked (not an agent): its messages go to
+    /// `bridge:unrouted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_agent_parked: Option<String>,
+    /// Why the running bridge refused its newest configuration, if it
+    /// did: it runs with the one before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload_error: Option<String>,
     /// Routes of daemon.toml, then those added at runtime.
     pub routes: Vec<RouteReport>,
 }
@@ -71,12 +79,22 @@ pub struct BridgeCounters {
     pub dead: i64,
     /// Outbox entries delivered and acknowledged.
     pub delivered: i64,
+    /// Of the dead, entries not deliverable as written (not UTF-8).
+    #[serde(default)]
+    pub malformed: i64,
     /// Outbox entries read by the bridge and not acknowledged yet.
     pub pending: i64,
     /// Delivery tries that failed and were tried again.
     pub retried: i64,
     /// Inbound messages written to an agent's inbox.
     pub routed: i64,
+    /// Of the dead, entries over the bridge's entry size limit (their
+    /// fields were not kept).
+    #[serde(default)]
+    pub too_large: i64,
+    /// Delivered or dead-lettered entries trimmed from the outboxes.
+    #[serde(default)]
+    pub trimmed: i64,
     /// Inbound messages written to `bridge:unrouted`.
     pub unrouted: i64,
     /// Entries in `bridge:unrouted`.
@@ -85,13 +103,16 @@ pub struct BridgeCounters {
 
 impl BridgeCounters {
     /// Name and value of each counter, in the order they are shown.
-    pub fn entries(&self) -> [(&'static str, i64); 7] {
+    pub fn entries(&self) -> [(&'static str, i64); 10] {
         [
             ("dead", self.dead),
             ("delivered", self.delivered),
+            ("malformed", self.malformed),
             ("pending", self.pending),
             ("retried", self.retried),
             ("routed", self.routed),
+            ("too_large", self.too_large),
+            ("trimmed", self.trimmed),
             ("unrouted", self.unrouted),
             ("unrouted_stream", self.unrouted_stream),
         ]
@@ -134,6 +155,10 @@ pub struct RouteReport {
     pub guild: Option<String>,
     /// Where the route comes from.
     pub origin: RouteOrigin,
+    /// Why the route is not in force, if it is not (its agent is gone, …):
+    /// its messages go to `bridge:unrouted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked: Option<String>,
     /// Source family.
     pub source: String,
 }
@@ -147,6 +172,7 @@ impl RouteReport {
             channel: route.channel,
             guild: route.guild,
             origin,
+            parked: None,
             source: route.source,
         }
     }

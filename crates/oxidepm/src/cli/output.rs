@@ -169,6 +169,11 @@ impl Printer {
             status: None,
             pid: a.pid,
         }));
+        for a in rows {
+            if let Some(note) = &a.note {
+                println!("{}: {note}", a.name);
+            }
+        }
     }
 
     /// Prints what a define did.
@@ -409,9 +414,21 @@ impl Printer {
         } else {
             table(&["source", "match", "agent", "origin"], &rows);
         }
+        for r in &report.routes {
+            if let Some(why) = &r.parked {
+                let (k, m) = r.matcher().unwrap_or(("-", "-"));
+                println!("parked: {} {k}={m} -> {}: {why}", r.source, r.agent);
+            }
+        }
         println!("default agent: {}", or_dash(report.default_agent.as_ref()));
         if let Some(problem) = &report.problem {
             println!("bridge: not running: {problem}");
+        }
+        if let Some(why) = &report.default_agent_parked {
+            println!("default agent parked: {why}");
+        }
+        if let Some(e) = &report.reload_error {
+            println!("bridge: its last reload failed: {e}");
         }
         let parts: Vec<String> = match &report.counters {
             None => return,

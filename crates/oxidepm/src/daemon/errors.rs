@@ -170,6 +170,7 @@ impl From<lanes::Error> for ErrorBody {
             | E::RequestNotJson(_)
             | E::NotARequest(_) => ErrorCode::BadRequest,
             E::NoSuchAgent { .. } => ErrorCode::NotFound,
+            E::RouteConflict { .. } => ErrorCode::Conflict,
             // Everything else is the lanes' machinery failing, not the
             // request: the same request may succeed once it is fixed.
             E::NoRedisServer

@@ -1,5 +1,10 @@
 //! The bridge's side of the lanes: its configuration, the app that runs
 //! it, and the routing table with its counters.
+//!
+//! A route whose agent is not (or no longer) defined is parked, not
+//! dropped and not a reason to refuse the bridge's configuration: the
+//! bridge sends its messages to `bridge:unrouted` with the reason, and
+//! `route list` shows it. It is in force again once the agent is defined.
 
 use super::admin::{
     connect, ensure_app, find_app, group_pending, is_running, sibling, AgentLane, Lanes,
@@ -11,7 +16,9 @@ use super::bridge_user::{
 use super::error::Error;
 use super::layout::BRIDGE_APP;
 use crate::supervise::{control, lock, Shared};
-use oxidepm_lanes::bridge_config::{BridgeConfig, EmailConfig, RouteConfig, WebhookConfig};
+use oxidepm_lanes::bridge_config::{
+    BridgeConfig, EmailConfig, RouteConfig, WebhookConfig, STATUS_KEY,
+};
 use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::stream_key::{BRIDGE_GROUP, STATS_KEY, UNROUTED_KEY};
 use oxidepm_lanes::{AclUser, Secret, StreamKey};
@@ -252,20 +259,24 @@ impl Lanes {
         conf.routes = routes
             .iter()
             .filter(|r| served.contains(&r.source))
-            .map(|r| {
-                Ok(RouteConfig {
-                    source: r.source.clone(),
-                    channel: r.channel.clone(),
-                    guild: r.guild.clone(),
-                    address: r.address.clone(),
-                    agent: r.agent.parse().map_err(|source| Error::RouteAgent {
-                        route: Box::new(r.clone()),
-                        source,
-                    })?,
-                })
+            .filter_map(|r| match route_config(r) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    // Shown by `route list`; the other routes go on.
+                    log::warn!("route {} left out: {e}", r.describe());
+                    None
+                }
             })
-            .collect::<Result<_, Error>>()?;
+            .collect();
         conf.sources = served;
+        if let Some(m) = self.settings.maxlen {
+            conf.inbox_maxlen = m;
+        }
+        let b = &self.settings.bridge;
+        let o = &mut conf.outbox;
+        o.max_entry_bytes = b.max_entry_bytes.unwrap_or(o.max_entry_bytes);
+        o.buffer_bytes = b.buffer_bytes.unwrap_or(o.buffer_bytes);
+        o.dead_maxlen = b.dead_maxlen.unwrap_or(o.dead_maxlen);
         conf.default_agent = self.settings.default_agent.clone();
         conf.webhook = self.settings.webhook.as_ref().map(|w| WebhookConfig {
             deliver: w.deliver.clone(),
@@ -284,10 +295,16 @@ impl Lanes {
     /// The routing table with where each route comes from, the default
     /// agent and the bridge's counters.
     pub async fn routes_report(&self, shared: &Shared) -> Result<RoutesReport, Error> {
-        let routes: Vec<RouteReport> = self
-            .routes(shared)
+        let all = self.routes(shared);
+        let plain: Vec<Route> = all.iter().map(|(r, _)| r.clone()).collect();
+        let (parked, default_agent_parked) = self.parked(&self.agents(shared), &plain)?;
+        let routes: Vec<RouteReport> = all
             .into_iter()
-            .map(|(r, origin)| RouteReport::new(r, origin))
+            .zip(parked)
+            .map(|((r, origin), why)| RouteReport {
+                parked: why,
+                ..RouteReport::new(r, origin)
+            })
             .collect();
         let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin));
         let sock = self.layout.redis_socket();
@@ -301,11 +318,24 @@ impl Lanes {
                     .map(move |s| StreamKey::outbox(&a.name, s).to_string())
             })
             .collect();
-        let counters = match pw {
-            Err(_) => Some(Counters::Unread {}),
-            Ok(pw) => tokio::task::spawn_blocking(move || -> Counters {
+        let (counters, reload_error) = match pw {
+            Err(_) => (Some(Counters::Unread {}), None),
+            Ok(pw) => match tokio::task::spawn_blocking(move || -> (Counters, Option<String>) {
                 let Ok(mut con) = connect(&sock, &pw) else {
-                    return Counters::Unread {};
+                    return (Counters::Unread {}, None);
+                };
+                let status: Vec<Option<String>> = redis::cmd("HMGET")
+                    .arg(STATUS_KEY)
+                    .arg("reload_error")
+                    .arg("reload_failed_at")
+                    .query(&mut con)
+                    .unwrap_or_default();
+                let reload_error = match status.as_slice() {
+                    [Some(e), at] => Some(format!(
+                        "{e} (at {}); the bridge runs with its previous configuration",
+                        at.as_deref().unwrap_or("?")
+                    )),
+                    _ => None,
                 };
                 let pending: i64 = outboxes
                     .iter()
@@ -316,26 +346,35 @@ impl Lanes {
                     .query(&mut con)
                     .unwrap_or_default();
                 let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
-                Counters::Read(BridgeCounters {
+                let counters = Counters::Read(BridgeCounters {
                     dead: stat("dead"),
                     delivered: stat("delivered"),
+                    malformed: stat("malformed"),
                     pending,
                     retried: stat("retried"),
                     routed: stat("routed"),
+                    too_large: stat("too_large"),
+                    trimmed: stat("trimmed"),
                     unrouted: stat("unrouted"),
                     unrouted_stream: redis::cmd("XLEN")
                         .arg(UNROUTED_KEY)
                         .query::<i64>(&mut con)
                         .unwrap_or(0),
-                })
+                });
+                (counters, reload_error)
             })
             .await
-            .ok(),
+            {
+                Ok((c, e)) => (Some(c), e),
+                Err(_) => (None, None),
+            },
         };
         Ok(RoutesReport {
             problem: self.bridge_problem(),
             counters,
             default_agent: self.settings.default_agent.as_ref().map(|a| a.to_string()),
+            default_agent_parked,
+            reload_error,
             routes,
         })
     }
@@ -358,6 +397,103 @@ impl Lanes {
                 agent: r.agent.clone(),
             });
         }
+        // The bridge keeps the first of two routes for the same messages;
+        // a second one to another agent would do nothing but confuse.
+        if let Some((existing, _)) = self
+            .routes(shared)
+            .into_iter()
+            .find(|(o, _)| same_match(o, r) && o.agent != r.agent)
+        {
+            return Err(Error::RouteConflict {
+                route: Box::new(r.clone()),
+                existing: Box::new(existing),
+            });
+        }
         Ok(())
     }
+
+    /// Why each of `routes` is parked (`None`: in force) with these
+    /// agents, and why the default agent is, as the bridge decides it.
+    fn parked(
+        &self,
+        agents: &[AgentLane],
+        routes: &[Route],
+    ) -> Result<(Vec<Option<String>>, Option<String>), Error> {
+        let Some(conf) = self.bridge_conf(agents, routes)? else {
+            let why = "no source has settings ([lanes.webhook], [lanes.email]): no bridge runs";
+            return Ok((vec![Some(why.to_string()); routes.len()], None));
+        };
+        let plan = conf.route_plan();
+        let each = routes
+            .iter()
+            .map(|r| {
+                if !conf.sources.contains(&r.source) {
+                    return Some(format!(
+                        "the bridge does not serve source {:?}: it has no [lanes.{}] section",
+                        r.source, r.source
+                    ));
+                }
+                match route_config(r) {
+                    Ok(c) => plan.why_parked(&c).map(|w| w.to_string()),
+                    Err(e) => Some(e.to_string()),
+                }
+            })
+            .collect();
+        Ok((each, plan.default_parked.map(|w| w.to_string())))
+    }
+
+    /// What deleting agent `agent` does to the routes: `None` when it has
+    /// none (nor is it the default agent).
+    pub fn parked_by_deleting(&self, shared: &Shared, agent: &str) -> Option<String> {
+        let mine: Vec<String> = self
+            .routes(shared)
+            .into_iter()
+            .filter(|(r, _)| r.agent == agent)
+            .map(|(r, origin)| format!("{} ({})", r.describe(), origin.as_str()))
+            .collect();
+        let default = self
+            .settings
+            .default_agent
+            .as_ref()
+            .is_some_and(|d| d.as_str() == agent);
+        if mine.is_empty() && !default {
+            return None;
+        }
+        let mut what = Vec::new();
+        if !mine.is_empty() {
+            what.push(format!("its routes are parked: {}", mine.join(", ")));
+        }
+        if default {
+            what.push("it was the default agent, which is parked".to_string());
+        }
+        Some(format!(
+            "{}; their messages go to bridge:unrouted until an agent {agent:?} is defined again \
+             (`oxidepm route list` shows them; `oxidepm route rm` removes a runtime route)",
+            what.join("; ")
+        ))
+    }
+}
+
+/// The bridge's form of a route, or why its agent is not an agent name.
+fn route_config(r: &Route) -> Result<RouteConfig, Error> {
+    Ok(RouteConfig {
+        source: r.source.clone(),
+        channel: r.channel.clone(),
+        guild: r.guild.clone(),
+        address: r.address.clone(),
+        agent: r.agent.parse().map_err(|source| Error::RouteAgent {
+            route: Box::new(r.clone()),
+            source,
+        })?,
+    })
+}
+
+/// Whether two routes match the same messages (addresses without regard
+/// to case).
+fn same_match(a: &Route, b: &Route) -> bool {
+    let lower = |v: &Option<String>| v.as_ref().map(|s| s.to_lowercase());
+    a.source == b.source
+        && a.channel == b.channel
+        && a.guild == b.guild
+        && lower(&a.address) == lower(&b.address)
 }

@@ -80,6 +80,20 @@ pub enum Error {
         /// The lanes' sources.
         sources: Vec<String>,
     },
+    /// A route given at runtime matches the messages of an existing route
+    /// to another agent.
+    #[error(
+        "{} matches the same messages as {}, which gets them; remove that route first \
+         (`oxidepm route rm`, or daemon.toml for a configured one)",
+        .route.describe(),
+        .existing.describe()
+    )]
+    RouteConflict {
+        /// The route given.
+        route: Box<Route>,
+        /// The route already there.
+        existing: Box<Route>,
+    },
     /// A route given at runtime names no agent.
     #[error("no agent named {agent:?}; define it first")]
     NoSuchAgent {

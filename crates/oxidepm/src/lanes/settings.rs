@@ -55,6 +55,23 @@ pub struct LanesSettings {
     /// `oxidepm-bridge`, made when missing); unused otherwise.
     #[serde(default)]
     pub bridge_user: Option<String>,
+    /// The bridge's bounds.
+    #[serde(default)]
+    pub bridge: BridgeSettings,
+}
+
+/// `[lanes.bridge]`: the bridge's bounds (unset: the bridge's defaults).
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BridgeSettings {
+    /// Largest outbox entry delivered, in bytes (default 1 MiB); a larger
+    /// one is dead-lettered without its fields.
+    pub max_entry_bytes: Option<usize>,
+    /// Bytes of one outbox's entries the bridge holds at once (default
+    /// 2 MiB).
+    pub buffer_bytes: Option<usize>,
+    /// Cap of each dead-letter stream, in entries (default 10,000).
+    pub dead_maxlen: Option<u64>,
 }
 
 /// `[lanes.webhook]`.
@@ -153,6 +170,10 @@ impl LanesSettings {
         if let Some(key) = self.webhook.as_ref().and_then(|w| w.limits.zero()) {
             return Err(SettingsError::WebhookLimit { key });
         }
+        let b = &self.bridge;
+        if b.max_entry_bytes == Some(0) || b.buffer_bytes == Some(0) || b.dead_maxlen == Some(0) {
+            return Err(SettingsError::BridgeZero);
+        }
         Ok(())
     }
 }
@@ -210,6 +231,11 @@ pub enum SettingsError {
         /// The key.
         key: &'static str,
     },
+    /// A bound of `[lanes.bridge]` is 0.
+    #[error(
+        "lanes.bridge: max_entry_bytes, buffer_bytes and dead_maxlen must be positive (leave one out for its default)"
+    )]
+    BridgeZero,
     /// A source or responder name cannot be a stream family.
     #[error("lanes source or responder {name:?}: use 1 to 32 of a-z, 0-9, '_' and '-'")]
     FamilyName {

@@ -144,3 +144,36 @@ fn the_bridge_user_must_be_a_plain_user_of_its_own() {
         assert!(e.contains("lanes.bridge_user"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn the_bridge_gets_its_bounds_and_routes_to_missing_agents_are_written() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let l = lanes(
+        root,
+        r#"
+sources = ["webhook"]
+maxlen = 500
+routes = [{ source = "webhook", channel = "c1", agent = "carol" }]
+
+[webhook]
+
+[bridge]
+max_entry_bytes = 65536
+buffer_bytes = 131072
+"#,
+    );
+    let routes = l.settings.routes.clone();
+    assert!(l.write_bridge_conf(&agents(), &routes).unwrap());
+    let got = BridgeConfig::load(&l.layout.bridge_conf()).unwrap();
+    assert_eq!(got.inbox_maxlen, 500);
+    assert_eq!(got.outbox.max_entry_bytes, 65536);
+    assert_eq!(got.outbox.buffer_bytes, 131072);
+    assert_eq!(got.outbox.dead_maxlen, 10_000);
+    // Carol is no agent: the bridge takes the file all the same and parks
+    // her route.
+    assert_eq!(got.routes.len(), 1);
+    assert_eq!(got.route_plan().parked.len(), 1);
+    let zero: LanesSettings = toml::from_str("[bridge]\nbuffer_bytes = 0\n").unwrap();
+    assert!(zero.check().is_err());
+}

@@ -225,6 +225,7 @@ async fn launch(
                     action: Action::AlreadyRunning,
                     id,
                     name,
+                    note: None,
                     pid: None,
                 });
                 continue;
@@ -253,6 +254,7 @@ async fn launch(
                     action,
                     id,
                     name,
+                    note: None,
                     pid: Some(pid),
                 });
             }
@@ -262,6 +264,7 @@ async fn launch(
                     action: Action::WaitingForDependencies,
                     id,
                     name,
+                    note: None,
                     pid: None,
                 });
                 let shared = shared.clone();
@@ -376,6 +379,7 @@ pub async fn delete(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Vec<A
             action: Action::Deleted,
             id,
             name,
+            note: None,
             pid: None,
         });
     }

@@ -53,6 +53,7 @@ fn answers_keep_their_shape() {
         action: Action::Started,
         id: 2,
         name: "web".into(),
+        note: None,
         pid: Some(9),
     };
     let waiting = AppAction {
@@ -122,6 +123,9 @@ fn reports_keep_their_shape() {
         routed: 5,
         unrouted: 6,
         unrouted_stream: 7,
+        malformed: 8,
+        too_large: 9,
+        trimmed: 10,
     };
     let lanes = LanesReport {
         agents: vec![AgentLaneReport {
@@ -138,6 +142,8 @@ fn reports_keep_their_shape() {
             counters: Some(Counters::Read(counters)),
             default_agent: None,
             problem: None,
+            default_agent_parked: None,
+            reload_error: None,
             routes: vec![RouteReport::new(route(), RouteOrigin::Config)],
         },
     };
@@ -147,7 +153,7 @@ fn reports_keep_their_shape() {
         concat!(
             r#"{"agents":[{"acl_user":"agent_alice","agent":"alice","socket":"/h/lanes/alice.sock","#,
             r#""streams":[{"key":"alice:ops:inbox","length":2,"pending":1}]}],"#,
-            r#""bridge":{"counters":{"dead":1,"delivered":2,"pending":3,"retried":4,"routed":5,"unrouted":6,"unrouted_stream":7},"#,
+            r#""bridge":{"counters":{"dead":1,"delivered":2,"malformed":8,"pending":3,"retried":4,"routed":5,"too_large":9,"trimmed":10,"unrouted":6,"unrouted_stream":7},"#,
             r#""default_agent":null,"routes":[{"agent":"alice","channel":"support","origin":"config","source":"webhook"}]}}"#
         )
     );
@@ -163,10 +169,15 @@ fn counters_read_unread_or_missing() {
     assert_eq!(serde_json::to_value(&unread).unwrap(), json!({}));
     let missing: Option<Counters> = serde_json::from_value(Value::Null).unwrap();
     assert_eq!(missing, None);
-    let full = json!({"dead":0,"delivered":0,"pending":0,"retried":0,"routed":1,"unrouted":0,"unrouted_stream":0});
+    let full = json!({"dead":0,"delivered":0,"malformed":0,"pending":0,"retried":0,"routed":1,
+                      "too_large":0,"trimmed":0,"unrouted":0,"unrouted_stream":0});
     let read: Counters = serde_json::from_value(full.clone()).unwrap();
     assert!(matches!(read, Counters::Read(c) if c.routed == 1));
     assert_eq!(serde_json::to_value(&read).unwrap(), full);
+    // An older daemon's counters, without the newer ones.
+    let old = json!({"dead":0,"delivered":0,"pending":0,"retried":0,"routed":1,"unrouted":0,"unrouted_stream":0});
+    let read: Counters = serde_json::from_value(old).unwrap();
+    assert!(matches!(read, Counters::Read(c) if c.routed == 1 && c.trimmed == 0));
 }
 
 #[test]

@@ -7,8 +7,12 @@
 //! * routing latency: one message at a time, from the POST to the entry
 //!   being readable in the inbox (a blocking XREAD), p50 / p99;
 //! * outbox → sink: entries written to 8 agents' outboxes at once, until a
-//!   local HTTP sink has been POSTed every one of them.
+//!   local HTTP sink has been POSTed every one of them;
+//! * the large-entries attack ([`attack`]): the bridge's peak RSS while one
+//!   agent's outbox gets 8 entries of 32 MiB, and another agent's delivery
+//!   latency meanwhile.
 
+mod attack;
 mod http;
 mod resp;
 
@@ -300,7 +304,13 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let addr = start_bridge(&exe, dir.path(), &socket, sink.addr, &mut procs)?;
     let mut admin = Resp::connect(&socket, &AclUser::Admin.to_string(), ADMIN_PW)?;
     let pids = [procs.0[1].id(), procs.0[0].id()];
-    let result = measure(addr, &mut admin, &sink, pids, (n_in, samples, n_out));
+    let result =
+        measure(addr, &mut admin, &sink, pids, (n_in, samples, n_out)).and_then(|mut rows| {
+            rows.extend(attack::run(
+                &socket, &mut admin, &sink, pids[0], plan.quick,
+            )?);
+            Ok(rows)
+        });
     drop(procs);
     let log = std::fs::read_to_string(dir.path().join("bridge.log")).unwrap_or_default();
     let complaints: Vec<&str> = log.lines().filter(|l| !l.contains("stopping")).collect();

@@ -86,7 +86,8 @@ impl Daemon {
         Ok(control::restart(&self.sup, &ids, actor).await?)
     }
 
-    /// `delete`: an agent's lane goes with it.
+    /// `delete`: an agent's lane goes with it; its routes are parked, and
+    /// its answer says so.
     pub(super) async fn delete(
         &self,
         target: &str,
@@ -95,14 +96,19 @@ impl Daemon {
         let (ids, agents) = {
             let s = lock(&self.sup);
             let ids = s.resolve(target)?;
-            let agents = ids
+            let agents: Vec<u64> = ids
                 .iter()
-                .any(|id| s.app(*id).is_some_and(|a| a.spec.kind == AppKind::Agent));
+                .copied()
+                .filter(|id| s.app(*id).is_some_and(|a| a.spec.kind == AppKind::Agent))
+                .collect();
             (ids, agents)
         };
-        let out = control::delete(&self.sup, &ids, actor).await?;
-        if agents {
+        let mut out = control::delete(&self.sup, &ids, actor).await?;
+        if !agents.is_empty() {
             self.lanes.reconcile(&self.sup, &[]).await?;
+            for a in out.iter_mut().filter(|a| agents.contains(&a.id)) {
+                a.note = self.lanes.parked_by_deleting(&self.sup, &a.name);
+            }
         }
         Ok(out)
     }
