@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
 /// Whether `path` is on a cgroup2 file system.
+// `f_type` is i64 on some architectures and narrower on others.
+#[allow(clippy::unnecessary_cast)]
 pub fn is_cgroup2(path: &Path) -> bool {
     rustix::fs::statfs(path).is_ok_and(|s| s.f_type as i64 == CGROUP2_SUPER_MAGIC)
 }

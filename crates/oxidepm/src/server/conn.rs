@@ -118,9 +118,10 @@ fn memchr(b: u8, s: &[u8]) -> Option<usize> {
     s.iter().position(|&c| c == b)
 }
 
-/// Serves one connection until the client closes it or breaks a limit.
-pub async fn serve<H: Handler>(stream: UnixStream, limits: Limits, handler: &H) {
-    let peer = handler.identify(&stream);
+/// Serves one connection, accepted at `accepted` (clock ticks since boot),
+/// until the client closes it or breaks a limit.
+pub async fn serve<H: Handler>(stream: UnixStream, accepted: u64, limits: Limits, handler: &H) {
+    let peer = handler.identify(&stream, accepted);
     let (r, w) = stream.into_split();
     let closed = Arc::new(AtomicBool::new(false));
     // A small queue: a client that pipelines requests without reading the

@@ -21,8 +21,10 @@ pub trait Handler: Send + Sync + 'static {
     /// What is decided about a connection's peer when it is accepted.
     type Peer: Send + Sync;
 
-    /// Decides who a new connection is, once, before its first request.
-    fn identify(&self, stream: &UnixStream) -> Self::Peer;
+    /// Decides who a new connection is, once, before its first request;
+    /// `accepted` is when it was accepted, in clock ticks since boot (the
+    /// unit of process start times).
+    fn identify(&self, stream: &UnixStream, accepted: u64) -> Self::Peer;
 
     /// Answers one request; an error closes the connection.
     fn handle(
@@ -59,11 +61,14 @@ pub async fn run<H: Handler>(
                 continue;
             }
         }
+        // Taken here, before the task that identifies the peer runs: a
+        // process that started after this cannot be the one that connected.
+        let accepted = oxidepm_sys::clock::boot_ticks();
         active.fetch_add(1, Ordering::Relaxed);
         let active = active.clone();
         let handler = handler.clone();
         tokio::spawn(async move {
-            conn::serve(stream, limits, &*handler).await;
+            conn::serve(stream, accepted, limits, &*handler).await;
             active.fetch_sub(1, Ordering::Relaxed);
         });
     }
