@@ -3,6 +3,7 @@
 
 mod access;
 mod bridge;
+mod containment;
 mod harness;
 mod lanes;
 mod lifecycle;
