@@ -140,9 +140,6 @@ pub fn is_within(path: &str, dir: &str) -> bool {
 /// reused after a read of `cgroup.procs` is never signalled. Returns how
 /// many were.
 pub fn signal_all(dir: &Path, rel: &str, sig: i32) -> usize {
-    let Some(sig) = rustix::process::Signal::from_named_raw(sig) else {
-        return 0;
-    };
     let mut n = 0;
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(d) = dirs.pop() {
@@ -154,10 +151,7 @@ pub fn signal_all(dir: &Path, rel: &str, sig: i32) -> usize {
             // Read after the pidfd is open: while it names a live process,
             // the pid names that same process.
             let inside = path_of(pid).is_some_and(|p| is_within(&p, rel));
-            if inside
-                && crate::pidfd::is_alive(&fd)
-                && rustix::process::pidfd_send_signal(&fd, sig).is_ok()
-            {
+            if inside && crate::pidfd::signal(&fd, sig).is_ok() {
                 n += 1;
             }
         }

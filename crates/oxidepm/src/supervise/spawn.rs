@@ -3,7 +3,7 @@
 
 use super::logshim::{ShimConfig, ERR_INPUT_FD};
 use super::procfs;
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{Gid, Pid, Uid};
 use oxidepm_proto::AppSpec;
 use oxidepm_sys::exec;
@@ -374,7 +374,16 @@ pub fn signal_sessions(sessions: &[procfs::Session], sig: Signal) -> usize {
     let procs = procfs::all();
     procfs::members(&procs, sessions)
         .into_iter()
-        .filter(|pid| kill(Pid::from_raw(*pid as i32), sig).is_ok())
+        .filter(|pid| {
+            // Pinned by a pidfd, then checked to be the process of the
+            // snapshot: a pid reused since is never signalled.
+            let Ok(fd) = oxidepm_sys::pidfd::open(*pid) else {
+                return false;
+            };
+            let then = procs.iter().find(|p| p.pid == *pid).map(|p| p.start_ticks);
+            procfs::stat(*pid).map(|s| s.start_ticks) == then
+                && oxidepm_sys::pidfd::signal(&fd, sig as i32).is_ok()
+        })
         .count()
 }
 
