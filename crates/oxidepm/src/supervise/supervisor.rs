@@ -158,7 +158,7 @@ impl Supervisor {
         let creds = self.creds_for(&spec)?;
         let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
         let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env(&spec));
-        let cgroup = self.run_procs(id);
+        let cgroup = self.run_procs(id)?;
         let pid = spawn::spawn_probe(cmd, spec.cwd.as_deref(), env, cgroup, creds.as_ref())?;
         let (tx, rx) = oneshot::channel();
         self.probes.insert(pid, (id, tx));

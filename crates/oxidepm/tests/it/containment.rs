@@ -420,3 +420,64 @@ fn pinning_by_start_time_still_identifies_the_cli_and_an_agent() {
     let v: Value = serde_json::from_str(&read(&out)).unwrap();
     assert_eq!(actor(&v), "ai:bob", "{v}");
 }
+
+/// A cgroup made for one test, removed (with whatever a daemon left in it)
+/// when dropped.
+struct ScratchCgroup(PathBuf);
+
+impl Drop for ScratchCgroup {
+    fn drop(&mut self) {
+        let mut dirs = vec![self.0.clone()];
+        let mut all = Vec::new();
+        while let Some(d) = dirs.pop() {
+            dirs.extend(oxidepm_sys::cgroup::children(&d));
+            all.push(d);
+        }
+        let _ = oxidepm_sys::cgroup::kill(&self.0);
+        for d in all.iter().rev() {
+            for _ in 0..500 {
+                if std::fs::remove_dir(d).is_ok() || !d.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_delegated_cgroup_named_by_oxidepm_cgroup_root_holds_the_apps() {
+    let Some(mount) = oxidepm_sys::cgroup::mount_point() else {
+        eprintln!("skipped: no cgroup2 hierarchy");
+        return;
+    };
+    let own = oxidepm_sys::cgroup::own_path().unwrap_or_else(|| "/".into());
+    let dir = PathBuf::from(format!(
+        "{}{}/oxidepm-it-delegated-{}",
+        mount.display(),
+        own.trim_end_matches('/'),
+        std::process::id()
+    ));
+    if let Err(e) = std::fs::create_dir(&dir) {
+        eprintln!("skipped: cannot make {}: {e}", dir.display());
+        return;
+    }
+    let _scratch = ScratchCgroup(dir.clone());
+    let env = Env::new();
+    start_daemon(&env, &[("OXIDEPM_CGROUP_ROOT", dir.to_str().unwrap())]);
+    let c = containment(&env);
+    assert!(
+        c.starts_with(&format!("cgroup2 ({}/oxidepm-", dir.display())),
+        "{c}"
+    );
+    env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
+    let cg = app_cgroup(&env, "web");
+    assert!(cg.starts_with(&dir), "{}", cg.display());
+    let rel = oxidepm_sys::cgroup::path_of(env.pid("web")).unwrap();
+    let dir_rel = dir.strip_prefix(&mount).unwrap();
+    assert!(
+        rel.starts_with(&format!("/{}/", dir_rel.display())),
+        "{rel} is not under {}",
+        dir.display()
+    );
+}

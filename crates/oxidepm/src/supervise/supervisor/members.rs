@@ -240,11 +240,27 @@ impl Supervisor {
             })
     }
 
-    /// The `cgroup.procs` of app `id`'s current run, for a probe to join.
-    pub(super) fn run_procs(&self, id: u64) -> Option<std::os::fd::OwnedFd> {
-        let cg = self.containment.cgroups()?;
-        let run = self.apps.get(&id)?.run_cgroup.as_deref()?;
-        cgroup::open_procs(&cg.dir(run)).ok()
+    /// The `cgroup.procs` of app `id`'s current run, for a probe to join;
+    /// `None` where the app is in no cgroup. A probe is never started
+    /// outside a cgroup that the app is in.
+    pub(super) fn run_procs(&self, id: u64) -> Result<Option<std::os::fd::OwnedFd>, SpawnError> {
+        let (Some(cg), Some(app)) = (self.containment.cgroups(), self.apps.get(&id)) else {
+            return Ok(None);
+        };
+        if app.cgroup.is_none() {
+            return Ok(None);
+        }
+        let Some(run) = app.run_cgroup.as_deref() else {
+            return Err(SpawnError::AppGone);
+        };
+        let dir = cg.dir(run);
+        cgroup::open_procs(&dir)
+            .map(Some)
+            .map_err(|source| SpawnError::Cgroup {
+                app: app.spec.name.clone(),
+                dir,
+                source,
+            })
     }
 
     /// Records that a run of app `id` started: its cgroup leaf and its
@@ -362,6 +378,9 @@ impl Supervisor {
     /// its sessions and removes its empty run leaves.
     pub(super) fn stopped_members(&mut self, id: u64) {
         self.prune_sessions(id);
+        if let Some(a) = self.apps.get_mut(&id) {
+            a.run_cgroup = None;
+        }
         if let (Some(cg), Some(path)) = (
             self.containment.cgroups(),
             self.apps.get(&id).and_then(|a| a.cgroup.clone()),
