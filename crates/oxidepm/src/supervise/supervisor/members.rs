@@ -14,6 +14,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio::time::timeout;
 
+/// Recorded sessions of one app from which on a new run prunes them.
+const PRUNE_AT: usize = 4;
+
 /// How long the kernel is given to take the processes of a cgroup it was
 /// told to kill, or of a session sent SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(5);
@@ -269,7 +272,12 @@ impl Supervisor {
         if let Some(a) = self.apps.get_mut(&id) {
             a.run_cgroup = run;
         }
-        self.prune_sessions(id);
+        // Pruning reads all of /proc: not on every respawn, only once a
+        // crash loop has left a few sessions behind (stops and daemon starts
+        // prune too).
+        if self.sessions_of(id).len() >= PRUNE_AT {
+            self.prune_sessions(id);
+        }
         self.sessions.insert(pid, (id, start));
         let row = SessionRow {
             app_id: id,
@@ -335,20 +343,23 @@ impl Supervisor {
             // The group of the main process, then whatever else stayed in
             // the app's sessions (a new run has a session of its own).
             let sessions = self.sessions_of(id);
-            let signalled = match start {
+            let group = match start {
                 Some(s) => spawn::signal_group_of(pid, s, Signal::SIGTERM),
                 None => spawn::signal_group(pid, Signal::SIGTERM),
             };
-            if signalled | (spawn::signal_sessions(&sessions, Signal::SIGTERM) > 0) {
-                tokio::spawn(async move {
-                    tokio::time::sleep(t).await;
-                    match start {
-                        Some(s) => spawn::signal_group_of(pid, s, Signal::SIGKILL),
-                        None => spawn::signal_group(pid, Signal::SIGKILL),
-                    };
-                    spawn::signal_sessions(&sessions, Signal::SIGKILL);
-                });
-            }
+            // The sessions are looked up in /proc by a task, after a restart
+            // with no delay has been spawned.
+            tokio::spawn(async move {
+                if spawn::signal_sessions(&sessions, Signal::SIGTERM) == 0 && !group {
+                    return;
+                }
+                tokio::time::sleep(t).await;
+                match start {
+                    Some(s) => spawn::signal_group_of(pid, s, Signal::SIGKILL),
+                    None => spawn::signal_group(pid, Signal::SIGKILL),
+                };
+                spawn::signal_sessions(&sessions, Signal::SIGKILL);
+            });
             return;
         };
         let mut left = Vec::new();
