@@ -69,6 +69,8 @@ pub struct Supervisor {
     containment: Containment,
     /// Recorded sessions: id → (app, leader's start time).
     sessions: HashMap<u32, (u64, u64)>,
+    /// App cgroups of this home that no app owned at start, with processes.
+    strays: Vec<PathBuf>,
     /// Set once the daemon is going down: exits are not restarted.
     pub shutting_down: bool,
     /// The lane environment of agent apps (set when lanes are on).
@@ -95,6 +97,7 @@ impl Supervisor {
                 is_root: nix::unistd::geteuid().is_root(),
                 containment: Containment::Sessions("not set up yet".into()),
                 sessions: HashMap::new(),
+                strays: Vec::new(),
                 shutting_down: false,
                 lane_env: None,
                 agents_share_uid: false,

@@ -481,3 +481,63 @@ fn a_delegated_cgroup_named_by_oxidepm_cgroup_root_holds_the_apps() {
         dir.display()
     );
 }
+
+#[test]
+fn a_process_in_the_homes_cgroup_but_in_no_apps_is_unattributed() {
+    let env = Env::new();
+    if !has_cgroups(&env) {
+        return;
+    }
+    let c = containment(&env);
+    let home_cg = PathBuf::from(c.trim_start_matches("cgroup2 (").trim_end_matches(')'));
+    // A cgroup named like an app's that no app of this home owns (left by
+    // a lost state, or made by someone who can write the hierarchy), with a
+    // process in it that is no descendant of the daemon.
+    let stray = home_cg.join("app-999999");
+    std::fs::create_dir(&stray).unwrap();
+    let fifo = env.path("ask");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let out = env.path("stray.json");
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "read x < {}; {} whoami --json > {}.tmp; mv {}.tmp {}",
+            fifo.display(),
+            bin("oxidepm").display(),
+            out.display(),
+            out.display(),
+            out.display()
+        ))
+        .env("OXIDEPM_HOME", &env.home)
+        .env_remove("OXIDEPM_SOCKET")
+        .env_remove("OXIDEPM_ACTOR")
+        .spawn()
+        .unwrap();
+    let guard = ScratchCgroup(stray.clone());
+    std::fs::write(stray.join("cgroup.procs"), child.id().to_string()).unwrap();
+
+    // A daemon that starts finds it, leaves it running and says so.
+    kill_daemon(&env);
+    start_daemon(&env, &[]);
+    let c = containment(&env);
+    assert!(
+        c.contains("processes of no app") && c.contains("app-999999"),
+        "{c}"
+    );
+    assert!(alive(child.id()));
+
+    let mut w = env.wait(20, "the stray to listen", || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .ok()
+    });
+    writeln!(w, "go").unwrap();
+    drop(w);
+    env.wait(20, "the stray's answer", || out.exists());
+    child.wait().unwrap();
+    let v: Value = serde_json::from_str(&read(&out)).unwrap();
+    assert_eq!(actor(&v), "ai:unattributed", "{v}");
+    drop(guard);
+}

@@ -21,7 +21,7 @@ impl Daemon {
         match op {
             Op::Ping => Ok(self.ping().into()),
             Op::Whoami => {
-                let containment = crate::supervise::lock(&self.sup).containment().describe();
+                let containment = crate::supervise::lock(&self.sup).containment_report();
                 Ok(about::whoami(caller, containment).into())
             }
             Op::Status => Ok(self.status(caller).into()),

@@ -120,6 +120,7 @@ impl Supervisor {
                         "cgroup {} holds processes of no app of this home; they are left running and attributed to no app",
                         dir.display()
                     );
+                    self.strays.push(dir);
                 } else {
                     for d in cgroup::children(&dir) {
                         let _ = std::fs::remove_dir(d);
@@ -153,9 +154,23 @@ impl Supervisor {
         }
     }
 
-    /// The mechanism in force, as `whoami` says it.
-    pub fn containment(&self) -> &Containment {
-        &self.containment
+    /// The mechanism in force as `whoami` says it, with the cgroups of no
+    /// app that still hold processes (found at start; left running).
+    pub fn containment_report(&self) -> String {
+        let busy: Vec<String> = self
+            .strays
+            .iter()
+            .filter(|d| cgroup::populated(d))
+            .map(|d| d.display().to_string())
+            .collect();
+        let mut text = self.containment.describe();
+        if !busy.is_empty() {
+            text.push_str(&format!(
+                "; processes of no app, left running: {}",
+                busy.join(", ")
+            ));
+        }
+        text
     }
 
     /// What holds app `id`'s processes, as `show` says it.
