@@ -419,6 +419,10 @@ pub struct AppInfo {
     /// Paths of the current stdout and stderr log files (`show` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_files: Option<[String; 2]>,
+    /// What holds the app's processes (`show` only): `cgroup2 <dir>` or
+    /// `sessions [<ids>]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 /// Checks an app name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with

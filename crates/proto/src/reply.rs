@@ -39,6 +39,11 @@ pub struct Identity {
     pub actor: Actor,
     /// The actor's class.
     pub class: Class,
+    /// What holds each app's processes together, which is what the
+    /// attribution of processes to apps rests on: `cgroup2 (<dir>)` or
+    /// `sessions (<why no cgroup>)`.
+    #[serde(default)]
+    pub containment: String,
     /// The actor's label.
     pub label: String,
     /// The socket the request came in on (`daemon`, `agent` or `lane`).
@@ -129,6 +134,10 @@ pub struct Defined {
     pub pid: Option<u32>,
     /// Its status (`null` if it is gone already).
     pub status: Option<Status>,
+    /// What the caller should know about how it runs (for example, an
+    /// agent that shares its uid with others is not isolated from them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One app in the answer to `stop`.

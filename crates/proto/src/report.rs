@@ -12,6 +12,10 @@ pub struct LanesReport {
     pub agents: Vec<AgentLaneReport>,
     /// The bridge's routes and counters.
     pub bridge: RoutesReport,
+    /// What the caller should know about the lanes' isolation (agents that
+    /// share a uid are not isolated from each other).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One agent's lane.

@@ -32,11 +32,30 @@ pub fn own_session(cmd: &mut Command) {
 /// (supplementary groups, then group, then user: the order in which root
 /// can still drop each).
 pub fn own_session_as(cmd: &mut Command, id: Option<Identity>) {
-    // SAFETY: the hook only makes async-signal-safe system calls (setsid,
-    // setgroups, setgid, setuid) and allocates nothing: the group list was
-    // built before the fork and is only borrowed here.
+    own_session_in(cmd, None, id);
+}
+
+/// Like [`own_session_as`], and first, with `cgroup_procs` (a
+/// `cgroup.procs` file opened for writing, see
+/// [`crate::cgroup::open_procs`]), moves the child into that cgroup. The
+/// child joins before it execs and before it drops privileges, so the
+/// program's first instruction already runs inside the cgroup and the
+/// write is checked against the daemon's rights, not the app user's. A
+/// failed join fails the spawn: an app is never started outside its
+/// cgroup.
+pub fn own_session_in(cmd: &mut Command, cgroup_procs: Option<OwnedFd>, id: Option<Identity>) {
+    // SAFETY: the hook only makes async-signal-safe system calls (write,
+    // setsid, setgroups, setgid, setuid) and allocates nothing: the group
+    // list and the descriptor were made before the fork and are only
+    // borrowed here.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(fd) = &cgroup_procs {
+                // "0" names the writing process itself.
+                if rustix::io::write(fd, b"0")? != 1 {
+                    return Err(std::io::Error::from(std::io::ErrorKind::WriteZero));
+                }
+            }
             nix::unistd::setsid()?;
             if let Some(id) = &id {
                 nix::unistd::setgroups(&id.groups)?;

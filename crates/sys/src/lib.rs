@@ -6,6 +6,7 @@
 //! `// SAFETY:` comment; calls that `rustix` or `nix` already offer safely
 //! go through them.
 //!
+//! * [`cgroup`] — cgroup v2: membership, kill, watching for emptiness;
 //! * [`procfs`] — `/proc/<pid>/stat`, boot id, clock ticks, page size;
 //! * [`pidfd`] — process descriptors: open, liveness, waiting for exit;
 //! * [`peer`] — who is on the other end of a unix socket;
@@ -19,10 +20,11 @@
 //! * [`dir`] — files opened relative to a directory, never through a link;
 //! * [`poll`] — readiness of descriptors;
 //! * [`rusage`] — CPU time of this process and its children;
-//! * [`clock`] — the monotonic clock;
+//! * [`clock`] — the monotonic and boot clocks;
 //! * [`cnproc`] — the kernel's process events (netlink proc connector).
 
 pub mod activation;
+pub mod cgroup;
 pub mod clock;
 pub mod cnproc;
 pub mod dir;

@@ -35,6 +35,14 @@ pub fn is_alive(pidfd: impl AsFd) -> bool {
     r == 0
 }
 
+/// Sends signal `sig` to the process of `pidfd` (never to a process that
+/// reused its pid).
+pub fn signal(pidfd: impl AsFd, sig: i32) -> io::Result<()> {
+    let sig = rustix::process::Signal::from_named_raw(sig)
+        .ok_or_else(|| io::Error::from(rustix::io::Errno::INVAL))?;
+    Ok(rustix::process::pidfd_send_signal(pidfd, sig)?)
+}
+
 /// Waits until the process of `pidfd` exits (its pidfd becomes readable).
 /// Fails at once when the descriptor cannot be watched by the runtime;
 /// must be called within a tokio runtime.
@@ -62,7 +70,7 @@ mod tests {
         let mut child = Command::new("sleep").arg("30").spawn().unwrap();
         let fd = open(child.id()).unwrap();
         assert!(is_alive(&fd));
-        child.kill().unwrap();
+        signal(&fd, libc::SIGKILL).unwrap();
         child.wait().unwrap();
         assert!(!is_alive(&fd));
         assert!(open(0).is_err());

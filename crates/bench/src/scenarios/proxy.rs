@@ -271,6 +271,13 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         (200_000, 1_000_000)
     };
     with_sandbox(bins, |sb| {
+        // The agent runs as the benchmark's uid, which a root daemon
+        // accepts only when told that agents may share one.
+        std::fs::create_dir_all(sb.home())
+            .and_then(|()| {
+                std::fs::write(sb.home().join("daemon.toml"), "agents_share_uid = true\n")
+            })
+            .map_err(|e| format!("cannot write daemon.toml: {e}"))?;
         sb.ping()?;
         sb.run(&[
             "start", "--kind", "agent", "--name", AGENT, "--", "sleep", "100000",

@@ -83,13 +83,16 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// Decides who the peer on socket `fd` is, once, at accept.
+    /// Decides who the peer on socket `fd` is, once, at accept (`accepted`:
+    /// clock ticks since boot), pinned as `pin` says.
     pub fn identify<P: ProcessIndex + ?Sized>(
         fd: std::os::fd::BorrowedFd<'_>,
         socket: SocketKind,
         index: &P,
+        pin: peer::PinMode,
+        accepted: u64,
     ) -> Peer {
-        let info = peer::identify(fd, index);
+        let info = peer::identify(fd, index, pin, accepted);
         log::debug!(
             "{} socket: peer pid {:?} uid {:?} origin {:?}",
             socket.as_str(),

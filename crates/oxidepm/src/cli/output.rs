@@ -176,8 +176,11 @@ impl Printer {
         }
     }
 
-    /// Prints what a define did.
+    /// Prints what a define did; its warnings go to stderr.
     pub fn defined(&self, rows: &[Defined]) {
+        for w in rows.iter().flat_map(|r| &r.warnings) {
+            eprintln!("warning: {w}");
+        }
         if self.json {
             return self.json_of(&rows);
         }
@@ -259,6 +262,9 @@ impl Printer {
             field("kind", a.kind.as_str());
             field("protected", a.protected);
             field("defined_by", &a.defined_by);
+            if let Some(c) = &a.containment {
+                field("containment", c);
+            }
             if !a.tags.is_empty() {
                 field("tags", a.tags.join(", "));
             }
@@ -360,10 +366,15 @@ impl Printer {
             "{}:{} via {} socket, tier {}",
             who.class, who.label, who.socket, who.tier
         );
+        println!("containment: {}", who.containment);
     }
 
-    /// Prints the lanes, then the bridge's routes and counters.
+    /// Prints the lanes, then the bridge's routes and counters; warnings go
+    /// to stderr.
     pub fn lanes(&self, report: &LanesReport) {
+        for w in &report.warnings {
+            eprintln!("warning: {w}");
+        }
         if self.json {
             return self.json_of(report);
         }

@@ -54,6 +54,9 @@ ExecStart={daemon} --foreground --resurrect --home {home}\n\
 # gracefully first. When the daemon crashes or is restarted on its own,\n\
 # KillMode=process leaves the apps running; the next daemon re-adopts them.\n\
 KillMode=process\n\
+# The daemon makes one cgroup per app under its own (no controllers needed):\n\
+# membership that no fork or re-parenting escapes, see `oxidepm whoami`.\n\
+Delegate=yes\n\
 Restart=on-failure\n\
 RestartSec=1\n\
 TimeoutStopSec=120\n\

@@ -89,6 +89,10 @@ pub struct Config {
     /// Agent lanes.
     #[serde(default)]
     pub lanes: crate::lanes::settings::LanesSettings,
+    /// Let a root daemon run agents as root (sharing a uid, so not isolated
+    /// from each other or from the daemon).
+    #[serde(default)]
+    pub agents_share_uid: bool,
 }
 
 fn yes() -> bool {

@@ -10,6 +10,7 @@ mod ops;
 mod views;
 
 use crate::access::gate::AuthorizeError;
+use crate::access::peer::PinMode;
 use crate::access::{Caller, Gate, Peer, SocketKind};
 use crate::lanes::admin::Lanes;
 use crate::lanes::layout::{self, Layout};
@@ -50,15 +51,16 @@ pub struct Daemon {
 struct Endpoint {
     daemon: Arc<Daemon>,
     socket: SocketKind,
+    pin: PinMode,
 }
 
 impl server::Handler for Endpoint {
     type Peer = Peer;
 
-    fn identify(&self, stream: &UnixStream) -> Peer {
+    fn identify(&self, stream: &UnixStream, accepted: u64) -> Peer {
         use std::os::fd::AsFd;
         let sup = crate::supervise::lock(&self.daemon.sup);
-        Peer::identify(stream.as_fd(), self.socket, &*sup)
+        Peer::identify(stream.as_fd(), self.socket, &*sup, self.pin, accepted)
     }
 
     fn holder(&self, peer: &Peer) -> server::Holder {
@@ -219,6 +221,11 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
             }));
         }
         s.load()?;
+        let root = std::env::var(crate::supervise::cgroup::ROOT_ENV).ok();
+        let containment =
+            crate::supervise::cgroup::Containment::detect(home.root(), root.as_deref());
+        s.set_containment(containment);
+        s.agents_share_uid = config.agents_share_uid;
     }
     if let Err(e) = reaper::become_subreaper() {
         log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");
@@ -268,6 +275,13 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         });
     }
 
+    let pin = PinMode::from_env();
+    if pin == PinMode::StartTime {
+        log::warn!(
+            "peers are pinned by start time only ({}=starttime)",
+            crate::access::peer::PIN_ENV
+        );
+    }
     let main = server::bind(&home.daemon_socket()).map_err(|source| StartError::Listen {
         path: home.daemon_socket(),
         source,
@@ -289,6 +303,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         Arc::new(Endpoint {
             daemon: daemon.clone(),
             socket: SocketKind::Daemon,
+            pin,
         }),
     ));
 
@@ -312,6 +327,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
                     Arc::new(Endpoint {
                         daemon: daemon.clone(),
                         socket: SocketKind::Agent,
+                        pin,
                     }),
                 ));
             }

@@ -1,9 +1,10 @@
 //! The supervisor seen through the narrow views that deciding who is asking
 //! needs, so that layer 2 never holds the supervisor itself.
 
-use crate::access::peer::{AppOrigin, ProcessIndex};
+use crate::access::peer::{AppOrigin, CgroupPlace, ProcessIndex};
 use crate::access::reach::{AppFacts, AppIndex, SnapshotFacts};
 use crate::supervise::app::App;
+use crate::supervise::supervisor::Membership;
 use crate::supervise::{SelectError, Supervisor};
 use oxidepm_proto::Status;
 
@@ -12,13 +13,29 @@ impl ProcessIndex for Supervisor {
         let id = Supervisor::app_of_process(self, pid, start_ticks)?;
         // A probe can outlive its deleted app; its tree then belongs to no
         // app, as a descendant of the daemon: unattributed.
-        let a = self.app(id)?;
-        Some(AppOrigin {
-            name: a.spec.name.clone(),
-            kind: a.spec.kind,
-            defined_by: a.defined_by.clone(),
-        })
+        origin(self, id)
     }
+
+    fn app_of_cgroup(&self, path: &str) -> CgroupPlace {
+        match Supervisor::app_of_cgroup(self, path) {
+            Membership::App(id) => origin(self, id).map_or(CgroupPlace::Home, CgroupPlace::App),
+            Membership::Home => CgroupPlace::Home,
+            Membership::Elsewhere => CgroupPlace::Elsewhere,
+        }
+    }
+
+    fn app_of_session(&self, sid: u32, leader_start: Option<u64>) -> Option<AppOrigin> {
+        origin(self, Supervisor::app_of_session(self, sid, leader_start)?)
+    }
+}
+
+fn origin(s: &Supervisor, id: u64) -> Option<AppOrigin> {
+    let a = s.app(id)?;
+    Some(AppOrigin {
+        name: a.spec.name.clone(),
+        kind: a.spec.kind,
+        defined_by: a.defined_by.clone(),
+    })
 }
 
 impl AppIndex for Supervisor {

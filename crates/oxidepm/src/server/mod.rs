@@ -24,8 +24,10 @@ pub trait Handler: Send + Sync + 'static {
     /// What is decided about a connection's peer when it is accepted.
     type Peer: Send + Sync;
 
-    /// Decides who a new connection is, once, before its first request.
-    fn identify(&self, stream: &UnixStream) -> Self::Peer;
+    /// Decides who a new connection is, once, before its first request;
+    /// `accepted` is when it was accepted, in clock ticks since boot (the
+    /// unit of process start times).
+    fn identify(&self, stream: &UnixStream, accepted: u64) -> Self::Peer;
 
     /// Whose quota a connection of `peer` counts against, and whether it
     /// may take the slots kept for persons.
@@ -60,7 +62,10 @@ pub async fn run<H: Handler>(
                 continue;
             }
         };
-        let peer = handler.identify(&stream);
+        // Taken before the peer is identified: a process that started
+        // after this cannot be the one that connected.
+        let accepted = oxidepm_sys::clock::boot_ticks();
+        let peer = handler.identify(&stream, accepted);
         let holder = handler.holder(&peer);
         let admitted = match slots.admit(holder.clone()) {
             Ok(a) => a,

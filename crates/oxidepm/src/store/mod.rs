@@ -4,6 +4,9 @@
 //! and a boot never starts from an empty list.
 
 mod schema;
+mod sessions;
+
+pub use sessions::SessionRow;
 
 use oxidepm_proto::{Actor, AppSpec, AuditRecord, Class, EventKind, EventRecord, Status};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -162,10 +165,12 @@ impl Store {
             path: path.to_path_buf(),
             source,
         })?;
-        schema::prepare(&conn).map_err(|source| StoreError::Prepare {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        schema::prepare(&conn)
+            .and_then(|()| sessions::prepare(&conn))
+            .map_err(|source| StoreError::Prepare {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(Store { conn })
     }
 

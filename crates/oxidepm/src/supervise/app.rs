@@ -150,6 +150,10 @@ pub struct App {
     /// Bumped whenever the spec changes; cron and health tasks armed for an
     /// older epoch end by themselves.
     pub auto_epoch: u64,
+    /// The app's cgroup (a hierarchy path), where cgroups are in force.
+    pub cgroup: Option<String>,
+    /// The leaf of the current run inside it.
+    pub run_cgroup: Option<String>,
 }
 
 impl App {
@@ -169,6 +173,8 @@ impl App {
             sample: Sample::default(),
             health,
             auto_epoch: 0,
+            cgroup: None,
+            run_cgroup: None,
         }
     }
 
@@ -217,6 +223,7 @@ impl App {
             protected: self.spec.is_protected(),
             spec,
             log_files,
+            containment: None,
         }
     }
 }

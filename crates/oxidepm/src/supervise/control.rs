@@ -1,23 +1,21 @@
 //! The operations a request asks for (define, start, stop, restart,
 //! delete, shutdown), including the waiting a stop involves.
 
-use super::spawn;
 use super::supervisor::{lock, Shared, StopTicket, Supervisor};
 use super::validate::{self, Invalid};
 use super::{deps, Error};
-use nix::sys::signal::Signal;
 use oxidepm_proto::{
     Action, Actor, AppAction, AppSpec, Defined, DependencyCondition, EventKind, HealthState, Status,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tokio::time::{sleep, timeout, Instant};
+use tokio::time::{timeout, Instant};
 
-/// How often a stopper looks whether the tree is gone.
-const POLL: Duration = Duration::from_millis(10);
-
-/// Waits until the ticket's tree is gone: the stop signal was already sent;
-/// after `kill_timeout` everything left gets SIGKILL. Returns how it ended.
+/// Waits until every process of the ticket's app is gone: the stop signal
+/// was already sent to all of them; after `kill_timeout` everything left is
+/// killed (`cgroup.kill`, or SIGKILL to the recorded sessions). With a
+/// cgroup the kernel says when it is empty (`populated 0`); nothing is
+/// polled. Returns how it ended.
 pub async fn wait_stopped(mut t: StopTicket) -> &'static str {
     let deadline = Instant::now() + t.kill_timeout;
     let start = *t.exits.borrow_and_update();
@@ -32,21 +30,12 @@ pub async fn wait_stopped(mut t: StopTicket) -> &'static str {
     if timeout(t.kill_timeout, main_exit).await.is_err() {
         how = "killed after kill_timeout";
     }
-    // The main process is gone (or late); children that ignored the signal
-    // may remain in its group or session.
-    while spawn::tree_alive(t.pid) {
-        if Instant::now() >= deadline {
-            how = "killed after kill_timeout";
-            break;
-        }
-        sleep(POLL).await;
-    }
-    if spawn::tree_alive(t.pid) {
-        spawn::signal_tree(t.pid, Signal::SIGKILL);
-        let until = Instant::now() + Duration::from_secs(5);
-        while spawn::tree_alive(t.pid) && Instant::now() < until {
-            sleep(POLL).await;
-        }
+    // The main process is gone (or late); others that ignored the signal
+    // may remain in the app's cgroup or sessions.
+    let left = deadline.saturating_duration_since(Instant::now());
+    if !t.members.emptied(left).await {
+        how = "killed after kill_timeout";
+        t.members.kill_and_wait().await;
     }
     how
 }
@@ -406,6 +395,7 @@ pub async fn define(
     }
     {
         let s = lock(shared);
+        s.check_agent_uids(&specs)?;
         let existing: Vec<&AppSpec> = s.apps().map(|a| &a.spec).collect();
         validate::check_graph(&existing, &specs)?;
     }
@@ -454,6 +444,7 @@ pub async fn define(
                 name: a.map(|a| a.spec.name.clone()),
                 pid: a.and_then(|a| a.rt.pid),
                 status: a.map(|a| a.rt.status),
+                warnings: Vec::new(),
             }
         })
         .collect();
@@ -470,4 +461,5 @@ pub async fn shutdown(shared: &Shared, actor: &Actor) {
         s.apps().map(|a| a.id).collect()
     };
     stop(shared, &ids, actor, true).await;
+    lock(shared).tidy_cgroups();
 }

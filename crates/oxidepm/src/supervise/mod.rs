@@ -2,6 +2,7 @@
 
 pub mod app;
 pub mod automation;
+pub mod cgroup;
 pub mod control;
 pub mod deps;
 mod error;

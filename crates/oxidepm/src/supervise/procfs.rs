@@ -1,6 +1,7 @@
 //! Processes as the supervisor sees them: what oxidepm-sys reads from /proc
 //! (identity, parentage, sessions, resource use), plus whether a pid still
-//! names the same process and which processes make up an app's tree.
+//! names the same process and which processes make up an app's tree or its
+//! recorded sessions.
 
 pub use oxidepm_sys::procfs::{all, boot_id, page_size, stat, ticks_per_second, ProcStat};
 
@@ -32,9 +33,88 @@ pub fn tree(procs: &[ProcStat], root: u32) -> Vec<u32> {
     out
 }
 
+/// A recorded session: its id and its leader's start time.
+pub type Session = (u32, u64);
+
+/// Whether recorded session `(sid, leader_start)` can still be the one
+/// recorded: its leader is gone or is the same process. (Pid `sid` cannot
+/// be reused while any process is in the session; once it names another
+/// process, the recorded session is over.)
+pub fn session_current(procs: &[ProcStat], (sid, leader_start): Session) -> bool {
+    procs
+        .iter()
+        .find(|p| p.pid == sid)
+        .is_none_or(|l| l.start_ticks == leader_start)
+}
+
+/// Pids of the live processes in the recorded `sessions` that are still
+/// current, and of their descendants, from a snapshot of /proc; never the
+/// daemon itself.
+pub fn members(procs: &[ProcStat], sessions: &[Session]) -> Vec<u32> {
+    let sids: Vec<u32> = sessions
+        .iter()
+        .filter(|s| session_current(procs, **s))
+        .map(|s| s.0)
+        .collect();
+    let me = std::process::id();
+    let mut out: Vec<u32> = procs
+        .iter()
+        .filter(|p| sids.contains(&p.session) && p.pid != me)
+        .map(|p| p.pid)
+        .collect();
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        for p in procs {
+            if p.ppid == parent && p.pid != me && !out.contains(&p.pid) {
+                out.push(p.pid);
+            }
+        }
+        i += 1;
+    }
+    out.retain(|pid| procs.iter().any(|p| p.pid == *pid && p.state != b'Z'));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn p(pid: u32, ppid: u32, session: u32, start: u64) -> ProcStat {
+        ProcStat {
+            pid,
+            state: b'S',
+            ppid,
+            pgrp: session,
+            session,
+            utime: 0,
+            stime: 0,
+            cutime: 0,
+            cstime: 0,
+            start_ticks: start,
+            rss_pages: 0,
+        }
+    }
+
+    #[test]
+    fn members_of_recorded_sessions() {
+        // 10 leads session 10; 11 stayed in it; 12 left it for a session
+        // of its own but is 11's child; 20 is unrelated.
+        let procs = [
+            p(10, 1, 10, 100),
+            p(11, 10, 10, 101),
+            p(12, 11, 12, 102),
+            p(20, 1, 20, 50),
+        ];
+        let mut m = members(&procs, &[(10, 100)]);
+        m.sort();
+        assert_eq!(m, vec![10, 11, 12]);
+        // The leader exited: its session is still the app's.
+        assert_eq!(members(&procs[1..], &[(10, 100)]), vec![11, 12]);
+        // Pid 10 now names another process: the session is over.
+        let reused = [p(10, 1, 10, 999), p(13, 10, 10, 1000)];
+        assert!(members(&reused, &[(10, 100)]).is_empty());
+    }
 
     #[test]
     fn reads_self() {

@@ -1,8 +1,9 @@
-//! Starting an app's process and its log shim, and signalling its tree.
+//! Starting an app's process and its log shim, and signalling its process
+//! groups and recorded sessions (where no cgroup holds the app).
 
 use super::logshim::{ShimConfig, ERR_INPUT_FD};
 use super::procfs;
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{Gid, Pid, Uid};
 use oxidepm_proto::AppSpec;
 use oxidepm_sys::exec;
@@ -120,6 +121,17 @@ pub enum SpawnError {
     /// The app was deleted before its check could run.
     #[error("app is gone")]
     AppGone,
+    /// The cgroup of the run could not be made; the app is not started
+    /// outside it.
+    #[error("cannot start {app:?}: cannot make its cgroup {}: {source} (set {}=none to run without cgroups)", dir.display(), super::cgroup::ROOT_ENV)]
+    Cgroup {
+        /// The app.
+        app: String,
+        /// The cgroup's directory.
+        dir: std::path::PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
 }
 
 fn missing_cwd_note(cwd: &Option<String>) -> String {
@@ -232,10 +244,14 @@ pub struct Spawned {
 /// The shim, not the daemon, holds the read ends of the pipes: it outlives a
 /// daemon that is killed or restarted, so an app never gets SIGPIPE and no
 /// line is lost while no daemon runs, and the daemon never holds app output.
+///
+/// With `cgroup` (the `cgroup.procs` of the run's cgroup), the app joins
+/// that cgroup before it execs; the shim does not (see `super::cgroup`).
 pub fn spawn_app(
     spec: &AppSpec,
     creds: Option<&Creds>,
     env: Vec<(OsString, OsString)>,
+    cgroup: Option<OwnedFd>,
     shim_exe: &Path,
     shim: &ShimConfig,
 ) -> Result<Spawned, SpawnError> {
@@ -252,7 +268,7 @@ pub fn spawn_app(
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
-    own_session_as(&mut cmd, creds);
+    own_session_in(&mut cmd, cgroup, creds);
     let child = cmd.spawn().map_err(|e| spawn_error(spec, e))?;
     let pid = child.id();
     // The reaper owns waiting; dropping a std Child neither waits nor kills.
@@ -274,16 +290,17 @@ pub fn spawn_app(
     Ok(Spawned { pid, start_ticks })
 }
 
-/// Makes `cmd` start in a session of its own and, with `creds`, as that
-/// user (supplementary groups, then group, then user: the order in which
-/// root can still drop each).
-fn own_session_as(cmd: &mut Command, creds: Option<&Creds>) {
+/// Makes `cmd` start in a session of its own, inside the cgroup whose
+/// `cgroup.procs` is `cgroup` and, with `creds`, as that user
+/// (supplementary groups, then group, then user: the order in which root
+/// can still drop each).
+fn own_session_in(cmd: &mut Command, cgroup: Option<OwnedFd>, creds: Option<&Creds>) {
     let id = creds.map(|c| exec::Identity {
         uid: c.uid,
         gid: c.gid,
         groups: c.groups.clone(),
     });
-    exec::own_session_as(cmd, id);
+    exec::own_session_in(cmd, cgroup, id);
 }
 
 fn spawn_error(spec: &AppSpec, source: std::io::Error) -> SpawnError {
@@ -338,40 +355,51 @@ pub fn signal_group(pgid: u32, sig: Signal) -> bool {
     killpg(Pid::from_raw(pgid as i32), sig).is_ok()
 }
 
-/// Sends `sig` to every process of the app's tree: its group, its session
-/// and their descendants (children that moved to a group or session of
-/// their own are still caught by the parent walk). Returns how many
-/// processes were signalled.
-pub fn signal_tree(root: u32, sig: Signal) -> usize {
-    let _ = killpg(Pid::from_raw(root as i32), sig);
-    let procs = procfs::all();
-    let mut n = 0;
-    for pid in procfs::tree(&procs, root) {
-        if pid as i32 == std::process::id() as i32 {
-            continue;
-        }
-        if kill(Pid::from_raw(pid as i32), sig).is_ok() {
-            n += 1;
-        }
+/// Sends `sig` to the process group `pgid` unless pid `pgid` now names a
+/// process other than the leader that started at `leader_start`: a group
+/// whose id was given to a new process after the old group emptied is not
+/// the app's.
+pub fn signal_group_of(pgid: u32, leader_start: u64, sig: Signal) -> bool {
+    if procfs::stat(pgid).is_some_and(|s| s.start_ticks != leader_start) {
+        return false;
     }
-    n
+    signal_group(pgid, sig)
 }
 
-/// Whether any live (non-zombie) process of the app's tree remains.
-pub fn tree_alive(root: u32) -> bool {
+/// Sends `sig` to every process of the recorded `sessions` and their
+/// descendants (children that started a session of their own are still
+/// caught by the parent walk while their parent lives). Returns how many
+/// processes were signalled.
+pub fn signal_sessions(sessions: &[procfs::Session], sig: Signal) -> usize {
     let procs = procfs::all();
-    procfs::tree(&procs, root).into_iter().any(|pid| {
-        procs
-            .iter()
-            .any(|p| p.pid == pid && p.state != b'Z' && p.pid != std::process::id())
-    })
+    procfs::members(&procs, sessions)
+        .into_iter()
+        .filter(|pid| {
+            // Pinned by a pidfd, then checked to be the process of the
+            // snapshot: a pid reused since is never signalled.
+            let Ok(fd) = oxidepm_sys::pidfd::open(*pid) else {
+                return false;
+            };
+            let then = procs.iter().find(|p| p.pid == *pid).map(|p| p.start_ticks);
+            procfs::stat(*pid).map(|s| s.start_ticks) == then
+                && oxidepm_sys::pidfd::signal(&fd, sig as i32).is_ok()
+        })
+        .count()
 }
 
-/// Starts a health-check command in its own session, output discarded.
+/// Whether any live (non-zombie) process of the recorded `sessions` or
+/// their descendants remains.
+pub fn sessions_alive(sessions: &[procfs::Session]) -> bool {
+    !procfs::members(&procfs::all(), sessions).is_empty()
+}
+
+/// Starts a health-check command in its own session (inside the app's
+/// run cgroup, when `cgroup` is its `cgroup.procs`), output discarded.
 pub fn spawn_probe(
     cmd: &[String],
     cwd: Option<&str>,
     env: Vec<(OsString, OsString)>,
+    cgroup: Option<OwnedFd>,
     creds: Option<&Creds>,
 ) -> Result<u32, SpawnError> {
     let (prog, args) = cmd.split_first().ok_or(SpawnError::EmptyProbe)?;
@@ -385,7 +413,7 @@ pub fn spawn_probe(
     if let Some(d) = cwd {
         c.current_dir(d);
     }
-    own_session_as(&mut c, creds);
+    own_session_in(&mut c, cgroup, creds);
     let child = c.spawn().map_err(|source| SpawnError::Probe {
         program: prog.clone(),
         source,

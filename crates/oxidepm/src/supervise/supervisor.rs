@@ -4,6 +4,7 @@
 //! `reaper` and the timers armed here.
 
 use super::app::{App, Runtime};
+use super::cgroup::Containment;
 use super::logfile;
 use super::logshim::ShimConfig;
 use super::policy::{self, Decision, Exit};
@@ -12,7 +13,6 @@ use super::Error;
 use crate::paths::Home;
 use crate::store::{RuntimeRow, Store, StoreError};
 use crate::timefmt::now_ms;
-use nix::sys::signal::Signal;
 use oxidepm_proto::{Actor, AppSpec, EventKind, Status};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -26,8 +26,13 @@ pub type Shared = Arc<Mutex<Supervisor>>;
 /// What an agent app is told about its lane, by agent name.
 pub type LaneEnv = Box<dyn Fn(&str) -> Option<Vec<(String, String)>> + Send>;
 
+mod agents;
+mod members;
 mod select;
+mod stopping;
 mod waiting;
+
+pub use members::{Members, Membership};
 
 /// Locks the supervisor (a panic elsewhere never wedges the daemon).
 pub fn lock(s: &Mutex<Supervisor>) -> MutexGuard<'_, Supervisor> {
@@ -39,12 +44,12 @@ pub fn lock(s: &Mutex<Supervisor>) -> MutexGuard<'_, Supervisor> {
 pub struct StopTicket {
     /// App id.
     pub id: u64,
-    /// The process (and group, and session) being stopped.
-    pub pid: u32,
     /// When to give up on the stop signal and SIGKILL the tree.
     pub kill_timeout: Duration,
     /// Changes when the main process exits.
     pub exits: watch::Receiver<u64>,
+    /// What holds every process of the app.
+    pub members: Members,
 }
 
 /// The supervisor: every app, and the means to run them.
@@ -61,10 +66,18 @@ pub struct Supervisor {
     boot_id: String,
     own: Creds,
     is_root: bool,
+    containment: Containment,
+    /// Recorded sessions: id → (app, leader's start time).
+    sessions: HashMap<u32, (u64, u64)>,
+    /// App cgroups of this home that no app owned at start, with processes.
+    strays: Vec<PathBuf>,
     /// Set once the daemon is going down: exits are not restarted.
     pub shutting_down: bool,
     /// The lane environment of agent apps (set when lanes are on).
     pub lane_env: Option<LaneEnv>,
+    /// `agents_share_uid` of daemon.toml: a root daemon may run agents as
+    /// root.
+    pub agents_share_uid: bool,
 }
 
 impl Supervisor {
@@ -82,8 +95,12 @@ impl Supervisor {
                 boot_id: super::procfs::boot_id(),
                 own: spawn::own_creds(),
                 is_root: nix::unistd::geteuid().is_root(),
+                containment: Containment::Sessions("not set up yet".into()),
+                sessions: HashMap::new(),
+                strays: Vec::new(),
                 shutting_down: false,
                 lane_env: None,
+                agents_share_uid: false,
             })
         })
     }
@@ -144,7 +161,8 @@ impl Supervisor {
         let creds = self.creds_for(&spec)?;
         let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
         let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env(&spec));
-        let pid = spawn::spawn_probe(cmd, spec.cwd.as_deref(), env, creds.as_ref())?;
+        let cgroup = self.run_procs(id)?;
+        let pid = spawn::spawn_probe(cmd, spec.cwd.as_deref(), env, cgroup, creds.as_ref())?;
         let (tx, rx) = oneshot::channel();
         self.probes.insert(pid, (id, tx));
         Ok((pid, rx))
@@ -254,6 +272,7 @@ impl Supervisor {
     pub fn remove(&mut self, id: u64, actor: &Actor) -> Result<(), Error> {
         self.event(id, EventKind::Deleted, actor, "");
         self.store.delete_app(id)?;
+        self.discard_members(id);
         self.apps.remove(&id);
         Ok(())
     }
@@ -318,19 +337,36 @@ impl Supervisor {
         if let Some(a) = self.apps.get_mut(&id) {
             a.rt.stopped_by = None;
         }
-        let result = self.creds_for(&spec).and_then(|creds| {
-            let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
-            let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env(&spec));
-            let [out, errp] = self.log_paths(&spec.name);
-            let shim = ShimConfig {
-                out_path: out,
-                err_path: errp,
-                timestamps: spec.log_timestamps,
-                max_bytes: spec.log_max_bytes,
-                keep: spec.log_keep,
-            };
-            spawn::spawn_app(&spec, creds.as_ref(), env, &self.shim_exe, &shim)
-        });
+        let result = self
+            .creds_for(&spec)
+            .map(|creds| {
+                let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
+                let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env(&spec));
+                let [out, errp] = self.log_paths(&spec.name);
+                let shim = ShimConfig {
+                    out_path: out,
+                    err_path: errp,
+                    timestamps: spec.log_timestamps,
+                    max_bytes: spec.log_max_bytes,
+                    keep: spec.log_keep,
+                };
+                (creds, env, shim)
+            })
+            .and_then(|(creds, env, shim)| {
+                let (run, procs) = match self.new_run(id)? {
+                    Some(r) => (Some(r.path), Some(r.procs)),
+                    None => (None, None),
+                };
+                match spawn::spawn_app(&spec, creds.as_ref(), env, procs, &self.shim_exe, &shim) {
+                    Ok(sp) => Ok((sp, run)),
+                    Err(e) => {
+                        if let (Some(cg), Some(run)) = (self.containment.cgroups(), &run) {
+                            let _ = std::fs::remove_dir(cg.dir(run));
+                        }
+                        Err(e)
+                    }
+                }
+            });
         let app = self.apps.get_mut(&id).expect("checked above");
         app.generation += 1;
         match result {
@@ -342,7 +378,7 @@ impl Supervisor {
                 self.event(id, EventKind::Failed, actor, &e.to_string());
                 Err(e.into())
             }
-            Ok(sp) => {
+            Ok((sp, run)) => {
                 app.rt.pid = Some(sp.pid);
                 app.rt.pid_start = Some(sp.start_ticks);
                 app.rt.boot_id = Some(self.boot_id.clone());
@@ -356,6 +392,7 @@ impl Supervisor {
                     app.health = Some(oxidepm_proto::HealthState::Unknown);
                 }
                 self.by_pid.insert(sp.pid, id);
+                self.record_run(id, run, sp.pid, sp.start_ticks);
                 match self.store.start_run(id, sp.pid, actor) {
                     Ok(run) => self.apps.get_mut(&id).expect("present").rt.run_id = Some(run),
                     Err(e) => log::error!("cannot record a run: {e}"),
@@ -377,6 +414,13 @@ impl Supervisor {
         }
         self.persist(id);
         let pid = self.apps.get(&id).and_then(|a| a.rt.pid).unwrap_or(0);
+        self.adopt_members(id, pid);
+        let start = self.apps.get(&id).and_then(|a| a.rt.pid_start);
+        if let (Some(start), false) = (start, self.sessions.contains_key(&pid)) {
+            // Started by a daemon that recorded no session.
+            let run = self.apps.get(&id).and_then(|a| a.run_cgroup.clone());
+            self.record_run(id, run, pid, start);
+        }
         self.event(
             id,
             EventKind::Adopted,
@@ -395,8 +439,8 @@ impl Supervisor {
         if app.rt.pid != Some(pid) {
             return;
         }
+        let pid_start = app.rt.pid_start.take();
         app.rt.pid = None;
-        app.rt.pid_start = None;
         app.rt.last_exit = exit.code;
         let run = app.rt.run_id.take();
         let uptime = app
@@ -423,15 +467,9 @@ impl Supervisor {
             crash.clone()
         };
         self.event(id, EventKind::Exited, &actor, &exit.describe());
-        // Whatever the app left in its process group goes with it, as with
-        // systemd's control-group kill: a restart must not duplicate workers.
-        if spawn::signal_group(pid, Signal::SIGTERM) {
-            let t = Duration::from_millis(app.spec.kill_timeout_ms);
-            tokio::spawn(async move {
-                tokio::time::sleep(t).await;
-                spawn::signal_group(pid, Signal::SIGKILL);
-            });
-        }
+        let t = Duration::from_millis(app.spec.kill_timeout_ms);
+        self.end_runs(id, pid, pid_start, t);
+        let app = self.apps.get(&id).expect("present");
         if self.shutting_down {
             let app = self.apps.get_mut(&id).expect("present");
             app.rt.status = Status::Stopped;
@@ -490,78 +528,5 @@ impl Supervisor {
                 let _ = s.spawn_now(id, &actor, EventKind::Restarted);
             }
         });
-    }
-
-    /// Begins stopping app `id`. Returns what to wait on, or `None` when no
-    /// process was running (the app is then already stopped). With
-    /// `keep_desired` the app stays in the set to bring back (restart,
-    /// daemon shutdown).
-    pub fn begin_stop(&mut self, id: u64, actor: &Actor, keep_desired: bool) -> Option<StopTicket> {
-        let app = self.apps.get_mut(&id)?;
-        if !keep_desired {
-            app.rt.desired_running = false;
-            // Recorded even when it was already down: a person who stops
-            // an app means it to stay stopped.
-            app.rt.stopped_by = Some(actor.class);
-        }
-        match app.rt.status {
-            Status::Online => {
-                let pid = app.rt.pid?;
-                app.rt.status = Status::Stopping;
-                app.generation += 1;
-                app.stopping_actor = Some(actor.clone());
-                let sig = spawn::parse_signal(&app.spec.stop_signal).unwrap_or(Signal::SIGTERM);
-                let ticket = StopTicket {
-                    id,
-                    pid,
-                    kill_timeout: Duration::from_millis(app.spec.kill_timeout_ms),
-                    exits: app.exits.subscribe(),
-                };
-                spawn::signal_group(pid, sig);
-                self.persist(id);
-                Some(ticket)
-            }
-            Status::Stopping => {
-                let pid = app.rt.pid?;
-                Some(StopTicket {
-                    id,
-                    pid,
-                    kill_timeout: Duration::from_millis(app.spec.kill_timeout_ms),
-                    exits: app.exits.subscribe(),
-                })
-            }
-            Status::Starting => {
-                app.generation += 1;
-                app.rt.status = Status::Stopped;
-                self.persist(id);
-                self.event(id, EventKind::Stopped, actor, "pending start cancelled");
-                None
-            }
-            Status::Stopped | Status::Errored => {
-                self.persist(id);
-                None
-            }
-        }
-    }
-
-    /// Completes a stop once the app's tree is gone.
-    pub fn finish_stop(&mut self, id: u64, actor: &Actor, how: &str) {
-        let Some(app) = self.apps.get_mut(&id) else {
-            return;
-        };
-        if app.rt.status != Status::Stopping {
-            return;
-        }
-        if let Some(pid) = app.rt.pid.take() {
-            // Stopped but never reaped here (adopted, or the exit is still
-            // queued): forget the pid so it is never signalled again.
-            self.by_pid.remove(&pid);
-        }
-        let app = self.apps.get_mut(&id).expect("present");
-        app.rt.status = Status::Stopped;
-        app.stopping_actor = None;
-        app.unstable = 0;
-        self.persist(id);
-        self.event(id, EventKind::Stopped, actor, how);
     }
 }

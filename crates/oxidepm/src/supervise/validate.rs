@@ -81,6 +81,12 @@ pub enum Invalid {
     /// The definitions would make a dependency cycle.
     #[error(transparent)]
     Cycle(#[from] Cycle),
+    /// An agent that a root daemon would run as root.
+    #[error("agent {app:?} would run as root, the daemon's own uid, where nothing separates it from the daemon or from other such agents; give it a user of its own (`--user <name>`, or `user` in the config file), or set `agents_share_uid = true` in daemon.toml to accept agents that are not isolated from each other")]
+    AgentAsRoot {
+        /// The agent.
+        app: String,
+    },
     /// One request defines the same name twice.
     #[error("app {app:?} is defined twice in one request")]
     DefinedTwice {

@@ -266,7 +266,9 @@ fn run_inside(env: &Env, name: &str, kind: &str, claim: Option<&str>, args: &str
 #[test]
 fn the_cli_inside_an_adapter_or_agent_is_that_adapter_or_agent() {
     let env = Env::new();
-    env.daemon_toml("[adapters.chat]\ntier = \"control\"\napps = [\"web\"]\n");
+    env.daemon_toml(
+        "agents_share_uid = true\n[adapters.chat]\ntier = \"control\"\napps = [\"web\"]\n",
+    );
     let v = run_inside(&env, "chat", "adapter", Some("human:root"), "whoami");
     assert_eq!(
         (v["class"].as_str(), v["label"].as_str()),
@@ -465,17 +467,26 @@ fn a_double_forked_descendant_of_the_daemon_is_an_ai() {
         bin("oxidepm").display(),
         out.display()
     );
-    env.ok(&[
-        "start",
-        "--name",
-        "forker",
-        "--restart",
-        "never",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    // Without cgroups (the sessions fallback): a process that left the
+    // app's session is found by nothing but its parent, the daemon. (With
+    // a cgroup it is the app's; see containment.rs.)
+    let o = env
+        .cmd()
+        .env("OXIDEPM_CGROUP_ROOT", "none")
+        .args([
+            "start",
+            "--name",
+            "forker",
+            "--restart",
+            "never",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
     env.wait(20, "the orphan's answer", || !read(&out).is_empty());
     let v: Value = serde_json::from_str(&read(&out)).unwrap();
     assert_eq!(v["class"], "ai", "{v}");

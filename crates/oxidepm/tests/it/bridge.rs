@@ -76,6 +76,7 @@ fn webhook_messages_reach_the_routed_agent_and_answers_leave_as_that_agent() {
     let sink = Sink::start(SinkMode::Ok, Duration::ZERO);
     env.daemon_toml(&format!(
         r#"
+agents_share_uid = true
 [lanes]
 sources = ["webhook"]
 
@@ -302,6 +303,7 @@ fn mail_in_a_maildir_reaches_the_agent_and_its_answer_leaves_by_smtp() {
     let maildir = env.path("Maildir");
     env.daemon_toml(&format!(
         r#"
+agents_share_uid = true
 [lanes]
 sources = ["email"]
 

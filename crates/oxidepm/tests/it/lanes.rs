@@ -350,6 +350,7 @@ fn sockets_secrets_and_names_are_private() {
 #[test]
 fn the_agent_is_told_about_its_lane() {
     let env = Env::new();
+    env.daemon_toml("agents_share_uid = true\n");
     let out = env.path("env.txt");
     let home = env.home.display().to_string();
     env.ok(&[

@@ -345,6 +345,7 @@ fn startup_prints_a_notify_unit_that_keeps_apps() {
     let unit = env.ok(&["startup"]);
     assert!(unit.contains("Type=notify"), "{unit}");
     assert!(unit.contains("KillMode=process"), "{unit}");
+    assert!(unit.contains("Delegate=yes"), "{unit}");
     assert!(unit.contains("--foreground"), "{unit}");
     let cfg = env.path("cfg");
     let o = env

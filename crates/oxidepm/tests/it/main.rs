@@ -5,6 +5,7 @@ mod access;
 mod authority;
 mod bridge;
 mod connections;
+mod containment;
 mod harness;
 mod home;
 mod lanes;

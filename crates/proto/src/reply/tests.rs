@@ -41,13 +41,14 @@ fn answers_keep_their_shape() {
     let who = Identity {
         actor: Actor::new(Class::Ai, "bot"),
         class: Class::Ai,
+        containment: "sessions (test)".into(),
         label: "bot".into(),
         socket: "agent".into(),
         tier: Tier::Control,
     };
     assert_eq!(
         same_both_ways(&who),
-        r#"{"actor":"ai:bot","class":"ai","label":"bot","socket":"agent","tier":"control"}"#
+        r#"{"actor":"ai:bot","class":"ai","containment":"sessions (test)","label":"bot","socket":"agent","tier":"control"}"#
     );
     let started = AppAction {
         action: Action::Started,
@@ -71,6 +72,7 @@ fn answers_keep_their_shape() {
         name: None,
         pid: None,
         status: None,
+        warnings: Vec::new(),
     };
     assert_eq!(
         same_both_ways(&gone),
@@ -146,6 +148,7 @@ fn reports_keep_their_shape() {
             reload_error: None,
             routes: vec![RouteReport::new(route(), RouteOrigin::Config)],
         },
+        warnings: Vec::new(),
     };
     let text = same_both_ways(&lanes);
     assert_eq!(

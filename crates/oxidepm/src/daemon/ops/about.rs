@@ -18,11 +18,13 @@ impl Daemon {
     }
 }
 
-/// `whoami`: what was decided about the caller when it connected.
-pub(super) fn whoami(caller: &Caller) -> Identity {
+/// `whoami`: what was decided about the caller when it connected, and
+/// what that decision rests on (`containment`).
+pub(super) fn whoami(caller: &Caller, containment: String) -> Identity {
     Identity {
         actor: caller.actor.clone(),
         class: caller.actor.class,
+        containment,
         label: caller.actor.label.clone(),
         socket: caller.socket.as_str().into(),
         tier: caller.tier,

@@ -31,7 +31,9 @@ impl Daemon {
             .map(|a| {
                 let [o, e] = s.log_paths(&a.spec.name);
                 let files = [o.display().to_string(), e.display().to_string()];
-                a.info(true, reveal(caller), Some(files))
+                let mut info = a.info(true, reveal(caller), Some(files));
+                info.containment = s.containment_of(a.id);
+                info
             })
             .collect())
     }
@@ -47,7 +49,14 @@ impl Daemon {
             return Err(OpError::NothingToDefine);
         }
         self.prepare_lanes(&apps).await?;
-        Ok(control::define(&self.sup, apps, actor).await?)
+        let mut out = control::define(&self.sup, apps, actor).await?;
+        let warnings = lock(&self.sup).agent_uid_warnings();
+        for d in &mut out {
+            if let Some(w) = d.name.as_ref().and_then(|n| warnings.get(n)) {
+                d.warnings.push(w.clone());
+            }
+        }
+        Ok(out)
     }
 
     /// `start`.

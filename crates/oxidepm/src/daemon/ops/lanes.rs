@@ -13,6 +13,9 @@ impl Daemon {
         if apps.iter().any(|a| a.kind == AppKind::Agent) {
             // The lane exists before the agent's first process.
             self.lanes.check_agents(apps)?;
+            lock(&self.sup)
+                .check_agent_uids(apps)
+                .map_err(crate::supervise::Error::from)?;
             let agents = apps
                 .iter()
                 .filter(|a| a.kind == AppKind::Agent)
@@ -38,6 +41,7 @@ impl Daemon {
         Ok(LanesReport {
             agents: self.lanes.report(&self.sup).await?,
             bridge: self.lanes.routes_report(&self.sup).await?,
+            warnings: lock(&self.sup).agent_uid_warnings().into_values().collect(),
         })
     }
 

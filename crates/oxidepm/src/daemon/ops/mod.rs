@@ -27,7 +27,10 @@ impl Daemon {
         let actor = &caller.actor;
         match op {
             Op::Ping => Ok(self.ping().into()),
-            Op::Whoami => Ok(about::whoami(caller).into()),
+            Op::Whoami => {
+                let containment = crate::supervise::lock(&self.sup).containment_report();
+                Ok(about::whoami(caller, containment).into())
+            }
             Op::Status => Ok(self.status(caller).into()),
             Op::Show { target } => self.show(caller, &target).map(Into::into),
             Op::Define { apps } => self.define(apps, actor).await.map(Into::into),
