@@ -5,8 +5,8 @@
 mod bounds;
 mod harness;
 mod maildir_race;
-mod webhook_limits;
 mod parking;
+mod webhook_limits;
 
 use crate::source::Inbound;
 use harness::*;

@@ -35,6 +35,9 @@ pub enum ConnectError {
         /// The failure.
         source: std::io::Error,
     },
+    /// The home cannot be trusted: nothing is written into it.
+    #[error("connection to the daemon failed: {0}")]
+    Home(#[from] crate::paths::trust::HomeError),
     /// oxidepmd could not be run to start a daemon.
     #[error("connection to the daemon failed: cannot run oxidepmd to start the daemon: {0}")]
     RunDaemon(#[source] std::io::Error),
@@ -197,6 +200,13 @@ impl StartLock {
     /// lock.
     fn acquire(home: &Home) -> Result<StartLock, ConnectError> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        // The lock is the first thing written into the home: the home is
+        // checked as the daemon would check it, so that nothing is created
+        // in a home another user controls.
+        crate::paths::trust::check_above(home.root())?;
+        if home.root().exists() {
+            crate::paths::trust::check_home(home)?;
+        }
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -212,6 +222,7 @@ impl StartLock {
             .create(true)
             .truncate(false)
             .mode(0o600)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .open(&path)
             .map_err(|source| ConnectError::StartLock {
                 path: path.clone(),

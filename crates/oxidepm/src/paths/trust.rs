@@ -319,7 +319,7 @@ fn written_files(home: &Home) -> Vec<PathBuf> {
             PathBuf::from(p)
         })
         .collect();
-    files.extend([db, home.daemon_log(), home.lock_file()]);
+    files.extend([db, home.daemon_log(), home.lock_file(), home.start_lock()]);
     files
 }
 

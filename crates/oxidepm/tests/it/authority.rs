@@ -253,7 +253,7 @@ fn an_adapter_granted_a_tag_reaches_nothing_else_by_any_request() {
 #[test]
 fn a_defined_agents_label_is_its_own_and_new_labels_get_the_lowest_tier() {
     let env = Env::new();
-    env.daemon_toml("[lanes]\nbackend = \"off\"\n[tiers]\nlabels = { assistant = \"read\" }\n");
+    env.daemon_toml("agents_share_uid = true\n[lanes]\nbackend = \"off\"\n[tiers]\nlabels = { assistant = \"read\" }\n");
     env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
     let mut alice = inside(&env, "alice", "agent");
     let web = env.pid("web");
@@ -299,7 +299,7 @@ fn a_defined_agents_label_is_its_own_and_new_labels_get_the_lowest_tier() {
 #[test]
 fn an_agent_reaches_itself_and_its_grant_through_ops_and_its_own_tree() {
     let env = Env::new();
-    env.daemon_toml("[agents.alice]\napps = [\"shop\"]\n");
+    env.daemon_toml("agents_share_uid = true\n[agents.alice]\napps = [\"shop\"]\n");
     let shop_cmd = "echo shop-line; exec sleep 100000";
     env.ok(&["start", "--name", "shop", "--", "sh", "-c", shop_cmd]);
     // A customer's card number reached bob, and bob's log.
@@ -364,7 +364,7 @@ fn an_agent_reaches_itself_and_its_grant_through_ops_and_its_own_tree() {
 #[test]
 fn a_protected_app_a_person_stopped_stays_stopped_whatever_an_ai_asks() {
     let env = Env::new();
-    env.daemon_toml("[lanes]\nbackend = \"off\"\n");
+    env.daemon_toml("agents_share_uid = true\n[lanes]\nbackend = \"off\"\n");
     env.ok(&[
         "start",
         "--name",

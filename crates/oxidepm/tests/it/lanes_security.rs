@@ -476,7 +476,7 @@ fn a_bridge_that_cannot_run_as_its_own_user_stays_stopped_and_lanes_says_why() {
     // A user that does not exist, and no useradd on the daemon's PATH.
     let env = Env::new();
     env.daemon_toml(&format!(
-        "[lanes]\nsources = [\"webhook\"]\nbridge_user = \"oxpm-nobridge\"\n\n\
+        "agents_share_uid = true\n[lanes]\nsources = [\"webhook\"]\nbridge_user = \"oxpm-nobridge\"\n\n\
          [lanes.webhook]\nlisten = \"127.0.0.1:{}\"\n",
         free_port()
     ));

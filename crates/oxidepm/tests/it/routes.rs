@@ -50,6 +50,8 @@ fn routes_to_missing_agents_are_parked_and_the_bridge_runs_on() {
     // carol and zed are never defined.
     env.daemon_toml(&format!(
         r#"
+agents_share_uid = true
+
 [lanes]
 sources = ["webhook"]
 default_agent = "zed"
