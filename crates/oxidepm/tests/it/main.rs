@@ -11,4 +11,5 @@ mod lanes;
 mod lanes_security;
 mod lifecycle;
 mod ops;
+mod retention;
 mod supervision;
