@@ -350,7 +350,12 @@ impl Printer {
                     e.socket.clone(),
                     e.op.clone(),
                     e.apps.join(","),
-                    e.outcome.clone(),
+                    // A summary row says how many refusals it stands for.
+                    if e.message.starts_with("… and ") {
+                        format!("{} {}", e.outcome, e.message)
+                    } else {
+                        e.outcome.clone()
+                    },
                 ]
             })
             .collect();

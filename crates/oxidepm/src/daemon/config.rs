@@ -35,6 +35,17 @@ pub enum ConfigError {
         /// What is wrong and what to write instead.
         reason: &'static str,
     },
+    /// A `[retention]` or daemon.log setting that would keep things forever
+    /// or makes no sense.
+    #[error("{}: {key} {reason}", path.display())]
+    Retention {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: &'static str,
+        /// What is wrong and what to write instead.
+        reason: &'static str,
+    },
     /// The `[lanes]` settings are inconsistent.
     #[error("{}: {source}", path.display())]
     Lanes {
@@ -93,6 +104,23 @@ pub struct Config {
     /// from each other or from the daemon).
     #[serde(default)]
     pub agents_share_uid: bool,
+    /// daemon.log is rotated before it would grow past this many bytes
+    /// (default 10 MiB; 0: never).
+    #[serde(default = "ten_mib")]
+    pub daemon_log_max_bytes: u64,
+    /// Rotated daemon.log files kept (default 3, at most 100).
+    #[serde(default = "three")]
+    pub daemon_log_keep: u32,
+    /// How long events and audit rows are kept; how many refusals are written.
+    #[serde(default)]
+    pub retention: super::retention::RetentionSettings,
+}
+
+fn ten_mib() -> u64 {
+    10 << 20
+}
+fn three() -> u32 {
+    3
 }
 
 fn yes() -> bool {
@@ -147,6 +175,12 @@ impl Config {
                 key,
                 reason,
             })?;
+        c.check_retention()
+            .map_err(|(key, reason)| ConfigError::Retention {
+                path: path_buf(),
+                key,
+                reason,
+            })?;
         c.lanes.check().map_err(|source| ConfigError::Lanes {
             path: path_buf(),
             source,
@@ -156,6 +190,14 @@ impl Config {
 }
 
 impl Config {
+    /// Checks `[retention]` and the daemon.log keys: the key at fault and why.
+    fn check_retention(&self) -> Result<(), (&'static str, &'static str)> {
+        if self.daemon_log_keep > 100 {
+            return Err(("daemon_log_keep", "must be at most 100"));
+        }
+        self.retention.check()
+    }
+
     /// Checks the connection caps: the key at fault and why.
     fn check_connections(&self) -> Result<(), (&'static str, &'static str)> {
         for (key, v) in [

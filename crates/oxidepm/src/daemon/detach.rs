@@ -72,6 +72,7 @@ pub fn spawn_detached(home: &Home, resurrect: bool) -> Result<u32, DetachError> 
         })?;
     let mut cmd = Command::new(exe);
     cmd.arg("--foreground")
+        .arg("--daemon-log")
         .arg("--home")
         .arg(home.root())
         .stdin(Stdio::null())

@@ -1,6 +1,7 @@
 //! `oxidepmd`'s command line: the daemon in the foreground or detached, or
 //! the log writer of one app run (`oxidepmd __logshim …`).
 
+use crate::daemon::daemon_log::DaemonLog;
 use crate::daemon::{self, Options};
 use crate::paths::lock::{DaemonLock, LockError};
 use crate::paths::Home;
@@ -23,6 +24,10 @@ struct Args {
     /// Home directory (default: $OXIDEPM_HOME, else ~/.oxidepm).
     #[arg(long, value_name = "DIR")]
     home: Option<PathBuf>,
+    /// Log to the home's daemon.log, rotated by size (given by the
+    /// detaching parent, which points stdout and stderr there too).
+    #[arg(long, hide = true)]
+    daemon_log: bool,
 }
 
 /// `oxidepmd`: parses the command line, then runs the daemon (or, as
@@ -67,10 +72,31 @@ pub fn main() -> ExitCode {
         Ok(c) => c.log_level.clone(),
         Err(_) => "info".into(),
     };
-    env_logger::Builder::new()
+    let mut logger = env_logger::Builder::new();
+    logger
         .parse_filters(&std::env::var("OXIDEPM_LOG").unwrap_or(level))
-        .format_timestamp_millis()
-        .init();
+        .format_timestamp_millis();
+    if args.daemon_log {
+        let defaults = daemon::config::Config::default();
+        let c = config.as_ref().unwrap_or(&defaults);
+        match DaemonLog::open(
+            home.root(),
+            "daemon.log".as_ref(),
+            c.daemon_log_max_bytes,
+            c.daemon_log_keep,
+            true,
+        ) {
+            Ok(log) => {
+                logger.target(env_logger::Target::Pipe(Box::new(log)));
+            }
+            // stderr is daemon.log too, only never rotated.
+            Err(e) => eprintln!(
+                "oxidepmd: cannot open {} to rotate it ({e}); logging to stderr",
+                home.daemon_log().display()
+            ),
+        }
+    }
+    logger.init();
     if let Err(e) = config {
         eprintln!("oxidepmd: {e}");
         return ExitCode::FAILURE;

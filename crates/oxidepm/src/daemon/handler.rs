@@ -1,12 +1,14 @@
 //! Answering requests: policy, audit, then the operation (in [`super::ops`]).
 
 use super::errors::OpError;
+use super::refusals::{thousands, Kind, Refusals, Verdict};
 use super::Daemon;
 use crate::access::{policy, Caller, Peer};
 use crate::server::Sink;
 use crate::store::NewAudit;
 use crate::supervise::{control, lock};
-use oxidepm_proto::{ErrorBody, Killed, Op, Reply, Request, Response};
+use crate::timefmt::{now_ms, rfc3339_ms};
+use oxidepm_proto::{ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response};
 use std::sync::Arc;
 
 impl Daemon {
@@ -69,63 +71,146 @@ impl Daemon {
         let id = req.id;
         let op_name = req.op.name();
         let read = policy::is_read(&req.op);
-        if read {
-            log::debug!(
-                "{op_name} by {} via {}",
-                caller.actor,
-                caller.socket.as_str()
-            );
-        } else {
-            log::info!(
-                "{op_name} by {} via {}",
-                caller.actor,
-                caller.socket.as_str()
-            );
-        }
         // Names of the apps the request touches, for the audit and messages.
         let mut apps: Vec<String> = Vec::new();
         let answer = match self.authorize(caller, &req.op, &mut apps) {
             Err(e) => Err(OpError::from(e)),
-            Ok(only) => self.execute(caller, req.op, only).await,
+            Ok(only) => {
+                // Logged once let through: a refused request is logged (or
+                // only counted) with its audit row.
+                if read {
+                    log::debug!(
+                        "{op_name} by {} via {}",
+                        caller.actor,
+                        caller.socket.as_str()
+                    );
+                } else {
+                    log::info!(
+                        "{op_name} by {} via {}",
+                        caller.actor,
+                        caller.socket.as_str()
+                    );
+                }
+                self.execute(caller, req.op, only).await
+            }
         };
-        let refused = answer.as_ref().is_err_and(|e| e.refusal().is_some());
         let answer = answer.map_err(ErrorBody::from);
         if !read || answer.is_err() {
             self.audit(caller, op_name, &apps, answer.as_ref().err());
         }
         match answer {
             Ok(r) => response(id, r),
-            Err(e) => {
-                if refused {
-                    log::warn!("refused: {}", e.message);
-                }
-                Response::err(id, e)
-            }
+            Err(e) => Response::err(id, e),
         }
     }
 
     /// Writes the audit row of a request: `ok`, or the code and message
-    /// of `error`.
+    /// of `error`. A request that failed changed nothing, so beyond the
+    /// first few of a kind in a window it is only counted (see
+    /// [`super::refusals`]); what changed something is always written.
     fn audit(&self, caller: &Caller, op: &str, apps: &[String], error: Option<&ErrorBody>) {
         let (outcome, message) = match error {
             None => ("ok", ""),
             Some(e) => (e.code.as_str(), e.message.as_str()),
         };
-        let s = lock(&self.sup);
-        if let Err(e) = s.store.record_audit(&NewAudit {
+        if let Some(e) = error {
+            let kind = Kind {
+                actor: caller.actor.clone(),
+                socket: caller.socket.as_str().to_string(),
+                op: op.to_string(),
+                code: outcome.to_string(),
+            };
+            if self.refusals().admit(kind, now_ms()) == Verdict::Count {
+                return;
+            }
+            if is_refusal(e.code) {
+                log::warn!("refused: {}", e.message);
+            }
+        }
+        self.write_audit(&NewAudit {
             actor: &caller.actor,
             socket: caller.socket.as_str(),
             op,
             apps,
             outcome,
             message,
-        }) {
+        });
+    }
+
+    /// Writes the summary rows of the refusal windows that are over (all
+    /// of them when `all`, as the daemon stops).
+    pub(super) fn close_refusal_windows(&self, all: bool) {
+        let closed = {
+            let mut r = self.refusals();
+            if all {
+                r.close_all()
+            } else {
+                r.close_due(now_ms())
+            }
+        };
+        for s in closed {
+            let noun = if is_refusal_code(&s.kind.code) {
+                "refusals"
+            } else {
+                "failed requests"
+            };
+            let by = if s.others {
+                " by other actors (too many were refused at once to count each apart)"
+            } else {
+                ""
+            };
+            let message = format!(
+                "… and {} more {noun} of the same kind{by} from {} to {}",
+                thousands(s.more),
+                rfc3339_ms(s.first_ms),
+                rfc3339_ms(s.last_ms)
+            );
+            log::warn!(
+                "{} {} by {} via {}: {message}",
+                s.kind.op,
+                s.kind.code,
+                s.kind.actor,
+                s.kind.socket
+            );
+            self.write_audit(&NewAudit {
+                actor: &s.kind.actor,
+                socket: &s.kind.socket,
+                op: &s.kind.op,
+                apps: &[],
+                outcome: &s.kind.code,
+                message: &message,
+            });
+        }
+    }
+
+    fn refusals(&self) -> std::sync::MutexGuard<'_, Refusals> {
+        // Counting is all it does, so a panic elsewhere cannot leave it
+        // half-changed: carry on with what it holds.
+        self.refusals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write_audit(&self, row: &NewAudit<'_>) {
+        let s = lock(&self.sup);
+        if let Err(e) = s.store.record_audit(row) {
             log::error!(
-                "cannot write the audit row of {op} by {}: {e}",
-                caller.actor
+                "cannot write the audit row of {} by {}: {e}",
+                row.op,
+                row.actor
             );
         }
     }
+}
+
+fn is_refusal(code: ErrorCode) -> bool {
+    matches!(code, ErrorCode::PolicyDenied | ErrorCode::Protected)
+}
+
+fn is_refusal_code(code: &str) -> bool {
+    [ErrorCode::PolicyDenied, ErrorCode::Protected]
+        .iter()
+        .any(|c| c.as_str() == code)
 }
 
 /// The final line of an answer. Answers are written through `Value`, so

@@ -2,11 +2,14 @@
 //! shutdown. Requests are answered in [`handler`] and [`ops`].
 
 pub mod config;
+pub mod daemon_log;
 mod detach;
 pub mod entry;
 mod errors;
 mod handler;
 mod ops;
+mod refusals;
+pub mod retention;
 mod views;
 
 use crate::access::gate::AuthorizeError;
@@ -44,6 +47,8 @@ pub struct Daemon {
     pub exit: Notify,
     /// The agents' lanes.
     pub lanes: Lanes,
+    /// Refusals written, and those only counted, per kind and window.
+    refusals: std::sync::Mutex<refusals::Refusals>,
     started: Instant,
 }
 
@@ -255,8 +260,10 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         ),
         exit: Notify::new(),
         lanes,
+        refusals: std::sync::Mutex::new(refusals::Refusals::new(config.retention.refusal_limits())),
         started: Instant::now(),
     });
+    tokio::spawn(retention::run(daemon.clone(), config.retention.clone()));
 
     if config.lanes.backend == Backend::Redis
         && config.lanes.responders.iter().any(|r| r == lane_ops::NAME)
@@ -364,6 +371,8 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     }
     let _ = std::fs::remove_file(home.daemon_socket());
     let _ = std::fs::remove_file(home.agent_socket());
+    // What was only counted is written before the daemon goes.
+    daemon.close_refusal_windows(true);
     log::info!("oxidepmd stopped");
     Ok(())
 }

@@ -3,10 +3,13 @@
 //! its own transaction, so a crash never loses more than the change in flight
 //! and a boot never starts from an empty list.
 
+mod retention;
 mod schema;
 mod sessions;
 
 pub use sessions::SessionRow;
+
+pub use retention::{History, Keep};
 
 use oxidepm_proto::{Actor, AppSpec, AuditRecord, Class, EventKind, EventRecord, Status};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -318,7 +321,7 @@ impl Store {
                 app,
                 kind,
                 actor.to_string(),
-                detail
+                cut(detail, MAX_TEXT)
             ])?;
         Ok(())
     }
@@ -356,6 +359,7 @@ impl Store {
     /// Writes an audit row.
     pub fn record_audit(&self, a: &NewAudit<'_>) -> Result<()> {
         let apps = serde_json::to_string(a.apps).unwrap_or_else(|_| "[]".into());
+        let message = cut(a.message, MAX_TEXT);
         self.conn
             .prepare_cached(
                 "INSERT INTO audit (at, actor, socket, op, apps, outcome, message)
@@ -368,7 +372,7 @@ impl Store {
                 a.op,
                 apps,
                 a.outcome,
-                a.message
+                message
             ])?;
         Ok(())
     }
@@ -479,6 +483,22 @@ impl Store {
             .execute(params![text])?;
         Ok(n == 1)
     }
+}
+
+/// Bytes of an audit message or an event detail kept at most: what bounds
+/// a row, and so the disk that `[retention]`'s row counts allow.
+pub const MAX_TEXT: usize = 1024;
+
+/// `s` cut to at most `max` bytes at a character boundary, marked with `…`.
+fn cut(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return s.into();
+    }
+    let mut end = max - '…'.len_utf8();
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end]).into()
 }
 
 fn parse_actor(s: &str) -> Actor {

@@ -13,6 +13,9 @@ pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // The WAL is truncated back to 4 MiB after a checkpoint, so a burst of
+    // writes does not leave a large file behind for good.
+    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)?;
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if version > SCHEMA_VERSION {
         return Err(rusqlite::Error::InvalidParameterName(format!(
@@ -76,6 +79,22 @@ pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
              PRAGMA user_version = 3;
              COMMIT;",
         )?;
+    }
+    incremental_vacuum(conn)?;
+    Ok(())
+}
+
+/// Turns on `auto_vacuum = INCREMENTAL`, so that pages freed by retention
+/// can be handed back to the file system (`Store::reclaim`). A database made
+/// without it needs one VACUUM to switch: done once, here, at the first
+/// start of a daemon that prunes; it rewrites the file, so a large old
+/// state.db makes that one start slower (seconds for a million rows).
+fn incremental_vacuum(conn: &Connection) -> rusqlite::Result<()> {
+    const INCREMENTAL: i64 = 2;
+    let mode: i64 = conn.pragma_query_value(None, "auto_vacuum", |r| r.get(0))?;
+    if mode != INCREMENTAL {
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        conn.execute_batch("VACUUM")?;
     }
     Ok(())
 }

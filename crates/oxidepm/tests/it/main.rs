@@ -12,5 +12,6 @@ mod lanes;
 mod lanes_security;
 mod lifecycle;
 mod ops;
+mod retention;
 mod routes;
 mod supervision;

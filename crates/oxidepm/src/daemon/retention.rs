@@ -1,0 +1,210 @@
+//! `[retention]` of daemon.toml, and the daemon's housekeeping timer: the
+//! history tables pruned in small batches, and refusal windows closed into
+//! their summary rows.
+
+use super::refusals::Limits;
+use super::Daemon;
+use crate::store::{History, Keep};
+use crate::supervise::{lock, Shared};
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+/// Rows deleted per statement: a few milliseconds, after which the
+/// runtime thread serves others before the next batch.
+const BATCH: usize = 500;
+
+/// Free pages handed back per pass (4 KiB each).
+const RECLAIM_PAGES: u32 = 4096;
+
+/// Refusals written per window over all kinds, as a multiple of one kind's.
+const TOTAL_PER_KIND: u32 = 10;
+
+/// Kinds of refusal followed one by one within a window.
+const MAX_KINDS: usize = 256;
+
+/// How long the history tables keep their rows, and how many refusals are
+/// written. Every table is bounded by a row count; an age of 0 days means
+/// no age limit.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionSettings {
+    /// Events older than this many days are deleted (default 30; 0: none).
+    #[serde(default = "thirty")]
+    pub events_max_age_days: u32,
+    /// The newest events kept (default 100,000).
+    #[serde(default = "hundred_thousand")]
+    pub events_max_rows: u64,
+    /// Audit rows older than this many days are deleted (default 90; 0: none).
+    #[serde(default = "ninety")]
+    pub audit_max_age_days: u32,
+    /// The newest audit rows kept (default 100,000).
+    #[serde(default = "hundred_thousand")]
+    pub audit_max_rows: u64,
+    /// Seconds between two prunings (default 60).
+    #[serde(default = "sixty")]
+    pub prune_interval_secs: u64,
+    /// Refusals of one kind (actor, socket, operation, code) written per
+    /// window; the rest are counted into one summary row (default 10).
+    #[serde(default = "ten")]
+    pub refusals_per_window: u32,
+    /// The refusal window, seconds (default 60).
+    #[serde(default = "sixty")]
+    pub refusal_window_secs: u64,
+}
+
+fn thirty() -> u32 {
+    30
+}
+fn ninety() -> u32 {
+    90
+}
+fn hundred_thousand() -> u64 {
+    100_000
+}
+fn sixty() -> u64 {
+    60
+}
+fn ten() -> u32 {
+    10
+}
+
+impl Default for RetentionSettings {
+    fn default() -> RetentionSettings {
+        toml::from_str("").expect("defaults parse")
+    }
+}
+
+impl RetentionSettings {
+    /// Checks the settings: the key at fault and why.
+    pub fn check(&self) -> Result<(), (&'static str, &'static str)> {
+        let unbounded = "must be at least 1: every table keeps a bounded number of rows";
+        if self.events_max_rows == 0 {
+            return Err(("retention.events_max_rows", unbounded));
+        }
+        if self.audit_max_rows == 0 {
+            return Err(("retention.audit_max_rows", unbounded));
+        }
+        let secs = "must be at least 1 (seconds)";
+        if self.prune_interval_secs == 0 {
+            return Err(("retention.prune_interval_secs", secs));
+        }
+        if self.refusal_window_secs == 0 {
+            return Err(("retention.refusal_window_secs", secs));
+        }
+        Ok(())
+    }
+
+    /// What `table` keeps.
+    pub fn keep(&self, table: History) -> Keep {
+        let (rows, days) = match table {
+            History::Events => (self.events_max_rows, self.events_max_age_days),
+            History::Audit => (self.audit_max_rows, self.audit_max_age_days),
+        };
+        Keep {
+            max_rows: rows,
+            max_age_ms: (days > 0).then(|| i64::from(days) * DAY_MS),
+        }
+    }
+
+    /// How many refusals are written.
+    pub fn refusal_limits(&self) -> Limits {
+        Limits {
+            window_ms: self
+                .refusal_window_secs
+                .saturating_mul(1000)
+                .min(i64::MAX as u64) as i64,
+            per_kind: self.refusals_per_window,
+            total: self.refusals_per_window.saturating_mul(TOTAL_PER_KIND),
+            max_kinds: MAX_KINDS,
+        }
+    }
+}
+
+/// Every second: closes the refusal windows that are over; every
+/// `prune_interval_secs` (and at start): prunes the history tables.
+pub async fn run(daemon: Arc<Daemon>, settings: RetentionSettings) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let every = Duration::from_secs(settings.prune_interval_secs);
+    let mut next_prune = Instant::now();
+    loop {
+        tick.tick().await;
+        daemon.close_refusal_windows(false);
+        if Instant::now() >= next_prune {
+            prune(&daemon.sup, &settings).await;
+            next_prune = Instant::now() + every;
+        }
+    }
+}
+
+/// Prunes both tables, one batch at a time, yielding between batches so
+/// that requests are served meanwhile; then shrinks the file.
+pub async fn prune(sup: &Shared, settings: &RetentionSettings) {
+    for table in [History::Events, History::Audit] {
+        let keep = settings.keep(table);
+        let mut deleted = 0;
+        loop {
+            let n = lock(sup)
+                .store
+                .prune(table, keep, crate::timefmt::now_ms(), BATCH);
+            match n {
+                Ok(n) => {
+                    deleted += n;
+                    if n < BATCH {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    log::error!("cannot prune old {table:?} rows: {e}");
+                    break;
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+        if deleted > 0 {
+            log::debug!("retention: {deleted} {table:?} rows deleted");
+        }
+    }
+    if let Err(e) = lock(sup).store.reclaim(RECLAIM_PAGES) {
+        log::error!("cannot shrink state.db: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_keep_weeks_and_a_bounded_count() {
+        let s = RetentionSettings::default();
+        assert_eq!(
+            s.keep(History::Events),
+            Keep {
+                max_rows: 100_000,
+                max_age_ms: Some(30 * DAY_MS)
+            }
+        );
+        assert_eq!(
+            s.keep(History::Audit),
+            Keep {
+                max_rows: 100_000,
+                max_age_ms: Some(90 * DAY_MS)
+            }
+        );
+        assert_eq!(s.refusal_limits().per_kind, 10);
+        assert_eq!(s.refusal_limits().window_ms, 60_000);
+        assert!(s.check().is_ok());
+    }
+
+    #[test]
+    fn an_unbounded_table_is_refused_and_age_zero_means_no_age_limit() {
+        let s: RetentionSettings = toml::from_str("audit_max_rows = 0").unwrap();
+        assert_eq!(s.check().unwrap_err().0, "retention.audit_max_rows");
+        let s: RetentionSettings = toml::from_str("events_max_age_days = 0").unwrap();
+        assert_eq!(s.keep(History::Events).max_age_ms, None);
+        assert!(toml::from_str::<RetentionSettings>("audit_rows = 5").is_err());
+    }
+}
