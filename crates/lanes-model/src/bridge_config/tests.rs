@@ -1,0 +1,113 @@
+use super::*;
+
+fn parse(extra: &str) -> Result<BridgeConfig, String> {
+    let text = format!(
+        r#"{{"redis_socket": "/r.sock", "password_file": "/pw", "agents": ["alice", "bob"],
+            "sources": ["webhook", "email"],
+            "webhook": {{"token_file": "/t"}} {extra}}}"#
+    );
+    let cfg: BridgeConfig = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    cfg.check().map_err(|e| e.to_string())?;
+    Ok(cfg)
+}
+
+#[test]
+fn defaults() {
+    let c = parse("").unwrap();
+    assert_eq!(c.user, "bridge");
+    assert_eq!(c.retry, RetryConfig::default());
+    assert_eq!(c.outbox.consumer, "bridge-1");
+    let w = c.webhook.unwrap();
+    assert_eq!(w.listen.to_string(), "127.0.0.1:8787");
+    assert_eq!(w.max_body, 1 << 20);
+    assert_eq!(w.limits, WebhookLimits::default());
+    assert_eq!(w.limits.first_byte_ms, 2_000);
+}
+
+#[test]
+fn webhook_limits_are_read_and_none_may_be_zero() {
+    let text = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["webhook"],
+                   "webhook": {"token_file": "/t", "limits": {"max_connections_per_ip": 4}}}"#;
+    let c: BridgeConfig = serde_json::from_str(text).unwrap();
+    c.check().unwrap();
+    let l = c.webhook.unwrap().limits;
+    assert_eq!(l.max_connections_per_ip, 4);
+    assert_eq!(l.headers_ms, 5_000);
+    let text = text.replace("max_connections_per_ip\": 4", "headers_ms\": 0");
+    let c: BridgeConfig = serde_json::from_str(&text).unwrap();
+    let e = c.check().unwrap_err().to_string();
+    assert!(e.contains("webhook.limits.headers_ms"), "{e}");
+    let typo = text.replace("headers_ms", "header_ms");
+    assert!(serde_json::from_str::<BridgeConfig>(&typo).is_err());
+}
+
+#[test]
+fn refuses_what_does_not_fit() {
+    for bad in [
+        r#", "typo": 1"#,
+        r#", "retry": {"attempts": 0}"#,
+        r#", "outbox": {"max_entry_bytes": 0}"#,
+        r#", "inbox_maxlen": 0"#,
+    ] {
+        assert!(parse(bad).is_err(), "accepted {bad}");
+    }
+    // A bad name is refused as the file is read, one that is also a
+    // source by the check.
+    let text = r#"{"redis_socket": "/r", "password_file": "/p", "agents": ["a*"], "sources": []}"#;
+    assert!(serde_json::from_str::<BridgeConfig>(text).is_err());
+    let text = r#"{"redis_socket": "/r", "password_file": "/p", "agents": ["email"],
+                   "sources": ["email"]}"#;
+    let c: BridgeConfig = serde_json::from_str(text).unwrap();
+    assert!(c.check().unwrap_err().to_string().contains("reserved"));
+    assert!(parse(r#", "email": {"maildir": "/m", "smtp": "h:25", "typo": 1}"#).is_err());
+    let text = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["webhook"],
+                   "webhook": {"token_file": "/t", "listen": "0.0.0.0:1"}}"#;
+    let c: BridgeConfig = serde_json::from_str(text).unwrap();
+    assert!(c.check().unwrap_err().to_string().contains("loopback"));
+    let text = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["webhook"],
+                   "webhook": {"token_file": "/t", "deliver": {"*": "https://x/"}}}"#;
+    let c: BridgeConfig = serde_json::from_str(text).unwrap();
+    assert!(c.check().unwrap_err().to_string().contains("http://"));
+}
+
+#[test]
+fn bad_routes_and_an_unknown_default_agent_are_parked_not_refused() {
+    let c = parse(
+        r#", "default_agent": "carol",
+             "routes": [{"source": "webhook", "agent": "alice"},
+                        {"source": "webhook", "channel": "c", "agent": "dave"},
+                        {"source": "sms", "channel": "c", "agent": "alice"},
+                        {"source": "webhook", "channel": "d", "agent": "alice"},
+                        {"source": "webhook", "channel": "d", "agent": "bob"}]"#,
+    )
+    .unwrap();
+    let plan = c.route_plan();
+    assert_eq!(plan.active.len(), 1);
+    assert_eq!(plan.parked.len(), 4);
+    assert!(plan.default_parked.is_some());
+}
+
+#[test]
+fn writes_what_it_reads() {
+    let c = parse(
+        r#", "routes": [{"source": "email", "address": "a@x", "agent": "alice"}],
+             "default_agent": "bob",
+             "email": {"maildir": "/m", "smtp": "h:25", "from": {"alice": "a@x"}}"#,
+    )
+    .unwrap();
+    let text = serde_json::to_string(&c).unwrap();
+    assert!(!text.contains("channel"), "{text}");
+    assert_eq!(serde_json::from_str::<BridgeConfig>(&text).unwrap(), c);
+}
+
+#[test]
+fn backoff_doubles_up_to_the_cap() {
+    let r = RetryConfig {
+        attempts: 9,
+        base_ms: 100,
+        max_ms: 1000,
+    };
+    let ms: Vec<u128> = (1..=6).map(|n| r.backoff(n).as_millis()).collect();
+    assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
+    assert_eq!(r.backoff(200).as_millis(), 1000);
+}
