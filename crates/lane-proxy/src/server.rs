@@ -7,9 +7,14 @@
 //! socket, removed agents lose theirs (and their connections), the others
 //! keep their listener and connections and pick up new settings (password,
 //! limits) for new connections.
+//!
+//! The accept loop also runs the lane's meter (see [`crate::meter`]), so
+//! that it too ends with the lane.
 
 use crate::activation::{self, ActivatedSocket};
+use crate::budget::Budget;
 use crate::connection::{self, LaneSettings};
+use crate::meter::{self, Bounds, Meter};
 use crate::rate_limit::TokenBucket;
 use oxidepm_lanes::proxy_config::agent_socket;
 use oxidepm_lanes::{AgentConfig, AgentName, ConfigError, ProxyConfig, Secret, SecretError};
@@ -41,6 +46,9 @@ struct LaneShared {
     /// `None`: an inherited socket whose agent is not configured.
     settings: RwLock<Option<Arc<LaneSettings>>>,
     connections: AtomicUsize,
+    /// Connections being refused (each is answered, then lingers up to a
+    /// second): past `max_connections` of them, more are closed unanswered.
+    refusing: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -150,6 +158,7 @@ impl Proxy {
                     name: sock.name.clone(),
                     settings: RwLock::new(None),
                     connections: AtomicUsize::new(0),
+                    refusing: AtomicUsize::new(0),
                 });
                 st.lanes.insert(
                     sock.name,
@@ -253,12 +262,11 @@ impl Proxy {
         // Agents that stay or arrive.
         let dir_ok = ensure_lanes_dir(&cfg.lanes_dir);
         for a in &cfg.agents {
-            let old_rate = st
+            let old = st
                 .lanes
                 .get(a.name.as_str())
-                .and_then(|l| read_settings(&l.shared))
-                .and_then(|s| s.rate.clone());
-            let settings = match lane_settings(&cfg, a, old_rate) {
+                .and_then(|l| read_settings(&l.shared));
+            let settings = match lane_settings(&cfg, a, old.as_deref()) {
                 Ok(s) => Arc::new(s),
                 Err(e) => {
                     report.failed.push((a.name.to_string(), e.to_string()));
@@ -308,6 +316,7 @@ impl Proxy {
                 name: a.name.to_string(),
                 settings: RwLock::new(Some(settings)),
                 connections: AtomicUsize::new(0),
+                refusing: AtomicUsize::new(0),
             });
             st.lanes.insert(
                 a.name.to_string(),
@@ -370,10 +379,12 @@ pub enum RunError {
     Signals(#[source] io::Error),
 }
 
+/// A lane's settings from the configuration; what its connections share
+/// (rate bucket, buffer budget, meter) is kept from `old` where unchanged.
 fn lane_settings(
     cfg: &ProxyConfig,
     a: &AgentConfig,
-    old_rate: Option<Arc<Mutex<TokenBucket>>>,
+    old: Option<&LaneSettings>,
 ) -> Result<LaneSettings, LaneError> {
     let password = Secret::read(&a.password_file).map_err(|source| match source {
         SecretError::Read(..) => LaneError::Unreadable(source),
@@ -384,30 +395,62 @@ fn lane_settings(
     })?;
     let rate = a.rate_limit.map(|r| {
         // Keep the bucket (and its level) when the rate did not change.
-        match old_rate {
+        match old.and_then(|o| o.rate.clone()) {
             Some(b) if b.lock().map(|b| b.rate() == r).unwrap_or(false) => b,
             _ => Arc::new(Mutex::new(TokenBucket::new(r, Instant::now()))),
         }
     });
+    // A new budget or meter serves new connections; the old ones keep
+    // theirs until they close.
+    let budget = match old {
+        Some(o) if o.budget.size() == cfg.limits.lane_buffer.min(u32::MAX as usize) => {
+            o.budget.clone()
+        }
+        _ => Budget::new(cfg.limits.lane_buffer),
+    };
+    let meter = match old {
+        Some(o) if o.meter.families() == cfg.families.as_slice() => o.meter.clone(),
+        _ => Meter::new(a.name.clone(), cfg.families.clone()),
+    };
     Ok(LaneSettings {
         agent: a.name.clone(),
         upstream: cfg.upstream.clone(),
         password,
         uid: a.uid,
         check_peer_uid: cfg.check_peer_uid,
-        maxlen: a.maxlen,
+        bounds: Bounds {
+            maxlen: a.maxlen,
+            quota: a.quota,
+        },
         limits: cfg.limits,
         max_connections: a.max_connections,
+        meter_interval: Duration::from_millis(cfg.meter_interval_ms),
         rate,
+        budget,
+        meter,
     })
 }
 
-/// Accepts on one lane until aborted; dropping it closes the lane's
-/// connections.
+/// Accepts on one lane, and measures its outboxes, until aborted; dropping
+/// it closes the lane's connections.
 async fn accept_loop(listener: Arc<UnixListener>, shared: Arc<LaneShared>) {
     let mut conns = JoinSet::new();
+    let source = {
+        let shared = shared.clone();
+        move || {
+            read_settings(&shared).map(|s| meter::Source {
+                meter: s.meter.clone(),
+                upstream: s.upstream.clone(),
+                password: s.password.clone(),
+                interval: s.meter_interval,
+            })
+        }
+    };
+    let metering = meter::run(source);
+    tokio::pin!(metering);
     loop {
         tokio::select! {
+            () = &mut metering => {}
             r = listener.accept() => match r {
                 Ok((stream, _)) => {
                     let shared = shared.clone();
@@ -446,8 +489,15 @@ async fn client(stream: tokio::net::UnixStream, shared: Arc<LaneShared>) {
         return;
     };
     let n = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let _count = Counted(&shared.connections);
+    let count = Counted(&shared.connections);
     if n > settings.max_connections {
+        drop(count);
+        let refusing = shared.refusing.fetch_add(1, Ordering::Relaxed) + 1;
+        let _refusing = Counted(&shared.refusing);
+        if refusing > settings.max_connections {
+            // Answering costs a task and a second each: not for a flood.
+            return;
+        }
         log::warn!(
             "lane {}: refused a connection over the limit of {}",
             shared.name,
@@ -456,7 +506,8 @@ async fn client(stream: tokio::net::UnixStream, shared: Arc<LaneShared>) {
         connection::refuse(
             stream,
             &format!(
-                "ERR lane proxy: agent '{}' has too many connections (at most {})",
+                "OXIDEPM connections: agent '{}' has {} connections open, the most its \
+                 lane takes (lanes.limits.max_connections); close one and try again",
                 shared.name, settings.max_connections
             ),
         )

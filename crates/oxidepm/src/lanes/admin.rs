@@ -229,7 +229,8 @@ impl Lanes {
             acl = l.acl_file().display(),
         );
         write_atomic(&l.redis_conf(), conf.as_bytes())?;
-        write_atomic(&l.acl_file(), acl::acl_file(users).as_bytes())
+        let acl = acl::acl_file(users, &self.settings.families());
+        write_atomic(&l.acl_file(), acl.as_bytes())
     }
 
     fn redis_spec(&self, exe: &Path) -> AppSpec {
@@ -486,7 +487,7 @@ fn apply_live(
             .arg("reset")
             .arg("on")
             .arg(acl::hashed(pw.expose()));
-        for r in user.rules() {
+        for r in user.rules(families) {
             c.arg(r);
         }
         c.query::<()>(&mut con)
