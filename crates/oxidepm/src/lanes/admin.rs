@@ -4,6 +4,7 @@
 //! the set of agent apps, so one `reconcile` serves start-up, a new agent
 //! and a deleted one alike.
 
+use super::budgets;
 use super::error::{ConnectError, Error};
 use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
 use super::settings::{Backend, LanesSettings};
@@ -127,8 +128,10 @@ impl Lanes {
         let sock = self.layout.redis_socket();
         let families = self.settings.families();
         let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
+        let maxmemory = budgets::maxmemory(&self.settings);
         tokio::task::spawn_blocking(move || {
-            apply_live(&sock, &admin_pw, &users, &names, &families)
+            apply_live(&sock, &admin_pw, &users, &names, &families)?;
+            set_maxmemory(&sock, &admin_pw, maxmemory)
         })
         .await
         .map_err(Error::Task)??;
@@ -218,6 +221,7 @@ impl Lanes {
              save \"\"\n\
              appendonly yes\n\
              appendfsync {fsync}\n\
+             maxmemory {maxmemory}\n\
              maxmemory-policy noeviction\n\
              enable-debug-command no\n\
              enable-module-command no\n\
@@ -227,6 +231,7 @@ impl Lanes {
             dir = l.redis_dir().display(),
             fsync = self.settings.appendfsync,
             acl = l.acl_file().display(),
+            maxmemory = budgets::maxmemory(&self.settings),
         );
         write_atomic(&l.redis_conf(), conf.as_bytes())?;
         let acl = acl::acl_file(users, &self.settings.families());
@@ -271,10 +276,15 @@ impl Lanes {
                 c.uid = a.uid;
                 c.rate_limit = self.settings.rate_limit;
                 c.maxlen = self.settings.maxlen;
+                c.quota = budgets::agent_quota(&self.settings);
+                c.max_connections = self.settings.max_connections;
                 c
             })
             .collect();
-        ProxyConfig::new(l.redis_socket(), l.lanes_dir(), lanes)
+        let mut p = ProxyConfig::new(l.redis_socket(), l.lanes_dir(), lanes);
+        p.families = self.settings.families();
+        p.limits = self.settings.limits;
+        p
     }
 
     pub(super) fn write_proxy_conf(&self, agents: &[AgentLane]) -> std::io::Result<()> {
@@ -459,6 +469,22 @@ pub(super) fn connect_as(
             source,
         })?;
     Ok(con)
+}
+
+/// Sets a running Redis's `maxmemory` (redis.conf is written only when
+/// Redis is not running), so that a changed `[lanes] maxmemory` applies to
+/// a Redis the daemon adopted.
+fn set_maxmemory(sock: &Path, admin_pw: &Secret, bytes: u64) -> Result<(), Error> {
+    let mut con = connect(sock, admin_pw)?;
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(bytes)
+        .query::<()>(&mut con)
+        .map_err(|source| Error::Redis {
+            command: format!("CONFIG SET maxmemory {bytes}"),
+            source,
+        })
 }
 
 /// Applies the users to a running Redis (ACL SETUSER / DELUSER, then ACL

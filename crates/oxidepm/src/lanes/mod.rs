@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod bridge_admin;
+pub mod budgets;
 pub mod error;
 pub mod layout;
 pub mod ops;

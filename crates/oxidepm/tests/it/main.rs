@@ -4,6 +4,7 @@
 mod access;
 mod bridge;
 mod harness;
+mod lane_budgets;
 mod lanes;
 mod lifecycle;
 mod ops;
