@@ -209,11 +209,21 @@ pub async fn pump_commands(
         if buf.capacity() < held.bytes() {
             held.shrink_to(buf.capacity());
         }
-        let deadline = started.map(|t| t + timeout);
+        let first_byte = match started {
+            Some(t) => t,
+            None => {
+                // Between commands: wait, with no deadline and no budget
+                // held beyond the buffer, for the next command's first byte.
+                cr.readable().await?;
+                Instant::now()
+            }
+        };
+        started = Some(first_byte);
+        let deadline = tokio::time::Instant::from(first_byte + timeout);
         // Room for the next read: what the command is known to need, within
-        // [SMALL, CHUNK]; growing doubles, up to that need.
-        // Never more than the whole budget: the buffer then holds only an
-        // incomplete command, which is smaller (the configuration says so).
+        // [SMALL, CHUNK]; growing doubles, up to that need. Never more than
+        // the whole budget: the buffer then holds only an incomplete
+        // command, which is smaller (the configuration says so).
         let want = parser
             .needed()
             .saturating_sub(buf.len())
@@ -222,24 +232,17 @@ pub async fn pump_commands(
         if buf.capacity() < target {
             let need = parser.needed().max(target).min(s.budget.size());
             let cap = (buf.capacity() * 2).clamp(target, need);
-            let grow = held.grow_to(cap);
-            match deadline {
-                Some(d) => {
-                    if tokio::time::timeout_at(d.into(), grow).await.is_err() {
-                        return timed_out(&send, s);
-                    }
-                }
-                None => grow.await,
+            if tokio::time::timeout_at(deadline, held.grow_to(cap))
+                .await
+                .is_err()
+            {
+                return timed_out(&send, s);
             }
             buf.reserve_exact(cap - buf.len());
         }
-        let read = cr.read_buf(&mut buf);
-        let n = match deadline {
-            Some(d) => match tokio::time::timeout_at(d.into(), read).await {
-                Ok(r) => r?,
-                Err(_) => return timed_out(&send, s),
-            },
-            None => read.await?,
+        let n = match tokio::time::timeout_at(deadline, cr.read_buf(&mut buf)).await {
+            Ok(r) => r?,
+            Err(_) => return timed_out(&send, s),
         };
         if n == 0 {
             return Ok(client_eof(&cr, !buf.is_empty(), &tx));

@@ -453,8 +453,12 @@ async fn accept_loop(listener: Arc<UnixListener>, shared: Arc<LaneShared>) {
             () = &mut metering => {}
             r = listener.accept() => match r {
                 Ok((stream, _)) => {
+                    // Counted here, in the order of arrival: the first
+                    // `max_connections` are served, whichever task runs first.
+                    let settings = read_settings(&shared);
+                    let seat = settings.as_ref().map(|s| Seat::take(&shared, s.max_connections));
                     let shared = shared.clone();
-                    conns.spawn(async move { client(stream, shared).await });
+                    conns.spawn(async move { client(stream, shared, settings, seat).await });
                 }
                 Err(e) => {
                     // EMFILE and the like: do not spin.
@@ -467,17 +471,58 @@ async fn accept_loop(listener: Arc<UnixListener>, shared: Arc<LaneShared>) {
     }
 }
 
-/// Decrements the lane's connection count when a connection ends.
-struct Counted<'a>(&'a AtomicUsize);
+/// A connection's place on its lane: among those served, among those
+/// being refused, or neither (a flood past both); given back on drop.
+struct Seat {
+    shared: Arc<LaneShared>,
+    kind: SeatKind,
+}
 
-impl Drop for Counted<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SeatKind {
+    Served,
+    Refused,
+    Dropped,
+}
+
+impl Seat {
+    /// Takes a place among at most `max` served connections, else among
+    /// at most `max` being refused (each is answered, then lingers up to
+    /// a second), else none.
+    fn take(shared: &Arc<LaneShared>, max: usize) -> Seat {
+        let seat = |kind| Seat {
+            shared: shared.clone(),
+            kind,
+        };
+        if shared.connections.fetch_add(1, Ordering::Relaxed) < max {
+            return seat(SeatKind::Served);
+        }
+        shared.connections.fetch_sub(1, Ordering::Relaxed);
+        if shared.refusing.fetch_add(1, Ordering::Relaxed) < max {
+            return seat(SeatKind::Refused);
+        }
+        shared.refusing.fetch_sub(1, Ordering::Relaxed);
+        seat(SeatKind::Dropped)
     }
 }
 
-async fn client(stream: tokio::net::UnixStream, shared: Arc<LaneShared>) {
-    let Some(settings) = read_settings(&shared) else {
+impl Drop for Seat {
+    fn drop(&mut self) {
+        match self.kind {
+            SeatKind::Served => self.shared.connections.fetch_sub(1, Ordering::Relaxed),
+            SeatKind::Refused => self.shared.refusing.fetch_sub(1, Ordering::Relaxed),
+            SeatKind::Dropped => 0,
+        };
+    }
+}
+
+async fn client(
+    stream: tokio::net::UnixStream,
+    shared: Arc<LaneShared>,
+    settings: Option<Arc<LaneSettings>>,
+    seat: Option<Seat>,
+) {
+    let (Some(settings), Some(seat)) = (settings, seat) else {
         connection::refuse(
             stream,
             &format!(
@@ -488,33 +533,28 @@ async fn client(stream: tokio::net::UnixStream, shared: Arc<LaneShared>) {
         .await;
         return;
     };
-    let n = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let count = Counted(&shared.connections);
-    if n > settings.max_connections {
-        drop(count);
-        let refusing = shared.refusing.fetch_add(1, Ordering::Relaxed) + 1;
-        let _refusing = Counted(&shared.refusing);
-        if refusing > settings.max_connections {
-            // Answering costs a task and a second each: not for a flood.
-            return;
+    match seat.kind {
+        SeatKind::Served => connection::serve(stream, settings).await,
+        SeatKind::Refused => {
+            log::warn!(
+                "lane {}: refused a connection over the limit of {}",
+                shared.name,
+                settings.max_connections
+            );
+            connection::refuse(
+                stream,
+                &format!(
+                    "OXIDEPM connections: agent '{}' has {} connections open, the most its \
+                     lane takes (lanes.max_connections); close one and try again",
+                    shared.name, settings.max_connections
+                ),
+            )
+            .await;
         }
-        log::warn!(
-            "lane {}: refused a connection over the limit of {}",
-            shared.name,
-            settings.max_connections
-        );
-        connection::refuse(
-            stream,
-            &format!(
-                "OXIDEPM connections: agent '{}' has {} connections open, the most its \
-                 lane takes (lanes.limits.max_connections); close one and try again",
-                shared.name, settings.max_connections
-            ),
-        )
-        .await;
-        return;
+        // Answering costs a task and a second each: not for a flood.
+        SeatKind::Dropped => {}
     }
-    connection::serve(stream, settings).await;
+    drop(seat);
 }
 
 /// Creates `dir` (mode 0711) if it is missing, and refuses a directory
