@@ -14,8 +14,10 @@
 //! * [`rate_limit`] — the per-agent token bucket;
 //! * [`budget`] — a lane's byte budget for buffered commands;
 //! * [`meter`] — what an agent's outboxes hold: `maxlen` and `quota`;
+//!   [`groups`] — what their consumers are done with;
 //! * [`upstream`] — the proxy's own connections to Redis, as an agent;
 //! * [`activation`] — sockets inherited from systemd (LISTEN_FDS);
+//! * [`lane_socket`] — the sockets' directory and files;
 //! * [`connection`] — one client connection: its set-up and its two
 //!   pumps, [`commands`] (client → Redis) and [`replies`] (Redis → client);
 //! * [`server`] — the listeners, reload on SIGHUP, shutdown.
@@ -28,6 +30,8 @@ mod budget;
 mod command_filter;
 mod commands;
 mod connection;
+mod groups;
+mod lane_socket;
 mod meter;
 mod rate_limit;
 mod replies;
