@@ -25,11 +25,12 @@
 //! until the next one. So before the proxy refuses an XADD it waits for a
 //! measurement that starts after the XADDs before it have been sent (up
 //! to [`FRESH_WAIT`]), and decides again. An XADD Redis refused still
-//! counts until the next measurement. The
-//! measured memory is Redis's (`MEMORY USAGE … SAMPLES 0`), which includes
-//! the stream's own overhead; the admitted bytes are the commands' sizes.
-//! Until a lane's first measurement (right after the lane starts), the
-//! estimate holds only what was admitted since.
+//! counts until the next measurement. The measured memory is Redis's
+//! (`MEMORY USAGE … SAMPLES 0`), which includes the stream's own
+//! overhead; the admitted bytes are the commands' sizes. Until a lane's
+//! first measurement (right after the lane starts), the estimate holds
+//! only what was admitted since. A lane nobody uses is not measured: what
+//! its outboxes hold was within its bounds when it was last used.
 
 use crate::groups::{parse_groups, Group, StreamId};
 use crate::upstream::{Reply, Upstream};
