@@ -87,7 +87,14 @@ pub async fn pump_commands(
             let cmd = parser.command(&buf[start..start + n]);
             let mut verdict = decide(&cmd, &policy);
             if matches!(verdict, Verdict::Forward | Verdict::Append { .. }) && !rate_ok(s) {
-                verdict = Verdict::Reply(Cow::Borrowed(b"-ERR rate limit exceeded\r\n"));
+                verdict = Verdict::Reply(Cow::Owned(error_reply(&format!(
+                    "OXIDEPM rate: agent '{}' sends more than its {} commands per second \
+                     (lanes.rate_limit); slow down",
+                    s.agent,
+                    s.rate
+                        .as_ref()
+                        .map_or(0.0, |r| r.lock().map_or(0.0, |b| b.rate()))
+                ))));
             }
             // What goes upstream, if anything: the new key of an XADD.
             let mut send_up: Option<Option<Vec<u8>>> = None;

@@ -433,7 +433,10 @@ fn caps_rate_and_stream_length_when_configured() {
         w.write_all(&out).unwrap();
     });
     let limited = (0..5000)
-        .filter(|_| a.read().error_starts("ERR rate limit"))
+        .filter(|_| {
+            a.read()
+                .error_starts("OXIDEPM rate: agent 'alice' sends more than its 1000 commands")
+        })
         .count();
     writer.join().unwrap();
     assert!(limited > 0);
