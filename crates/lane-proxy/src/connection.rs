@@ -42,15 +42,21 @@ const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(5);
 /// What a connection on one lane needs; a snapshot taken at accept (a
 /// reload changes it for new connections only).
 pub struct LaneSettings {
+    /// The lane's agent: its identity upstream.
     pub agent: AgentName,
+    /// The private Redis's socket.
     pub upstream: PathBuf,
+    /// The password of `agent_<agent>`.
     pub password: Secret,
     /// The uid allowed besides the proxy's own.
     pub uid: Option<u32>,
+    /// Whether peers' uids are checked at all.
     pub check_peer_uid: bool,
     /// What an XADD is admitted within.
     pub bounds: Bounds,
+    /// Bounds on what clients send and what the proxy holds for them.
     pub limits: LimitsConfig,
+    /// Client connections at once.
     pub max_connections: usize,
     /// How often the lane's outboxes are measured while in use.
     pub meter_interval: Duration,
