@@ -54,8 +54,13 @@ pub async fn pump_commands(
     // When the first byte of the command in progress arrived.
     let mut started: Option<Instant> = None;
     let send = |slot: Slot| {
-        tx.send(slot)
-            .map_err(|_| io::Error::other("reply pump gone"))
+        tx.send(slot).map_err(|e| {
+            if let Slot::Append { family, bytes } = e.0 {
+                // Never to be answered: the connection is ending.
+                s.meter.answered(family, bytes);
+            }
+            io::Error::other("reply pump gone")
+        })
     };
     loop {
         let mut forwarded = 0usize;
@@ -108,7 +113,8 @@ pub async fn pump_commands(
                         send(Slot::Upstream(forwarded))?;
                         forwarded = 0;
                     }
-                    let mut admitted = s.meter.admit(family, n as u64, s.bounds);
+                    let bytes = n as u64;
+                    let mut admitted = s.meter.admit(family, bytes, s.bounds);
                     if admitted.is_err() {
                         // The estimate may count what is in flight twice:
                         // send what is admitted, then ask for a new count.
@@ -117,11 +123,11 @@ pub async fn pump_commands(
                             up.clear();
                         }
                         s.meter.fresh().await;
-                        admitted = s.meter.admit(family, n as u64, s.bounds);
+                        admitted = s.meter.admit(family, bytes, s.bounds);
                     }
                     match admitted {
-                        Ok(ticket) => {
-                            send(Slot::Append(ticket))?;
+                        Ok(()) => {
+                            send(Slot::Append { family, bytes })?;
                             send_up = Some(key);
                         }
                         Err(why) => {

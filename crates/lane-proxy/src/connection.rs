@@ -20,7 +20,7 @@
 
 use crate::budget::Budget;
 use crate::commands::pump_commands;
-use crate::meter::{Bounds, Meter, Ticket};
+use crate::meter::{Bounds, Meter};
 use crate::rate_limit::TokenBucket;
 use crate::replies::pump_replies;
 use crate::resp::error_reply;
@@ -90,8 +90,14 @@ impl std::fmt::Debug for LaneSettings {
 pub enum Slot {
     /// This many replies from upstream.
     Upstream(usize),
-    /// One reply from upstream, to an admitted XADD.
-    Append(Ticket),
+    /// One reply from upstream, to an XADD the meter admitted: counted
+    /// answered when it is passed, or when the connection ends first.
+    Append {
+        /// Its family's index in the meter.
+        family: usize,
+        /// Its size.
+        bytes: u64,
+    },
     /// A reply the proxy makes.
     Local(Cow<'static, [u8]>),
     /// Close once everything before is written.
@@ -134,7 +140,7 @@ pub async fn serve(client: UnixStream, settings: Arc<LaneSettings>) {
     let permits = Semaphore::new(settings.limits.max_pipeline);
     let (tx, rx) = unbounded_channel();
     let commands = pump_commands(cr, uw, tx, &permits, &settings);
-    let replies = pump_replies(ur, cw, rx, &permits, settings.limits.reply_buffer);
+    let replies = pump_replies(ur, cw, rx, &permits, &settings);
     tokio::pin!(commands, replies);
     let result = tokio::select! {
         end = &mut commands => match end {

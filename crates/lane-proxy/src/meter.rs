@@ -51,17 +51,15 @@ const MEASURE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an XADD the estimate would refuse waits for a new measurement.
 pub const FRESH_WAIT: Duration = Duration::from_secs(1);
 
-/// A running count: measured, and admitted and answered since.
+/// A running count: measured, and admitted since.
 #[derive(Clone, Copy, Debug, Default)]
 struct Count {
     /// The last measurement.
     measured: u64,
-    /// `done` when that measurement started.
+    /// How many were answered (see [`Answered`]) when it started.
     base: u64,
     /// Admitted so far (monotonic).
     admitted: u64,
-    /// Answered by Redis so far (monotonic; never above `admitted`).
-    done: u64,
 }
 
 impl Count {
@@ -81,6 +79,14 @@ struct State {
     activity: u64,
 }
 
+/// What Redis has answered of the admitted XADDs (monotonic, never above
+/// what was admitted): atomics, since every answer counts here.
+#[derive(Debug)]
+struct Answered {
+    entries: Vec<AtomicU64>,
+    bytes: AtomicU64,
+}
+
 /// The outboxes of one lane: their estimated size, and admission.
 #[derive(Debug)]
 pub struct Meter {
@@ -88,33 +94,12 @@ pub struct Meter {
     families: Vec<String>,
     keys: Vec<String>,
     state: Mutex<State>,
+    answered: Answered,
     wake: Notify,
     /// Measurements started so far.
     started: AtomicU64,
     /// The number (in `started`) of the last measurement completed.
     completed: watch::Sender<u64>,
-}
-
-/// One admitted XADD, until Redis answers it (or its connection ends);
-/// dropping it counts it as answered.
-#[derive(Debug)]
-pub struct Ticket {
-    meter: Arc<Meter>,
-    family: usize,
-    bytes: u64,
-}
-
-impl Ticket {
-    /// Redis answered the XADD (the same as dropping it, said aloud).
-    pub fn answered(self) {}
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        let mut st = self.meter.lock();
-        st.entries[self.family].done += 1;
-        st.bytes.done += self.bytes;
-    }
 }
 
 /// The bounds an XADD is admitted within.
@@ -137,11 +122,16 @@ impl Meter {
             entries: vec![Count::default(); families.len()],
             ..State::default()
         };
+        let answered = Answered {
+            entries: (0..families.len()).map(|_| AtomicU64::new(0)).collect(),
+            bytes: AtomicU64::new(0),
+        };
         Arc::new(Meter {
             agent,
             families,
             keys,
             state: Mutex::new(state),
+            answered,
             wake: Notify::new(),
             started: AtomicU64::new(0),
             completed: watch::Sender::new(0),
@@ -168,13 +158,10 @@ impl Meter {
     }
 
     /// Admits one XADD of `bytes` to the outbox of `families[family]`, or
-    /// says why not (the text of an error reply).
-    pub fn admit(
-        self: &Arc<Self>,
-        family: usize,
-        bytes: u64,
-        bounds: Bounds,
-    ) -> Result<Ticket, String> {
+    /// says why not (the text of an error reply). Once admitted, it must be
+    /// counted [`Meter::answered`] when Redis answers it, or when it never
+    /// will (its connection ended).
+    pub fn admit(&self, family: usize, bytes: u64, bounds: Bounds) -> Result<(), String> {
         let mut st = self.lock();
         st.activity += 1;
         if let Some(cap) = bounds.maxlen {
@@ -205,11 +192,15 @@ impl Meter {
         }
         st.entries[family].admitted += 1;
         st.bytes.admitted += bytes;
-        Ok(Ticket {
-            meter: self.clone(),
-            family,
-            bytes,
-        })
+        Ok(())
+    }
+
+    /// Counts an admitted XADD as answered.
+    pub fn answered(&self, family: usize, bytes: u64) {
+        if let Some(n) = self.answered.entries.get(family) {
+            n.fetch_add(1, Ordering::SeqCst);
+            self.answered.bytes.fetch_add(bytes, Ordering::SeqCst);
+        }
     }
 
     /// The estimate of entries in the outbox of `families[family]` and of
@@ -224,10 +215,13 @@ impl Meter {
     /// removing the entries every consumer group has acknowledged.
     pub async fn measure(&self, up: &mut Upstream) -> io::Result<()> {
         let number = self.started.fetch_add(1, Ordering::SeqCst) + 1;
-        let (base_entries, base_bytes): (Vec<u64>, u64) = {
-            let st = self.lock();
-            (st.entries.iter().map(|c| c.done).collect(), st.bytes.done)
-        };
+        let base_entries: Vec<u64> = self
+            .answered
+            .entries
+            .iter()
+            .map(|n| n.load(Ordering::SeqCst))
+            .collect();
+        let base_bytes = self.answered.bytes.load(Ordering::SeqCst);
         let cmd = |args: &[&[u8]]| args.iter().map(|a| a.to_vec()).collect::<Vec<_>>();
         // 1. Each group's progress (one reply, so consistent in itself).
         let infos = up
@@ -440,8 +434,8 @@ mod tests {
             maxlen: Some(2),
             quota: Some(1000),
         };
-        let t1 = m.admit(0, 100, b).unwrap();
-        let t2 = m.admit(0, 100, b).unwrap();
+        m.admit(0, 100, b).unwrap();
+        m.admit(0, 100, b).unwrap();
         let full = m.admit(0, 1, b).unwrap_err();
         assert!(
             full.starts_with("OXIDEPM outbox full: alice:webhook:outbox holds 2"),
@@ -453,9 +447,11 @@ mod tests {
             big.starts_with("OXIDEPM quota: agent 'alice' has about 200 bytes"),
             "{big}"
         );
-        let t3 = m.admit(1, 800, b).unwrap();
+        m.admit(1, 800, b).unwrap();
         // Answered is not gone: only a measurement takes entries off.
-        drop((t1, t2, t3));
+        m.answered(0, 100);
+        m.answered(0, 100);
+        m.answered(1, 800);
         assert_eq!(m.estimate(0), (2, 1000));
     }
 
@@ -463,15 +459,13 @@ mod tests {
     fn a_measurement_replaces_what_was_answered_before_it() {
         let m = meter();
         let b = Bounds::default();
-        let answered = m.admit(0, 10, b).unwrap();
-        drop(answered);
-        let in_flight = m.admit(0, 20, b).unwrap();
+        m.admit(0, 10, b).unwrap();
+        m.answered(0, 10);
+        m.admit(0, 20, b).unwrap();
         // A measurement starting now: it saw the answered XADD (and maybe
         // the one in flight), and finds 1 entry of 50 bytes.
-        let (base_entries, base_bytes) = {
-            let st = m.lock();
-            (st.entries[0].done, st.bytes.done)
-        };
+        let base_entries = m.answered.entries[0].load(Ordering::SeqCst);
+        let base_bytes = m.answered.bytes.load(Ordering::SeqCst);
         {
             let mut st = m.lock();
             st.entries[0].measured = 1;
@@ -481,7 +475,7 @@ mod tests {
         }
         // The one in flight still counts, never less.
         assert_eq!(m.estimate(0), (2, 70));
-        drop(in_flight);
+        m.answered(0, 20);
         assert_eq!(m.estimate(0), (2, 70));
     }
 }

@@ -7,7 +7,8 @@
 //! line) before they are written to the client: while the client does not
 //! read, neither does the proxy, and what Redis has to say waits in Redis.
 
-use crate::connection::Slot;
+use crate::connection::{LaneSettings, Slot};
+use crate::meter::Meter;
 use crate::reply_scanner::ReplyScanner;
 use std::collections::VecDeque;
 use std::io;
@@ -16,16 +17,45 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Semaphore;
 
+/// The replies a client is owed. Admitted XADDs still owed when the
+/// connection ends will never be answered: dropping this counts them
+/// answered for the meter, whichever way the pump ends.
+struct Owed<'a> {
+    queue: VecDeque<Slot>,
+    rx: UnboundedReceiver<Slot>,
+    meter: &'a Meter,
+}
+
+impl Drop for Owed<'_> {
+    fn drop(&mut self) {
+        self.rx.close();
+        while let Ok(slot) = self.rx.try_recv() {
+            self.queue.push_back(slot);
+        }
+        for slot in self.queue.drain(..) {
+            if let Slot::Append { family, bytes } = slot {
+                self.meter.answered(family, bytes);
+            }
+        }
+    }
+}
+
 /// Upstream → client, until the client's connection closes (or a `Close`
 /// slot is reached).
 pub async fn pump_replies(
     mut ur: OwnedReadHalf,
     mut cw: OwnedWriteHalf,
-    mut rx: UnboundedReceiver<Slot>,
+    rx: UnboundedReceiver<Slot>,
     permits: &Semaphore,
-    reply_buffer: usize,
+    s: &LaneSettings,
 ) -> io::Result<()> {
-    let mut queue: VecDeque<Slot> = VecDeque::new();
+    let reply_buffer = s.limits.reply_buffer;
+    let mut owed = Owed {
+        queue: VecDeque::new(),
+        rx,
+        meter: &s.meter,
+    };
+    let Owed { queue, rx, meter } = &mut owed;
     let mut scanner = ReplyScanner::new();
     let mut inbuf: Vec<u8> = Vec::new();
     let mut start = 0usize;
@@ -34,7 +64,7 @@ pub async fn pump_replies(
     let bad = |e| io::Error::new(io::ErrorKind::InvalidData, e);
     loop {
         while let Ok(slot) = rx.try_recv() {
-            push_slot(&mut queue, slot);
+            push_slot(queue, slot);
         }
         let mut answered = 0usize;
         let mut close = false;
@@ -49,7 +79,7 @@ pub async fn pump_replies(
                     close = true;
                     break;
                 }
-                Some(slot @ (Slot::Upstream(_) | Slot::Append(_))) => {
+                Some(slot @ (Slot::Upstream(_) | Slot::Append { .. })) => {
                     let want = match slot {
                         Slot::Upstream(n) => *n,
                         _ => 1,
@@ -64,8 +94,8 @@ pub async fn pump_replies(
                         }
                         break;
                     }
-                    if let Some(Slot::Append(ticket)) = queue.pop_front() {
-                        ticket.answered();
+                    if let Some(Slot::Append { family, bytes }) = queue.pop_front() {
+                        meter.answered(family, bytes);
                     }
                 }
                 None => {
@@ -105,7 +135,7 @@ pub async fn pump_replies(
         if queue.is_empty() {
             tokio::select! {
                 slot = rx.recv() => match slot {
-                    Some(slot) => push_slot(&mut queue, slot),
+                    Some(slot) => push_slot(queue, slot),
                     None => return Ok(()),
                 },
                 r = limited.read_buf(&mut inbuf) => upstream_closed = r? == 0,
