@@ -17,11 +17,26 @@ fn wait_for<R: oxidepm_testkit::Ready>(what: &str, ok: impl FnMut() -> R) -> R::
 const HALF_XADD: &[u8] =
     b"*5\r\n$4\r\nXADD\r\n$20\r\nalice:webhook:outbox\r\n$1\r\n*\r\n$1\r\nv\r\n$1000000\r\n";
 
-/// Opens a connection to `socket` and, from a thread of its own, sends
-/// `HALF_XADD` and `extra` bytes of its value (blocking while the proxy
-/// does not read), then nothing more.
-fn stall(socket: &Path, extra: usize) -> UnixStream {
-    let s = UnixStream::connect(socket).unwrap();
+/// A connection to `socket` that the proxy serves: a connection that
+/// arrives while an earlier one is still being closed may be refused, and
+/// is tried again.
+fn served(socket: &Path) -> UnixStream {
+    wait_for("a connection the proxy serves", || {
+        let mut c = Client::connect(socket);
+        c.send(&["PING"]);
+        match c.read() {
+            Value::Simple(s) if s == "PONG" => Some(c.stream),
+            r => {
+                assert!(r.error_starts("OXIDEPM connections"), "{r:?}");
+                None
+            }
+        }
+    })
+}
+
+/// From a thread of its own, sends `HALF_XADD` and `extra` bytes of its
+/// value on `s` (blocking while the proxy does not read), then nothing.
+fn stall(s: UnixStream, extra: usize) -> UnixStream {
     let mut w = s.try_clone().unwrap();
     std::thread::spawn(move || {
         let mut data = HALF_XADD.to_vec();
@@ -138,12 +153,13 @@ fn stalled_half_commands_stay_within_the_lanes_budgets_and_other_lanes_work() {
 
     // Every attacker lane: all its 16 connections, each 900 kB into a
     // 1 MB value, then silence. Without a budget, 43 MB buffered.
-    let mut stalled = Vec::new();
+    let mut held = Vec::new();
     for a in attackers {
         for _ in 0..16 {
-            stalled.push(stall(&proxy.socket(a), 900_000));
+            held.push(served(&proxy.socket(a)));
         }
     }
+    let stalled: Vec<UnixStream> = held.into_iter().map(|s| stall(s, 900_000)).collect();
     // Meanwhile the other lane's round trips go on.
     for i in 0..50 {
         let r = bob.cmd(&["XADD", "bob:webhook:outbox", "*", "n", &i.to_string()]);

@@ -58,12 +58,32 @@ fn round_trips(c: &mut Conn, n: usize) -> Result<Vec<f64>> {
     Ok(out)
 }
 
+/// A connection the proxy serves (checked with a PING): one that arrives
+/// while the daemon's own check of the socket is still being closed may be
+/// refused, and is tried again.
+fn served(socket: &Path) -> Result<UnixStream> {
+    for _ in 0..500 {
+        let mut c = Conn::open(socket)?;
+        match c.cmd(&["PING"])? {
+            Reply::Status(s) if s == "PONG" => return Ok(c.w),
+            Reply::Error(e) if e.starts_with("OXIDEPM connections") => sleep_ms(10),
+            other => return Err(format!("PING on {}: {other:?}", socket.display())),
+        }
+    }
+    Err(format!("{} keeps refusing connections", socket.display()))
+}
+
 /// One attacking connection: the half command, sent from a thread (which
 /// blocks while the proxy does not read), and the socket to read the
 /// proxy's last word from.
 fn stall(socket: &Path) -> Result<UnixStream> {
     let s = UnixStream::connect(socket)
         .map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
+    stall_on(s)
+}
+
+/// Sends the half command on `s`, from a thread of its own.
+fn stall_on(s: UnixStream) -> Result<UnixStream> {
     let mut w = s.try_clone().map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
         let mut data = HALF_XADD.to_vec();
@@ -116,14 +136,21 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         let idle_rss = rss("VmRSS")?;
         let idle = round_trips(&mut c, trips)?;
 
-        let mut stalled = Vec::new();
-        let mut refused = Vec::new();
-        let attack = Instant::now();
+        let mut held = Vec::new();
         for a in ATTACKERS {
             let sock = lane(&home, a)?;
             for _ in 0..HELD {
-                stalled.push(stall(&sock)?);
+                held.push(served(&sock)?);
             }
+        }
+        let mut stalled = Vec::new();
+        let mut refused = Vec::new();
+        let attack = Instant::now();
+        for s in held {
+            stalled.push(stall_on(s)?);
+        }
+        for a in ATTACKERS {
+            let sock = lane(&home, a)?;
             for _ in 0..REFUSED {
                 refused.push(stall(&sock)?);
             }
