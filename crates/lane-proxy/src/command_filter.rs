@@ -12,11 +12,15 @@
 //!
 //! | command | why |
 //! |---|---|
-//! | XADD | sending; `<source>:outbox` is mapped to `<agent>:<source>:outbox` |
+//! | XADD | sending, to the agent's own outbox of a known family only; `<family>:outbox` is mapped to `<agent>:<family>:outbox`; `LIMIT` is refused |
 //! | XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM | consuming the inbox, recovering a crashed consumer's entries |
 //! | XGROUP CREATE, CREATECONSUMER, DELCONSUMER, SETID | managing the agent's own consumer group |
 //! | XREAD, XRANGE, XREVRANGE, XLEN | harmless reads; the ACL answers NOPERM outside the agent's keys |
 //! | XINFO STREAM, GROUPS, CONSUMERS | inspection of the agent's streams |
+//!
+//! XLEN, XPENDING and XINFO of an outbox are refused by the proxy: the ACL
+//! grants them on the agent's outboxes for the proxy's meter only (see
+//! `oxidepm_lanes::acl`), and to the agent its outboxes are write-only.
 //! | PING, ECHO, COMMAND, ACL WHOAMI | connection checks, client-library introspection, identity |
 //! | `HELLO`, `HELLO <protover>` | protocol negotiation only (RESP3 for clients that want it) |
 //!
@@ -25,7 +29,7 @@
 //! with `-NOPERM` and never reaches Redis.
 
 use crate::resp::{error_reply, Command};
-use oxidepm_lanes::{AgentName, StreamKey};
+use oxidepm_lanes::{AgentName, Dir, StreamKey};
 use std::borrow::Cow;
 
 /// What the proxy does with one command.
@@ -33,8 +37,15 @@ use std::borrow::Cow;
 pub enum Verdict {
     /// Re-encode the command as parsed and send it upstream.
     Forward,
-    /// Send these arguments upstream instead.
-    Rewrite(Vec<Vec<u8>>),
+    /// An XADD to the agent's outbox of `families[family]`: forward it if
+    /// the lane's bounds admit it.
+    Append {
+        /// Index in [`Policy::families`].
+        family: usize,
+        /// The key to send instead of the one given (the shared form
+        /// mapped to the agent's own outbox).
+        key: Option<Vec<u8>>,
+    },
     /// Answer the client with this reply; nothing goes upstream.
     Reply(Cow<'static, [u8]>),
     /// Answer, then close the connection once earlier replies are out.
@@ -46,8 +57,8 @@ pub enum Verdict {
 pub struct Policy<'a> {
     /// The agent's name (the lane's identity; already validated).
     pub agent: &'a AgentName,
-    /// Cap every XADD with `MAXLEN ~ <n>`.
-    pub maxlen: Option<u64>,
+    /// The families whose outboxes the agent may append to.
+    pub families: &'a [String],
 }
 
 const OK: &[u8] = b"+OK\r\n";
@@ -58,6 +69,8 @@ pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     let name = upper(cmd.arg(0), &mut name_buf);
     match name {
         b"XADD" => xadd(cmd, policy),
+        b"XLEN" | b"XPENDING" if is_outbox(cmd.arg(1)) => write_only(),
+        b"XINFO" if is_outbox(cmd.arg(2)) => write_only(),
         b"XREADGROUP" | b"XACK" | b"XPENDING" | b"XCLAIM" | b"XAUTOCLAIM" | b"XREAD"
         | b"XRANGE" | b"XREVRANGE" | b"XLEN" | b"PING" | b"ECHO" | b"COMMAND" => Verdict::Forward,
         b"XINFO" => subcommand(cmd, "XINFO", &[b"STREAM", b"GROUPS", b"CONSUMERS"]),
@@ -125,73 +138,81 @@ fn subcommand(cmd: &Command<'_>, name: &str, allowed: &[&[u8]]) -> Verdict {
     }
 }
 
-/// XADD: map the shared outbox form and apply the MAXLEN cap.
+/// Whether `key` names an outbox (or an outbox's dead letters) of anyone.
+fn is_outbox(key: &[u8]) -> bool {
+    key.windows(7).any(|w| w == b":outbox")
+}
+
+fn write_only() -> Verdict {
+    refuse("an agent's outboxes are write-only on its lane (XADD only)")
+}
+
+/// XADD: only to the agent's own outbox of a known family (the shared form
+/// `<family>:outbox` is mapped to it); trimming options stay the agent's
+/// own business, on its own outbox, but `LIMIT` is refused: it exists to
+/// leave a stream longer than asked.
 fn xadd(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
-    let key = cmd.arg(1);
-    let mapped = StreamKey::own_outbox(policy.agent, key);
-    let Some(cap) = policy.maxlen else {
-        return match mapped {
-            None => Verdict::Forward,
-            Some(k) => {
-                let mut args: Vec<Vec<u8>> = cmd.args().map(<[u8]>::to_vec).collect();
-                args[1] = k;
-                Verdict::Rewrite(args)
-            }
-        };
-    };
     if cmd.len() < 2 {
+        // Redis answers the arity error.
         return Verdict::Forward;
     }
-    let mut args: Vec<Vec<u8>> = cmd.args().map(<[u8]>::to_vec).collect();
-    if let Some(k) = mapped {
-        args[1] = k;
-    }
+    let given = cmd.arg(1);
+    let mapped = StreamKey::own_outbox(policy.agent, given);
+    let key = mapped.as_deref().unwrap_or(given);
+    let Some(family) = own_outbox_family(key, policy) else {
+        let list: Vec<String> = policy
+            .families
+            .iter()
+            .map(|f| StreamKey::outbox(policy.agent, f).to_string())
+            .collect();
+        return Verdict::Reply(Cow::Owned(error_reply(&format!(
+            "NOPERM XADD to '{}' is not allowed: agent '{}' may append only to its outboxes ({})",
+            printable(key),
+            policy.agent,
+            if list.is_empty() {
+                "none are configured".to_string()
+            } else {
+                list.join(", ")
+            }
+        ))));
+    };
     // Options come between the key and the ID, in any order.
     let mut i = 2;
-    let mut trimmed = false;
-    while i < args.len() {
+    while i < cmd.len() {
         let mut buf = [0u8; 16];
-        match upper(&args[i], &mut buf) {
+        match upper(cmd.arg(i), &mut buf) {
             b"NOMKSTREAM" => i += 1,
-            b"MINID" => {
-                return Verdict::Reply(Cow::Owned(error_reply(&format!(
-                    "ERR XADD MINID cannot be used on this lane: its streams are capped \
-                     with MAXLEN {cap}"
-                ))))
-            }
-            b"MAXLEN" => {
-                trimmed = true;
+            b"MAXLEN" | b"MINID" => {
                 i += 1;
-                if matches!(args.get(i).map(Vec::as_slice), Some(b"=" | b"~")) {
+                if matches!(cmd.arg(i), b"=" | b"~") {
                     i += 1;
                 }
-                if let Some(t) = args.get(i) {
-                    let over = match parse_u64(t) {
-                        Some(n) => n > cap,
-                        None => false, // Redis answers the syntax error
-                    };
-                    if over {
-                        args[i] = cap.to_string().into_bytes();
-                    }
-                }
                 i += 1;
             }
-            b"LIMIT" => i += 2,
+            b"LIMIT" => {
+                return Verdict::Reply(Cow::Owned(error_reply(
+                    "OXIDEPM XADD LIMIT is not accepted on an agent lane: it leaves a stream \
+                     longer than its MAXLEN or MINID; send XADD without LIMIT",
+                )))
+            }
             _ => break,
         }
     }
-    if !trimmed {
-        let at = 2;
-        args.splice(
-            at..at,
-            [
-                b"MAXLEN".to_vec(),
-                b"~".to_vec(),
-                cap.to_string().into_bytes(),
-            ],
-        );
+    Verdict::Append {
+        family,
+        key: mapped,
     }
-    Verdict::Rewrite(args)
+}
+
+/// The index of the family of `key` when it is `policy.agent`'s outbox of
+/// one of `policy.families` (compared as bytes: this runs for every XADD).
+fn own_outbox_family(key: &[u8], policy: &Policy<'_>) -> Option<usize> {
+    let rest = key.strip_prefix(policy.agent.as_str().as_bytes())?;
+    let family = rest
+        .strip_prefix(b":")?
+        .strip_suffix(Dir::Outbox.as_str().as_bytes())?
+        .strip_suffix(b":")?;
+    policy.families.iter().position(|f| f.as_bytes() == family)
 }
 
 /// The ASCII upper case of `s` in `buf`; a name longer than `buf` gives an
@@ -204,10 +225,6 @@ fn upper<'b>(s: &[u8], buf: &'b mut [u8; 16]) -> &'b [u8] {
         *d = c.to_ascii_uppercase();
     }
     &buf[..s.len()]
-}
-
-fn parse_u64(s: &[u8]) -> Option<u64> {
-    std::str::from_utf8(s).ok()?.parse().ok()
 }
 
 /// A command name for an error message: printable ASCII, at most 40 chars.
@@ -223,18 +240,19 @@ mod tests {
     use super::*;
     use crate::resp::{encode_args, CommandParser, Limits};
 
-    fn run(args: &[&str], maxlen: Option<u64>) -> Verdict {
+    fn run(args: &[&str]) -> Verdict {
         let mut buf = Vec::new();
         encode_args(&mut buf, args);
         let mut p = CommandParser::new(Limits::default());
         assert_eq!(p.parse(&buf).unwrap(), Some(buf.len()));
         let cmd = p.command(&buf);
         let alice: AgentName = "alice".parse().unwrap();
+        let families = ["discord".to_string(), "ops".to_string()];
         decide(
             &cmd,
             &Policy {
                 agent: &alice,
-                maxlen,
+                families: &families,
             },
         )
     }
@@ -243,13 +261,10 @@ mod tests {
         matches!(v, Verdict::Reply(r) if r.starts_with(b"-NOPERM "))
     }
 
-    fn rewritten(v: Verdict) -> Vec<String> {
+    fn appended(v: Verdict) -> (usize, Option<String>) {
         match v {
-            Verdict::Rewrite(a) => a
-                .into_iter()
-                .map(|x| String::from_utf8(x).unwrap())
-                .collect(),
-            other => panic!("not rewritten: {other:?}"),
+            Verdict::Append { family, key } => (family, key.map(|k| String::from_utf8(k).unwrap())),
+            other => panic!("not an append: {other:?}"),
         }
     }
 
@@ -277,10 +292,17 @@ mod tests {
             &["HELLO"],
             &["HELLO", "3"],
             &["COMMAND", "DOCS"],
-            &["XADD", "alice:discord:outbox", "*", "a", "b"],
         ] {
-            assert_eq!(run(c, None), Verdict::Forward, "{c:?}");
+            assert_eq!(run(c), Verdict::Forward, "{c:?}");
         }
+        assert_eq!(
+            appended(run(&["XADD", "alice:discord:outbox", "*", "a", "b"])),
+            (0, None)
+        );
+        assert_eq!(
+            appended(run(&["xadd", "alice:ops:outbox", "*", "a", "b"])),
+            (1, None)
+        );
     }
 
     #[test]
@@ -317,29 +339,43 @@ mod tests {
             &["XGROUP", "DESTROY", "k", "g"],
             &["XDEL", "k", "1-1"],
             &["XTRIM", "k", "MAXLEN", "0"],
+            &["MEMORY", "USAGE", "alice:discord:outbox"],
             &["DEL", "k"],
             &["INFO"],
             &["AVeryLongCommandNameThatIsLongerThanSixteen"],
         ] {
-            assert!(refused(&run(c, None)), "{c:?} was not refused");
+            assert!(refused(&run(c)), "{c:?} was not refused");
+        }
+    }
+
+    #[test]
+    fn outboxes_are_write_only() {
+        for c in [
+            &["XLEN", "alice:discord:outbox"][..],
+            &["XPENDING", "alice:discord:outbox", "bridge"],
+            &["XINFO", "GROUPS", "alice:discord:outbox"],
+            &["XINFO", "STREAM", "alice:discord:outbox:dead"],
+            &["XLEN", "bob:discord:outbox"],
+        ] {
+            assert!(refused(&run(c)), "{c:?} was not refused");
         }
     }
 
     #[test]
     fn quit_and_client_setinfo_are_answered_locally() {
         assert_eq!(
-            run(&["QUIT"], None),
+            run(&["QUIT"]),
             Verdict::ReplyAndClose(Cow::Borrowed(b"+OK\r\n"))
         );
         assert_eq!(
-            run(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"], None),
+            run(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"]),
             Verdict::Reply(Cow::Borrowed(b"+OK\r\n"))
         );
     }
 
     #[test]
     fn refusal_names_the_command_printably() {
-        let Verdict::Reply(r) = run(&["FOO\r\nBAR"], None) else {
+        let Verdict::Reply(r) = run(&["FOO\r\nBAR"]) else {
             panic!()
         };
         assert_eq!(
@@ -351,83 +387,95 @@ mod tests {
     #[test]
     fn shared_outbox_form_is_mapped() {
         assert_eq!(
-            rewritten(run(&["XADD", "discord:outbox", "*", "text", "hi"], None)),
-            ["XADD", "alice:discord:outbox", "*", "text", "hi"]
+            appended(run(&["XADD", "discord:outbox", "*", "text", "hi"])),
+            (0, Some("alice:discord:outbox".to_string()))
         );
-        // Already per-agent, or not an outbox, or odd: untouched.
-        for k in [
-            "alice:discord:outbox",
-            "bob:discord:outbox",
-            ":outbox",
-            "outbox",
-            "discord:inbox",
-            "a:b:c:outbox",
-        ] {
-            assert_eq!(
-                run(&["XADD", k, "*", "a", "b"], None),
-                Verdict::Forward,
-                "{k}"
-            );
-        }
     }
 
     #[test]
-    fn maxlen_cap_is_added_or_lowered() {
-        assert_eq!(
-            rewritten(run(&["XADD", "discord:outbox", "*", "a", "b"], Some(100))),
-            [
+    fn xadd_elsewhere_is_refused() {
+        for k in [
+            "bob:discord:outbox",
+            "alice:email:outbox",
+            "email:outbox",
+            "alice:discord:inbox",
+            "alice:discord:outbox:dead",
+            ":outbox",
+            "outbox",
+            "a:b:c:outbox",
+            "alice:*:outbox",
+        ] {
+            let v = run(&["XADD", k, "*", "a", "b"]);
+            assert!(refused(&v), "{k}: {v:?}");
+        }
+        let Verdict::Reply(r) = run(&["XADD", "alice:x:outbox", "*", "a", "b"]) else {
+            panic!()
+        };
+        assert!(
+            String::from_utf8_lossy(&r)
+                .contains("its outboxes (alice:discord:outbox, alice:ops:outbox)"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn trimming_passes_but_limit_is_refused() {
+        for c in [
+            &[
                 "XADD",
-                "alice:discord:outbox",
+                "alice:ops:outbox",
                 "MAXLEN",
                 "~",
-                "100",
+                "10",
                 "*",
                 "a",
-                "b"
-            ]
-        );
-        assert_eq!(
-            rewritten(run(
-                &[
-                    "XADD",
-                    "k",
-                    "NOMKSTREAM",
-                    "MAXLEN",
-                    "=",
-                    "5000",
-                    "*",
-                    "a",
-                    "b"
-                ],
-                Some(100)
-            )),
-            [
+                "b",
+            ][..],
+            &[
                 "XADD",
-                "k",
+                "alice:ops:outbox",
                 "NOMKSTREAM",
-                "MAXLEN",
-                "=",
-                "100",
+                "MINID",
+                "0-1",
                 "*",
                 "a",
-                "b"
-            ]
-        );
-        assert_eq!(
-            rewritten(run(
-                &["XADD", "k", "maxlen", "10", "*", "a", "b"],
-                Some(100)
-            )),
-            ["XADD", "k", "maxlen", "10", "*", "a", "b"]
-        );
-        assert_eq!(
-            rewritten(run(
-                &["XADD", "k", "MAXLEN", "~", "900", "LIMIT", "10", "*", "a", "b"],
-                Some(100)
-            )),
-            ["XADD", "k", "MAXLEN", "~", "100", "LIMIT", "10", "*", "a", "b"]
-        );
-        let v = run(&["XADD", "k", "MINID", "0-1", "*", "a", "b"], Some(100));
-        assert!(matches!(v, Verdict::Reply(r) if r.starts_with(b"-ERR XADD MINID")));
+                "b",
+            ],
+            &["XADD", "alice:ops:outbox", "*", "LIMIT", "1"],
+        ] {
+            assert_eq!(appended(run(c)), (1, None), "{c:?}");
+        }
+        for c in [
+            &[
+                "XADD",
+                "alice:ops:outbox",
+                "MAXLEN",
+                "~",
+                "5",
+                "LIMIT",
+                "1",
+                "*",
+                "a",
+                "b",
+            ][..],
+            &[
+                "XADD",
+                "ops:outbox",
+                "MINID",
+                "~",
+                "0-1",
+                "limit",
+                "0",
+                "*",
+                "a",
+                "b",
+            ],
+        ] {
+            let v = run(c);
+            assert!(
+                matches!(&v, Verdict::Reply(r) if r.starts_with(b"-OXIDEPM XADD LIMIT")),
+                "{c:?}: {v:?}"
+            );
+        }
     }
 }

@@ -12,20 +12,33 @@
 //! * [`reply_scanner`] — finds reply boundaries in Redis's byte stream;
 //! * [`command_filter`] — the allowlist and the outbox-name mapping;
 //! * [`rate_limit`] — the per-agent token bucket;
+//! * [`budget`] — a lane's byte budget for buffered commands;
+//! * [`meter`] — what an agent's outboxes hold: `maxlen` and `quota`;
+//!   [`groups`] — what their consumers are done with;
+//! * [`upstream`] — the proxy's own connections to Redis, as an agent;
 //! * [`activation`] — sockets inherited from systemd (LISTEN_FDS);
-//! * [`connection`] — one client connection, both directions;
+//! * [`lane_socket`] — the sockets' directory and files;
+//! * [`connection`] — one client connection: its set-up and its two
+//!   pumps, [`commands`] (client → Redis) and [`replies`] (Redis → client);
 //! * [`server`] — the listeners, reload on SIGHUP, shutdown.
 //!
 //! Its configuration file is [`oxidepm_lanes::ProxyConfig`], written by the
 //! daemon.
 
 mod activation;
+mod budget;
 mod command_filter;
+mod commands;
 mod connection;
+mod groups;
+mod lane_socket;
+mod meter;
 mod rate_limit;
+mod replies;
 mod reply_scanner;
 mod resp;
 mod server;
+mod upstream;
 
 pub use activation::take_from_env;
 pub use oxidepm_lanes::{AgentConfig, ConfigError, ProxyConfig};

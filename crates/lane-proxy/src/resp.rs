@@ -102,6 +102,19 @@ impl fmt::Display for ProtocolError {
     }
 }
 
+impl ProtocolError {
+    /// The configuration key of the limit this error is about, if it is
+    /// one of the limits (rather than a malformed command).
+    pub fn limit(&self) -> Option<&'static str> {
+        match self {
+            ProtocolError::TooManyElements { .. } => Some("max_elements"),
+            ProtocolError::BulkTooLarge { .. } => Some("max_bulk"),
+            ProtocolError::CommandTooLarge { .. } => Some("max_command"),
+            _ => None,
+        }
+    }
+}
+
 impl std::error::Error for ProtocolError {}
 
 fn describe_type(b: u8) -> String {

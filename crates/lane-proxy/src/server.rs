@@ -7,17 +7,22 @@
 //! socket, removed agents lose theirs (and their connections), the others
 //! keep their listener and connections and pick up new settings (password,
 //! limits) for new connections.
+//!
+//! The accept loop also runs the lane's meter (see [`crate::meter`]), so
+//! that it too ends with the lane.
 
 use crate::activation::{self, ActivatedSocket};
+use crate::budget::Budget;
 use crate::connection::{self, LaneSettings};
+use crate::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
+use crate::meter::{self, Bounds, Meter};
 use crate::rate_limit::TokenBucket;
 use oxidepm_lanes::proxy_config::agent_socket;
 use oxidepm_lanes::{AgentConfig, AgentName, ConfigError, ProxyConfig, Secret, SecretError};
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -41,6 +46,9 @@ struct LaneShared {
     /// `None`: an inherited socket whose agent is not configured.
     settings: RwLock<Option<Arc<LaneSettings>>>,
     connections: AtomicUsize,
+    /// Connections being refused (each is answered, then lingers up to a
+    /// second): past `max_connections` of them, more are closed unanswered.
+    refusing: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -150,6 +158,7 @@ impl Proxy {
                     name: sock.name.clone(),
                     settings: RwLock::new(None),
                     connections: AtomicUsize::new(0),
+                    refusing: AtomicUsize::new(0),
                 });
                 st.lanes.insert(
                     sock.name,
@@ -253,12 +262,11 @@ impl Proxy {
         // Agents that stay or arrive.
         let dir_ok = ensure_lanes_dir(&cfg.lanes_dir);
         for a in &cfg.agents {
-            let old_rate = st
+            let old = st
                 .lanes
                 .get(a.name.as_str())
-                .and_then(|l| read_settings(&l.shared))
-                .and_then(|s| s.rate.clone());
-            let settings = match lane_settings(&cfg, a, old_rate) {
+                .and_then(|l| read_settings(&l.shared));
+            let settings = match lane_settings(&cfg, a, old.as_deref()) {
                 Ok(s) => Arc::new(s),
                 Err(e) => {
                     report.failed.push((a.name.to_string(), e.to_string()));
@@ -308,6 +316,7 @@ impl Proxy {
                 name: a.name.to_string(),
                 settings: RwLock::new(Some(settings)),
                 connections: AtomicUsize::new(0),
+                refusing: AtomicUsize::new(0),
             });
             st.lanes.insert(
                 a.name.to_string(),
@@ -370,10 +379,12 @@ pub enum RunError {
     Signals(#[source] io::Error),
 }
 
+/// A lane's settings from the configuration; what its connections share
+/// (rate bucket, buffer budget, meter) is kept from `old` where unchanged.
 fn lane_settings(
     cfg: &ProxyConfig,
     a: &AgentConfig,
-    old_rate: Option<Arc<Mutex<TokenBucket>>>,
+    old: Option<&LaneSettings>,
 ) -> Result<LaneSettings, LaneError> {
     let password = Secret::read(&a.password_file).map_err(|source| match source {
         SecretError::Read(..) => LaneError::Unreadable(source),
@@ -384,34 +395,70 @@ fn lane_settings(
     })?;
     let rate = a.rate_limit.map(|r| {
         // Keep the bucket (and its level) when the rate did not change.
-        match old_rate {
+        match old.and_then(|o| o.rate.clone()) {
             Some(b) if b.lock().map(|b| b.rate() == r).unwrap_or(false) => b,
             _ => Arc::new(Mutex::new(TokenBucket::new(r, Instant::now()))),
         }
     });
+    // A new budget or meter serves new connections; the old ones keep
+    // theirs until they close.
+    let budget = match old {
+        Some(o) if o.budget.size() == cfg.limits.lane_buffer.min(u32::MAX as usize) => {
+            o.budget.clone()
+        }
+        _ => Budget::new(cfg.limits.lane_buffer),
+    };
+    let meter = match old {
+        Some(o) if o.meter.families() == cfg.families.as_slice() => o.meter.clone(),
+        _ => Meter::new(a.name.clone(), cfg.families.clone()),
+    };
     Ok(LaneSettings {
         agent: a.name.clone(),
         upstream: cfg.upstream.clone(),
         password,
         uid: a.uid,
         check_peer_uid: cfg.check_peer_uid,
-        maxlen: a.maxlen,
+        bounds: Bounds {
+            maxlen: a.maxlen,
+            quota: a.quota,
+        },
         limits: cfg.limits,
         max_connections: a.max_connections,
+        meter_interval: Duration::from_millis(cfg.meter_interval_ms),
         rate,
+        budget,
+        meter,
     })
 }
 
-/// Accepts on one lane until aborted; dropping it closes the lane's
-/// connections.
+/// Accepts on one lane, and measures its outboxes, until aborted; dropping
+/// it closes the lane's connections.
 async fn accept_loop(listener: Arc<UnixListener>, shared: Arc<LaneShared>) {
     let mut conns = JoinSet::new();
+    let source = {
+        let shared = shared.clone();
+        move || {
+            read_settings(&shared).map(|s| meter::Source {
+                meter: s.meter.clone(),
+                upstream: s.upstream.clone(),
+                password: s.password.clone(),
+                interval: s.meter_interval,
+            })
+        }
+    };
+    let metering = meter::run(source);
+    tokio::pin!(metering);
     loop {
         tokio::select! {
+            () = &mut metering => {}
             r = listener.accept() => match r {
                 Ok((stream, _)) => {
+                    // Counted here, in the order of arrival: the first
+                    // `max_connections` are served, whichever task runs first.
+                    let settings = read_settings(&shared);
+                    let seat = settings.as_ref().map(|s| Seat::take(&shared, s.max_connections));
                     let shared = shared.clone();
-                    conns.spawn(async move { client(stream, shared).await });
+                    conns.spawn(async move { client(stream, shared, settings, seat).await });
                 }
                 Err(e) => {
                     // EMFILE and the like: do not spin.
@@ -424,17 +471,58 @@ async fn accept_loop(listener: Arc<UnixListener>, shared: Arc<LaneShared>) {
     }
 }
 
-/// Decrements the lane's connection count when a connection ends.
-struct Counted<'a>(&'a AtomicUsize);
+/// A connection's place on its lane: among those served, among those
+/// being refused, or neither (a flood past both); given back on drop.
+struct Seat {
+    shared: Arc<LaneShared>,
+    kind: SeatKind,
+}
 
-impl Drop for Counted<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SeatKind {
+    Served,
+    Refused,
+    Dropped,
+}
+
+impl Seat {
+    /// Takes a place among at most `max` served connections, else among
+    /// at most `max` being refused (each is answered, then lingers up to
+    /// a second), else none.
+    fn take(shared: &Arc<LaneShared>, max: usize) -> Seat {
+        let seat = |kind| Seat {
+            shared: shared.clone(),
+            kind,
+        };
+        if shared.connections.fetch_add(1, Ordering::Relaxed) < max {
+            return seat(SeatKind::Served);
+        }
+        shared.connections.fetch_sub(1, Ordering::Relaxed);
+        if shared.refusing.fetch_add(1, Ordering::Relaxed) < max {
+            return seat(SeatKind::Refused);
+        }
+        shared.refusing.fetch_sub(1, Ordering::Relaxed);
+        seat(SeatKind::Dropped)
     }
 }
 
-async fn client(stream: tokio::net::UnixStream, shared: Arc<LaneShared>) {
-    let Some(settings) = read_settings(&shared) else {
+impl Drop for Seat {
+    fn drop(&mut self) {
+        match self.kind {
+            SeatKind::Served => self.shared.connections.fetch_sub(1, Ordering::Relaxed),
+            SeatKind::Refused => self.shared.refusing.fetch_sub(1, Ordering::Relaxed),
+            SeatKind::Dropped => 0,
+        };
+    }
+}
+
+async fn client(
+    stream: tokio::net::UnixStream,
+    shared: Arc<LaneShared>,
+    settings: Option<Arc<LaneSettings>>,
+    seat: Option<Seat>,
+) {
+    let (Some(settings), Some(seat)) = (settings, seat) else {
         connection::refuse(
             stream,
             &format!(
@@ -445,124 +533,28 @@ async fn client(stream: tokio::net::UnixStream, shared: Arc<LaneShared>) {
         .await;
         return;
     };
-    let n = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let _count = Counted(&shared.connections);
-    if n > settings.max_connections {
-        log::warn!(
-            "lane {}: refused a connection over the limit of {}",
-            shared.name,
-            settings.max_connections
-        );
-        connection::refuse(
-            stream,
-            &format!(
-                "ERR lane proxy: agent '{}' has too many connections (at most {})",
-                shared.name, settings.max_connections
-            ),
-        )
-        .await;
-        return;
-    }
-    connection::serve(stream, settings).await;
-}
-
-/// Creates `dir` (mode 0711) if it is missing, and refuses a directory
-/// that someone else could write to: sockets are created inside a
-/// directory that already has the right mode.
-fn ensure_lanes_dir(dir: &Path) -> io::Result<()> {
-    if let Err(e) = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o711)
-        .create(dir)
-    {
-        return Err(io::Error::new(
-            e.kind(),
-            format!("cannot create lanes_dir {}: {e}", dir.display()),
-        ));
-    }
-    let m = std::fs::symlink_metadata(dir)?;
-    let own = oxidepm_sys::ids::euid();
-    if !m.is_dir() {
-        return Err(io::Error::other(format!(
-            "lanes_dir {} is not a directory",
-            dir.display()
-        )));
-    }
-    if m.uid() != own && m.uid() != 0 {
-        return Err(io::Error::other(format!(
-            "lanes_dir {} belongs to uid {}, not to the proxy's uid {own}",
-            dir.display(),
-            m.uid()
-        )));
-    }
-    if m.mode() & 0o022 != 0 {
-        return Err(io::Error::other(format!(
-            "lanes_dir {} is writable by group or others (mode {:o}); use 0711 or 0755",
-            dir.display(),
-            m.mode() & 0o7777
-        )));
-    }
-    Ok(())
-}
-
-/// Serialises umask changes between binds.
-static UMASK: Mutex<()> = Mutex::new(());
-
-/// Binds `path` with `mode` from the start (through the umask, never a
-/// chmod after bind) and gives it to `uid`.
-fn bind_lane_socket(
-    path: &Path,
-    mode: u32,
-    uid: Option<u32>,
-) -> io::Result<std::os::unix::net::UnixListener> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    "another process is serving this socket",
-                ));
-            }
-            std::fs::remove_file(path)?;
+    match seat.kind {
+        SeatKind::Served => connection::serve(stream, settings).await,
+        SeatKind::Refused => {
+            log::warn!(
+                "lane {}: refused a connection over the limit of {}",
+                shared.name,
+                settings.max_connections
+            );
+            connection::refuse(
+                stream,
+                &format!(
+                    "OXIDEPM connections: agent '{}' has {} connections open, the most its \
+                     lane takes (lanes.max_connections); close one and try again",
+                    shared.name, settings.max_connections
+                ),
+            )
+            .await;
         }
-        Ok(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                "exists and is not a socket; move it away",
-            ))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+        // Answering costs a task and a second each: not for a flood.
+        SeatKind::Dropped => {}
     }
-    let listener = {
-        let _g = UMASK.lock().unwrap_or_else(|p| p.into_inner());
-        // Declared after the lock, so dropped (and the umask restored)
-        // before it is released.
-        let _umask = oxidepm_sys::umask::Guard::set(!mode & 0o777);
-        std::os::unix::net::UnixListener::bind(path)?
-    };
-    if let Err(e) = chown_socket(path, uid) {
-        let _ = std::fs::remove_file(path);
-        return Err(e);
-    }
-    listener.set_nonblocking(true)?;
-    Ok(listener)
-}
-
-fn chown_socket(path: &Path, uid: Option<u32>) -> io::Result<()> {
-    let own = oxidepm_sys::ids::euid();
-    let target = uid.unwrap_or(own);
-    let current = std::fs::symlink_metadata(path)?.uid();
-    if current == target {
-        return Ok(());
-    }
-    std::os::unix::fs::chown(path, Some(target), None).map_err(|e| {
-        io::Error::other(format!(
-            "cannot give {} to uid {target}: {e} (the proxy must run as root to serve \
-             agents under other uids)",
-            path.display()
-        ))
-    })
+    drop(seat);
 }
 
 /// Runs the proxy until SIGTERM or SIGINT; SIGHUP reloads the

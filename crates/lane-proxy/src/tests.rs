@@ -4,7 +4,9 @@
 //! reads outboxes with its own rules; `sys` inspects.
 
 mod activated;
+mod bounds;
 mod harness;
+mod outboxes;
 mod protocol;
 
 use harness::{bulk, ok, send_blocking_read, Agent, Redis, TestProxy, Value};
@@ -289,7 +291,14 @@ fn a_blocking_read_does_not_hold_up_other_connections() {
 
 #[test]
 fn large_values_round_trip() {
-    let (redis, proxy) = alice();
+    // Values far above the default 1 MiB, where configured.
+    let redis = Redis::start(&["alice"]);
+    let proxy = TestProxy::start_with(
+        &redis,
+        &[Agent::new("alice")],
+        r#""limits": {"max_bulk": 16777216, "max_command": 17825792, "lane_buffer": 33554432}"#,
+        Vec::new(),
+    );
     let mut a = proxy.client("alice");
     let big: Vec<u8> = (0..10 << 20).map(|i: u32| (i % 251) as u8).collect();
     // Both directions at once.
@@ -387,8 +396,11 @@ fn caps_rate_and_stream_length_when_configured() {
         &[Agent::new("alice").with(r#""maxlen": 5, "rate_limit": 1000"#)],
     );
     let mut a = proxy.client("alice");
+    // The cap is backpressure: entries past it are refused, none of the
+    // earlier ones is trimmed, whatever MAXLEN the agent asks for.
+    let mut refused = 0;
     for i in 0..20 {
-        a.cmd(&[
+        let r = a.cmd(&[
             "XADD",
             "alice:discord:outbox",
             "MAXLEN",
@@ -398,9 +410,18 @@ fn caps_rate_and_stream_length_when_configured() {
             "n",
             &i.to_string(),
         ]);
+        if i < 5 {
+            assert!(matches!(r, Value::Bulk(_)), "{i}: {r:?}");
+        } else {
+            assert!(r.error_starts("OXIDEPM outbox full"), "{i}: {r:?}");
+            refused += 1;
+        }
     }
-    let mut bridge = redis.bridge();
-    assert_eq!(bridge.cmd(&["XLEN", "alice:discord:outbox"]), Value::Int(5));
+    assert_eq!(refused, 15);
+    let mut admin = redis.admin();
+    let kept = admin.cmd(&["XRANGE", "alice:discord:outbox", "-", "+"]);
+    let n: Vec<String> = kept.strings().into_iter().skip(2).step_by(3).collect();
+    assert_eq!(n, ["0", "1", "2", "3", "4"], "{kept:?}");
     // 1000/s with a burst of 1000: a pipeline of 5000 hits the limit.
     let mut out = Vec::new();
     for _ in 0..5000 {
@@ -412,7 +433,10 @@ fn caps_rate_and_stream_length_when_configured() {
         w.write_all(&out).unwrap();
     });
     let limited = (0..5000)
-        .filter(|_| a.read().error_starts("ERR rate limit"))
+        .filter(|_| {
+            a.read()
+                .error_starts("OXIDEPM rate: agent 'alice' sends more than its 1000 commands")
+        })
         .count();
     writer.join().unwrap();
     assert!(limited > 0);

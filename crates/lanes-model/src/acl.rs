@@ -2,6 +2,11 @@
 //! an explicit allowlist that starts from `reset`; never `+@all -@dangerous`,
 //! which still allows SCAN, RANDOMKEY, DBSIZE, PUBSUB, CLIENT TRACKING,
 //! EVAL, FUNCTION FLUSH, SELECT and more.
+//!
+//! An agent's outboxes are granted per family (source or responder), never
+//! as `<agent>:*:outbox`: an agent must not be able to make keys that no
+//! consumer drains. So the rules depend on the families, and change (live,
+//! through `ACL SETUSER`) when the sources or responders do.
 
 use crate::name::{AgentName, NameError};
 use crate::secret::Secret;
@@ -34,12 +39,13 @@ pub enum AclUser {
 }
 
 impl AclUser {
-    /// The rules of the user, to follow `reset on <hash>`.
-    pub fn rules(&self) -> Vec<String> {
+    /// The rules of the user, to follow `reset on <hash>`; `families` are
+    /// the sources and responders, whose outboxes an agent may append to.
+    pub fn rules(&self, families: &[String]) -> Vec<String> {
         match self {
             AclUser::Admin => admin_rules(),
             AclUser::Bridge => bridge_rules(),
-            AclUser::Agent(a) => agent_rules(a),
+            AclUser::Agent(a) => agent_rules(a, families),
             AclUser::Responder(r) => responder_rules(r),
         }
     }
@@ -144,8 +150,12 @@ const HOST_STREAM_COMMANDS: &[&str] = &[
 ];
 
 /// The rules of an agent: reads and acks on its own inboxes; on its
-/// outboxes only XADD, through a write-only selector.
-fn agent_rules(agent: &AgentName) -> Vec<String> {
+/// outboxes of `families` only XADD, through a write-only selector, and
+/// what the lane proxy needs to keep them within their bounds (lengths,
+/// memory, consumer groups' progress, removing acknowledged entries),
+/// through a second selector. The proxy refuses those commands from the
+/// agent itself: to the agent its outboxes stay write-only.
+fn agent_rules(agent: &AgentName, families: &[String]) -> Vec<String> {
     let mut r: Vec<String> = [
         "resetchannels",
         "-@all",
@@ -166,12 +176,35 @@ fn agent_rules(agent: &AgentName) -> Vec<String> {
     .map(|s| s.to_string())
     .collect();
     r.push(format!("~{}", glob(Some(agent), None, Dir::Inbox)));
-    r.push(format!(
-        "(+xadd %W~{})",
-        glob(Some(agent), None, Dir::Outbox)
-    ));
+    if families.is_empty() {
+        // No family, no outbox: a selector without keys would be useless.
+        return r;
+    }
+    let outboxes: Vec<String> = families
+        .iter()
+        .map(|f| glob(Some(agent), Some(f), Dir::Outbox))
+        .collect();
+    let keys = |prefix: &str| {
+        outboxes
+            .iter()
+            .map(|k| format!("{prefix}{k}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    r.push(format!("(+xadd {})", keys("%W~")));
+    r.push(format!("({} {})", METER_COMMANDS.join(" "), keys("~")));
     r
 }
+
+/// What the lane proxy's meter sends about an agent's outboxes, as the
+/// agent: no command that returns an entry's content.
+const METER_COMMANDS: &[&str] = &[
+    "+xlen",
+    "+xinfo|groups",
+    "+xpending",
+    "+xtrim",
+    "+memory|usage",
+];
 
 /// The bridge: reads, acknowledges and trims every outbox, writes every inbox,
 /// the dead-letter streams and its own `bridge:*` keys.
@@ -213,21 +246,21 @@ fn admin_rules() -> Vec<String> {
 }
 
 /// One `user` line of an ACL file.
-pub fn user_line(user: &AclUser, password: &Secret) -> String {
+pub fn user_line(user: &AclUser, password: &Secret, families: &[String]) -> String {
     format!(
         "user {user} reset on {} {}",
         hashed(password.expose()),
-        user.rules().join(" ")
+        user.rules(families).join(" ")
     )
 }
 
 /// The whole ACL file: the default user first and always off, with no
 /// password, no commands and no keys (without this line Redis would create
 /// a default user with full access), then every other user.
-pub fn acl_file(users: &[(AclUser, Secret)]) -> String {
+pub fn acl_file(users: &[(AclUser, Secret)], families: &[String]) -> String {
     let mut out = String::from("user default reset off resetchannels -@all\n");
     for (user, password) in users {
-        out.push_str(&user_line(user, password));
+        out.push_str(&user_line(user, password, families));
         out.push('\n');
     }
     out
@@ -246,18 +279,29 @@ mod tests {
         );
     }
 
+    fn families() -> Vec<String> {
+        vec!["webhook".into(), "ops".into()]
+    }
+
     #[test]
     fn agent_rules_are_an_allowlist() {
         let alice = AclUser::Agent("alice".parse().unwrap());
-        let r = alice.rules().join(" ");
+        let r = alice.rules(&families()).join(" ");
         assert!(r.contains("-@all"));
         assert!(!r.contains("+@all"));
         assert!(r.contains("~alice:*:inbox"));
-        assert!(r.contains("(+xadd %W~alice:*:outbox)"));
+        assert!(r.contains("(+xadd %W~alice:webhook:outbox %W~alice:ops:outbox)"));
+        assert!(r.ends_with(
+            "(+xlen +xinfo|groups +xpending +xtrim +memory|usage \
+             ~alice:webhook:outbox ~alice:ops:outbox)"
+        ));
         assert!(!r.contains("~*"));
-        let f = acl_file(&[(alice, Secret::new("pw"))]);
+        assert!(!r.contains(":*:outbox"), "no outbox of any family: {r}");
+        let f = acl_file(&[(alice.clone(), Secret::new("pw"))], &families());
         assert!(f.starts_with("user default reset off"));
         assert!(!f.contains(" pw"), "no clear password in the file");
+        // Without families an agent has no outbox at all.
+        assert!(!alice.rules(&[]).join(" ").contains("outbox"));
     }
 
     #[test]
@@ -278,16 +322,19 @@ mod tests {
         assert!(AclUser::is_per_lane("agent_Old") && AclUser::is_per_lane("resp_x"));
         assert!(!AclUser::is_per_lane("bridge"));
         assert_eq!(
-            AclUser::Bridge.rules().join(" "),
+            AclUser::Bridge.rules(&families()).join(" "),
             "resetchannels -@all +xadd +xreadgroup +xack +xautoclaim +xclaim \
              +xpending +xlen +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
              +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel +xtrim \
              ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox"
         );
         assert!(ops
-            .rules()
+            .rules(&families())
             .join(" ")
             .ends_with("+acl|whoami ~*:ops:outbox %W~*:ops:inbox"));
-        assert_eq!(AclUser::Admin.rules().join(" "), "resetchannels ~* +@all");
+        assert_eq!(
+            AclUser::Admin.rules(&families()).join(" "),
+            "resetchannels ~* +@all"
+        );
     }
 }

@@ -4,23 +4,29 @@
 //! {
 //!   "upstream": "/home/u/.oxidepm/redis/redis.sock",
 //!   "lanes_dir": "/home/u/.oxidepm/lanes",
+//!   "families": ["webhook", "email", "ops"],
 //!   "agents": [
 //!     { "name": "alice", "password_file": "/home/u/.oxidepm/secrets/agent_alice",
-//!       "uid": 1001, "socket_mode": 384, "rate_limit": null, "maxlen": null }
+//!       "uid": 1001, "socket_mode": 384, "rate_limit": null, "maxlen": null,
+//!       "quota": 134217728 }
 //!   ]
 //! }
 //! ```
 //!
-//! Optional top-level keys: `check_peer_uid` (default true) and `limits`
-//! (`max_bulk`, `max_elements`, `max_command`, `max_pipeline`). Optional
-//! agent keys: `uid` (owner of the socket and the uid allowed to connect;
-//! default: the proxy's own), `socket_mode` (default 0o600), `rate_limit`
-//! (commands per second, burst of one second's worth), `maxlen` (XADD cap),
-//! `max_connections` (default 256). Unknown keys are errors, so a typo does
-//! not silently turn a limit off.
+//! Optional top-level keys: `check_peer_uid` (default true), `families`
+//! (the outbox families agents may append to; default none),
+//! `meter_interval_ms` (how often a busy lane's outboxes are measured) and
+//! `limits` (see [`LimitsConfig`]). Optional agent keys: `uid` (owner of
+//! the socket and the uid allowed to connect; default: the proxy's own),
+//! `socket_mode` (default 0o600), `rate_limit` (commands per second, burst
+//! of one second's worth), `maxlen` (undelivered entries an outbox may
+//! hold), `quota` (bytes the agent's outboxes may hold), `max_connections`
+//! (default 16). Unknown keys are errors, so a typo does not silently turn
+//! a limit off.
 
 use crate::config::{load_json, ConfigError};
 use crate::name::AgentName;
+use crate::stream_key::is_family_name;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -45,37 +51,65 @@ pub struct ProxyConfig {
     /// user namespaces), where the socket's bind-mount is the guard.
     #[serde(default = "yes")]
     pub check_peer_uid: bool,
-    /// Bounds on what clients send.
+    /// Bounds on what clients send and what the proxy holds for them.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// The outbox families (sources and responders): an agent may append
+    /// to `<agent>:<family>:outbox` for these and no other. Absent: none.
+    #[serde(default)]
+    pub families: Vec<String>,
+    /// How often, in milliseconds, the outboxes of a lane in use are
+    /// measured (their length and memory, for `maxlen` and `quota`), and
+    /// the entries every consumer group has acknowledged removed.
+    #[serde(default = "default_meter_interval_ms")]
+    pub meter_interval_ms: u64,
 }
 
 fn yes() -> bool {
     true
 }
 
-/// Bounds on client input, the same for every lane.
+fn default_meter_interval_ms() -> u64 {
+    1000
+}
+
+/// Bounds on client input and on what the proxy holds, the same for every
+/// lane. Sizes are in bytes.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
-    /// Largest argument, in bytes (default 64 MiB).
+    /// Largest argument (a value), in bytes (default 1 MiB).
     pub max_bulk: usize,
-    /// Most arguments in one command (default 1,048,576).
+    /// Most arguments in one command (default 16,384).
     pub max_elements: usize,
-    /// Largest command, in bytes (default 128 MiB).
+    /// Largest command, in bytes (default 1 MiB + 64 KiB: a value of
+    /// `max_bulk` and room for its key and field names).
     pub max_command: usize,
     /// Most commands read from one client and not yet answered (default
     /// 1024); past it the proxy stops reading that client.
     pub max_pipeline: usize,
+    /// Bytes of client commands the proxy buffers for one lane, across all
+    /// its connections (default 4 MiB). A connection that needs more waits
+    /// (within `command_timeout_ms`) and reads nothing meanwhile.
+    pub lane_buffer: usize,
+    /// Milliseconds a client has to finish a command once its first byte
+    /// arrived (default 10,000); then it gets an error and is closed.
+    pub command_timeout_ms: u64,
+    /// Bytes of Redis's replies the proxy reads for one connection before
+    /// it waits for the client to take them (default 64 KiB).
+    pub reply_buffer: usize,
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
         LimitsConfig {
-            max_bulk: 64 << 20,
-            max_elements: 1 << 20,
-            max_command: 128 << 20,
+            max_bulk: 1 << 20,
+            max_elements: 16 << 10,
+            max_command: (1 << 20) + (64 << 10),
             max_pipeline: 1024,
+            lane_buffer: 4 << 20,
+            command_timeout_ms: 10_000,
+            reply_buffer: 64 << 10,
         }
     }
 }
@@ -98,9 +132,14 @@ pub struct AgentConfig {
     /// Commands per second (burst of one second's worth).
     #[serde(default)]
     pub rate_limit: Option<f64>,
-    /// Cap (`MAXLEN ~`) put on every XADD.
+    /// Undelivered entries one outbox may hold; an XADD beyond is refused
+    /// (nothing is trimmed).
     #[serde(default)]
     pub maxlen: Option<u64>,
+    /// Bytes the agent's outboxes may hold together; an XADD beyond is
+    /// refused.
+    #[serde(default)]
+    pub quota: Option<u64>,
     /// Client connections at once.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
@@ -116,6 +155,7 @@ impl AgentConfig {
             socket_mode: default_socket_mode(),
             rate_limit: None,
             maxlen: None,
+            quota: None,
             max_connections: default_max_connections(),
         }
     }
@@ -125,8 +165,12 @@ fn default_socket_mode() -> u32 {
     0o600
 }
 
+/// Connections per lane: enough for an agent's reader, writer and a few
+/// tools; each may hold a command in `lane_buffer`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
+
 fn default_max_connections() -> usize {
-    256
+    DEFAULT_MAX_CONNECTIONS
 }
 
 impl ProxyConfig {
@@ -138,6 +182,8 @@ impl ProxyConfig {
             agents,
             check_peer_uid: yes(),
             limits: LimitsConfig::default(),
+            families: Vec::new(),
+            meter_interval_ms: default_meter_interval_ms(),
         }
     }
 
@@ -150,9 +196,16 @@ impl ProxyConfig {
 
     /// Checks what serde cannot: duplicates, ranges.
     pub fn validate(&self) -> Result<(), ProxyConfigError> {
-        let l = &self.limits;
-        if l.max_bulk == 0 || l.max_elements == 0 || l.max_command == 0 || l.max_pipeline == 0 {
-            return Err(ProxyConfigError::Limits);
+        self.limits.validate()?;
+        if !(10..=3_600_000).contains(&self.meter_interval_ms) {
+            return Err(ProxyConfigError::MeterInterval {
+                value: self.meter_interval_ms,
+            });
+        }
+        for (i, f) in self.families.iter().enumerate() {
+            if !is_family_name(f) || self.families[..i].contains(f) {
+                return Err(ProxyConfigError::Family { name: f.clone() });
+            }
         }
         let mut seen = std::collections::HashSet::new();
         for a in &self.agents {
@@ -172,6 +225,9 @@ impl ProxyConfig {
             if a.maxlen == Some(0) {
                 return Err(ProxyConfigError::Maxlen { agent: agent() });
             }
+            if a.quota == Some(0) {
+                return Err(ProxyConfigError::Quota { agent: agent() });
+            }
             if a.max_connections == 0 {
                 return Err(ProxyConfigError::MaxConnections { agent: agent() });
             }
@@ -185,12 +241,73 @@ impl ProxyConfig {
     }
 }
 
+impl LimitsConfig {
+    /// Checks that every bound can be met: none is zero, and the largest
+    /// command fits in a lane's buffer.
+    pub fn validate(&self) -> Result<(), ProxyConfigError> {
+        if self.max_bulk == 0
+            || self.max_elements == 0
+            || self.max_command == 0
+            || self.max_pipeline == 0
+            || self.command_timeout_ms == 0
+        {
+            return Err(ProxyConfigError::Limits);
+        }
+        if self.max_command > self.lane_buffer {
+            return Err(ProxyConfigError::LaneBuffer {
+                lane_buffer: self.lane_buffer,
+                max_command: self.max_command,
+            });
+        }
+        if self.reply_buffer < MIN_REPLY_BUFFER {
+            return Err(ProxyConfigError::ReplyBuffer {
+                value: self.reply_buffer,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The smallest `reply_buffer`: below it a connection would read Redis a
+/// few bytes at a time.
+pub const MIN_REPLY_BUFFER: usize = 4 << 10;
+
 /// Why the proxy's values do not fit together.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ProxyConfigError {
     /// A limit is zero.
-    #[error("limits must all be at least 1")]
+    #[error(
+        "limits max_bulk, max_elements, max_command, max_pipeline and command_timeout_ms must all be at least 1"
+    )]
     Limits,
+    /// The largest command does not fit in a lane's buffer.
+    #[error(
+        "limits: lane_buffer ({lane_buffer} bytes) must be at least max_command ({max_command} bytes), or no command of that size could ever be read"
+    )]
+    LaneBuffer {
+        /// `lane_buffer` as given.
+        lane_buffer: usize,
+        /// `max_command` as given.
+        max_command: usize,
+    },
+    /// A reply buffer too small to be useful.
+    #[error("limits: reply_buffer {value} is below the minimum of {MIN_REPLY_BUFFER} bytes")]
+    ReplyBuffer {
+        /// The value as given.
+        value: usize,
+    },
+    /// A measuring interval out of range.
+    #[error("meter_interval_ms {value} must be between 10 and 3600000")]
+    MeterInterval {
+        /// The value as given.
+        value: u64,
+    },
+    /// A family that cannot be one, or one listed twice.
+    #[error("family {name:?} is listed twice or is not a family name (1 to 32 of a-z, 0-9, '_' and '-')")]
+    Family {
+        /// The name as given.
+        name: String,
+    },
     /// An agent has two lanes.
     #[error("agent '{agent}' is listed twice")]
     Twice {
@@ -212,8 +329,14 @@ pub enum ProxyConfigError {
         agent: AgentName,
     },
     /// `maxlen` 0.
-    #[error("agent '{agent}': maxlen 0 would empty every stream it writes")]
+    #[error("agent '{agent}': maxlen 0 would refuse every XADD; leave it out for no cap")]
     Maxlen {
+        /// The agent.
+        agent: AgentName,
+    },
+    /// `quota` 0.
+    #[error("agent '{agent}': quota 0 would refuse every XADD; leave it out for no quota")]
+    Quota {
         /// The agent.
         agent: AgentName,
     },
@@ -240,10 +363,12 @@ mod tests {
         cfg.validate().unwrap();
         assert!(cfg.check_peer_uid);
         assert_eq!(cfg.limits.max_pipeline, 1024);
+        assert_eq!(cfg.limits.max_bulk, 1 << 20);
+        assert!(cfg.families.is_empty(), "no family unless listed");
         let a = cfg.agent("alice").unwrap();
         assert_eq!(
-            (a.uid, a.socket_mode, a.max_connections),
-            (Some(1001), 0o600, 256)
+            (a.uid, a.socket_mode, a.max_connections, a.quota),
+            (Some(1001), 0o600, 16, None)
         );
     }
 
@@ -297,6 +422,39 @@ mod tests {
         cfg.agents.pop();
         cfg.validate().unwrap();
         cfg.agents[0].maxlen = Some(0);
+        assert!(cfg.validate().is_err());
+        cfg.agents[0].maxlen = None;
+        cfg.agents[0].quota = Some(0);
+        assert!(cfg.validate().is_err());
+    }
+
+    #[test]
+    fn rejects_bounds_that_cannot_be_met() {
+        let mut cfg = ProxyConfig::new("/r".into(), "/l".into(), Vec::new());
+        cfg.validate().unwrap();
+        cfg.limits.lane_buffer = cfg.limits.max_command - 1;
+        assert!(matches!(
+            cfg.validate(),
+            Err(ProxyConfigError::LaneBuffer { .. })
+        ));
+        cfg.limits = LimitsConfig {
+            command_timeout_ms: 0,
+            ..LimitsConfig::default()
+        };
+        assert_eq!(cfg.validate(), Err(ProxyConfigError::Limits));
+        cfg.limits = LimitsConfig {
+            reply_buffer: 100,
+            ..LimitsConfig::default()
+        };
+        assert!(cfg.validate().is_err());
+        cfg.limits = LimitsConfig::default();
+        for bad in [&["webhook", "webhook"][..], &["a*"], &["a:b"], &[""]] {
+            cfg.families = bad.iter().map(|s| s.to_string()).collect();
+            assert!(cfg.validate().is_err(), "{bad:?}");
+        }
+        cfg.families = vec!["webhook".into(), "ops".into()];
+        cfg.validate().unwrap();
+        cfg.meter_interval_ms = 0;
         assert!(cfg.validate().is_err());
     }
 }

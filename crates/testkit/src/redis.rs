@@ -53,11 +53,16 @@ pub fn private_redis(dir: &Path, acl: &str) -> (Child, PathBuf) {
     (child, socket)
 }
 
+/// The sources of every test's lanes: an agent's outboxes are these
+/// families and its server's responders.
+pub const SOURCES: &[&str] = &["webhook", "email", "discord"];
+
 /// A redis-server on a unix socket in a temp dir, with the ACL file the
 /// daemon writes: `default` off, `sys`, `bridge`, each responder's
 /// `resp_<name>` and each agent's `agent_<name>`, in that order, with the
-/// rules of `oxidepm_lanes::acl` and the passwords of [`password`], which
-/// are also in `secrets/<user>` as the daemon keeps them. Killed on drop.
+/// rules of `oxidepm_lanes::acl` for the families [`SOURCES`] and the
+/// responders, and the passwords of [`password`], which are also in
+/// `secrets/<user>` as the daemon keeps them. Killed on drop.
 pub struct Redis {
     /// The temp dir (0711, so that other uids reach sockets inside it).
     pub dir: tempfile::TempDir,
@@ -93,7 +98,9 @@ impl Redis {
                 (user, Secret::new(pw))
             })
             .collect();
-        let (child, socket) = private_redis(dir.path(), &acl::acl_file(&users));
+        let mut families: Vec<String> = SOURCES.iter().map(|s| s.to_string()).collect();
+        families.extend(responders.iter().map(|r| r.to_string()));
+        let (child, socket) = private_redis(dir.path(), &acl::acl_file(&users, &families));
         Redis { dir, socket, child }
     }
 

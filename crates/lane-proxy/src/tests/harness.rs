@@ -132,9 +132,19 @@ fn write_config(
             a.extra
         ));
     }
+    // The testkit's Redis grants its agents the outboxes of these.
+    let families = if top_extra.contains("\"families\"") {
+        String::new()
+    } else {
+        let list: Vec<String> = oxidepm_testkit::redis::SOURCES
+            .iter()
+            .map(|f| format!("\"{f}\""))
+            .collect();
+        format!(r#", "families": [{}]"#, list.join(", "))
+    };
     let sep = if top_extra.is_empty() { "" } else { ", " };
     let json = format!(
-        r#"{{"upstream": "{}", "lanes_dir": "{}", "agents": [{}]{sep}{top_extra}}}"#,
+        r#"{{"upstream": "{}", "lanes_dir": "{}", "agents": [{}]{families}{sep}{top_extra}}}"#,
         upstream.display(),
         lanes.display(),
         list.join(", ")

@@ -18,11 +18,29 @@ fn lane() -> (Redis, TestProxy) {
 #[test]
 fn malformed_input_gets_an_error_and_a_close() {
     let (_redis, proxy) = lane();
+    // Over a limit: said so, with the key that sets it.
+    for (bytes, why) in [
+        (
+            &b"*2\r\n$4\r\nECHO\r\n$2000000\r\n"[..],
+            "argument of 2000000 bytes; at most 1048576 bytes are accepted (lanes.limits.max_bulk)",
+        ),
+        (
+            b"*2000000\r\n",
+            "at most 16384 are accepted (lanes.limits.max_elements)",
+        ),
+    ] {
+        let mut c = proxy.client("alice");
+        c.send_raw(bytes);
+        let r = c.read();
+        assert!(
+            matches!(&r, Value::Error(e) if e.starts_with("OXIDEPM too large") && e.contains(why)),
+            "{bytes:?} gave {r:?}"
+        );
+        c.assert_closed();
+    }
     let cases: &[(&[u8], &str)] = &[
         (b"*2\r\n$4\r\nECHO\r\n*1\r\n$1\r\nx\r\n", "nested array"),
         (b"*2\r\n$4\r\nECHO\r\n:1\r\n", "an integer"),
-        (b"*2\r\n$4\r\nECHO\r\n$2000000\r\n", "at most 1048576 bytes"),
-        (b"*2000000\r\n", "at most 1048576 are accepted"),
         (b"*0\r\n", "count >= 1"),
         (b"*1\r\n$-1\r\n", "bulk string header"),
         (b"*1\r\n$4\r\nPINGxx", "not terminated"),

@@ -5,6 +5,7 @@
 //! and a deleted one alike.
 
 use super::bridge_user;
+use super::budgets;
 use super::error::{ConnectError, Error};
 use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
 use super::purge;
@@ -151,8 +152,11 @@ impl Lanes {
         // (after a crash, too) must be today's settings.
         self.write_redis_conf().map_err(Error::RedisConf)?;
         if !running {
-            write_atomic(&self.layout.acl_file(), acl::acl_file(&users).as_bytes())
-                .map_err(Error::RedisConf)?;
+            write_atomic(
+                &self.layout.acl_file(),
+                acl::acl_file(&users, &self.settings.families()).as_bytes(),
+            )
+            .map_err(Error::RedisConf)?;
             let spec = self.redis_spec(&redis_exe);
             ensure_app(shared, spec, redis_id).await?;
         }
@@ -167,8 +171,10 @@ impl Lanes {
             .filter_map(|g| g.agent.clone())
             .chain(fresh)
             .collect();
+        let maxmemory = budgets::maxmemory(&self.settings);
         tokio::task::spawn_blocking(move || {
-            apply_live(&sock, &admin_pw, &users, &names, &families, &purged)
+            apply_live(&sock, &admin_pw, &users, &names, &families, &purged)?;
+            set_maxmemory(&sock, &admin_pw, maxmemory)
         })
         .await
         .map_err(Error::Task)??;
@@ -269,6 +275,7 @@ impl Lanes {
              save \"\"\n\
              appendonly yes\n\
              appendfsync {fsync}\n\
+             maxmemory {maxmemory}\n\
              maxmemory-policy noeviction\n\
              enable-debug-command no\n\
              enable-module-command no\n\
@@ -278,6 +285,7 @@ impl Lanes {
             dir = l.redis_dir().display(),
             fsync = self.settings.appendfsync,
             acl = l.acl_file().display(),
+            maxmemory = budgets::maxmemory(&self.settings),
         );
         write_atomic(&l.redis_conf(), conf.as_bytes())
     }
@@ -320,10 +328,15 @@ impl Lanes {
                 c.uid = a.uid;
                 c.rate_limit = self.settings.rate_limit;
                 c.maxlen = self.settings.maxlen;
+                c.quota = budgets::agent_quota(&self.settings);
+                c.max_connections = self.settings.max_connections;
                 c
             })
             .collect();
-        ProxyConfig::new(l.redis_socket(), l.lanes_dir(), lanes)
+        let mut p = ProxyConfig::new(l.redis_socket(), l.lanes_dir(), lanes);
+        p.families = self.settings.families();
+        p.limits = self.settings.limits;
+        p
     }
 
     pub(super) fn write_proxy_conf(&self, agents: &[AgentLane]) -> std::io::Result<()> {
@@ -510,6 +523,22 @@ pub(super) fn connect_as(
     Ok(con)
 }
 
+/// Sets a running Redis's `maxmemory` (redis.conf is written only when
+/// Redis is not running), so that a changed `[lanes] maxmemory` applies to
+/// a Redis the daemon adopted.
+fn set_maxmemory(sock: &Path, admin_pw: &Secret, bytes: u64) -> Result<(), Error> {
+    let mut con = connect(sock, admin_pw)?;
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(bytes)
+        .query::<()>(&mut con)
+        .map_err(|source| Error::Redis {
+            command: format!("CONFIG SET maxmemory {bytes}"),
+            source,
+        })
+}
+
 /// Applies the users to a running Redis (ACL SETUSER / DELUSER, then ACL
 /// SAVE: no restart, and no ACL LOAD, which would drop every client on
 /// Redis 7.0/7.2), deletes the keys of the lanes of `purged` (after
@@ -539,7 +568,7 @@ fn apply_live(
             .arg("reset")
             .arg("on")
             .arg(acl::hashed(pw.expose()));
-        for r in user.rules() {
+        for r in user.rules(families) {
             c.arg(r);
         }
         c.query::<()>(&mut con)

@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod bridge_admin;
 pub mod bridge_user;
+pub mod budgets;
 pub mod error;
 pub mod layout;
 pub mod ops;

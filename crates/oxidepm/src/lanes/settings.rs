@@ -1,7 +1,8 @@
 //! The `[lanes]` section of daemon.toml.
 
+use oxidepm_lanes::proxy_config::DEFAULT_MAX_CONNECTIONS;
 use oxidepm_lanes::stream_key::is_family_name;
-use oxidepm_lanes::{AgentName, NameError};
+use oxidepm_lanes::{AgentName, LimitsConfig, NameError, ProxyConfigError};
 use oxidepm_proto::{Route, RouteError};
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -58,6 +59,18 @@ pub struct LanesSettings {
     /// The bridge's bounds.
     #[serde(default)]
     pub bridge: BridgeSettings,
+    /// Redis's `maxmemory`, bytes (default: see `lanes::budgets`).
+    #[serde(default)]
+    pub maxmemory: Option<u64>,
+    /// Bytes one agent's outboxes may hold (default: maxmemory / 8; 0: none).
+    #[serde(default)]
+    pub agent_quota: Option<u64>,
+    /// Connections one agent may have open on its lane at once.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// `[lanes.limits]`: the proxy's bounds on what clients send.
+    #[serde(default)]
+    pub limits: LimitsConfig,
 }
 
 /// `[lanes.bridge]`: the bridge's bounds (unset: the bridge's defaults).
@@ -121,6 +134,10 @@ fn default_responders() -> Vec<String> {
     vec!["ops".into()]
 }
 
+fn default_max_connections() -> usize {
+    DEFAULT_MAX_CONNECTIONS
+}
+
 impl Default for LanesSettings {
     fn default() -> LanesSettings {
         toml::from_str("").expect("defaults parse")
@@ -174,7 +191,19 @@ impl LanesSettings {
         if b.max_entry_bytes == Some(0) || b.buffer_bytes == Some(0) || b.dead_maxlen == Some(0) {
             return Err(SettingsError::BridgeZero);
         }
-        Ok(())
+        self.check_bounds()
+    }
+
+    /// Checks that the bounds can be met.
+    fn check_bounds(&self) -> Result<(), SettingsError> {
+        let min = super::budgets::MIN_MAXMEMORY;
+        if let Some(m) = self.maxmemory.filter(|m| *m < min) {
+            return Err(SettingsError::MaxMemory { value: m, min });
+        }
+        if self.max_connections == 0 {
+            return Err(SettingsError::MaxConnections);
+        }
+        self.limits.validate().map_err(SettingsError::Limits)
     }
 }
 
@@ -242,4 +271,18 @@ pub enum SettingsError {
         /// The name as given.
         name: String,
     },
+    /// `maxmemory` too small for Redis to work in.
+    #[error("lanes.maxmemory = {value}: Redis needs at least {min} bytes")]
+    MaxMemory {
+        /// The value as given.
+        value: u64,
+        /// The least accepted.
+        min: u64,
+    },
+    /// `max_connections` 0.
+    #[error("lanes.max_connections must be at least 1")]
+    MaxConnections,
+    /// `[lanes.limits]` cannot be met.
+    #[error("lanes.{0}")]
+    Limits(#[source] ProxyConfigError),
 }

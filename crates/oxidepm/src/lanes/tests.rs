@@ -41,17 +41,25 @@ fn agents() -> Vec<AgentLane> {
 fn the_proxy_reads_the_configuration_the_daemon_writes() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    let l = lanes(root, "rate_limit = 50.0\nmaxlen = 1000\n");
+    let l = lanes(
+        root,
+        "rate_limit = 50.0\nmaxlen = 1000\nmaxmemory = 67108864\n\
+         max_connections = 4\n[limits]\nmax_bulk = 4096\n",
+    );
     l.write_proxy_conf(&agents()).unwrap();
     let got = ProxyConfig::load(&l.layout.proxy_conf()).unwrap();
     let before = json!({
         "upstream": root.join("redis/redis.sock"),
         "lanes_dir": root.join("lanes"),
+        "families": ["webhook", "email", "ops"],
+        "limits": {"max_bulk": 4096},
         "agents": [
             {"name": "alice", "password_file": root.join("secrets/agent_alice"),
-             "uid": 1001, "rate_limit": 50.0, "maxlen": 1000},
+             "uid": 1001, "rate_limit": 50.0, "maxlen": 1000, "quota": 8388608,
+             "max_connections": 4},
             {"name": "bob", "password_file": root.join("secrets/agent_bob"),
-             "uid": null, "rate_limit": 50.0, "maxlen": 1000},
+             "uid": null, "rate_limit": 50.0, "maxlen": 1000, "quota": 8388608,
+             "max_connections": 4},
         ],
     });
     assert_eq!(got, serde_json::from_value::<ProxyConfig>(before).unwrap());

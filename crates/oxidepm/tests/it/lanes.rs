@@ -127,15 +127,15 @@ fn an_agent_can_use_its_own_lane_and_nothing_else() {
         &["XADD", "alice:webhook:outbox", "*", "text", "hi"],
     )
     .unwrap();
-    run(&mut alice, &["XADD", "discord:outbox", "*", "text", "hi"]).unwrap();
+    run(&mut alice, &["XADD", "email:outbox", "*", "text", "hi"]).unwrap();
     let mut admin = host_conn(&env, "sys");
     let n: i64 = redis::cmd("XLEN")
-        .arg("alice:discord:outbox")
+        .arg("alice:email:outbox")
         .query(&mut admin)
         .unwrap();
     assert_eq!(n, 1);
     let n: i64 = redis::cmd("EXISTS")
-        .arg("discord:outbox")
+        .arg("email:outbox")
         .query(&mut admin)
         .unwrap();
     assert_eq!(n, 0);

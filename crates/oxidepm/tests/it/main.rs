@@ -8,6 +8,7 @@ mod connections;
 mod containment;
 mod harness;
 mod home;
+mod lane_budgets;
 mod lanes;
 mod lanes_security;
 mod lifecycle;

@@ -99,10 +99,13 @@ fn start_redis(dir: &Path, procs: &mut Procs) -> Result<PathBuf> {
     let exe = find_on_path("redis-server")
         .ok_or("redis-server is not on PATH (Debian: apt-get install redis-server)")?;
     let socket = dir.join("redis.sock");
-    let acl = acl::acl_file(&[
-        (AclUser::Bridge, Secret::new(BRIDGE_PW)),
-        (AclUser::Admin, Secret::new(ADMIN_PW)),
-    ]);
+    let acl = acl::acl_file(
+        &[
+            (AclUser::Bridge, Secret::new(BRIDGE_PW)),
+            (AclUser::Admin, Secret::new(ADMIN_PW)),
+        ],
+        &[],
+    );
     std::fs::write(dir.join("users.acl"), acl).map_err(|e| e.to_string())?;
     let conf = format!(
         "port 0\nunixsocket {sock}\nunixsocketperm 700\naclfile {d}/users.acl\ndir {d}\n\

@@ -10,6 +10,17 @@
 //! is the identity) and directly on `redis/redis.sock` as the admin user
 //! `sys`. Every XADD run is checked: the stream must have grown by exactly
 //! the number of requests (redis-benchmark counts error replies as answers).
+//!
+//! The outbox written is of a responder family, `sink`, that nothing
+//! drains (the bridge would deliver and the proxy then remove entries of a
+//! source's outbox). The lane takes 64 connections (the default is 16) for
+//! redis-benchmark's 50 clients, and the quota is set so that a million
+//! entries fit on any host.
+//!
+//! Then [`attack`]: the proxy under a stalled-connections attack, in a
+//! fresh home with the default limits.
+
+mod attack;
 
 use super::{sleep_ms, with_sandbox, Plan};
 use crate::procfs;
@@ -27,8 +38,15 @@ use std::time::{Duration, Instant};
 const CLIENTS: usize = 50;
 const PIPELINE: usize = 16;
 const AGENT: &str = "bench";
-/// The family of the agent's own outbox written to (any family is its own).
-const OUT_FAMILY: &str = "bench";
+/// The family of the agent's own outbox written to: a responder that no
+/// app serves, so that nothing drains it.
+const OUT_FAMILY: &str = "sink";
+/// The daemon's configuration for the throughput runs.
+// The agent runs as the benchmark's uid, which a root daemon accepts only
+// when told that agents may share one.
+const DAEMON_TOML: &str =
+    "agents_share_uid = true\n[lanes]\nresponders = [\"ops\", \"sink\"]\nmax_connections = 64\n\
+                           maxmemory = 1073741824\nagent_quota = 268435456\n";
 /// The family of the inbox read.
 const IN_FAMILY: &str = "webhook";
 
@@ -270,13 +288,9 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     } else {
         (200_000, 1_000_000)
     };
-    with_sandbox(bins, |sb| {
-        // The agent runs as the benchmark's uid, which a root daemon
-        // accepts only when told that agents may share one.
+    let mut rows = with_sandbox(bins, |sb| {
         std::fs::create_dir_all(sb.home())
-            .and_then(|()| {
-                std::fs::write(sb.home().join("daemon.toml"), "agents_share_uid = true\n")
-            })
+            .and_then(|()| std::fs::write(sb.home().join("daemon.toml"), DAEMON_TOML))
             .map_err(|e| format!("cannot write daemon.toml: {e}"))?;
         sb.ping()?;
         sb.run(&[
@@ -460,5 +474,14 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         }
         say!("  target: proxy >= 0.90 of direct throughput, plain and pipelined");
         Ok(rows)
-    })
+    })?;
+    say!("  -- under a stalled-connections attack, default limits --");
+    match attack::run(bins, plan) {
+        Ok(more) => rows.extend(more),
+        Err(e) => {
+            say!("  ERROR: {e}");
+            rows.push(Row::failed("proxy under a stalled-connections attack", &e));
+        }
+    }
+    Ok(rows)
 }

@@ -1,0 +1,356 @@
+//! Client → Redis, for one connection: read, parse, filter, admit,
+//! re-encode, forward.
+//!
+//! What the pump holds is bounded in bytes:
+//!
+//! * its read buffer's capacity is held in the lane's [`Budget`]: it grows
+//!   (doubling, up to what the command in progress is known to need) only
+//!   with budget to match, and shrinks back when the command is done;
+//! * a command has `limits.command_timeout_ms` from its first byte to its
+//!   last; one that takes longer gets `-OXIDEPM timeout …` and the
+//!   connection is closed (the stream cannot be resynchronised), which
+//!   gives its budget back;
+//! * commands go upstream in batches of at most [`CHUNK`] bytes; a larger
+//!   command is written from the read buffer itself, never copied.
+//!
+//! [`Budget`]: crate::budget::Budget
+
+use crate::budget::Held;
+use crate::command_filter::{decide, Policy, Verdict};
+use crate::connection::{End, LaneSettings, Slot};
+use crate::resp::{encode_command, error_reply, Command, CommandParser, ProtocolError};
+use std::borrow::Cow;
+use std::io;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::Semaphore;
+
+/// The most read at once, and the size of an upstream batch.
+pub const CHUNK: usize = 64 << 10;
+/// The least room a read is given, and what an idle connection keeps.
+const SMALL: usize = 16 << 10;
+
+/// Client → upstream, until the client closes, a `Close` is queued, or an
+/// I/O error.
+pub async fn pump_commands(
+    mut cr: OwnedReadHalf,
+    mut uw: OwnedWriteHalf,
+    tx: UnboundedSender<Slot>,
+    permits: &Semaphore,
+    s: &LaneSettings,
+) -> io::Result<End> {
+    let policy = Policy {
+        agent: &s.agent,
+        families: s.meter.families(),
+    };
+    let timeout = Duration::from_millis(s.limits.command_timeout_ms);
+    let mut parser = CommandParser::new((&s.limits).into());
+    let mut held = Held::new(s.budget.clone());
+    let mut buf: Vec<u8> = Vec::new();
+    let mut start = 0usize;
+    let mut up: Vec<u8> = Vec::new();
+    // When the first byte of the command in progress arrived.
+    let mut started: Option<Instant> = None;
+    let send = |slot: Slot| {
+        tx.send(slot).map_err(|e| {
+            if let Slot::Append { family, bytes } = e.0 {
+                // Never to be answered: the connection is ending.
+                s.meter.answered(family, bytes);
+            }
+            io::Error::other("reply pump gone")
+        })
+    };
+    loop {
+        let mut forwarded = 0usize;
+        let mut out_of_permits = false;
+        let mut closing = false;
+        let mut completed = false;
+        while start < buf.len() {
+            let Ok(permit) = permits.try_acquire() else {
+                out_of_permits = true;
+                break;
+            };
+            let n = match parser.parse(&buf[start..]) {
+                Ok(Some(n)) => n,
+                Ok(None) => break,
+                Err(e) => {
+                    permit.forget();
+                    if forwarded > 0 {
+                        send(Slot::Upstream(forwarded))?;
+                        forwarded = 0;
+                    }
+                    send(Slot::Local(Cow::Owned(error_reply(&refusal(&e, s)))))?;
+                    send(Slot::Close)?;
+                    closing = true;
+                    break;
+                }
+            };
+            permit.forget();
+            completed = true;
+            let cmd = parser.command(&buf[start..start + n]);
+            let mut verdict = decide(&cmd, &policy);
+            if matches!(verdict, Verdict::Forward | Verdict::Append { .. }) && !rate_ok(s) {
+                verdict = Verdict::Reply(Cow::Owned(error_reply(&format!(
+                    "OXIDEPM rate: agent '{}' sends more than its {} commands per second \
+                     (lanes.rate_limit); slow down",
+                    s.agent,
+                    s.rate
+                        .as_ref()
+                        .map_or(0.0, |r| r.lock().map_or(0.0, |b| b.rate()))
+                ))));
+            }
+            // What goes upstream, if anything: the new key of an XADD.
+            let mut send_up: Option<Option<Vec<u8>>> = None;
+            match verdict {
+                Verdict::Forward => {
+                    send_up = Some(None);
+                    forwarded += 1;
+                }
+                Verdict::Append { family, key } => {
+                    if forwarded > 0 {
+                        send(Slot::Upstream(forwarded))?;
+                        forwarded = 0;
+                    }
+                    let bytes = n as u64;
+                    let mut admitted = s.meter.admit(family, bytes, s.bounds);
+                    if admitted.is_err() {
+                        // The estimate may count what is in flight twice:
+                        // send what is admitted, then ask for a new count.
+                        if !up.is_empty() {
+                            uw.write_all(&up).await?;
+                            up.clear();
+                        }
+                        s.meter.fresh().await;
+                        admitted = s.meter.admit(family, bytes, s.bounds);
+                    }
+                    match admitted {
+                        Ok(()) => {
+                            send(Slot::Append { family, bytes })?;
+                            send_up = Some(key);
+                        }
+                        Err(why) => {
+                            log::debug!("lane {}: XADD refused: {why}", s.agent);
+                            send(Slot::Local(Cow::Owned(error_reply(&why))))?;
+                        }
+                    }
+                }
+                Verdict::Reply(r) => {
+                    log::debug!("lane {}: answered {:?} locally", s.agent, cmd);
+                    if forwarded > 0 {
+                        send(Slot::Upstream(forwarded))?;
+                        forwarded = 0;
+                    }
+                    send(Slot::Local(r))?;
+                }
+                Verdict::ReplyAndClose(r) => {
+                    if forwarded > 0 {
+                        send(Slot::Upstream(forwarded))?;
+                        forwarded = 0;
+                    }
+                    send(Slot::Local(r))?;
+                    send(Slot::Close)?;
+                    closing = true;
+                }
+            }
+            if let Some(key) = send_up {
+                if n > CHUNK {
+                    // Large: written as it lies in the read buffer (the
+                    // slots for it are queued already).
+                    if forwarded > 0 {
+                        send(Slot::Upstream(forwarded))?;
+                        forwarded = 0;
+                    }
+                    if !up.is_empty() {
+                        uw.write_all(&up).await?;
+                        up.clear();
+                    }
+                    if key.is_none() && parser.is_canonical() {
+                        uw.write_all(&buf[start..start + n]).await?;
+                    } else {
+                        write_args(&mut uw, &cmd, key.as_deref()).await?;
+                    }
+                } else if key.is_none() && parser.is_canonical() {
+                    up.extend_from_slice(&buf[start..start + n]);
+                } else {
+                    encode_with_key(&mut up, &cmd, key.as_deref());
+                }
+            }
+            start += n;
+            parser.reset();
+            if closing {
+                break;
+            }
+            if up.len() >= CHUNK {
+                // Keep upstream writes (and this buffer) bounded.
+                if forwarded > 0 {
+                    send(Slot::Upstream(forwarded))?;
+                    forwarded = 0;
+                }
+                uw.write_all(&up).await?;
+                up.clear();
+            }
+        }
+        // The slots go out before the commands they stand for.
+        if forwarded > 0 {
+            send(Slot::Upstream(forwarded))?;
+        }
+        if !up.is_empty() {
+            uw.write_all(&up).await?;
+            up.clear();
+        }
+        if closing {
+            return Ok(End::Graceful);
+        }
+        if out_of_permits {
+            // Backpressure: read nothing more until replies drain.
+            drop(permits.acquire().await.map_err(io::Error::other)?);
+            continue;
+        }
+        // Need more input: keep only the incomplete command.
+        buf.drain(..start);
+        start = 0;
+        if buf.is_empty() {
+            started = None;
+            if buf.capacity() > CHUNK {
+                buf.shrink_to(SMALL);
+            }
+        } else if completed || started.is_none() {
+            started = Some(Instant::now());
+        }
+        if buf.capacity() < held.bytes() {
+            held.shrink_to(buf.capacity());
+        }
+        let first_byte = match started {
+            Some(t) => t,
+            None => {
+                // Between commands: wait, with no deadline and no budget
+                // held beyond the buffer, for the next command's first byte.
+                cr.readable().await?;
+                Instant::now()
+            }
+        };
+        started = Some(first_byte);
+        let deadline = tokio::time::Instant::from(first_byte + timeout);
+        // Room for the next read: what the command is known to need, within
+        // [SMALL, CHUNK]; growing doubles, up to that need. Never more than
+        // the whole budget: the buffer then holds only an incomplete
+        // command, which is smaller (the configuration says so).
+        let want = parser
+            .needed()
+            .saturating_sub(buf.len())
+            .clamp(SMALL, CHUNK);
+        let target = (buf.len() + want).min(s.budget.size());
+        if buf.capacity() < target {
+            let need = parser.needed().max(target).min(s.budget.size());
+            let cap = (buf.capacity() * 2).clamp(target, need);
+            if tokio::time::timeout_at(deadline, held.grow_to(cap))
+                .await
+                .is_err()
+            {
+                return timed_out(&send, s);
+            }
+            buf.reserve_exact(cap - buf.len());
+        }
+        let n = match tokio::time::timeout_at(deadline, cr.read_buf(&mut buf)).await {
+            Ok(r) => r?,
+            Err(_) => return timed_out(&send, s),
+        };
+        if n == 0 {
+            return Ok(client_eof(&cr, !buf.is_empty(), &tx));
+        }
+    }
+}
+
+fn rate_ok(s: &LaneSettings) -> bool {
+    match &s.rate {
+        Some(rate) => rate
+            .lock()
+            .map(|mut b| b.try_take(Instant::now()))
+            .unwrap_or(true),
+        None => true,
+    }
+}
+
+/// The error reply for a command the parser refused.
+fn refusal(e: &ProtocolError, s: &LaneSettings) -> String {
+    log::info!("lane {}: {e}", s.agent);
+    match e.limit() {
+        Some(key) => {
+            format!("OXIDEPM too large: {e} (lanes.limits.{key}); the connection is closed")
+        }
+        None => format!("ERR protocol error: {e}"),
+    }
+}
+
+/// Queues the deadline's error and the close.
+fn timed_out(send: &impl Fn(Slot) -> io::Result<()>, s: &LaneSettings) -> io::Result<End> {
+    log::info!(
+        "lane {}: a command was not completed within {} ms; closing",
+        s.agent,
+        s.limits.command_timeout_ms
+    );
+    send(Slot::Local(Cow::Owned(error_reply(&format!(
+        "OXIDEPM timeout: a command was not completed within {} ms of its first byte \
+         (lanes.limits.command_timeout_ms); the connection is closed",
+        s.limits.command_timeout_ms
+    )))))?;
+    send(Slot::Close)?;
+    Ok(End::Graceful)
+}
+
+/// `cmd` in canonical form, with argument 1 replaced by `key` if given.
+fn encode_with_key(out: &mut Vec<u8>, cmd: &Command<'_>, key: Option<&[u8]>) {
+    match key {
+        None => encode_command(out, cmd),
+        Some(k) => {
+            let args: Vec<&[u8]> = cmd
+                .args()
+                .enumerate()
+                .map(|(i, a)| if i == 1 { k } else { a })
+                .collect();
+            crate::resp::encode_args(out, &args);
+        }
+    }
+}
+
+/// Writes a large command piece by piece: its headers are re-encoded, its
+/// arguments written from where they lie.
+async fn write_args(
+    uw: &mut OwnedWriteHalf,
+    cmd: &Command<'_>,
+    key: Option<&[u8]>,
+) -> io::Result<()> {
+    let mut head = Vec::with_capacity(32);
+    head.extend_from_slice(format!("*{}\r\n", cmd.len()).as_bytes());
+    for (i, a) in cmd.args().enumerate() {
+        let a = match (i, key) {
+            (1, Some(k)) => k,
+            _ => a,
+        };
+        head.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        if a.len() > 4096 {
+            uw.write_all(&head).await?;
+            head.clear();
+            uw.write_all(a).await?;
+        } else {
+            head.extend_from_slice(a);
+        }
+        head.extend_from_slice(b"\r\n");
+    }
+    uw.write_all(&head).await
+}
+
+/// The client's read side ended. A peer that only shut down its write
+/// side still gets its outstanding replies; one that is gone entirely (or
+/// left a command half sent) is dropped now, as Redis would drop it, so a
+/// blocking read it left behind does not linger upstream.
+fn client_eof(cr: &OwnedReadHalf, partial: bool, tx: &UnboundedSender<Slot>) -> End {
+    let hung_up = oxidepm_sys::poll::hung_up(cr.as_ref());
+    if partial || hung_up || tx.send(Slot::Close).is_err() {
+        End::Abort
+    } else {
+        End::Graceful
+    }
+}

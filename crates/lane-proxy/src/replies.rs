@@ -1,0 +1,155 @@
+//! Redis → client, for one connection.
+//!
+//! Bytes are relayed as they arrive; the [`ReplyScanner`] finds where each
+//! reply ends, so that the proxy's own replies go out in their place and
+//! pipeline permits come back as replies are written. At most
+//! `reply_buffer` bytes are read from Redis (plus one incomplete header
+//! line) before they are written to the client: while the client does not
+//! read, neither does the proxy, and what Redis has to say waits in Redis.
+
+use crate::connection::{LaneSettings, Slot};
+use crate::meter::Meter;
+use crate::reply_scanner::ReplyScanner;
+use std::collections::VecDeque;
+use std::io;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::Semaphore;
+
+/// The replies a client is owed. Admitted XADDs still owed when the
+/// connection ends will never be answered: dropping this counts them
+/// answered for the meter, whichever way the pump ends.
+struct Owed<'a> {
+    queue: VecDeque<Slot>,
+    rx: UnboundedReceiver<Slot>,
+    meter: &'a Meter,
+}
+
+impl Drop for Owed<'_> {
+    fn drop(&mut self) {
+        self.rx.close();
+        while let Ok(slot) = self.rx.try_recv() {
+            self.queue.push_back(slot);
+        }
+        for slot in self.queue.drain(..) {
+            if let Slot::Append { family, bytes } = slot {
+                self.meter.answered(family, bytes);
+            }
+        }
+    }
+}
+
+/// Upstream → client, until the client's connection closes (or a `Close`
+/// slot is reached).
+pub async fn pump_replies(
+    mut ur: OwnedReadHalf,
+    mut cw: OwnedWriteHalf,
+    rx: UnboundedReceiver<Slot>,
+    permits: &Semaphore,
+    s: &LaneSettings,
+) -> io::Result<()> {
+    let reply_buffer = s.limits.reply_buffer;
+    let mut owed = Owed {
+        queue: VecDeque::new(),
+        rx,
+        meter: &s.meter,
+    };
+    let Owed { queue, rx, meter } = &mut owed;
+    let mut scanner = ReplyScanner::new();
+    let mut inbuf: Vec<u8> = Vec::new();
+    let mut start = 0usize;
+    let mut out: Vec<u8> = Vec::new();
+    let mut upstream_closed = false;
+    let bad = |e| io::Error::new(io::ErrorKind::InvalidData, e);
+    loop {
+        while let Ok(slot) = rx.try_recv() {
+            push_slot(queue, slot);
+        }
+        let mut answered = 0usize;
+        let mut close = false;
+        loop {
+            match queue.front_mut() {
+                Some(Slot::Local(r)) => {
+                    out.extend_from_slice(r);
+                    queue.pop_front();
+                    answered += 1;
+                }
+                Some(Slot::Close) => {
+                    close = true;
+                    break;
+                }
+                Some(slot @ (Slot::Upstream(_) | Slot::Append { .. })) => {
+                    let want = match slot {
+                        Slot::Upstream(n) => *n,
+                        _ => 1,
+                    };
+                    let (used, done) = scanner.scan(&inbuf[start..], want).map_err(bad)?;
+                    out.extend_from_slice(&inbuf[start..start + used]);
+                    start += used;
+                    answered += done;
+                    if done < want {
+                        if let Slot::Upstream(n) = slot {
+                            *n -= done;
+                        }
+                        break;
+                    }
+                    if let Some(Slot::Append { family, bytes }) = queue.pop_front() {
+                        meter.answered(family, bytes);
+                    }
+                }
+                None => {
+                    // Nothing owed: only RESP3 pushes may pass.
+                    let (used, _) = scanner.scan(&inbuf[start..], 0).map_err(bad)?;
+                    out.extend_from_slice(&inbuf[start..start + used]);
+                    start += used;
+                    break;
+                }
+            }
+        }
+        if !out.is_empty() {
+            cw.write_all(&out).await?;
+            out.clear();
+            if out.capacity() > 2 * reply_buffer {
+                out.shrink_to(reply_buffer);
+            }
+        }
+        if answered > 0 {
+            permits.add_permits(answered);
+        }
+        if close {
+            let _ = cw.shutdown().await;
+            return Ok(());
+        }
+        if upstream_closed {
+            return Err(io::Error::other("Redis closed the connection"));
+        }
+        // Keep only an incomplete header line, and room for one read.
+        inbuf.drain(..start);
+        start = 0;
+        if inbuf.capacity() > 2 * reply_buffer && inbuf.len() < reply_buffer {
+            inbuf.shrink_to(reply_buffer);
+        }
+        inbuf.reserve(reply_buffer);
+        let mut limited = (&mut ur).take(reply_buffer as u64);
+        if queue.is_empty() {
+            tokio::select! {
+                slot = rx.recv() => match slot {
+                    Some(slot) => push_slot(queue, slot),
+                    None => return Ok(()),
+                },
+                r = limited.read_buf(&mut inbuf) => upstream_closed = r? == 0,
+            }
+        } else {
+            upstream_closed = limited.read_buf(&mut inbuf).await? == 0;
+        }
+    }
+}
+
+fn push_slot(queue: &mut VecDeque<Slot>, slot: Slot) {
+    if let (Slot::Upstream(n), Some(Slot::Upstream(m))) = (&slot, queue.back_mut()) {
+        *m += n;
+        return;
+    }
+    queue.push_back(slot);
+}

@@ -1,0 +1,192 @@
+//! Layer 3, bounds: Redis's `maxmemory`, the outbox families an agent may
+//! append to, and the lane proxy's limits, as daemon.toml sets them.
+//! Real daemon, real redis-server, real proxy.
+
+use crate::harness::{alive, kill, read, Env};
+use crate::lanes::{conn, run, start_agents};
+use oxidepm_lanes::Secret;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+
+/// A direct connection to the private Redis as `user`.
+fn as_user(env: &Env, user: &str) -> redis::Connection {
+    let mut c = conn(&env.home.join("redis/redis.sock"));
+    let pw = Secret::read(&env.home.join("secrets").join(user)).unwrap();
+    redis::cmd("AUTH")
+        .arg(user)
+        .arg(pw.expose())
+        .query::<()>(&mut c)
+        .unwrap();
+    c
+}
+
+fn config_get(admin: &mut redis::Connection, key: &str) -> String {
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(key)
+        .query(admin)
+        .unwrap();
+    v[1].clone()
+}
+
+/// Sends `args` on a raw connection and reads the first line of the reply.
+fn first_line(s: &UnixStream, args: &[&[u8]]) -> String {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    let mut w = s;
+    // The proxy may refuse on the header and close before the rest.
+    let _ = w.write_all(&out);
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).unwrap();
+    line
+}
+
+#[test]
+fn redis_has_a_memory_bound_and_a_writer_past_it_gets_oom_while_others_read() {
+    let env = Env::new();
+    env.daemon_toml("[lanes]\nmaxmemory = 33554432\nagent_quota = 0\n");
+    start_agents(&env, &["alice", "bob"]);
+    let mut admin = as_user(&env, "sys");
+    assert_eq!(config_get(&mut admin, "maxmemory"), "33554432");
+    assert_eq!(config_get(&mut admin, "maxmemory-policy"), "noeviction");
+    assert!(read(&env.home.join("redis/redis.conf")).contains("\nmaxmemory 33554432\n"));
+    let mut bridge = as_user(&env, "bridge");
+    run(
+        &mut bridge,
+        &["XADD", "bob:webhook:inbox", "*", "text", "for bob"],
+    )
+    .unwrap();
+
+    let mut alice = conn(&env.home.join("lanes/alice.sock"));
+    let value = vec![b'v'; 512 << 10];
+    let mut written = 0;
+    let oom = loop {
+        let r: redis::RedisResult<String> = redis::cmd("XADD")
+            .arg("alice:webhook:outbox")
+            .arg("*")
+            .arg("v")
+            .arg(&value)
+            .query(&mut alice);
+        match r {
+            Ok(_) => {
+                written += 1;
+                assert!(written < 128, "maxmemory never refused");
+            }
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(oom.code(), Some("OOM"), "{oom}");
+    // Bob still reads (and acknowledges) his inbox.
+    let mut bob = conn(&env.home.join("lanes/bob.sock"));
+    let got = run(
+        &mut bob,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "bob",
+            "c1",
+            "STREAMS",
+            "bob:webhook:inbox",
+            ">",
+        ],
+    )
+    .unwrap();
+    assert!(format!("{got:?}").contains("for bob"), "{got:?}");
+    let n: i64 = redis::cmd("XLEN")
+        .arg("alice:webhook:outbox")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(n, written);
+}
+
+#[test]
+fn agents_append_only_to_configured_families_and_the_acl_follows_the_config() {
+    let env = Env::new();
+    let toml = |sources: &str, maxmemory: u64| {
+        format!("[lanes]\nsources = [{sources}]\nresponders = [\"ops\"]\nmaxmemory = {maxmemory}\n")
+    };
+    env.daemon_toml(&toml("\"webhook\"", 64 << 20));
+    start_agents(&env, &["alice"]);
+    let sock = env.home.join("lanes/alice.sock");
+    let mut alice = conn(&sock);
+    run(&mut alice, &["XADD", "alice:webhook:outbox", "*", "a", "b"]).unwrap();
+    run(&mut alice, &["XADD", "alice:ops:outbox", "*", "a", "b"]).unwrap();
+    let e = run(&mut alice, &["XADD", "alice:email:outbox", "*", "a", "b"]).unwrap_err();
+    assert!(e.starts_with("NOPERM"), "{e}");
+    // Redis's own rule says the same, without the proxy.
+    let mut admin = as_user(&env, "sys");
+    let rules = format!(
+        "{:?}",
+        run(&mut admin, &["ACL", "GETUSER", "agent_alice"]).unwrap()
+    );
+    assert!(rules.contains("alice:webhook:outbox"), "{rules}");
+    assert!(
+        !rules.contains("email") && !rules.contains("*:outbox"),
+        "{rules}"
+    );
+
+    // A new daemon with another source adopts Redis and changes the rule
+    // live: no restart of Redis, no lost entry.
+    let redis_pid = env.pid("oxidepm-redis");
+    let daemon = env.daemon_pid();
+    kill(daemon, libc::SIGKILL);
+    env.wait(10, "the daemon to die", || !alive(daemon));
+    env.daemon_toml(&toml("\"webhook\", \"email\"", 48 << 20));
+    assert_eq!(env.pid("oxidepm-redis"), redis_pid);
+    env.wait(20, "the email outbox to take XADD", || {
+        let mut c = conn(&sock);
+        run(&mut c, &["XADD", "email:outbox", "*", "a", "b"]).is_ok()
+    });
+    let mut admin = as_user(&env, "sys");
+    assert_eq!(
+        config_get(&mut admin, "maxmemory"),
+        (48u64 << 20).to_string()
+    );
+    let n: i64 = redis::cmd("XLEN")
+        .arg("alice:webhook:outbox")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn the_lane_proxy_takes_its_limits_from_daemon_toml() {
+    let env = Env::new();
+    env.daemon_toml(
+        "[lanes]\nmax_connections = 2\nmaxmemory = 67108864\n\
+         [lanes.limits]\nmax_bulk = 1024\nmax_command = 4096\n",
+    );
+    start_agents(&env, &["alice"]);
+    let sock = env.home.join("lanes/alice.sock");
+    let held: Vec<UnixStream> = (0..2)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    for s in &held {
+        assert_eq!(first_line(s, &[b"PING"]), "+PONG\r\n");
+    }
+    let third = UnixStream::connect(&sock).unwrap();
+    let refused = first_line(&third, &[b"PING"]);
+    assert!(
+        refused.starts_with("-OXIDEPM connections: agent 'alice' has 2 connections open"),
+        "{refused}"
+    );
+    let big = vec![b'x'; 2000];
+    let r = first_line(
+        &held[0],
+        &[b"XADD", b"alice:webhook:outbox", b"*", b"v", &big],
+    );
+    assert!(
+        r.starts_with("-OXIDEPM too large: argument of 2000 bytes; at most 1024"),
+        "{r}"
+    );
+    let mut admin = as_user(&env, "sys");
+    let n: i64 = redis::cmd("EXISTS")
+        .arg("alice:webhook:outbox")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(n, 0);
+}
