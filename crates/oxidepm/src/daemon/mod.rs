@@ -43,6 +43,10 @@ pub struct Daemon {
     pub exit: Notify,
     /// The agents' lanes.
     pub lanes: Lanes,
+    /// Each actor's budget of log bytes read.
+    pub log_reads: ops::ReadRate,
+    /// The largest answer through an agent's `ops` lane, in bytes.
+    pub ops_max_reply: usize,
     started: Instant,
 }
 
@@ -248,6 +252,8 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         ),
         exit: Notify::new(),
         lanes,
+        log_reads: ops::ReadRate::new(config.logs_read_mib_per_sec),
+        ops_max_reply: config.ops_max_reply_bytes,
         started: Instant::now(),
     });
 
@@ -255,7 +261,11 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         && config.lanes.responders.iter().any(|r| r == lane_ops::NAME)
     {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<lane_ops::OpsRequest>();
-        lane_ops::spawn(daemon.lanes.layout.clone(), sup.clone(), tx);
+        let settings = lane_ops::OpsSettings {
+            timeout: Duration::from_secs(config.ops_timeout_secs.max(1)),
+            max_reply: config.ops_max_reply_bytes,
+        };
+        lane_ops::spawn(daemon.lanes.layout.clone(), sup.clone(), tx, settings);
         let d = daemon.clone();
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {
