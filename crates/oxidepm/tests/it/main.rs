@@ -10,5 +10,7 @@ mod home;
 mod lanes;
 mod lanes_security;
 mod lifecycle;
+mod logs_big;
 mod ops;
+mod ops_limits;
 mod supervision;
