@@ -158,6 +158,9 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
                 format!("{:.2} s", median(&shim_cpu)),
             ));
         }
+        // The last round's log, read back whole.
+        let last = format!("lines{}", plan.log_rounds);
+        rows.extend(super::logs_read::rows(sb, dpid, &last, n)?);
         Ok(rows)
     })
 }
