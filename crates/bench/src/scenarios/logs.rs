@@ -158,9 +158,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
                 format!("{:.2} s", median(&shim_cpu)),
             ));
         }
-        // The last round's log, read back whole.
-        let last = format!("lines{}", plan.log_rounds);
-        rows.extend(super::logs_read::rows(sb, dpid, &last, n)?);
+        rows.extend(super::logs_read::rows(sb, dpid, n)?);
         Ok(rows)
     })
 }

@@ -20,8 +20,38 @@ fn timed_status(sb: &Sandbox) -> Result<f64> {
     Ok(report::ms(t0.elapsed()))
 }
 
-/// Reads app `app`'s `n`-line log back through the CLI.
-pub fn rows(sb: &Sandbox, dpid: u32, app: &str, n: u64) -> Result<Vec<Row>> {
+/// Writes an `n`-line log (the capture rounds remove theirs), waits
+/// until it is complete, then reads it back through the CLI.
+pub fn rows(sb: &Sandbox, dpid: u32, n: u64) -> Result<Vec<Row>> {
+    let app = "readback";
+    let me = sb.bins.me.to_string_lossy().into_owned();
+    let count = n.to_string();
+    sb.run(&[
+        "start",
+        "--name",
+        app,
+        "--restart",
+        "never",
+        "--",
+        &me,
+        "__write-lines",
+        &count,
+    ])?;
+    let log = sb.logs_dir().join(format!("{app}-out.log"));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut last = (0, Instant::now());
+    loop {
+        let len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        if len != last.0 {
+            last = (len, Instant::now());
+        } else if len > 0 && last.1.elapsed() > Duration::from_secs(2) {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{} did not stop growing", log.display()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let mut idle = Vec::new();
     for _ in 0..IDLE_RUNS {
         idle.push(timed_status(sb)?);
