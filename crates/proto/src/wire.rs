@@ -62,7 +62,15 @@ pub enum Op {
         /// Selector.
         target: String,
     },
-    /// Reads an app's log.
+    /// Reads an app's log. On a socket the answer is streamed: one
+    /// [`Response`] item per line, a `LogLine` (`{"app","stream","line"}`),
+    /// oldest first, each stream of each app in turn, as many as `lines`
+    /// asks for (no other cap); a line longer than 1 MiB comes in pieces of
+    /// 1 MiB. Then, with `follow`, new lines as they are written until the
+    /// client closes; else a final `LogsDone`. Through an agent's `ops`
+    /// lane the answer is one list of `LogLine`s, bounded in bytes: the
+    /// newest lines that fit, with a `truncated` field on the reply entry
+    /// when older ones were left out.
     Logs {
         /// Selector (one or more apps).
         target: String,
@@ -202,6 +210,14 @@ pub enum ErrorCode {
     /// An internal error (storage); the request may be retried.
     #[serde(rename = "E_INTERNAL")]
     Internal,
+    /// The actor has read more than its share of log bytes lately; retry
+    /// after the time the message gives.
+    #[serde(rename = "E_RATE_LIMITED")]
+    RateLimited,
+    /// The daemon did not finish the request in the time allowed; it may
+    /// still complete.
+    #[serde(rename = "E_TIMEOUT")]
+    Timeout,
 }
 
 impl ErrorCode {
@@ -217,6 +233,8 @@ impl ErrorCode {
             ErrorCode::Spawn => "E_SPAWN",
             ErrorCode::Unavailable => "E_UNAVAILABLE",
             ErrorCode::Internal => "E_INTERNAL",
+            ErrorCode::RateLimited => "E_RATE_LIMITED",
+            ErrorCode::Timeout => "E_TIMEOUT",
         }
     }
 }

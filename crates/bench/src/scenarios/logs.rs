@@ -158,6 +158,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
                 format!("{:.2} s", median(&shim_cpu)),
             ));
         }
+        rows.extend(super::logs_read::rows(sb, dpid, n)?);
         Ok(rows)
     })
 }

@@ -5,6 +5,7 @@ mod agentsock;
 mod bridge;
 mod health;
 mod logs;
+mod logs_read;
 mod memwatch;
 mod proxy;
 mod respawn;

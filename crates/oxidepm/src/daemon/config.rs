@@ -114,6 +114,18 @@ pub struct Config {
     /// How long events and audit rows are kept; how many refusals are written.
     #[serde(default)]
     pub retention: super::retention::RetentionSettings,
+    /// Seconds an `ops` request may take before its agent gets an
+    /// `E_TIMEOUT` reply (default 30).
+    #[serde(default = "thirty")]
+    pub ops_timeout_secs: u64,
+    /// Largest `ops` reply, in bytes (default 262144); longer lists are
+    /// cut, oldest first, and marked `truncated`.
+    #[serde(default = "ops_max_reply_bytes")]
+    pub ops_max_reply_bytes: usize,
+    /// Log bytes each actor may read a second, in MiB (default 64; 0: no
+    /// limit). Sockets are slowed down to it; `ops` gets `E_RATE_LIMITED`.
+    #[serde(default = "sixty_four")]
+    pub logs_read_mib_per_sec: u64,
 }
 
 fn ten_mib() -> u64 {
@@ -121,6 +133,16 @@ fn ten_mib() -> u64 {
 }
 fn three() -> u32 {
     3
+}
+
+fn thirty() -> u64 {
+    30
+}
+fn ops_max_reply_bytes() -> usize {
+    256 * 1024
+}
+fn sixty_four() -> u64 {
+    64
 }
 
 fn yes() -> bool {

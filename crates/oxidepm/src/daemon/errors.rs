@@ -88,6 +88,14 @@ pub enum OpError {
     /// The answer could not be written as JSON.
     #[error("cannot write the answer: {0}")]
     Answer(#[source] serde_json::Error),
+    /// The actor has read more log bytes lately than its share.
+    #[error("{actor} has read more logs than its share (daemon.toml logs_read_mib_per_sec); retry in {:.1} s, or ask for fewer lines", wait.as_secs_f64())]
+    RateLimited {
+        /// Who asked.
+        actor: String,
+        /// When it may read again.
+        wait: std::time::Duration,
+    },
 }
 
 impl OpError {
@@ -188,6 +196,9 @@ impl From<lanes::Error> for ErrorBody {
             | E::RouteAgent { .. }
             | E::DaemonStopping
             | E::DaemonTimeout => ErrorCode::Unavailable,
+            E::EntryNotText { .. } => ErrorCode::BadRequest,
+            E::OpsTimeout { .. } => ErrorCode::Timeout,
+            E::ReplyTooLarge { .. } => ErrorCode::TooLarge,
         };
         body(code, e)
     }
@@ -211,6 +222,7 @@ impl From<OpError> for ErrorBody {
                 ErrorCode::Conflict
             }
             E::Flush { .. } | E::Answer(_) => ErrorCode::Internal,
+            E::RateLimited { .. } => ErrorCode::RateLimited,
         };
         body(code, e)
     }

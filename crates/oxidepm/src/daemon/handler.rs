@@ -39,8 +39,14 @@ impl Daemon {
                     return sink.send(&Response::err(id, e)).await;
                 }
                 log::debug!("logs by {} via {}", caller.actor, caller.socket.as_str());
-                self.stream_logs(id, target, lines, follow, stream, sink)
-                    .await
+                let ask = super::ops::LogsAsk {
+                    target,
+                    lines,
+                    follow,
+                    stream,
+                    actor: caller.actor.to_string(),
+                };
+                self.stream_logs(id, ask, sink).await
             }
             Op::Kill => {
                 let mut apps = Vec::new();

@@ -49,6 +49,10 @@ pub struct Daemon {
     pub lanes: Lanes,
     /// Refusals written, and those only counted, per kind and window.
     refusals: std::sync::Mutex<refusals::Refusals>,
+    /// Each actor's budget of log bytes read.
+    pub log_reads: ops::ReadRate,
+    /// The largest answer through an agent's `ops` lane, in bytes.
+    pub ops_max_reply: usize,
     started: Instant,
 }
 
@@ -261,6 +265,8 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         exit: Notify::new(),
         lanes,
         refusals: std::sync::Mutex::new(refusals::Refusals::new(config.retention.refusal_limits())),
+        log_reads: ops::ReadRate::new(config.logs_read_mib_per_sec),
+        ops_max_reply: config.ops_max_reply_bytes,
         started: Instant::now(),
     });
     tokio::spawn(retention::run(daemon.clone(), config.retention.clone()));
@@ -269,7 +275,11 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         && config.lanes.responders.iter().any(|r| r == lane_ops::NAME)
     {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<lane_ops::OpsRequest>();
-        lane_ops::spawn(daemon.lanes.layout.clone(), sup.clone(), tx);
+        let settings = lane_ops::OpsSettings {
+            timeout: Duration::from_secs(config.ops_timeout_secs.max(1)),
+            max_reply: config.ops_max_reply_bytes,
+        };
+        lane_ops::spawn(daemon.lanes.layout.clone(), sup.clone(), tx, settings);
         let d = daemon.clone();
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {

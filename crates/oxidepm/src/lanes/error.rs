@@ -112,6 +112,26 @@ pub enum Error {
     /// The daemon did not answer an ops request.
     #[error("the daemon did not answer in time")]
     DaemonTimeout,
+    /// An ops entry has a field name or value that is not UTF-8 text.
+    #[error("the entry's field {field} is not UTF-8 text; write field names and values as UTF-8, e.g. a field `request` with {{\"op\":\"status\"}}")]
+    EntryNotText {
+        /// Which field (its position, and its name where it is text).
+        field: String,
+    },
+    /// An ops request took longer than `ops_timeout_secs`.
+    #[error("not finished within {secs} s (daemon.toml ops_timeout_secs); it may still complete: ask for `status` to see")]
+    OpsTimeout {
+        /// The bound.
+        secs: u64,
+    },
+    /// An ops answer is larger than `ops_max_reply_bytes` and cannot be cut.
+    #[error("the answer is {bytes} bytes, over the {max} bytes an ops reply may have (daemon.toml ops_max_reply_bytes); ask for less, or use a socket")]
+    ReplyTooLarge {
+        /// Its size.
+        bytes: usize,
+        /// The bound.
+        max: usize,
+    },
 }
 
 /// Why a connection to the private Redis could not be had.

@@ -11,15 +11,28 @@
 //! (`{"op":"restart","target":"web"}`), or the request's fields themselves
 //! (`op restart target web`). The reply has `request_id` (the outbox entry
 //! id) and `response` (a protocol response as JSON).
+//!
+//! Each agent's outbox is served by its own thread and connection, in
+//! order: one agent's slow request (a restart waiting out a long kill
+//! timeout) never delays another's. An entry that cannot be read as a
+//! request gets an error reply and is acknowledged like any other, so it
+//! cannot stop the lane, not even after a restart. A request the daemon
+//! has not answered within `ops_timeout_secs` gets an `E_TIMEOUT` reply,
+//! and a reply over `ops_max_reply_bytes` is cut (a list, oldest items
+//! first) with a `truncated` field saying so.
+
+mod entry;
 
 use super::error::{ConnectError, Error};
 use super::layout::Layout;
 use crate::supervise::{lock, Shared};
+use entry::Entry;
 use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::{AclUser, AgentName, Secret, SecretError, StreamKey};
 use oxidepm_proto::{AppKind, ErrorBody, Request, Response};
-use redis::streams::{StreamReadOptions, StreamReadReply};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The responder's name (stream family and ACL user suffix).
@@ -28,6 +41,11 @@ pub const NAME: &str = "ops";
 const GROUP: &str = "ops";
 /// Its consumer name; stable, so a restarted daemon finds its pending entries.
 const CONSUMER: &str = "oxidepmd";
+/// Entries read at once from one outbox.
+const BATCH: usize = 16;
+/// How long one read waits for new entries, in milliseconds; also how
+/// soon a worker notices that it is to stop.
+const BLOCK_MS: u64 = 1000;
 
 /// One request for the daemon to answer.
 pub struct OpsRequest {
@@ -39,20 +57,77 @@ pub struct OpsRequest {
     pub reply: std::sync::mpsc::Sender<Response>,
 }
 
-/// Runs the responder on its own thread until `tx` is closed.
-pub fn spawn(layout: Layout, shared: Shared, tx: tokio::sync::mpsc::UnboundedSender<OpsRequest>) {
+/// The responder's bounds (daemon.toml).
+#[derive(Debug, Clone, Copy)]
+pub struct OpsSettings {
+    /// How long a request may take before the agent gets `E_TIMEOUT`.
+    pub timeout: Duration,
+    /// The largest reply, in bytes.
+    pub max_reply: usize,
+}
+
+/// Requests go to the daemon through this.
+type ToDaemon = tokio::sync::mpsc::UnboundedSender<OpsRequest>;
+
+/// Runs the responder until `tx` is closed: a thread that keeps one
+/// worker thread per agent with a lane.
+pub fn spawn(layout: Layout, shared: Shared, tx: ToDaemon, settings: OpsSettings) {
     let spawned = std::thread::Builder::new()
         .name("ops-responder".into())
-        .spawn(move || {
-            while !tx.is_closed() {
-                if let Err(e) = serve(&layout, &shared, &tx) {
-                    log::debug!("ops responder: {e}; retrying");
-                }
-                std::thread::sleep(Duration::from_secs(1));
-            }
-        });
+        .spawn(move || manage(&layout, &shared, &tx, settings));
     if let Err(e) = spawned {
         log::error!("cannot start the ops responder: {e}");
+    }
+}
+
+/// One agent's worker: told to stop by its flag.
+struct Worker {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+fn manage(layout: &Layout, shared: &Shared, tx: &ToDaemon, settings: OpsSettings) {
+    let mut workers: HashMap<AgentName, Worker> = HashMap::new();
+    while !tx.is_closed() {
+        let current = if layout.redis_socket().exists() {
+            agents(shared)
+        } else {
+            Vec::new()
+        };
+        workers.retain(|agent, w| {
+            let keep = current.contains(agent) && !w.thread.is_finished();
+            if !keep {
+                w.stop.store(true, Ordering::Relaxed);
+            }
+            keep
+        });
+        for agent in current {
+            if workers.contains_key(&agent) {
+                continue;
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let run = Lane {
+                agent: agent.clone(),
+                layout: layout.clone(),
+                shared: shared.clone(),
+                tx: tx.clone(),
+                settings,
+                stop: stop.clone(),
+            };
+            let spawned = std::thread::Builder::new()
+                .name(format!("ops-{agent}"))
+                .spawn(move || run.serve_until_stopped());
+            match spawned {
+                Ok(thread) => {
+                    workers.insert(agent, Worker { stop, thread });
+                }
+                Err(e) => log::warn!("ops responder: no thread for {agent}: {e}"),
+            }
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    for w in workers.values() {
+        w.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -60,31 +135,33 @@ fn user() -> AclUser {
     AclUser::Responder(NAME.to_string())
 }
 
-/// Why the responder stopped serving; it logs this and starts again.
+/// Why a worker stopped serving; it logs this and starts again.
 #[derive(Debug, thiserror::Error)]
 enum ServeError {
     #[error("no password for {user}: {source}")]
     NoPassword { user: AclUser, source: SecretError },
     #[error(transparent)]
     Connect(#[from] ConnectError),
-    #[error("no lanes yet")]
-    NoLanes,
-    #[error("no agents")]
-    NoAgents,
     #[error("XGROUP CREATE {key}: {source}")]
     Group {
         key: String,
         source: redis::RedisError,
     },
-    #[error("{0}")]
-    Read(#[source] redis::RedisError),
+    #[error("XREADGROUP {key}: {source}")]
+    Read {
+        key: String,
+        source: redis::RedisError,
+    },
     #[error("reply to {agent}: {source}")]
     Reply {
         agent: AgentName,
         source: redis::RedisError,
     },
-    #[error("{0}")]
-    Ack(#[source] redis::RedisError),
+    #[error("XACK {key}: {source}")]
+    Ack {
+        key: String,
+        source: redis::RedisError,
+    },
 }
 
 fn connect(layout: &Layout) -> Result<redis::Connection, ServeError> {
@@ -93,11 +170,10 @@ fn connect(layout: &Layout) -> Result<redis::Connection, ServeError> {
         Ok(pw) => pw,
         Err(source) => return Err(ServeError::NoPassword { user, source }),
     };
-    Ok(super::admin::connect_as(
-        &layout.redis_socket(),
-        &user,
-        &pw,
-    )?)
+    let con = super::admin::connect_as(&layout.redis_socket(), &user, &pw)?;
+    // A read blocks for BLOCK_MS at most; longer means Redis is stuck.
+    let _ = con.set_read_timeout(Some(Duration::from_millis(BLOCK_MS) * 10));
+    Ok(con)
 }
 
 /// The agents, as far as they have a lane (see `Lanes::agents`).
@@ -109,121 +185,147 @@ fn agents(shared: &Shared) -> Vec<AgentName> {
         .collect()
 }
 
-fn serve(
-    layout: &Layout,
-    shared: &Shared,
-    tx: &tokio::sync::mpsc::UnboundedSender<OpsRequest>,
-) -> Result<(), ServeError> {
-    if !layout.redis_socket().exists() || agents(shared).is_empty() {
-        return Err(ServeError::NoLanes);
+/// One agent's outbox and what serving it needs.
+struct Lane {
+    agent: AgentName,
+    layout: Layout,
+    shared: Shared,
+    tx: ToDaemon,
+    settings: OpsSettings,
+    stop: Arc<AtomicBool>,
+}
+
+impl Lane {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.tx.is_closed()
     }
-    let mut con = connect(layout)?;
-    let mut ready: HashSet<String> = HashSet::new();
-    loop {
-        if tx.is_closed() {
-            return Ok(());
-        }
-        let keys: Vec<String> = agents(shared)
-            .iter()
-            .map(|a| StreamKey::outbox(a, NAME).to_string())
-            .collect();
-        if keys.is_empty() {
-            return Err(ServeError::NoAgents);
-        }
-        let mut fresh = Vec::new();
-        for k in &keys {
-            if !ready.contains(k) {
-                let r: redis::RedisResult<()> = redis::cmd("XGROUP")
-                    .arg("CREATE")
-                    .arg(k)
-                    .arg(GROUP)
-                    .arg("0")
-                    .arg("MKSTREAM")
-                    .query(&mut con);
-                match r {
-                    Ok(()) => {}
-                    Err(e) if e.code() == Some("BUSYGROUP") => {}
-                    Err(source) => {
-                        return Err(ServeError::Group {
-                            key: k.clone(),
-                            source,
-                        })
-                    }
-                }
-                ready.insert(k.clone());
-                fresh.push(k.clone());
+
+    fn serve_until_stopped(self) {
+        while !self.stopped() {
+            if let Err(e) = self.serve() {
+                log::debug!("ops responder for {}: {e}; retrying", self.agent);
+            }
+            // Not for an agent deleted meanwhile: its keys are gone, and
+            // making the group again would make its outbox again.
+            std::thread::sleep(Duration::from_secs(1));
+            if !agents(&self.shared).contains(&self.agent) {
+                return;
             }
         }
-        // Entries read but not answered before a crash come first.
-        if !fresh.is_empty() {
-            let ids = vec!["0"; fresh.len()];
-            let opts = StreamReadOptions::default()
-                .group(GROUP, CONSUMER)
-                .count(64);
-            let pending: StreamReadReply =
-                redis::Commands::xread_options(&mut con, &fresh, &ids, &opts)
-                    .map_err(ServeError::Read)?;
-            handle(&mut con, tx, pending)?;
-        }
-        let ids = vec![">"; keys.len()];
-        let opts = StreamReadOptions::default()
-            .group(GROUP, CONSUMER)
-            .count(32)
-            .block(1000);
-        let got: Option<StreamReadReply> =
-            redis::Commands::xread_options(&mut con, &keys, &ids, &opts)
-                .map_err(ServeError::Read)?;
-        if let Some(got) = got {
-            handle(&mut con, tx, got)?;
-        }
     }
-}
 
-fn handle(
-    con: &mut redis::Connection,
-    tx: &tokio::sync::mpsc::UnboundedSender<OpsRequest>,
-    reply: StreamReadReply,
-) -> Result<(), ServeError> {
-    for key in reply.keys {
-        let Ok(outbox) = key.key.parse::<StreamKey>() else {
-            continue;
-        };
-        let agent = outbox.agent;
-        for entry in key.ids {
-            let fields: BTreeMap<String, String> = entry
-                .map
-                .iter()
-                .filter_map(|(k, v)| Some((k.clone(), redis::from_redis_value::<String>(v).ok()?)))
-                .collect();
-            let response = match parse_request(&fields) {
-                Err(e) => Response::err(0, e.into()),
-                Ok(req) => ask(tx, agent.as_str(), req),
-            };
-            let json = serde_json::to_string(&response).unwrap_or_default();
-            redis::cmd("XADD")
-                .arg(StreamKey::inbox(&agent, NAME).to_string())
-                .arg("*")
-                .arg("request_id")
-                .arg(&entry.id)
-                .arg("response")
-                .arg(json)
-                .query::<String>(con)
-                .map_err(|source| ServeError::Reply {
-                    agent: agent.clone(),
+    fn serve(&self) -> Result<(), ServeError> {
+        let mut con = connect(&self.layout)?;
+        let key = StreamKey::outbox(&self.agent, NAME).to_string();
+        let made: redis::RedisResult<()> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&key)
+            .arg(GROUP)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query(&mut con);
+        match made {
+            Ok(()) => {}
+            Err(e) if e.code() == Some("BUSYGROUP") => {}
+            Err(source) => return Err(ServeError::Group { key, source }),
+        }
+        // Entries read but not answered before a crash come first, all of
+        // them: each is acknowledged once answered, so this ends.
+        loop {
+            let pending = self.read(&mut con, &key, "0", None)?;
+            if pending.is_empty() {
+                break;
+            }
+            self.answer_all(&mut con, &key, pending)?;
+        }
+        while !self.stopped() {
+            let fresh = self.read(&mut con, &key, ">", Some(BLOCK_MS))?;
+            self.answer_all(&mut con, &key, fresh)?;
+        }
+        Ok(())
+    }
+
+    fn read(
+        &self,
+        con: &mut redis::Connection,
+        key: &str,
+        from: &str,
+        block: Option<u64>,
+    ) -> Result<Vec<Entry>, ServeError> {
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP")
+            .arg(GROUP)
+            .arg(CONSUMER)
+            .arg("COUNT")
+            .arg(BATCH);
+        if let Some(ms) = block {
+            cmd.arg("BLOCK").arg(ms);
+        }
+        cmd.arg("STREAMS").arg(key).arg(from);
+        // Raw values: a typed read would fail the whole batch (and again
+        // at every restart) on one field name that is not UTF-8.
+        let reply: redis::Value = cmd.query(con).map_err(|source| ServeError::Read {
+            key: key.to_string(),
+            source,
+        })?;
+        Ok(entry::entries(reply))
+    }
+
+    fn answer_all(
+        &self,
+        con: &mut redis::Connection,
+        key: &str,
+        entries: Vec<Entry>,
+    ) -> Result<(), ServeError> {
+        for e in entries {
+            // A deleted entry still pending has nothing to answer.
+            if let Some(fields) = e.fields {
+                let response = match fields.and_then(|f| parse_request(&f)) {
+                    Err(err) => Response::err(0, err.into()),
+                    Ok(req) => ask(&self.tx, self.agent.as_str(), req, self.settings.timeout),
+                };
+                self.reply(con, &e.id, response)?;
+            }
+            redis::cmd("XACK")
+                .arg(key)
+                .arg(GROUP)
+                .arg(&e.id)
+                .query::<i64>(con)
+                .map_err(|source| ServeError::Ack {
+                    key: key.to_string(),
                     source,
                 })?;
-            redis::cmd("XACK")
-                .arg(&key.key)
-                .arg(GROUP)
-                .arg(&entry.id)
-                .query::<i64>(con)
-                .map_err(ServeError::Ack)?;
         }
+        Ok(())
     }
-    Ok(())
+
+    fn reply(
+        &self,
+        con: &mut redis::Connection,
+        request_id: &str,
+        response: Response,
+    ) -> Result<(), ServeError> {
+        let (json, truncated) = entry::bounded(response, self.settings.max_reply);
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(StreamKey::inbox(&self.agent, NAME).to_string())
+            .arg("*")
+            .arg("request_id")
+            .arg(request_id)
+            .arg("response")
+            .arg(json);
+        if let Some(note) = truncated {
+            cmd.arg("truncated").arg(note);
+        }
+        cmd.query::<String>(con)
+            .map_err(|source| ServeError::Reply {
+                agent: self.agent.clone(),
+                source,
+            })?;
+        Ok(())
+    }
 }
 
-fn ask(tx: &tokio::sync::mpsc::UnboundedSender<OpsRequest>, agent: &str, req: Request) -> Response {
+fn ask(tx: &ToDaemon, agent: &str, req: Request, timeout: Duration) -> Response {
     let id = req.id;
     let (rtx, rrx) = std::sync::mpsc::channel();
     let sent = tx.send(OpsRequest {
@@ -237,8 +339,13 @@ fn ask(tx: &tokio::sync::mpsc::UnboundedSender<OpsRequest>, agent: &str, req: Re
     if sent.is_err() {
         return unavailable(Error::DaemonStopping);
     }
-    rrx.recv_timeout(Duration::from_secs(120))
-        .unwrap_or_else(|_| unavailable(Error::DaemonTimeout))
+    match rrx.recv_timeout(timeout) {
+        Ok(r) => r,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => unavailable(Error::OpsTimeout {
+            secs: timeout.as_secs(),
+        }),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => unavailable(Error::DaemonTimeout),
+    }
 }
 
 /// Reads a request from an entry's fields.

@@ -63,6 +63,22 @@ impl Sink {
         written
     }
 
+    /// Writes response lines already encoded (each ending in a newline),
+    /// under the same write timeout: for long streamed answers encoded
+    /// off the runtime thread.
+    pub async fn send_encoded(&mut self, lines: &[u8]) -> std::io::Result<()> {
+        let write = self.w.write_all(lines);
+        match self.write_timeout {
+            Some(t) => tokio::time::timeout(t, write).await.map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "client did not read its reply in time",
+                )
+            })?,
+            None => write.await,
+        }
+    }
+
     /// Whether the client has closed its side (for long streamed replies).
     pub fn client_gone(&self) -> bool {
         self.closed.load(Ordering::Relaxed)

@@ -13,6 +13,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+mod reader;
+
+pub use reader::{newest_within, TailReader};
+
 const BLOCK: usize = 64 * 1024;
 
 /// Rotated files looked for even beyond the configured count (the count may have been lowered).
@@ -79,80 +83,15 @@ fn ignore_missing<T: Default>(r: io::Result<T>) -> io::Result<T> {
     }
 }
 
-/// The last `n` lines of a log, reading back across `<path>`, `<path>.1`, … `<path>.<keep>` as needed (oldest first in the result).
+/// The last `n` lines of a log, reading back across `<path>`, `<path>.1`,
+/// … `<path>.<keep>` as needed (oldest first in the result). All of them are
+/// in memory at once: the tests' view; [`TailReader`] streams any number.
+#[cfg(test)]
 pub fn tail(path: &Path, keep: u32, n: usize) -> io::Result<Vec<String>> {
-    let mut parts = Vec::new();
-    let mut need = n;
-    for i in 0..=keep {
-        if need == 0 {
-            break;
-        }
-        let p = if i == 0 {
-            path.to_path_buf()
-        } else {
-            rotated_path(path, i)
-        };
-        let lines = ignore_missing(tail_file(&p, need))?;
-        need -= lines.len();
-        parts.push(lines);
-    }
-    Ok(parts.into_iter().rev().flatten().collect())
-}
-
-/// The last `n` lines of one file, without reading more of it than those lines.
-fn tail_file(path: &Path, n: usize) -> io::Result<Vec<String>> {
-    let file = open_log(path, Access::Read)?;
-    let len = file.metadata()?.len();
-    if len == 0 || n == 0 {
-        return Ok(Vec::new());
-    }
-    let start = match start_of_last_lines(&file, len, n) {
-        Ok(start) => start,
-        // Truncated while we read: start over from whatever is there now.
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
-        Err(e) => return Err(e),
-    };
-    let mut data = vec![0u8; (len - start) as usize];
-    let mut got = 0;
-    while got < data.len() {
-        match file.read_at(&mut data[got..], start + got as u64) {
-            Ok(0) => break,
-            Ok(k) => got += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    data.truncate(got);
-    let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
-    if data.last() == Some(&b'\n') || data.is_empty() {
-        lines.pop();
-    }
-    let skip = lines.len().saturating_sub(n);
-    Ok(lines[skip..].iter().map(|l| lossy(l)).collect())
-}
-
-/// Scans backwards in blocks for the offset where the last `n` lines begin.
-fn start_of_last_lines(file: &File, len: u64, n: usize) -> io::Result<u64> {
-    let mut block = vec![0u8; BLOCK];
-    let mut end = len;
-    let mut found = 0;
-    while end > 0 {
-        let start = end.saturating_sub(BLOCK as u64);
-        let buf = &mut block[..(end - start) as usize];
-        file.read_exact_at(buf, start)?;
-        for (i, &b) in buf.iter().enumerate().rev() {
-            let at = start + i as u64;
-            // The file's final newline ends the last line rather than starting one.
-            if b == b'\n' && at != len - 1 {
-                found += 1;
-                if found == n {
-                    return Ok(at + 1);
-                }
-            }
-        }
-        end = start;
-    }
-    Ok(0)
+    let mut reader = TailReader::open(path, keep, n)?;
+    let mut out = Vec::new();
+    while reader.read(BLOCK, |line| out.push(lossy(line)))? {}
+    Ok(out)
 }
 
 /// Empties a log: truncates the current file in place (the shim keeps

@@ -1,40 +1,184 @@
 //! Reading and emptying app logs.
+//!
+//! A `logs` answer on a socket is read and encoded off the runtime thread
+//! (a blocking task) and handed to the connection's writer in chunks
+//! through a small channel: a client that reads slowly slows the reader
+//! down, and the daemon never holds more than a few chunks, however many
+//! lines were asked for. Bytes read are charged to the actor's budget
+//! ([`super::read_rate`]).
 
 use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
 use crate::server::Sink;
 use crate::supervise::{lock, logfile, SelectError};
 use oxidepm_proto::{Flushed, LogLine, LogStream, LogsDone, Reply, Response};
+use serde::Serialize;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 
 /// The log files a `logs` request reads: app, stream, path, files kept.
 type LogPlan = Vec<(String, LogStream, PathBuf, u32)>;
 
-/// One streamed line.
-fn item(id: u64, line: LogLine) -> Response {
-    Response::item(id, serde_json::to_value(line).unwrap_or_default())
+/// Encoded lines handed to the writer at once.
+const CHUNK: usize = 256 * 1024;
+/// Chunks waiting for the writer; with `CHUNK`, what one stream may hold.
+const QUEUED: usize = 2;
+/// How often a follower looks for new lines.
+const FOLLOW_EVERY: Duration = Duration::from_millis(100);
+/// How often a silent stream checks that its client is still there.
+const GONE_EVERY: Duration = Duration::from_millis(250);
+
+/// One streamed line as it goes on the wire: the same JSON as
+/// `Response::item(id, LogLine)`, without building either.
+#[derive(Serialize)]
+struct Item<'a> {
+    id: u64,
+    stream: ItemLine<'a>,
+}
+
+#[derive(Serialize)]
+struct ItemLine<'a> {
+    app: &'a str,
+    stream: LogStream,
+    line: &'a str,
+}
+
+/// Encodes streamed lines into chunks and hands them to the writer.
+struct Encoder {
+    id: u64,
+    out: Vec<u8>,
+    tx: mpsc::Sender<Vec<u8>>,
+    daemon: Arc<Daemon>,
+    actor: String,
+}
+
+impl Encoder {
+    fn push(&mut self, app: &str, stream: LogStream, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        let item = Item {
+            id: self.id,
+            stream: ItemLine {
+                app,
+                stream,
+                line: &line,
+            },
+        };
+        // Writing JSON into a Vec fails only on a non-string map key.
+        if serde_json::to_writer(&mut self.out, &item).is_ok() {
+            self.out.push(b'\n');
+        }
+    }
+
+    /// Hands on what is encoded once it is a chunk (or always, with
+    /// `force`); false once the writer is gone.
+    fn flush(&mut self, force: bool) -> bool {
+        if self.out.is_empty() || (!force && self.out.len() < CHUNK) {
+            return !self.tx.is_closed();
+        }
+        let chunk = std::mem::replace(&mut self.out, Vec::with_capacity(CHUNK + 4096));
+        let wait = self
+            .daemon
+            .log_reads
+            .charge(&self.actor, chunk.len() as u64);
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+        self.tx.blocking_send(chunk).is_ok()
+    }
+}
+
+/// Reads the plan's last `lines` lines (then new ones, when following)
+/// into `enc`; runs on a blocking thread until done or the writer is gone.
+fn produce(mut enc: Encoder, plan: LogPlan, lines: usize, follow: bool) {
+    let mut followers = Vec::new();
+    for (app, st, path, keep) in &plan {
+        if follow {
+            followers.push((app, *st, logfile::Follower::open_at_end(path)));
+        }
+        let mut reader = match logfile::TailReader::open(path, *keep, lines) {
+            Ok(r) => r,
+            Err(e) => {
+                log::debug!("logs: {}: {e}", path.display());
+                continue;
+            }
+        };
+        loop {
+            let more = reader.read(CHUNK, |line| enc.push(app, *st, line));
+            if !enc.flush(false) {
+                return;
+            }
+            match more {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    log::debug!("logs: {}: {e}", path.display());
+                    break;
+                }
+            }
+        }
+    }
+    if !enc.flush(true) || !follow {
+        return;
+    }
+    loop {
+        for (app, st, f) in followers.iter_mut() {
+            for line in f.poll().unwrap_or_default() {
+                enc.push(app, *st, line.as_bytes());
+            }
+        }
+        if !enc.flush(true) {
+            return;
+        }
+        std::thread::sleep(FOLLOW_EVERY);
+    }
+}
+
+/// What a `logs` request on a socket asks for, and who asks.
+pub(in crate::daemon) struct LogsAsk<'a> {
+    /// Selector.
+    pub target: &'a str,
+    /// Lines from the end of each stream.
+    pub lines: usize,
+    /// Keep streaming new lines.
+    pub follow: bool,
+    /// One stream only.
+    pub stream: Option<LogStream>,
+    /// The actor whose read budget pays for it.
+    pub actor: String,
 }
 
 impl Daemon {
-    /// `logs` as one answer (through an agent's lane): the last lines of
-    /// each file.
+    /// `logs` as one answer (through an agent's lane): the newest of the
+    /// last `lines` lines of each file that fit the ops reply bound. When
+    /// older lines are left out, the line text is the whole bound, so the
+    /// reply is over it and the responder marks it truncated.
     pub(super) fn log_lines(
         &self,
         target: &str,
         lines: usize,
         stream: Option<LogStream>,
+        actor: &str,
     ) -> Result<Vec<LogLine>, OpError> {
         let plan = self.log_plan(target, stream)?;
-        // The whole answer is one message: keep it smaller than on a socket.
-        let lines = lines.min(10_000);
+        if let Err(wait) = self.log_reads.check(actor) {
+            return Err(OpError::RateLimited {
+                actor: actor.to_string(),
+                wait,
+            });
+        }
+        let mut budget = self.ops_max_reply;
         let mut out = Vec::new();
         for (app, st, path, keep) in &plan {
-            for line in logfile::tail(path, *keep, lines).unwrap_or_default() {
+            let (got, _) = logfile::newest_within(path, *keep, lines, budget).unwrap_or_default();
+            for line in got {
+                budget = budget.saturating_sub(line.len());
+                self.log_reads.charge(actor, line.len() as u64);
                 out.push(LogLine {
                     app: app.clone(),
                     stream: *st,
-                    line,
+                    line: String::from_utf8_lossy(&line).into_owned(),
                 });
             }
         }
@@ -44,55 +188,47 @@ impl Daemon {
     /// `logs` on a socket: the last lines as streamed items, then new
     /// lines until the client goes when following, then a final answer.
     pub(in crate::daemon) async fn stream_logs(
-        &self,
+        self: &Arc<Self>,
         id: u64,
-        target: &str,
-        lines: usize,
-        follow: bool,
-        stream: Option<LogStream>,
+        ask: LogsAsk<'_>,
         sink: &mut Sink,
     ) -> std::io::Result<()> {
+        let LogsAsk {
+            target,
+            lines,
+            follow,
+            stream,
+            actor,
+        } = ask;
         let plan = match self.log_plan(target, stream) {
             Ok(p) => p,
             Err(e) => return sink.send(&Response::err(id, e.into())).await,
         };
-        // The lines are read into memory before they are sent: bound it.
-        let lines = lines.min(100_000);
-        let mut followers = Vec::new();
-        for (app, st, path, keep) in &plan {
-            if follow {
-                followers.push((app.clone(), *st, logfile::Follower::open_at_end(path)));
-            }
-            for line in logfile::tail(path, *keep, lines).unwrap_or_default() {
-                let line = LogLine {
-                    app: app.clone(),
-                    stream: *st,
-                    line,
-                };
-                sink.send(&item(id, line)).await?;
-            }
-        }
-        if follow {
-            loop {
-                if sink.client_gone() {
-                    return Ok(());
-                }
-                for (app, st, f) in followers.iter_mut() {
-                    for line in f.poll().unwrap_or_default() {
-                        let line = LogLine {
-                            app: app.clone(),
-                            stream: *st,
-                            line,
-                        };
-                        sink.send(&item(id, line)).await?;
+        let apps = plan.len() / 2;
+        let (tx, mut rx) = mpsc::channel(QUEUED);
+        let enc = Encoder {
+            id,
+            out: Vec::with_capacity(CHUNK + 4096),
+            tx,
+            daemon: self.clone(),
+            actor,
+        };
+        // Dropping `rx` (the client went, or a write failed) ends it.
+        tokio::task::spawn_blocking(move || produce(enc, plan, lines, follow));
+        loop {
+            tokio::select! {
+                chunk = rx.recv() => match chunk {
+                    Some(chunk) => sink.send_encoded(&chunk).await?,
+                    None => break,
+                },
+                _ = tokio::time::sleep(GONE_EVERY) => {
+                    if sink.client_gone() {
+                        return Ok(());
                     }
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
-        let done = Reply::from(LogsDone {
-            apps: plan.len() / 2,
-        });
+        let done = Reply::from(LogsDone { apps });
         sink.send(&Response::ok(id, done.to_value().unwrap_or_default()))
             .await
     }

@@ -6,6 +6,7 @@ mod about;
 mod apps;
 mod lanes;
 mod logs;
+mod read_rate;
 mod records;
 mod snapshots;
 
@@ -13,6 +14,9 @@ use super::errors::OpError;
 use super::Daemon;
 use crate::access::Caller;
 use oxidepm_proto::{Op, Reply};
+
+pub(super) use logs::LogsAsk;
+pub use read_rate::ReadRate;
 
 impl Daemon {
     /// Runs an authorized request. `only`: the apps the gate narrowed a
@@ -43,7 +47,9 @@ impl Daemon {
                 lines,
                 stream,
                 ..
-            } => self.log_lines(&target, lines, stream).map(Into::into),
+            } => self
+                .log_lines(&target, lines, stream, &actor.to_string())
+                .map(Into::into),
             Op::Events { target, limit } => self.events(target, limit, only).map(Into::into),
             Op::Flush { target } => self.flush(target, only).map(Into::into),
             Op::Save { name } => self.save(name, only, actor).map(Into::into),

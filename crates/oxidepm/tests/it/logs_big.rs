@@ -1,0 +1,179 @@
+//! Big logs: `logs` streams any number of lines in bounded daemon memory,
+//! off the daemon's runtime thread, and through `ops` in bounded bytes.
+
+use crate::harness::Env;
+use crate::lanes::{conn, start_agents};
+use crate::ops::ops_answer;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+/// Lines the big log has.
+const LINES: usize = 1_000_000;
+/// How much the daemon's peak memory may grow while it serves big logs.
+const HWM_BOUND_KIB: u64 = 32 * 1024;
+
+/// The daemon's peak resident memory (VmHWM), KiB.
+fn hwm(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Starts `big`, whose log gets `LINES` numbered lines of about 90 bytes
+/// (so more than one file: the default rotation is at 50 MiB), and waits
+/// until they are all written.
+fn big_log(env: &Env) {
+    let body = format!(
+        "awk 'BEGIN {{ for (i = 1; i <= {LINES}; i++) printf \"%07d %s\\n\", i, \
+         \"................................................................................\" }}'\n\
+         exec sleep 100000"
+    );
+    let script = env.script("big.sh", &body);
+    env.ok(&["start", "--name", "big", "--no-timestamps", "--", &script]);
+    let log = env.home.join("logs/big-out.log");
+    let last = format!("{LINES:07} ");
+    env.wait(120, "the big log to be written", || {
+        let tail = std::fs::read(&log).unwrap_or_default();
+        let tail = &tail[tail.len().saturating_sub(200)..];
+        String::from_utf8_lossy(tail).contains(&last)
+    });
+}
+
+#[test]
+fn a_million_lines_are_all_printed_in_bounded_daemon_memory() {
+    let env = Env::new();
+    big_log(&env);
+    let daemon = env.daemon_pid();
+    let before = hwm(daemon);
+
+    let mut child = env
+        .cmd()
+        .args([
+            "logs",
+            "big",
+            "--out",
+            "--raw",
+            "--lines",
+            &LINES.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut n = 0usize;
+    let mut first = None;
+    let mut last = String::new();
+    for line in out.lines() {
+        let line = line.unwrap();
+        n += 1;
+        if first.is_none() {
+            first = Some(line.clone());
+        }
+        last = line;
+    }
+    assert!(child.wait().unwrap().success());
+    assert_eq!(n, LINES, "every line asked for is printed");
+    assert!(first.unwrap().contains("0000001 "), "oldest first");
+    assert!(last.contains(&format!("{LINES:07} ")), "{last}");
+    let grew = hwm(daemon).saturating_sub(before);
+    assert!(
+        grew < HWM_BOUND_KIB,
+        "the daemon's peak memory grew by {grew} KiB serving {LINES} lines"
+    );
+}
+
+#[test]
+fn a_person_is_answered_while_three_big_reads_run() {
+    let env = Env::new();
+    big_log(&env);
+    let daemon = env.daemon_pid();
+    let before = hwm(daemon);
+    // Three readers that do not read: their answers wait in the daemon,
+    // which must hold no more than a few chunks of each.
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            env.cmd()
+                .args(["logs", "big", "--lines", &LINES.to_string()])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut readers = readers;
+    // Each has started to receive its answer.
+    for r in readers.iter_mut() {
+        let mut out = BufReader::new(r.stdout.as_mut().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert!(line.contains("big"), "{line}");
+    }
+    let pong = env.json(&["ping"]);
+    assert!(pong.is_object(), "{pong}");
+    env.ok(&["status"]);
+    for r in readers.iter_mut() {
+        assert!(
+            r.try_wait().unwrap().is_none(),
+            "the big reads are still under way when the person is answered"
+        );
+    }
+    let grew = hwm(daemon).saturating_sub(before);
+    for mut r in readers {
+        let _ = r.kill();
+        let _ = r.wait();
+    }
+    assert!(
+        grew < HWM_BOUND_KIB,
+        "the daemon's peak memory grew by {grew} KiB with three big reads waiting"
+    );
+    // The daemon still answers once they are gone.
+    env.ok(&["ping"]);
+}
+
+#[test]
+fn logs_through_ops_are_bounded_in_bytes_and_say_so() {
+    let env = Env::new();
+    env.daemon_toml("ops_max_reply_bytes = 65536\n[agents.alice]\napps = [\"big\"]\n");
+    big_log(&env);
+    start_agents(&env, &["alice"]);
+    let mut alice = conn(&env.home.join("lanes/alice.sock"));
+    let id: String = redis::cmd("XADD")
+        .arg("alice:ops:outbox")
+        .arg("*")
+        .arg("request")
+        .arg(r#"{"op":"logs","target":"big","stream":"out","lines":1000000}"#)
+        .query(&mut alice)
+        .unwrap();
+    let entry = env.wait(60, "alice's logs reply", || {
+        let got: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg("alice:ops:inbox")
+            .arg("-")
+            .arg("+")
+            .query(&mut alice)
+            .unwrap();
+        got.ids
+            .into_iter()
+            .find(|e| e.get::<String>("request_id").is_some_and(|rid| rid == id))
+    });
+    let resp: String = entry.get("response").unwrap();
+    assert!(resp.len() <= 65536, "a reply of {} bytes", resp.len());
+    let truncated: Option<String> = entry.get("truncated");
+    assert!(truncated.is_some(), "the cut reply is marked");
+    let resp: serde_json::Value = serde_json::from_str(&resp).unwrap();
+    let lines = resp["result"].as_array().unwrap();
+    assert!(lines.len() > 100, "{} lines", lines.len());
+    let last = lines.last().unwrap()["line"].as_str().unwrap();
+    assert!(
+        last.starts_with(&format!("{LINES:07} ")),
+        "the newest lines are kept: {last}"
+    );
+    // A small read is whole and unmarked.
+    let r = ops_answer(
+        &mut alice,
+        "alice",
+        r#"{"op":"logs","target":"big","stream":"out","lines":3}"#,
+    );
+    assert_eq!(r["result"].as_array().unwrap().len(), 3, "{r}");
+}
