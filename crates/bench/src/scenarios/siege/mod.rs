@@ -133,6 +133,21 @@ fn peak(pid: u32, what: &str) -> Result<u64> {
     procfs::status_bytes(pid, "VmHWM").ok_or_else(|| format!("the {what} is gone"))
 }
 
+/// Sockets open in `pid` (listeners, clients, its Redis and log links):
+/// how many connections it really holds, whatever waits in its backlogs.
+fn sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// Attack 1: an idle-connection flood on daemon.sock.
 fn conn_flood(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let (n, _) = sizes(plan);
@@ -141,12 +156,14 @@ fn conn_flood(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         let sock = sb.home().join("daemon.sock");
         let idle = probe::sample(&sock, "status", n, || false);
         let (rss, _) = before(dpid, "daemon")?;
+        let socks0 = sockets(dpid);
         let mut a = Attacker::start(
             &bins.me,
             "__hold",
             &[&sock.to_string_lossy(), &FLOOD_CONNS.to_string(), "0"],
         )?;
         a.wait_rounds(1, Duration::from_secs(120))?;
+        let socks1 = sockets(dpid);
         let under = probe::sample(&sock, "status", n, || false);
         // At least one more round of re-opening ran alongside the samples.
         a.wait_rounds(
@@ -159,6 +176,7 @@ fn conn_flood(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             a.pid(),
             a.last_line()
         );
+        say!("  the daemon's open sockets: {socks0} idle, {socks1} under the flood");
         drop(a);
         Ok(table::report(
             "conn-flood",
@@ -187,12 +205,14 @@ fn agent_slots(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         let idle_agent = probe::sample(&sock, "whoami", n, || false);
         let idle_person = probe::sample(&person, "status", n, || false);
         let (rss, _) = before(dpid, "daemon")?;
+        let socks0 = sockets(dpid);
         let mut a = Attacker::start(
             &bins.me,
             "__hold",
             &[&sock.to_string_lossy(), &AGENT_HOLD.to_string(), "1"],
         )?;
         a.wait_rounds(1, Duration::from_secs(60))?;
+        let socks1 = sockets(dpid);
         let under_agent = probe::sample(&sock, "whoami", n, || false);
         let under_person = probe::sample(&person, "status", n, || false);
         a.wait_rounds(
@@ -205,6 +225,7 @@ fn agent_slots(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             a.pid(),
             a.last_line()
         );
+        say!("  the daemon's open sockets: {socks0} idle, {socks1} under the attack");
         drop(a);
         Ok(table::report(
             "agent-slots",
