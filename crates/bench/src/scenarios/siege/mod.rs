@@ -45,14 +45,19 @@ const APPS: usize = 5;
 /// The protected app the refusal flood tries to stop.
 const GUARDED: &str = "guarded";
 
-/// Sizes: round trips per measurement, refused requests.
-fn sizes(plan: &Plan) -> (usize, u64) {
+/// Sizes: round trips per measurement, and their pace (spreading them over
+/// 1 s, or 3 s in a full run, so that they meet several of an attacker's
+/// rounds).
+fn sizes(plan: &Plan) -> (usize, Duration) {
     if plan.quick {
-        (50, 20_000)
+        (50, Duration::from_millis(20))
     } else {
-        (200, 20_000)
+        (200, Duration::from_millis(15))
     }
 }
+
+/// Requests of the refusal flood.
+const REFUSALS: u64 = 20_000;
 
 /// One attack: measures it in its own home; its summary rows.
 type Attack = fn(&Bins, &Plan) -> Result<Vec<Row>>;
@@ -150,11 +155,11 @@ fn sockets(pid: u32) -> usize {
 
 /// Attack 1: an idle-connection flood on daemon.sock.
 fn conn_flood(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
-    let (n, _) = sizes(plan);
+    let (n, pace) = sizes(plan);
     with_sandbox(bins, |sb| {
         let dpid = prepare(sb)?;
         let sock = sb.home().join("daemon.sock");
-        let idle = probe::sample(&sock, "status", n, || false);
+        let idle = probe::sample(&sock, "status", n, pace, || false);
         let (rss, _) = before(dpid, "daemon")?;
         let socks0 = sockets(dpid);
         let mut a = Attacker::start(
@@ -164,7 +169,7 @@ fn conn_flood(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         )?;
         a.wait_rounds(1, Duration::from_secs(120))?;
         let socks1 = sockets(dpid);
-        let under = probe::sample(&sock, "status", n, || false);
+        let under = probe::sample(&sock, "status", n, pace, || false);
         // At least one more round of re-opening ran alongside the samples.
         a.wait_rounds(
             a.field("round").unwrap_or(1.0) as u64 + 1,
@@ -197,13 +202,13 @@ fn conn_flood(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
 
 /// Attack 2: one AI process holding agent.sock slots with blank lines.
 fn agent_slots(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
-    let (n, _) = sizes(plan);
+    let (n, pace) = sizes(plan);
     with_sandbox(bins, |sb| {
         let dpid = prepare(sb)?;
         let sock = sb.home().join("agent.sock");
         let person = sb.home().join("daemon.sock");
-        let idle_agent = probe::sample(&sock, "whoami", n, || false);
-        let idle_person = probe::sample(&person, "status", n, || false);
+        let idle_agent = probe::sample(&sock, "whoami", n, pace, || false);
+        let idle_person = probe::sample(&person, "status", n, pace, || false);
         let (rss, _) = before(dpid, "daemon")?;
         let socks0 = sockets(dpid);
         let mut a = Attacker::start(
@@ -213,8 +218,8 @@ fn agent_slots(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         )?;
         a.wait_rounds(1, Duration::from_secs(60))?;
         let socks1 = sockets(dpid);
-        let under_agent = probe::sample(&sock, "whoami", n, || false);
-        let under_person = probe::sample(&person, "status", n, || false);
+        let under_agent = probe::sample(&sock, "whoami", n, pace, || false);
+        let under_person = probe::sample(&person, "status", n, pace, || false);
         a.wait_rounds(
             a.field("round").unwrap_or(1.0) as u64 + 1,
             Duration::from_secs(60),
@@ -281,12 +286,13 @@ fn pid_of(sb: &Sandbox, name: &str) -> Result<Option<u64>> {
 
 /// Attack 3: a flood of refused requests from a client claiming `ai:x`.
 fn refusals(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
-    let (n, total) = sizes(plan);
+    let (n, _) = sizes(plan);
+    let total = REFUSALS;
     with_sandbox(bins, |sb| {
         let dpid = prepare(sb)?;
         let sock = sb.home().join("daemon.sock");
         let guarded_pid = pid_of(sb, GUARDED)?;
-        let idle = probe::sample(&sock, "status", n, || false);
+        let idle = probe::sample(&sock, "status", n, Duration::ZERO, || false);
         let (db0, rows0) = (db_bytes(sb.home()), audit_rows(sb.home()));
         let (rss, _) = before(dpid, "daemon")?;
         let mut a = Attacker::start(
@@ -301,7 +307,7 @@ fn refusals(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             ],
         )?;
         // Round trips for as long as the flood runs (at most 50x the plan).
-        let under = probe::sample(&sock, "status", n * 50, || a.finished());
+        let under = probe::sample(&sock, "status", n * 50, Duration::ZERO, || a.finished());
         let summary = a.wait()?;
         let hwm = peak(dpid, "daemon")?;
         let (db1, rows1) = (db_bytes(sb.home()), audit_rows(sb.home()));

@@ -63,12 +63,22 @@ pub fn round_trip(sock: &Path, op: &str) -> Result<Duration, String> {
     Ok(dt)
 }
 
-/// Round trips of `op`, one after another, until `n` were tried or `done`
-/// says to stop (checked before each); a failure pauses 10 ms, as a
-/// client retrying would.
-pub fn sample(sock: &Path, op: &str, n: usize, mut done: impl FnMut() -> bool) -> Samples {
+/// Round trips of `op`, one every `pace` (or back to back when they take
+/// longer), until `n` were tried or `done` says to stop (checked before
+/// each); a failure pauses 10 ms, as a client retrying would. Pacing
+/// spreads the samples over the attacker's rounds rather than one instant.
+pub fn sample(
+    sock: &Path,
+    op: &str,
+    n: usize,
+    pace: Duration,
+    mut done: impl FnMut() -> bool,
+) -> Samples {
     let mut out = Samples::default();
+    let mut next = Instant::now();
     while out.tried() < n && !done() {
+        wait_until(next);
+        next += pace;
         match round_trip(sock, op) {
             Ok(d) => out.ms.push(d.as_secs_f64() * 1e3),
             Err(e) => {
@@ -79,4 +89,12 @@ pub fn sample(sock: &Path, op: &str, n: usize, mut done: impl FnMut() -> bool) -
         }
     }
     out
+}
+
+/// Sleeps until `t` (returns at once when it has passed).
+pub fn wait_until(t: Instant) {
+    let now = Instant::now();
+    if t > now {
+        std::thread::sleep(t - now);
+    }
 }

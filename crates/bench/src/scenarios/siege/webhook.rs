@@ -4,7 +4,7 @@
 //! meanwhile, each on a fresh connection from 127.0.0.1.
 
 use super::attacker::Attacker;
-use super::probe::Samples;
+use super::probe::{self, Samples};
 use super::table::{self, Lat, Mem};
 use super::{before, peak, with_sandbox, Plan, DAEMON_BUDGET};
 use crate::report::Row;
@@ -28,7 +28,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         say!("  skipped: redis-server is not on PATH, so lanes cannot run (Debian: apt-get install redis-server)");
         return Ok(Vec::new());
     }
-    let n = if plan.quick { 50 } else { 200 };
+    let (n, pace) = super::sizes(plan);
     with_sandbox(bins, |sb| {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -53,7 +53,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         let token = std::fs::read_to_string(sb.home().join("secrets/webhook_token"))
             .map_err(|e| format!("cannot read the webhook token: {e}"))?;
         let token = token.trim();
-        let idle = posts(addr, token, n, || false);
+        let idle = posts(addr, token, n, pace);
         if idle.ms.is_empty() {
             return Err(format!(
                 "no genuine POST was answered before the attack: {:?}",
@@ -68,7 +68,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             &[&addr.to_string(), &IDLE.to_string(), &SLOW.to_string()],
         )?;
         a.wait_rounds(1, Duration::from_secs(120))?;
-        let under = posts(addr, token, n, || false);
+        let under = posts(addr, token, n, pace);
         a.wait_rounds(
             a.field("round").unwrap_or(1.0) as u64 + 1,
             Duration::from_secs(60),
@@ -174,11 +174,14 @@ fn post(addr: SocketAddr, token: &str, i: usize) -> std::result::Result<Duration
     }
 }
 
-/// `n` genuine POSTs one after another (or until `done`).
-fn posts(addr: SocketAddr, token: &str, n: usize, mut done: impl FnMut() -> bool) -> Samples {
+/// `n` genuine POSTs, one every `pace` (or back to back when slower).
+fn posts(addr: SocketAddr, token: &str, n: usize, pace: Duration) -> Samples {
     let mut out = Samples::default();
     let mut i = 0;
-    while out.tried() < n && !done() {
+    let mut next = Instant::now();
+    while out.tried() < n {
+        probe::wait_until(next);
+        next += pace;
         i += 1;
         match post(addr, token, i) {
             Ok(d) => out.ms.push(d.as_secs_f64() * 1e3),
