@@ -409,3 +409,18 @@ fn tcp_from(i: usize, to: std::net::SocketAddr) -> std::io::Result<std::net::Tcp
     s.set_nonblocking(true)?;
     Ok(s.into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::field;
+
+    #[test]
+    fn fields_of_an_attacker_line() {
+        let l = "held=32 refused=2968 failed=0 round=4";
+        assert_eq!(field(l, "held"), Some(32.0));
+        assert_eq!(field(l, "round"), Some(4.0));
+        assert_eq!(field(l, "re"), None);
+        assert_eq!(field("secs=0.163", "secs"), Some(0.163));
+        assert_eq!(field("", "held"), None);
+    }
+}
