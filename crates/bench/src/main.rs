@@ -63,6 +63,9 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("__write-lines") => return roles::write_lines(&args[1..]),
         Some("__probe") => return roles::probe(&args[1..]),
+        Some("__hold") => return scenarios::siege::hold(&args[1..]),
+        Some("__refuse") => return scenarios::siege::refuse(&args[1..]),
+        Some("__webhook") => return scenarios::siege::webhook_attacker(&args[1..]),
         _ => {}
     }
     let mut quick = false;

@@ -10,6 +10,7 @@ mod memwatch;
 mod proxy;
 mod respawn;
 mod rss;
+pub mod siege;
 mod start;
 mod status;
 
@@ -129,6 +130,11 @@ pub const ALL: &[Scenario] = &[
         name: "proxy",
         about: "lane auth proxy vs direct Redis, redis-benchmark 50 clients, plain and -P 16",
         run: proxy::run,
+    },
+    Scenario {
+        name: "siege",
+        about: "daemon and sockets under attack: peak RSS vs budget, a person's status and another agent's round trip vs idle",
+        run: siege::run,
     },
 ];
 
