@@ -11,6 +11,10 @@ use crate::timefmt::{now_ms, rfc3339_ms};
 use oxidepm_proto::{ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response};
 use std::sync::Arc;
 
+/// How long a failing request past the written few of its kind waits
+/// before its answer: a flood then costs its sender time, not the daemon.
+const FLOOD_PENALTY: std::time::Duration = std::time::Duration::from_millis(10);
+
 impl Daemon {
     /// Handles one request and writes its answer; an I/O error means the
     /// connection is to be closed.
@@ -101,8 +105,12 @@ impl Daemon {
             }
         };
         let answer = answer.map_err(ErrorBody::from);
-        if !read || answer.is_err() {
-            self.audit(caller, op_name, &apps, answer.as_ref().err());
+        if (!read || answer.is_err()) && !self.audit(caller, op_name, &apps, answer.as_ref().err())
+        {
+            // A flood of failing requests: answering it at full speed
+            // would take the daemon's one thread from everyone else, so
+            // each one past the written few waits before its answer.
+            tokio::time::sleep(FLOOD_PENALTY).await;
         }
         match answer {
             Ok(r) => response(id, r),
@@ -114,7 +122,9 @@ impl Daemon {
     /// of `error`. A request that failed changed nothing, so beyond the
     /// first few of a kind in a window it is only counted (see
     /// [`super::refusals`]); what changed something is always written.
-    fn audit(&self, caller: &Caller, op: &str, apps: &[String], error: Option<&ErrorBody>) {
+    ///
+    /// Returns false when the row was only counted (the caller is flooding).
+    fn audit(&self, caller: &Caller, op: &str, apps: &[String], error: Option<&ErrorBody>) -> bool {
         let (outcome, message) = match error {
             None => ("ok", ""),
             Some(e) => (e.code.as_str(), e.message.as_str()),
@@ -127,7 +137,7 @@ impl Daemon {
                 code: outcome.to_string(),
             };
             if self.refusals().admit(kind, now_ms()) == Verdict::Count {
-                return;
+                return false;
             }
             if is_refusal(e.code) {
                 log::warn!("refused: {}", e.message);
@@ -141,6 +151,7 @@ impl Daemon {
             outcome,
             message,
         });
+        true
     }
 
     /// Writes the summary rows of the refusal windows that are over (all

@@ -35,20 +35,37 @@ fn a_refusal_flood_is_counted_into_one_row_and_the_person_is_still_answered() {
     ]);
     let db = env.pid("db");
     let started = Instant::now();
-    // An AI asking to stop a protected app in a loop: over one
-    // connection, and reconnecting in between.
-    let (connections, each) = (10, 2000);
-    for c in 0..connections {
-        let mut raw = env.raw("daemon.sock");
-        for i in 0..each {
-            let r = raw.call(json!({
-                "id": c * each + i, "op": "stop", "target": "db", "claim": "ai:assistant"
-            }));
-            assert_eq!(r["ok"], false, "{r}");
-            assert_eq!(r["error"]["code"], "E_PROTECTED", "{r}");
-        }
-        // A person is answered in the middle of it, and db is untouched.
+    // An AI asking to stop a protected app in a loop, from ten clients at
+    // once, each reconnecting half-way. Past the written few, every
+    // refusal waits before its answer, so a client gets far fewer through
+    // than it would at full speed: that is the point of the flood penalty.
+    let (connections, each) = (10, 300);
+    let socket = env.home.join("daemon.sock");
+    let flooders: Vec<_> = (0..connections)
+        .map(|c| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let mut raw = Raw::connect(&socket);
+                for i in 0..each {
+                    if i == each / 2 {
+                        raw = Raw::connect(&socket);
+                    }
+                    let r = raw.call(json!({
+                        "id": c * each + i, "op": "stop", "target": "db", "claim": "ai:assistant"
+                    }));
+                    assert_eq!(r["ok"], false, "{r}");
+                    assert_eq!(r["error"]["code"], "E_PROTECTED", "{r}");
+                }
+            })
+        })
+        .collect();
+    // A person is answered in the middle of it, and db is untouched.
+    while flooders.iter().any(|t| !t.is_finished()) {
         assert_eq!(env.pid("db"), db);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    for t in flooders {
+        t.join().unwrap();
     }
     let flood = (connections * each) as u64;
     // Windows of 60 s: the flood spans at most this many of them.
