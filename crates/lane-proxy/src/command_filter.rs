@@ -13,7 +13,7 @@
 //! | command | why |
 //! |---|---|
 //! | XADD | sending, to the agent's own outbox of a known family only; `<family>:outbox` is mapped to `<agent>:<family>:outbox`; `LIMIT` is refused |
-//! | XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM | consuming the inbox, recovering a crashed consumer's entries |
+//! | XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM | consuming the inbox, recovering a crashed consumer's entries; a consumer name is bounded (see below) |
 //! | XGROUP CREATE, CREATECONSUMER, DELCONSUMER, SETID | managing the agent's own consumer group |
 //! | XREAD, XRANGE, XREVRANGE, XLEN | harmless reads; the ACL answers NOPERM outside the agent's keys |
 //! | XINFO STREAM, GROUPS, CONSUMERS | inspection of the agent's streams |
@@ -24,10 +24,19 @@
 //! | PING, ECHO, COMMAND, ACL WHOAMI | connection checks, client-library introspection, identity |
 //! | `HELLO`, `HELLO <protover>` | protocol negotiation only (RESP3 for clients that want it) |
 //!
+//! A consumer name (XREADGROUP `GROUP <g> <name>`, XCLAIM, XAUTOCLAIM and
+//! XGROUP CREATECONSUMER `<key> <g> <name>`) is memory in Redis that no
+//! quota counts: one longer than `limits.max_consumer_name` is refused
+//! here with `-OXIDEPM consumer name …`, and the lane admits at most
+//! `limits.max_consumers` distinct names (see `crate::consumers`). An
+//! XREADGROUP with more than one GROUP clause is refused (Redis would use
+//! the last; the proxy counts one name per command).
+//!
 //! Answered by the proxy: QUIT (`+OK`, then close), CLIENT SETINFO (`+OK`,
 //! sent by redis-py 5 and others at connect). Everything else is refused
 //! with `-NOPERM` and never reaches Redis.
 
+use crate::consumer_arg::{consume, xreadgroup_consumer};
 use crate::resp::{error_reply, Command};
 use oxidepm_lanes::{AgentName, Dir, StreamKey};
 use std::borrow::Cow;
@@ -46,6 +55,14 @@ pub enum Verdict {
         /// mapped to the agent's own outbox).
         key: Option<Vec<u8>>,
     },
+    /// A command that may create a consumer named by argument `arg`:
+    /// forward it if the lane admits the name.
+    Consume {
+        /// The index of the consumer name among the command's arguments.
+        arg: usize,
+    },
+    /// XGROUP DELCONSUMER: forward it; Redis may hold a consumer fewer.
+    DelConsumer,
     /// Answer the client with this reply; nothing goes upstream.
     Reply(Cow<'static, [u8]>),
     /// Answer, then close the connection once earlier replies are out.
@@ -59,6 +76,8 @@ pub struct Policy<'a> {
     pub agent: &'a AgentName,
     /// The families whose outboxes the agent may append to.
     pub families: &'a [String],
+    /// The longest consumer name accepted, in bytes.
+    pub max_consumer_name: usize,
 }
 
 const OK: &[u8] = b"+OK\r\n";
@@ -71,14 +90,23 @@ pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
         b"XADD" => xadd(cmd, policy),
         b"XLEN" | b"XPENDING" if is_outbox(cmd.arg(1)) => write_only(),
         b"XINFO" if is_outbox(cmd.arg(2)) => write_only(),
-        b"XREADGROUP" | b"XACK" | b"XPENDING" | b"XCLAIM" | b"XAUTOCLAIM" | b"XREAD"
-        | b"XRANGE" | b"XREVRANGE" | b"XLEN" | b"PING" | b"ECHO" | b"COMMAND" => Verdict::Forward,
+        b"XREADGROUP" => match xreadgroup_consumer(cmd) {
+            Ok(arg) => consume(cmd, arg, policy),
+            Err(why) => Verdict::Reply(Cow::Owned(error_reply(why))),
+        },
+        // Redis's arity: with fewer arguments it refuses, creating nothing.
+        b"XCLAIM" | b"XAUTOCLAIM" => consume(cmd, (cmd.len() >= 6).then_some(3), policy),
+        b"XACK" | b"XPENDING" | b"XREAD" | b"XRANGE" | b"XREVRANGE" | b"XLEN" | b"PING"
+        | b"ECHO" | b"COMMAND" => Verdict::Forward,
         b"XINFO" => subcommand(cmd, "XINFO", &[b"STREAM", b"GROUPS", b"CONSUMERS"]),
-        b"XGROUP" => subcommand(
-            cmd,
-            "XGROUP",
-            &[b"CREATE", b"CREATECONSUMER", b"DELCONSUMER", b"SETID"],
-        ),
+        b"XGROUP" => {
+            let mut sub_buf = [0u8; 16];
+            match upper(cmd.arg(1), &mut sub_buf) {
+                b"CREATECONSUMER" => consume(cmd, (cmd.len() == 5).then_some(4), policy),
+                b"DELCONSUMER" => Verdict::DelConsumer,
+                _ => subcommand(cmd, "XGROUP", &[b"CREATE", b"SETID"]),
+            }
+        }
         b"ACL" => subcommand(cmd, "ACL", &[b"WHOAMI"]),
         b"HELLO" => {
             if cmd.len() <= 2 {
@@ -217,7 +245,7 @@ fn own_outbox_family(key: &[u8], policy: &Policy<'_>) -> Option<usize> {
 
 /// The ASCII upper case of `s` in `buf`; a name longer than `buf` gives an
 /// empty slice (no command or subcommand we know is that long).
-fn upper<'b>(s: &[u8], buf: &'b mut [u8; 16]) -> &'b [u8] {
+pub(crate) fn upper<'b>(s: &[u8], buf: &'b mut [u8; 16]) -> &'b [u8] {
     if s.len() > buf.len() {
         return &[];
     }
@@ -236,11 +264,13 @@ fn printable(s: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::resp::{encode_args, CommandParser, Limits};
 
-    fn run(args: &[&str]) -> Verdict {
+    /// What the filter decides for `args`, sent on alice's lane (consumer
+    /// names of at most 8 bytes).
+    pub(crate) fn run(args: &[&str]) -> Verdict {
         let mut buf = Vec::new();
         encode_args(&mut buf, args);
         let mut p = CommandParser::new(Limits::default());
@@ -253,6 +283,7 @@ mod tests {
             &Policy {
                 agent: &alice,
                 families: &families,
+                max_consumer_name: 8,
             },
         )
     }
@@ -271,16 +302,7 @@ mod tests {
     #[test]
     fn stream_commands_pass() {
         for c in [
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "g",
-                "c",
-                "STREAMS",
-                "alice:discord:inbox",
-                ">",
-            ][..],
-            &["xack", "alice:discord:inbox", "g", "1-1"],
+            &["xack", "alice:discord:inbox", "g", "1-1"][..],
             &["XPENDING", "k", "g"],
             &["XRANGE", "k", "-", "+"],
             &["XLEN", "k"],

@@ -44,6 +44,7 @@ pub async fn pump_commands(
     let policy = Policy {
         agent: &s.agent,
         families: s.meter.families(),
+        max_consumer_name: s.limits.max_consumer_name,
     };
     let timeout = Duration::from_millis(s.limits.command_timeout_ms);
     let mut parser = CommandParser::new((&s.limits).into());
@@ -55,9 +56,11 @@ pub async fn pump_commands(
     let mut started: Option<Instant> = None;
     let send = |slot: Slot| {
         tx.send(slot).map_err(|e| {
-            if let Slot::Append { family, bytes } = e.0 {
-                // Never to be answered: the connection is ending.
-                s.meter.answered(family, bytes);
+            // Never to be answered: the connection is ending.
+            match e.0 {
+                Slot::Append { family, bytes } => s.meter.answered(family, bytes),
+                Slot::Consumer(name) => s.consumers.answered(&name),
+                _ => {}
             }
             io::Error::other("reply pump gone")
         })
@@ -91,7 +94,14 @@ pub async fn pump_commands(
             completed = true;
             let cmd = parser.command(&buf[start..start + n]);
             let mut verdict = decide(&cmd, &policy);
-            if matches!(verdict, Verdict::Forward | Verdict::Append { .. }) && !rate_ok(s) {
+            if matches!(
+                verdict,
+                Verdict::Forward
+                    | Verdict::Append { .. }
+                    | Verdict::Consume { .. }
+                    | Verdict::DelConsumer
+            ) && !rate_ok(s)
+            {
                 verdict = Verdict::Reply(Cow::Owned(error_reply(&format!(
                     "OXIDEPM rate: agent '{}' sends more than its {} commands per second \
                      (lanes.rate_limit); slow down",
@@ -107,6 +117,26 @@ pub async fn pump_commands(
                 Verdict::Forward => {
                     send_up = Some(None);
                     forwarded += 1;
+                }
+                Verdict::DelConsumer => {
+                    s.consumers.deleted();
+                    send_up = Some(None);
+                    forwarded += 1;
+                }
+                Verdict::Consume { arg } => {
+                    if forwarded > 0 {
+                        send(Slot::Upstream(forwarded))?;
+                        forwarded = 0;
+                    }
+                    let name = cmd.arg(arg);
+                    let max = s.limits.max_consumers;
+                    match s.consumers.admit(name, max, &s.upstream, &s.password).await {
+                        Ok(()) => {
+                            send(Slot::Consumer(name.to_vec()))?;
+                            send_up = Some(None);
+                        }
+                        Err(why) => send(Slot::Local(Cow::Owned(error_reply(&why))))?,
+                    }
                 }
                 Verdict::Append { family, key } => {
                     if forwarded > 0 {

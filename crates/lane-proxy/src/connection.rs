@@ -20,6 +20,7 @@
 
 use crate::budget::Budget;
 use crate::commands::pump_commands;
+use crate::consumers::Consumers;
 use crate::meter::{Bounds, Meter};
 use crate::rate_limit::TokenBucket;
 use crate::replies::pump_replies;
@@ -66,6 +67,8 @@ pub struct LaneSettings {
     pub budget: Arc<Budget>,
     /// The lane's outboxes, shared by its connections.
     pub meter: Arc<Meter>,
+    /// The lane's consumer names, shared by its connections.
+    pub consumers: Arc<Consumers>,
 }
 
 impl std::fmt::Debug for LaneSettings {
@@ -98,6 +101,10 @@ pub enum Slot {
         /// Its size.
         bytes: u64,
     },
+    /// One reply from upstream, to a command the lane admitted with this
+    /// consumer name: counted answered when it is passed, or when the
+    /// connection ends first.
+    Consumer(Vec<u8>),
     /// A reply the proxy makes.
     Local(Cow<'static, [u8]>),
     /// Close once everything before is written.

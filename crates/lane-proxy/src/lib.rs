@@ -11,10 +11,13 @@
 //! * [`resp`] — the RESP command parser and encoder;
 //! * [`reply_scanner`] — finds reply boundaries in Redis's byte stream;
 //! * [`command_filter`] — the allowlist and the outbox-name mapping;
+//!   [`consumer_arg`] — where a command names a consumer;
 //! * [`rate_limit`] — the per-agent token bucket;
 //! * [`budget`] — a lane's byte budget for buffered commands;
 //! * [`meter`] — what an agent's outboxes hold: `maxlen` and `quota`;
 //!   [`groups`] — what their consumers are done with;
+//! * [`consumers`] — the consumer names a lane has in Redis: at most
+//!   `max_consumers`;
 //! * [`upstream`] — the proxy's own connections to Redis, as an agent;
 //! * [`activation`] — sockets inherited from systemd (LISTEN_FDS);
 //! * [`lane_socket`] — the sockets' directory and files;
@@ -30,6 +33,8 @@ mod budget;
 mod command_filter;
 mod commands;
 mod connection;
+mod consumer_arg;
+mod consumers;
 mod groups;
 mod lane_socket;
 mod meter;

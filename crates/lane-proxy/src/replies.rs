@@ -8,6 +8,7 @@
 //! read, neither does the proxy, and what Redis has to say waits in Redis.
 
 use crate::connection::{LaneSettings, Slot};
+use crate::consumers::Consumers;
 use crate::meter::Meter;
 use crate::reply_scanner::ReplyScanner;
 use std::collections::VecDeque;
@@ -24,6 +25,7 @@ struct Owed<'a> {
     queue: VecDeque<Slot>,
     rx: UnboundedReceiver<Slot>,
     meter: &'a Meter,
+    consumers: &'a Consumers,
 }
 
 impl Drop for Owed<'_> {
@@ -33,8 +35,10 @@ impl Drop for Owed<'_> {
             self.queue.push_back(slot);
         }
         for slot in self.queue.drain(..) {
-            if let Slot::Append { family, bytes } = slot {
-                self.meter.answered(family, bytes);
+            match slot {
+                Slot::Append { family, bytes } => self.meter.answered(family, bytes),
+                Slot::Consumer(name) => self.consumers.answered(&name),
+                _ => {}
             }
         }
     }
@@ -54,8 +58,14 @@ pub async fn pump_replies(
         queue: VecDeque::new(),
         rx,
         meter: &s.meter,
+        consumers: &s.consumers,
     };
-    let Owed { queue, rx, meter } = &mut owed;
+    let Owed {
+        queue,
+        rx,
+        meter,
+        consumers,
+    } = &mut owed;
     let mut scanner = ReplyScanner::new();
     let mut inbuf: Vec<u8> = Vec::new();
     let mut start = 0usize;
@@ -79,7 +89,7 @@ pub async fn pump_replies(
                     close = true;
                     break;
                 }
-                Some(slot @ (Slot::Upstream(_) | Slot::Append { .. })) => {
+                Some(slot @ (Slot::Upstream(_) | Slot::Append { .. } | Slot::Consumer(_))) => {
                     let want = match slot {
                         Slot::Upstream(n) => *n,
                         _ => 1,
@@ -94,8 +104,10 @@ pub async fn pump_replies(
                         }
                         break;
                     }
-                    if let Some(Slot::Append { family, bytes }) = queue.pop_front() {
-                        meter.answered(family, bytes);
+                    match queue.pop_front() {
+                        Some(Slot::Append { family, bytes }) => meter.answered(family, bytes),
+                        Some(Slot::Consumer(name)) => consumers.answered(&name),
+                        _ => {}
                     }
                 }
                 None => {

@@ -14,6 +14,7 @@
 use crate::activation::{self, ActivatedSocket};
 use crate::budget::Budget;
 use crate::connection::{self, LaneSettings};
+use crate::consumers::Consumers;
 use crate::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
 use crate::meter::{self, Bounds, Meter};
 use crate::rate_limit::TokenBucket;
@@ -412,6 +413,14 @@ fn lane_settings(
         Some(o) if o.meter.families() == cfg.families.as_slice() => o.meter.clone(),
         _ => Meter::new(a.name.clone(), cfg.families.clone()),
     };
+    // The names stay with the lane, whatever else changes.
+    let consumers = match old {
+        Some(o) => {
+            o.consumers.set_families(&cfg.families);
+            o.consumers.clone()
+        }
+        None => Arc::new(Consumers::new(a.name.clone(), &cfg.families)),
+    };
     Ok(LaneSettings {
         agent: a.name.clone(),
         upstream: cfg.upstream.clone(),
@@ -428,6 +437,7 @@ fn lane_settings(
         rate,
         budget,
         meter,
+        consumers,
     })
 }
 

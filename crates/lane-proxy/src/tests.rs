@@ -5,6 +5,7 @@
 
 mod activated;
 mod bounds;
+mod consumers;
 mod harness;
 mod outboxes;
 mod protocol;

@@ -98,6 +98,12 @@ pub struct LimitsConfig {
     /// Bytes of Redis's replies the proxy reads for one connection before
     /// it waits for the client to take them (default 64 KiB).
     pub reply_buffer: usize,
+    /// Longest consumer name an agent may give (XREADGROUP, XCLAIM,
+    /// XAUTOCLAIM, XGROUP CREATECONSUMER), in bytes (default 64).
+    pub max_consumer_name: usize,
+    /// Distinct consumer names one agent may have in its inboxes' consumer
+    /// groups (default 32): each is memory in Redis that no quota counts.
+    pub max_consumers: usize,
 }
 
 impl Default for LimitsConfig {
@@ -110,6 +116,8 @@ impl Default for LimitsConfig {
             lane_buffer: 4 << 20,
             command_timeout_ms: 10_000,
             reply_buffer: 64 << 10,
+            max_consumer_name: 64,
+            max_consumers: 32,
         }
     }
 }
@@ -250,6 +258,8 @@ impl LimitsConfig {
             || self.max_command == 0
             || self.max_pipeline == 0
             || self.command_timeout_ms == 0
+            || self.max_consumer_name == 0
+            || self.max_consumers == 0
         {
             return Err(ProxyConfigError::Limits);
         }
@@ -277,7 +287,7 @@ pub const MIN_REPLY_BUFFER: usize = 4 << 10;
 pub enum ProxyConfigError {
     /// A limit is zero.
     #[error(
-        "limits max_bulk, max_elements, max_command, max_pipeline and command_timeout_ms must all be at least 1"
+        "limits max_bulk, max_elements, max_command, max_pipeline, command_timeout_ms, max_consumer_name and max_consumers must all be at least 1"
     )]
     Limits,
     /// The largest command does not fit in a lane's buffer.
@@ -439,6 +449,11 @@ mod tests {
         ));
         cfg.limits = LimitsConfig {
             command_timeout_ms: 0,
+            ..LimitsConfig::default()
+        };
+        assert_eq!(cfg.validate(), Err(ProxyConfigError::Limits));
+        cfg.limits = LimitsConfig {
+            max_consumers: 0,
             ..LimitsConfig::default()
         };
         assert_eq!(cfg.validate(), Err(ProxyConfigError::Limits));
