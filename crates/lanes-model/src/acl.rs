@@ -168,6 +168,9 @@ fn agent_rules(agent: &AgentName, families: &[String]) -> Vec<String> {
         "+xinfo|stream",
         "+xinfo|groups",
         "+xinfo|consumers",
+        // So an agent can free a consumer name the proxy counts against
+        // its bound; its inboxes' groups are its own.
+        "+xgroup|delconsumer",
         "+ping",
         "+echo",
         "+acl|whoami",
