@@ -144,6 +144,8 @@ fn start_bridge(
     let mut cfg = BridgeConfig::new(socket.to_path_buf(), dir.join("bridge.pw"));
     cfg.agents = (0..AGENTS).map(agent).collect();
     cfg.sources = vec![SOURCE.into()];
+    // Nobody reads the inboxes here: every message must stay to be counted.
+    cfg.inbox_maxlen = 1 << 40;
     cfg.routes = (0..AGENTS)
         .map(|i| RouteConfig {
             source: SOURCE.into(),

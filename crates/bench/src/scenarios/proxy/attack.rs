@@ -114,6 +114,13 @@ fn last_words(mut s: UnixStream, patience: Duration) -> Vec<u8> {
 pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let trips = if plan.quick { 500 } else { 2000 };
     with_sandbox(bins, |sb| {
+        // The agents run as the benchmark's uid, which a root daemon
+        // accepts only when told that agents may share one.
+        std::fs::create_dir_all(sb.home())
+            .and_then(|()| {
+                std::fs::write(sb.home().join("daemon.toml"), "agents_share_uid = true\n")
+            })
+            .map_err(|e| format!("cannot write daemon.toml: {e}"))?;
         sb.ping()?;
         for a in std::iter::once(VICTIM).chain(ATTACKERS) {
             sb.run(&[
