@@ -46,6 +46,10 @@ const BATCH: usize = 16;
 /// How long one read waits for new entries, in milliseconds; also how
 /// soon a worker notices that it is to stop.
 const BLOCK_MS: u64 = 1000;
+/// Answers kept in an agent's `ops` inbox (`MAXLEN ~`): an agent that
+/// never reads them loses the oldest instead of filling Redis, which all
+/// agents share (at most about this many × `ops_max_reply_bytes`).
+const INBOX_MAXLEN: u64 = 100;
 
 /// One request for the daemon to answer.
 pub struct OpsRequest {
@@ -308,6 +312,9 @@ impl Lane {
         let (json, truncated) = entry::bounded(response, self.settings.max_reply);
         let mut cmd = redis::cmd("XADD");
         cmd.arg(StreamKey::inbox(&self.agent, NAME).to_string())
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(INBOX_MAXLEN)
             .arg("*")
             .arg("request_id")
             .arg(request_id)

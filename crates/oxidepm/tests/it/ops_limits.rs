@@ -217,3 +217,29 @@ fn a_slow_request_of_one_agent_does_not_hold_up_another() {
         a["status"] == "online" && a["pid"].as_u64() != Some(before as u64)
     });
 }
+
+#[test]
+fn answers_an_agent_never_reads_do_not_pile_up_in_redis() {
+    let env = Env::new();
+    start_agents(&env, &["alice"]);
+    let mut alice = conn(&env.home.join("lanes/alice.sock"));
+    // 600 requests, and not one answer read.
+    let mut last = String::new();
+    for _ in 0..600 {
+        last = redis::cmd("XADD")
+            .arg("alice:ops:outbox")
+            .arg("*")
+            .arg("request")
+            .arg(r#"{"op":"ping"}"#)
+            .query(&mut alice)
+            .unwrap();
+    }
+    let mut admin = admin(&env);
+    reply_to(&env, &mut admin, "alice", &last);
+    let len: u64 = redis::cmd("XLEN")
+        .arg("alice:ops:inbox")
+        .query(&mut admin)
+        .unwrap();
+    // MAXLEN ~ 100 trims whole nodes: a little over 100 may stay, never 600.
+    assert!(len <= 300, "{len} answers kept");
+}
