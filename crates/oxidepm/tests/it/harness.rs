@@ -292,3 +292,26 @@ impl Raw {
         }
     }
 }
+
+/// A system user for tests (created once, as root, with `useradd`): its
+/// `(uid, gid)`; `None` when not root or when it cannot be made.
+pub fn test_user(name: &str) -> Option<(u32, u32)> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
+        let _ = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                name,
+            ])
+            .status();
+    }
+    nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .map(|u| (u.uid.as_raw(), u.gid.as_raw()))
+}

@@ -3,7 +3,7 @@
 //! attack: another user's home, a writable home, links planted in logs/,
 //! terminal control sequences in an app's output.
 
-use crate::harness::{bin, read, Env};
+use crate::harness::{bin, read, test_user, Env};
 use serde_json::Value;
 use std::io::Read;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
@@ -13,25 +13,7 @@ use std::time::Duration;
 
 /// A user other than the daemon's (created once, as root): its uid.
 fn intruder() -> Option<u32> {
-    if !nix::unistd::geteuid().is_root() {
-        return None;
-    }
-    let name = "oxpm-intruder";
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        let _ = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                name,
-            ])
-            .status();
-    }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .map(|u| u.uid.as_raw())
+    test_user("oxpm-intruder").map(|(uid, _)| uid)
 }
 
 /// Names in a directory, sorted.

@@ -2,7 +2,7 @@
 //! proxy sockets. Real redis-server, real uids (created with useradd when
 //! the tests run as root).
 
-use crate::harness::{alive, bin, kill, read, Env};
+use crate::harness::{alive, bin, kill, read, test_user, Env};
 use oxidepm_lanes::Secret;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
@@ -11,28 +11,6 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-
-/// A test user (created once, as root): `(uid, gid)`.
-fn test_user(name: &str) -> Option<(u32, u32)> {
-    if !nix::unistd::geteuid().is_root() {
-        return None;
-    }
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        let _ = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                name,
-            ])
-            .status();
-    }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .map(|u| (u.uid.as_raw(), u.gid.as_raw()))
-}
 
 /// One RESP connection (the `redis` crate: a real client).
 pub fn conn(sock: &Path) -> redis::Connection {

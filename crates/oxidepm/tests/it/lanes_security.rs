@@ -3,7 +3,7 @@
 //! is shaped to smuggle mail. Real daemon, redis-server, bridge process,
 //! uids (made with useradd when run as root) and SMTP server.
 
-use crate::harness::{read, Env};
+use crate::harness::{read, test_user, Env};
 use oxidepm_lanes::Secret;
 use oxidepm_testkit::{free_port, http, SmtpSink};
 use serde_json::Value;
@@ -21,28 +21,6 @@ const BRIDGE_USER: &str = "oxidepm-bridge";
 
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
-}
-
-/// A test user (created once, as root): `(uid, gid)`.
-fn test_user(name: &str) -> Option<(u32, u32)> {
-    if !is_root() {
-        return None;
-    }
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        let _ = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                name,
-            ])
-            .status();
-    }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .map(|u| (u.uid.as_raw(), u.gid.as_raw()))
 }
 
 /// Defines agent `name` running `sleep`, as `user` when the tests run as
