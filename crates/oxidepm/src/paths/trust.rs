@@ -245,7 +245,13 @@ fn check_above_dir(path: &Path, meta: &Metadata, euid: u32) -> Result<(), HomeEr
 
 /// Owned by the daemon's uid and writable by nobody else.
 fn check_owned(path: &Path, meta: &Metadata, euid: u32) -> Result<(), HomeError> {
-    if meta.uid() != euid {
+    check_owned_by(path, meta, meta.uid(), euid)
+}
+
+/// [`check_owned`], with `owner` standing for the file's owner (root's
+/// files pass where root may own them too).
+fn check_owned_by(path: &Path, meta: &Metadata, owner: u32, euid: u32) -> Result<(), HomeError> {
+    if owner != euid {
         return Err(HomeError::Owner {
             path: path.to_path_buf(),
             owner: meta.uid(),
@@ -337,22 +343,8 @@ fn check_config(path: &Path, euid: u32) -> Result<(), HomeError> {
             what: "regular file",
         });
     }
-    if meta.uid() != euid && meta.uid() != 0 {
-        return Err(HomeError::Owner {
-            path: path.to_path_buf(),
-            owner: meta.uid(),
-            euid,
-        });
-    }
-    let mode = meta.permissions().mode() & 0o7777;
-    if let Some(who) = writers(mode) {
-        return Err(HomeError::Writable {
-            path: path.to_path_buf(),
-            mode,
-            who,
-        });
-    }
-    Ok(())
+    let owner = if meta.uid() == 0 { euid } else { meta.uid() };
+    check_owned_by(path, &meta, owner, euid)
 }
 
 #[cfg(test)]
