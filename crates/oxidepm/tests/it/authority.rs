@@ -335,6 +335,21 @@ fn an_agent_reaches_itself_and_its_grant_through_ops_and_its_own_tree() {
     let r = ops_answer(&mut lane, "alice", r#"{"op":"restart","target":"shop"}"#);
     assert_eq!(r["ok"], true, "{r}");
     assert_ne!(env.pid("shop"), shop);
+    // The audit trail it reads is its own, whatever actor it asks for.
+    env.ok(&["restart", "shop"]);
+    for request in [r#"{"op":"audit"}"#, r#"{"op":"audit","actor":"human:cli"}"#] {
+        let r = ops_answer(&mut lane, "alice", request);
+        let rows = r["result"]
+            .as_array()
+            .or(r.as_array())
+            .cloned()
+            .unwrap_or_default();
+        assert!(!rows.is_empty(), "{request}: {r}");
+        assert!(
+            rows.iter().all(|row| row["actor"] == "ai:alice"),
+            "{request}: {r}"
+        );
+    }
 
     // From its own tree, on agent.sock and on daemon.sock.
     let r = alice.run(&env, "logs bob --lines 100");

@@ -12,7 +12,7 @@ mod snapshots;
 
 use super::errors::OpError;
 use super::Daemon;
-use crate::access::Caller;
+use crate::access::{Caller, Scope};
 use oxidepm_proto::{Op, Reply};
 
 pub(super) use logs::LogsAsk;
@@ -59,7 +59,16 @@ impl Daemon {
                 actor: who,
                 since,
                 limit,
-            } => self.audit_trail(app, who, since, limit).map(Into::into),
+            } => {
+                // A caller held to a grant (an adapter, an agent) reads the
+                // trail of its own requests only: others' would tell it what
+                // other agents and people do.
+                let who = match caller.scope {
+                    Scope::Only(_) => Some(actor.to_string()),
+                    Scope::All => who,
+                };
+                self.audit_trail(app, who, since, limit).map(Into::into)
+            }
             Op::Lanes => self.lanes_report().await.map(Into::into),
             Op::Routes => Ok(self.lanes.routes_report(&self.sup).await?.into()),
             Op::RouteAdd { route } => self.route_add(route).await.map(Into::into),
