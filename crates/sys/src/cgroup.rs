@@ -75,6 +75,27 @@ pub fn open_procs(dir: &Path) -> io::Result<OwnedFd> {
     Ok(f.into())
 }
 
+/// Opens the cgroup directory `dir`, for a child to be born in (see
+/// [`crate::spawn`]) or for [`open_procs_at`].
+pub fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    Ok(rustix::fs::open(dir, flags, Mode::empty())?)
+}
+
+/// Opens `cgroup.procs` in the cgroup directory `dir` (from [`open_dir`])
+/// for writing, as [`open_procs`] does by path.
+pub fn open_procs_at(dir: &OwnedFd) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    Ok(rustix::fs::openat(
+        dir,
+        "cgroup.procs",
+        flags,
+        Mode::empty(),
+    )?)
+}
+
 /// Reads `populated` from a `cgroup.events` text.
 fn parse_populated(text: &str) -> Option<bool> {
     text.lines()
@@ -192,7 +213,7 @@ pub async fn emptied(dir: &Path) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -226,9 +247,9 @@ mod tests {
 
     /// A fresh cgroup beside this process's, where cgroup2 can be written;
     /// whatever is left in it is killed and it is removed on drop.
-    struct Scratch {
-        dir: PathBuf,
-        rel: String,
+    pub(crate) struct Scratch {
+        pub(crate) dir: PathBuf,
+        pub(crate) rel: String,
     }
 
     impl Drop for Scratch {
@@ -243,11 +264,14 @@ mod tests {
         }
     }
 
-    fn scratch() -> Option<Scratch> {
+    pub(crate) fn scratch() -> Option<Scratch> {
+        // Unique per call: tests run in parallel in one process.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let rel = format!(
-            "{}/oxidepm-sys-test-{}",
+            "{}/oxidepm-sys-test-{}-{}",
             own_path()?.trim_end_matches('/'),
-            std::process::id()
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let dir = PathBuf::from(format!("{}{rel}", mount_point()?.display()));
         match std::fs::create_dir(&dir) {

@@ -13,6 +13,7 @@
 //! * [`subreaper`] — adopting orphaned descendants;
 //! * [`signal`] — sending, ignoring and waiting for signals;
 //! * [`exec`] — what a child does between fork and exec;
+//! * [`spawn`] — a child born inside a cgroup (`clone3`);
 //! * [`fd`] — descriptors inherited across exec;
 //! * [`activation`] — sockets inherited from systemd (`LISTEN_FDS`);
 //! * [`umask`] — a umask that lasts for a scope;
@@ -39,5 +40,6 @@ pub mod procfs;
 pub mod runtime;
 pub mod rusage;
 pub mod signal;
+pub mod spawn;
 pub mod subreaper;
 pub mod umask;

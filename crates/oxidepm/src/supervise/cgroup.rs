@@ -8,9 +8,11 @@
 //! gets `oxidepm-<hash of the canonical home path>`, so the many daemons
 //! of one host (one per home) never share a cgroup, and each app gets
 //! `app-<id>` inside it. Every run of an app is a leaf `run-<n>` of the
-//! app's cgroup: the main process joins it between fork and exec (it
-//! writes "0" to a `cgroup.procs` the daemon opened before the fork), so
-//! no instruction of the app runs outside it. A leaf per run lets a crash
+//! app's cgroup: the main process is created in it (`clone3` with
+//! `CLONE_INTO_CGROUP` on the leaf's directory; on an older kernel it
+//! writes "0" to the leaf's `cgroup.procs` between fork and exec), so no
+//! instruction of the app runs outside it, and with `clone3` no migration
+//! waits on the kernel's cgroup lock. A leaf per run lets a crash
 //! take the leftovers of the run that ended without touching the run that
 //! replaced it; `cgroup.kill` of `app-<id>` takes every run at once.
 //! No controller is enabled anywhere, so the daemon may stay in its own
@@ -66,8 +68,8 @@ pub struct Cgroups {
 pub struct Run {
     /// Its path in the hierarchy (as in `/proc/<pid>/cgroup`).
     pub path: String,
-    /// Its `cgroup.procs`, open for the child to join by.
-    pub procs: OwnedFd,
+    /// Its directory, open for the child to be started in.
+    pub dir: OwnedFd,
 }
 
 /// The name of the cgroup of the home at `root`.
@@ -200,8 +202,8 @@ impl Cgroups {
         let path = format!("{app}/run-{}", oxidepm_sys::clock::monotonic_ns());
         let dir = self.dir(&path);
         std::fs::create_dir(&dir)?;
-        match cgroup::open_procs(&dir) {
-            Ok(procs) => Ok(Run { path, procs }),
+        match cgroup::open_dir(&dir) {
+            Ok(fd) => Ok(Run { path, dir: fd }),
             Err(e) => {
                 let _ = std::fs::remove_dir(&dir);
                 Err(e)

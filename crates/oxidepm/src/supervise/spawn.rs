@@ -8,7 +8,7 @@ use nix::unistd::{Gid, Pid, Uid};
 use oxidepm_proto::AppSpec;
 use oxidepm_sys::exec;
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::str::FromStr;
@@ -245,8 +245,8 @@ pub struct Spawned {
 /// daemon that is killed or restarted, so an app never gets SIGPIPE and no
 /// line is lost while no daemon runs, and the daemon never holds app output.
 ///
-/// With `cgroup` (the `cgroup.procs` of the run's cgroup), the app joins
-/// that cgroup before it execs; the shim does not (see `super::cgroup`).
+/// With `cgroup` (the directory of the run's cgroup), the app is started
+/// inside that cgroup; the shim is not (see `super::cgroup`).
 pub fn spawn_app(
     spec: &AppSpec,
     creds: Option<&Creds>,
@@ -257,25 +257,19 @@ pub fn spawn_app(
 ) -> Result<Spawned, SpawnError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-
-    let mut cmd = Command::new(&spec.command);
-    cmd.args(&spec.args)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out_w))
-        .stderr(Stdio::from(err_w));
-    if let Some(cwd) = &spec.cwd {
-        cmd.current_dir(cwd);
-    }
-    own_session_in(&mut cmd, cgroup, creds);
-    let child = cmd.spawn().map_err(|e| spawn_error(spec, e))?;
-    let pid = child.id();
-    // The reaper owns waiting; dropping a std Child neither waits nor kills.
-    drop(child);
-    // Drop our copies of the write ends so the shim sees EOF when the app's
-    // tree is gone.
-    drop(cmd);
+    let launch = Launch {
+        command: &spec.command,
+        args: &spec.args,
+        env,
+        cwd: spec.cwd.as_deref(),
+        stdout: out_w,
+        stderr: err_w,
+        cgroup,
+        creds,
+    };
+    // The write ends are dropped inside, so the shim sees EOF when the
+    // app's tree is gone.
+    let pid = launch.start().map_err(|e| spawn_error(spec, e))?;
     let start_ticks = procfs::stat(pid).map(|s| s.start_ticks).unwrap_or(0);
 
     if let Err(e) = spawn_shim(shim_exe, shim, out_r, err_r) {
@@ -290,17 +284,70 @@ pub fn spawn_app(
     Ok(Spawned { pid, start_ticks })
 }
 
-/// Makes `cmd` start in a session of its own, inside the cgroup whose
-/// `cgroup.procs` is `cgroup` and, with `creds`, as that user
-/// (supplementary groups, then group, then user: the order in which root
-/// can still drop each).
-fn own_session_in(cmd: &mut Command, cgroup: Option<OwnedFd>, creds: Option<&Creds>) {
-    let id = creds.map(|c| exec::Identity {
-        uid: c.uid,
-        gid: c.gid,
-        groups: c.groups.clone(),
-    });
-    exec::own_session_in(cmd, cgroup, id);
+/// A process to start: program, output, cgroup and identity.
+struct Launch<'a> {
+    command: &'a str,
+    args: &'a [String],
+    env: Vec<(OsString, OsString)>,
+    cwd: Option<&'a str>,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    /// The directory of the run's cgroup the process starts in.
+    cgroup: Option<OwnedFd>,
+    creds: Option<&'a Creds>,
+}
+
+impl Launch<'_> {
+    /// Starts the process in a session of its own and returns its pid.
+    ///
+    /// With a cgroup it is born there (`clone3`), so that no migration
+    /// waits on the kernel's cgroup lock; on a kernel without that it
+    /// joins between fork and exec instead. Either way it is never run
+    /// outside the cgroup. Called with the supervisor locked, so the
+    /// reaper cannot reap a child that failed before its exec: that one
+    /// is reaped in `spawn_in_cgroup` itself.
+    fn start(self) -> std::io::Result<u32> {
+        let id = self.creds.map(|c| exec::Identity {
+            uid: c.uid,
+            gid: c.gid,
+            groups: c.groups.clone(),
+        });
+        let procs = match &self.cgroup {
+            Some(dir) => {
+                let program = oxidepm_sys::spawn::Program::new(
+                    self.command.as_ref(),
+                    self.args,
+                    &self.env,
+                    self.cwd.map(Path::new),
+                )?;
+                let setup = oxidepm_sys::spawn::Setup {
+                    stdout: self.stdout.as_fd(),
+                    stderr: self.stderr.as_fd(),
+                    cgroup: dir.as_fd(),
+                    identity: id.as_ref(),
+                };
+                if let Some(pid) = oxidepm_sys::spawn::spawn_in_cgroup(&program, &setup)? {
+                    return Ok(pid);
+                }
+                Some(oxidepm_sys::cgroup::open_procs_at(dir)?)
+            }
+            None => None,
+        };
+        let mut cmd = Command::new(self.command);
+        cmd.args(self.args)
+            .env_clear()
+            .envs(self.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(self.stdout))
+            .stderr(Stdio::from(self.stderr));
+        if let Some(cwd) = self.cwd {
+            cmd.current_dir(cwd);
+        }
+        exec::own_session_in(&mut cmd, procs, id);
+        // The reaper owns waiting; dropping a std Child neither waits nor
+        // kills.
+        Ok(cmd.spawn()?.id())
+    }
 }
 
 fn spawn_error(spec: &AppSpec, source: std::io::Error) -> SpawnError {
@@ -394,7 +441,7 @@ pub fn sessions_alive(sessions: &[procfs::Session]) -> bool {
 }
 
 /// Starts a health-check command in its own session (inside the app's
-/// run cgroup, when `cgroup` is its `cgroup.procs`), output discarded.
+/// run cgroup, when `cgroup` is its directory), output discarded.
 pub fn spawn_probe(
     cmd: &[String],
     cwd: Option<&str>,
@@ -403,20 +450,20 @@ pub fn spawn_probe(
     creds: Option<&Creds>,
 ) -> Result<u32, SpawnError> {
     let (prog, args) = cmd.split_first().ok_or(SpawnError::EmptyProbe)?;
-    let mut c = Command::new(prog);
-    c.args(args)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if let Some(d) = cwd {
-        c.current_dir(d);
-    }
-    own_session_in(&mut c, cgroup, creds);
-    let child = c.spawn().map_err(|source| SpawnError::Probe {
+    let probe_err = |source| SpawnError::Probe {
         program: prog.clone(),
         source,
-    })?;
-    Ok(child.id())
+    };
+    let null = || -> std::io::Result<OwnedFd> { Ok(std::fs::File::create("/dev/null")?.into()) };
+    let launch = Launch {
+        command: prog,
+        args,
+        env,
+        cwd,
+        stdout: null().map_err(probe_err)?,
+        stderr: null().map_err(probe_err)?,
+        cgroup,
+        creds,
+    };
+    launch.start().map_err(probe_err)
 }

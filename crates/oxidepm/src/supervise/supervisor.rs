@@ -161,7 +161,7 @@ impl Supervisor {
         let creds = self.creds_for(&spec)?;
         let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
         let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env(&spec));
-        let cgroup = self.run_procs(id)?;
+        let cgroup = self.run_dir(id)?;
         let pid = spawn::spawn_probe(cmd, spec.cwd.as_deref(), env, cgroup, creds.as_ref())?;
         let (tx, rx) = oneshot::channel();
         self.probes.insert(pid, (id, tx));
@@ -353,11 +353,11 @@ impl Supervisor {
                 (creds, env, shim)
             })
             .and_then(|(creds, env, shim)| {
-                let (run, procs) = match self.new_run(id)? {
-                    Some(r) => (Some(r.path), Some(r.procs)),
+                let (run, dir) = match self.new_run(id)? {
+                    Some(r) => (Some(r.path), Some(r.dir)),
                     None => (None, None),
                 };
-                match spawn::spawn_app(&spec, creds.as_ref(), env, procs, &self.shim_exe, &shim) {
+                match spawn::spawn_app(&spec, creds.as_ref(), env, dir, &self.shim_exe, &shim) {
                     Ok(sp) => Ok((sp, run)),
                     Err(e) => {
                         if let (Some(cg), Some(run)) = (self.containment.cgroups(), &run) {

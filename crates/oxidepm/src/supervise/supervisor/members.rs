@@ -258,10 +258,10 @@ impl Supervisor {
             })
     }
 
-    /// The `cgroup.procs` of app `id`'s current run, for a probe to join;
+    /// The directory of app `id`'s current run, for a probe to start in;
     /// `None` where the app is in no cgroup. A probe is never started
     /// outside a cgroup that the app is in.
-    pub(super) fn run_procs(&self, id: u64) -> Result<Option<std::os::fd::OwnedFd>, SpawnError> {
+    pub(super) fn run_dir(&self, id: u64) -> Result<Option<std::os::fd::OwnedFd>, SpawnError> {
         let (Some(cg), Some(app)) = (self.containment.cgroups(), self.apps.get(&id)) else {
             return Ok(None);
         };
@@ -272,7 +272,7 @@ impl Supervisor {
             return Err(SpawnError::AppGone);
         };
         let dir = cg.dir(run);
-        cgroup::open_procs(&dir)
+        cgroup::open_dir(&dir)
             .map(Some)
             .map_err(|source| SpawnError::Cgroup {
                 app: app.spec.name.clone(),

@@ -1,0 +1,498 @@
+//! Starting a program directly inside a cgroup: `clone3` with
+//! `CLONE_INTO_CGROUP` (Linux 5.7+).
+//!
+//! A child that moves itself into a cgroup between fork and exec (see
+//! [`crate::exec::own_session_in`]) makes the kernel take
+//! `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace
+//! period when no migration happened recently: milliseconds per spawn. A
+//! child created inside the cgroup never migrates.
+//!
+//! The child is a copy of this (multi-threaded) process that only makes
+//! raw system calls between `clone3` and `execve`: no allocation, no lock,
+//! and no libc function that believes the parent's other threads are its
+//! own (glibc's `setuid` and friends would signal them), so the credential
+//! changes are made with `syscall` directly.
+
+use crate::exec::Identity;
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The kernel's `struct clone_args` (all fields are 64-bit on every
+/// architecture, so one definition fits all).
+#[repr(C, align(8))]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `CLONE_INTO_CGROUP` (libc's constant is a truncated `c_int`).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+/// `CLONE_CLEAR_SIGHAND` (likewise).
+const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
+
+/// Set once the kernel refused `clone3` into a cgroup, so that later
+/// spawns go straight to the fallback.
+static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+
+/// A program ready to be executed: its resolved path, argv, environment
+/// and working directory, all as C strings made before the clone.
+#[derive(Debug)]
+pub struct Program {
+    path: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    cwd: Option<CString>,
+}
+
+impl Program {
+    /// Prepares `program` (looked up in the `PATH` of `env` when it has no
+    /// `/`, as `std::process::Command` does) with `args`, exactly the
+    /// environment `env`, and working directory `cwd`. A program found
+    /// nowhere is `NotFound`, one found only without execute permission
+    /// `PermissionDenied`, a NUL byte anywhere `InvalidInput`.
+    pub fn new<A: AsRef<OsStr>>(
+        program: &OsStr,
+        args: &[A],
+        env: &[(OsString, OsString)],
+        cwd: Option<&Path>,
+    ) -> io::Result<Program> {
+        let search = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var_os("PATH"))
+            .unwrap_or_else(|| "/bin:/usr/bin".into());
+        let path = resolve(program, &search, cwd)?;
+        let mut argv = vec![cstring(program.as_bytes())?];
+        for a in args {
+            argv.push(cstring(a.as_ref().as_bytes())?);
+        }
+        let envp = env
+            .iter()
+            .map(|(k, v)| {
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                cstring(&kv)
+            })
+            .collect::<io::Result<_>>()?;
+        Ok(Program {
+            path: cstring(path.as_os_str().as_bytes())?,
+            argv,
+            envp,
+            cwd: cwd.map(|c| cstring(c.as_os_str().as_bytes())).transpose()?,
+        })
+    }
+}
+
+fn cstring(b: &[u8]) -> io::Result<CString> {
+    CString::new(b).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a program, argument, variable or directory contains a NUL byte",
+        )
+    })
+}
+
+/// Where `program` is: as given when it has a `/`, else the first file of
+/// the `search` directories that is executable. A relative directory is
+/// looked at from `cwd`, where the child will be when it execs.
+fn resolve(program: &OsStr, search: &OsStr, cwd: Option<&Path>) -> io::Result<PathBuf> {
+    if program.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "empty program name",
+        ));
+    }
+    if program.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(program));
+    }
+    let mut denied = false;
+    for dir in search.as_bytes().split(|b| *b == b':') {
+        // An empty entry is the working directory, as for execvp.
+        let dir = if dir.is_empty() { b"." as &[u8] } else { dir };
+        let candidate = Path::new(OsStr::from_bytes(dir)).join(program);
+        let seen = match cwd {
+            Some(c) if candidate.is_relative() => c.join(&candidate),
+            _ => candidate.clone(),
+        };
+        match std::fs::metadata(&seen) {
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => return Ok(candidate),
+            // execvp goes on past a directory or a file it may not run,
+            // and reports EACCES if nothing else is found.
+            Ok(_) => denied = true,
+            Err(_) => {}
+        }
+    }
+    Err(io::Error::from(if denied {
+        io::ErrorKind::PermissionDenied
+    } else {
+        io::ErrorKind::NotFound
+    }))
+}
+
+/// What the child is given besides its program.
+#[derive(Debug)]
+pub struct Setup<'a> {
+    /// Its standard output.
+    pub stdout: BorrowedFd<'a>,
+    /// Its standard error.
+    pub stderr: BorrowedFd<'a>,
+    /// The directory of the cgroup it is born in (opened with
+    /// [`crate::cgroup::open_dir`]).
+    pub cgroup: BorrowedFd<'a>,
+    /// The user it runs as; `None` keeps this process's.
+    pub identity: Option<&'a Identity>,
+}
+
+/// Starts `program` inside the cgroup of `setup`, in a session of its own,
+/// with stdin `/dev/null`, and returns its pid. `Ok(None)` means this
+/// kernel (or a seccomp filter) does not offer `clone3` into a cgroup: the
+/// caller then joins the cgroup the old way. A failure in the child before
+/// its exec (no such directory, permission denied, ...) is returned as the
+/// child's errno, and that child is reaped here.
+///
+/// The caller must keep any `waitpid(-1)` loop of this process from
+/// running until this returns, or the failed child's pid could be reaped
+/// there first and reused before it is reaped here.
+pub fn spawn_in_cgroup(program: &Program, setup: &Setup) -> io::Result<Option<u32>> {
+    if UNSUPPORTED.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    // Every descriptor the child dup2s onto 0..2 is made to sit above 2
+    // first, so no dup2 overwrites a source still to be copied.
+    let null = std::fs::File::open("/dev/null")?;
+    let stdin = above_stdio(null.as_fd())?;
+    let stdout = above_stdio(setup.stdout)?;
+    let stderr = above_stdio(setup.stderr)?;
+    let (err_r, err_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    // The parent must hold no write end but the one it drops after the
+    // clone, or its read never sees the exec's EOF.
+    let err_w = match above_stdio(err_w.as_fd())? {
+        Spare::Copy(fd) => fd,
+        Spare::Same(_) => err_w,
+    };
+
+    let argv = pointers(&program.argv);
+    let envp = pointers(&program.envp);
+    let groups: Vec<libc::gid_t> = setup
+        .identity
+        .map(|id| id.groups.iter().map(|g| g.as_raw()).collect())
+        .unwrap_or_default();
+    let child = Child {
+        path: program.path.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        cwd: program.cwd.as_ref().map(|c| c.as_ptr()),
+        fds: [stdin.raw(), stdout.raw(), stderr.raw()],
+        ids: setup.identity.map(|id| {
+            (
+                groups.as_ptr(),
+                groups.len(),
+                id.gid.as_raw(),
+                id.uid.as_raw(),
+            )
+        }),
+        err: err_w.as_raw_fd(),
+    };
+    let args = CloneArgs {
+        // CLEAR_SIGHAND: no handler of this process (tokio's) can run in
+        // the child before it execs.
+        flags: CLONE_INTO_CGROUP | CLONE_CLEAR_SIGHAND,
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: setup.cgroup.as_raw_fd() as u64,
+        ..CloneArgs::default()
+    };
+    // SAFETY: `args` is a valid clone_args of the size passed. Without
+    // CLONE_VM the child gets a copy of this address space (as with fork)
+    // and runs on its copy of this stack, so returning from `syscall` in
+    // it is sound; it then only runs `Child::exec`, which never returns.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if ret == 0 {
+        // SAFETY: this is the child just cloned; every pointer in `child`
+        // points into this copy of the parent's memory, alive until exec.
+        unsafe { child.exec() }
+    }
+    if ret < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            // No clone3 (or filtered), no CLONE_INTO_CGROUP, not allowed.
+            Some(libc::ENOSYS | libc::EINVAL | libc::EPERM | libc::E2BIG) => {
+                UNSUPPORTED.store(true, Ordering::Relaxed);
+                Ok(None)
+            }
+            _ => Err(e),
+        };
+    }
+    let pid = ret as u32;
+    drop(err_w);
+    match read_errno(&err_r) {
+        Ok(None) => Ok(Some(pid)),
+        Ok(Some(errno)) => {
+            reap(pid);
+            Err(io::Error::from_raw_os_error(errno))
+        }
+        Err(e) => {
+            reap(pid);
+            Err(e)
+        }
+    }
+}
+
+/// A descriptor above 2: the one given, or a close-on-exec copy of it.
+enum Spare<'a> {
+    Same(BorrowedFd<'a>),
+    Copy(OwnedFd),
+}
+
+impl Spare<'_> {
+    fn raw(&self) -> RawFd {
+        match self {
+            Spare::Same(fd) => fd.as_raw_fd(),
+            Spare::Copy(fd) => fd.as_raw_fd(),
+        }
+    }
+}
+
+/// `fd` itself when it is above 2, else a copy that is.
+fn above_stdio(fd: BorrowedFd) -> io::Result<Spare> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(Spare::Same(fd));
+    }
+    Ok(Spare::Copy(rustix::io::fcntl_dupfd_cloexec(fd, 3)?))
+}
+
+/// A null-terminated array of pointers to `strings`.
+fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// The errno a failed child wrote; `None` at end of file (it exec'd, and
+/// the close-on-exec pipe closed).
+fn read_errno(r: &OwnedFd) -> io::Result<Option<i32>> {
+    let mut buf = [0u8; 4];
+    let mut got = 0;
+    while got < buf.len() {
+        match rustix::io::read(r, &mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    match got {
+        0 => Ok(None),
+        4 => Ok(Some(i32::from_ne_bytes(buf))),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a child reported a truncated error before its exec",
+        )),
+    }
+}
+
+/// Waits for the failed child `pid` (it exits at once).
+fn reap(pid: u32) {
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(pid, None) {}
+}
+
+/// Everything the child needs, as raw pointers and numbers into memory
+/// prepared by the parent.
+struct Child {
+    path: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: Option<*const libc::c_char>,
+    /// Sources of stdin, stdout and stderr, all above 2.
+    fds: [RawFd; 3],
+    /// Supplementary groups (pointer, count), group, user.
+    ids: Option<(*const libc::gid_t, usize, libc::gid_t, libc::uid_t)>,
+    /// Write end of the error pipe (close-on-exec).
+    err: RawFd,
+}
+
+impl Child {
+    /// Sets the child up and execs; on any failure writes errno to the
+    /// error pipe and exits 127.
+    ///
+    /// # Safety
+    /// Only in the child of `clone3`, with every pointer valid.
+    unsafe fn exec(&self) -> ! {
+        // SAFETY: each call is a system call on descriptors, strings and
+        // arrays the parent prepared; nothing allocates or takes a lock.
+        // Credentials are changed with raw system calls: glibc's wrappers
+        // would try to change them in the parent's other threads too,
+        // which this copy does not have.
+        unsafe {
+            let ok = self.setup();
+            if ok {
+                libc::execve(self.path, self.argv, self.envp);
+            }
+            let errno = *libc::__errno_location();
+            let bytes = errno.to_ne_bytes();
+            libc::write(self.err, bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(127)
+        }
+    }
+
+    /// The steps before exec, in the order std's `Command` takes them
+    /// (stdio, cwd, signals) followed by those of `exec::own_session_in`
+    /// (session, then groups, group, user). False on the first failure,
+    /// with errno set.
+    unsafe fn setup(&self) -> bool {
+        // SAFETY: see `exec`.
+        unsafe {
+            for (src, dst) in self.fds.iter().zip(0..) {
+                if libc::dup2(*src, dst) < 0 {
+                    return false;
+                }
+            }
+            if let Some(cwd) = self.cwd {
+                if libc::chdir(cwd) < 0 {
+                    return false;
+                }
+            }
+            // Rust ignores SIGPIPE and an ignored signal stays ignored
+            // across exec; the program gets the default, as with std.
+            let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(empty.as_mut_ptr());
+            if libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut()) < 0
+                || libc::signal(libc::SIGPIPE, libc::SIG_DFL) == libc::SIG_ERR
+            {
+                return false;
+            }
+            if libc::setsid() < 0 {
+                return false;
+            }
+            if let Some((groups, n, gid, uid)) = self.ids {
+                if libc::syscall(libc::SYS_setgroups, n, groups) < 0
+                    || libc::syscall(libc::SYS_setgid, gid) < 0
+                    || libc::syscall(libc::SYS_setuid, uid) < 0
+                {
+                    return false;
+                }
+            }
+            true
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup;
+
+    fn run_in(dir: &Path, prog: &str, args: &[&str], id: Option<&Identity>) -> (u32, String) {
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+        let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+        let program = Program::new(OsStr::new(prog), args, &env, None).unwrap();
+        let cg = cgroup::open_dir(dir).unwrap();
+        let setup = Setup {
+            stdout: w.as_fd(),
+            stderr: w.as_fd(),
+            cgroup: cg.as_fd(),
+            identity: id,
+        };
+        let pid = spawn_in_cgroup(&program, &setup)
+            .unwrap()
+            .expect("clone3 into a cgroup on this kernel");
+        drop(w);
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut std::fs::File::from(r), &mut out).unwrap();
+        let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid as i32), None);
+        assert!(
+            matches!(status, Ok(nix::sys::wait::WaitStatus::Exited(_, 0))),
+            "{status:?}: {out}"
+        );
+        (pid, out)
+    }
+
+    #[test]
+    fn a_child_is_born_in_its_cgroup() {
+        let Some(sc) = cgroup::tests::scratch() else {
+            return;
+        };
+        // What the program itself reads at its start: it never ran
+        // anywhere else.
+        let (pid, out) = run_in(&sc.dir, "cat", &["/proc/self/cgroup"], None);
+        assert_eq!(
+            cgroup::parse_proc_cgroup(&out).as_deref(),
+            Some(sc.rel.as_str())
+        );
+        // In a session of its own.
+        let (_, stat) = run_in(&sc.dir, "sh", &["-c", "cat /proc/$$/stat"], None);
+        let s = crate::procfs::parse_stat(&stat).unwrap();
+        assert_eq!((s.session, s.pgrp), (s.pid, s.pid));
+        assert_ne!(s.pid, pid);
+        if !nix::unistd::getuid().is_root() {
+            eprintln!("skipped the identity part: not root");
+            return;
+        }
+        let nobody = Identity {
+            uid: nix::unistd::Uid::from_raw(65534),
+            gid: nix::unistd::Gid::from_raw(65534),
+            groups: vec![nix::unistd::Gid::from_raw(65534)],
+        };
+        let (_, ids) = run_in(&sc.dir, "sh", &["-c", "id -u; id -g; id -G"], Some(&nobody));
+        assert_eq!(ids, "65534\n65534\n65534\n");
+    }
+
+    #[test]
+    fn a_missing_program_or_cwd_is_not_found() {
+        let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+        let none: &[&str] = &[];
+        let err =
+            Program::new(OsStr::new("no-such-program-oxidepm"), none, &env, None).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        // A path is used as given; its exec is what fails.
+        assert!(Program::new(OsStr::new("/no/such/dir/prog"), none, &env, None).is_ok());
+        let Some(sc) = cgroup::tests::scratch() else {
+            return;
+        };
+        // The child's own failures come back through the pipe, and the
+        // failed child is reaped: the cgroup empties.
+        let cg = cgroup::open_dir(&sc.dir).unwrap();
+        let null: OwnedFd = std::fs::File::create("/dev/null").unwrap().into();
+        let setup = Setup {
+            stdout: null.as_fd(),
+            stderr: null.as_fd(),
+            cgroup: cg.as_fd(),
+            identity: None,
+        };
+        for (prog, cwd) in [
+            ("/no/such/dir/prog", None),
+            ("true", Some(Path::new("/no/such/cwd"))),
+        ] {
+            let program = Program::new(OsStr::new(prog), none, &env, cwd).unwrap();
+            let err = spawn_in_cgroup(&program, &setup).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::NotFound, "{prog} {cwd:?}");
+        }
+        assert!(cgroup::procs(&sc.dir).is_empty());
+        assert!(!cgroup::populated(&sc.dir));
+    }
+}
