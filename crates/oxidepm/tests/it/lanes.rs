@@ -20,7 +20,8 @@ pub fn conn(sock: &Path) -> redis::Connection {
         .unwrap()
 }
 
-fn host_conn(env: &Env, user: &str) -> redis::Connection {
+/// A connection to the private Redis as a host-side user (`sys`, `bridge`).
+pub fn host_conn(env: &Env, user: &str) -> redis::Connection {
     let mut c = conn(&env.home.join("redis/redis.sock"));
     let pw = Secret::read(&env.home.join("secrets").join(user)).unwrap();
     redis::cmd("AUTH")

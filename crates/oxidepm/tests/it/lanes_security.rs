@@ -4,6 +4,7 @@
 //! uids (made with useradd when run as root) and SMTP server.
 
 use crate::harness::{read, test_user, Env};
+use crate::lanes::{conn, host_conn};
 use oxidepm_lanes::Secret;
 use oxidepm_testkit::{free_port, http, SmtpSink};
 use serde_json::Value;
@@ -14,7 +15,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The bridge's user when daemon.toml names none.
 const BRIDGE_USER: &str = "oxidepm-bridge";
@@ -34,23 +34,9 @@ fn start_agent(env: &Env, name: &str, user: &str) {
     env.ok(&args);
 }
 
-fn conn(sock: &Path) -> redis::Connection {
-    redis::Client::open(format!("redis+unix://{}", sock.display()).as_str())
-        .unwrap()
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .unwrap()
-}
-
 /// A connection to the private Redis as a host-side user (`sys`, `bridge`).
 fn host(env: &Env, user: &str) -> redis::Connection {
-    let mut c = conn(&env.home.join("redis/redis.sock"));
-    let pw = Secret::read(&env.home.join("secrets").join(user)).unwrap();
-    redis::cmd("AUTH")
-        .arg(user)
-        .arg(pw.expose())
-        .query::<()>(&mut c)
-        .unwrap();
-    c
+    host_conn(env, user)
 }
 
 /// An agent's connection, through its socket.

@@ -3,22 +3,14 @@
 //! delay the others, nor bloat the daemon.
 
 use crate::harness::Env;
-use crate::lanes::{conn, start_agents};
+use crate::lanes::{conn, host_conn, start_agents};
 use crate::ops::ops_answer;
-use oxidepm_lanes::Secret;
 use serde_json::Value;
 
 /// A connection to the lanes' Redis as the daemon's own admin user: what
 /// the tests use to set up a state no agent could make on its own.
 fn admin(env: &Env) -> redis::Connection {
-    let mut c = conn(&env.home.join("redis/redis.sock"));
-    let pw = Secret::read(&env.home.join("secrets/sys")).unwrap();
-    redis::cmd("AUTH")
-        .arg("sys")
-        .arg(pw.expose())
-        .query::<()>(&mut c)
-        .unwrap();
-    c
+    host_conn(env, "sys")
 }
 
 /// The replies in `agent`'s ops inbox: (request id, response, truncated).
