@@ -238,8 +238,11 @@ fn blank_lines_and_parts_of_a_line_do_not_keep_a_connection_open() {
     for mut s in [&blank, &slow] {
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut b = [0u8; 64];
+        // A close with our unread bytes still queued at the daemon reaches
+        // us as a reset rather than an end of file; both mean closed.
         match s.read(&mut b) {
             Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
             other => panic!("the daemon kept an idle connection open: {other:?}"),
         }
     }
