@@ -66,9 +66,11 @@ fn ping(env: &Env) -> (Value, Option<String>) {
     (r["result"].clone(), warning)
 }
 
-/// The apps rows of state.db, read while no daemon holds it: name →
-/// (desired, status, pid, run_id).
-fn stored(home: &Path) -> Vec<(String, bool, String, Option<i64>, Option<i64>)> {
+/// An apps row of state.db: name, desired, status, pid, run_id.
+type Row = (String, bool, String, Option<i64>, Option<i64>);
+
+/// The apps rows of state.db, read while no daemon holds it.
+fn stored(home: &Path) -> Vec<Row> {
     let db = rusqlite::Connection::open(home.join("state.db")).unwrap();
     let mut stmt = db
         .prepare("SELECT name, desired, status, pid, run_id FROM apps ORDER BY id")
