@@ -202,11 +202,13 @@ impl Store {
 
     /// Checks that the file is still the one opened (a write into a
     /// deleted file succeeds and is lost); notes it as lost when not.
-    pub fn check_file(&self) -> bool {
+    /// `deep`: also that it still starts as a database (see
+    /// [`identity::check`]).
+    pub fn check_file(&self, deep: bool) -> bool {
         let Some(expected) = self.file else {
             return true;
         };
-        match identity::check(&self.path, expected) {
+        match identity::check(&self.path, expected, deep) {
             None => true,
             Some(why) => {
                 let mut h = self.health.borrow_mut();

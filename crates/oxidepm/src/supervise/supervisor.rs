@@ -227,7 +227,7 @@ impl Supervisor {
                 // A write into a deleted or replaced file succeeds, and is
                 // lost: check the file is still the one written.
                 Ok(()) => {
-                    self.store.check_file();
+                    self.store.check_file(false);
                 }
             }
         }

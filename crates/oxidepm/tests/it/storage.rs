@@ -333,3 +333,93 @@ fn a_read_only_state_db_at_start_is_refused_unless_allowed() {
     );
     assert_eq!(env.pid("x"), pid);
 }
+
+/// A small tmpfs mounted on a home (before its daemon starts), unmounted
+/// when dropped, after the daemon of that home is stopped.
+struct SmallDisk {
+    home: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(home: &Path) -> Option<SmallDisk> {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: mounting a small tmpfs needs root");
+            return None;
+        }
+        std::fs::create_dir_all(home).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs"])
+            .arg(home)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!("skipped: cannot mount a tmpfs on {}", home.display());
+            return None;
+        }
+        Some(SmallDisk {
+            home: home.to_path_buf(),
+        })
+    }
+
+    /// Fills the file system with one file; returns it.
+    fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let path = self.home.join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new(crate::harness::bin("oxidepm"))
+            .env("OXIDEPM_HOME", &self.home)
+            .arg("kill")
+            .output();
+        let _ = Command::new("umount").arg(&self.home).output();
+    }
+}
+
+#[test]
+fn a_full_disk_fails_changes_and_they_are_saved_once_there_is_room() {
+    let env = Env::new();
+    let Some(disk) = SmallDisk::mount(&env.home) else {
+        return;
+    };
+    env.ok(&[
+        "start",
+        "--name",
+        "crashy",
+        "--restart-delay",
+        "100ms",
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.2; exit 1",
+    ]);
+    env.ok(&["start", "--name", "victim", "--", "sleep", "1000"]);
+    let victim = env.pid("victim");
+    let filler = disk.fill();
+    // The crash loop writes on: one of its writes finds the disk full.
+    env.wait(60, "the daemon to report the full disk", || {
+        ping(&env).1.is_some()
+    });
+    let o = env.run(&["stop", "victim"]);
+    assert!(!o.status.success(), "stop succeeded on a full disk");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("E_STORAGE"), "{err}");
+    env.wait(10, "victim to be gone", || !alive(victim));
+
+    std::fs::remove_file(filler).unwrap();
+    env.wait(30, "the warning to clear", || ping(&env).1.is_none());
+    kill_daemon(&env);
+    let rows = stored(&env.home);
+    let v = rows.iter().find(|r| r.0 == "victim").unwrap();
+    assert_eq!((v.1, v.2.as_str(), v.3), (false, "stopped", None));
+    assert_eq!(env.app("victim")["status"], "stopped");
+    assert!(app_processes(&env.home).len() <= 1, "only crashy may run");
+    drop(disk);
+}

@@ -70,13 +70,13 @@ fn a_deleted_db_is_rewritten_from_memory_with_the_same_ids() {
         .unwrap();
     let rt = running(4242, run);
     store.save_runtime(web, &rt).unwrap();
-    assert!(store.check_file());
+    assert!(store.check_file(true));
     for s in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{s}", db.display()));
     }
     // Still written, into the unlinked file: only the check tells.
     store.save_runtime(web, &rt).unwrap();
-    assert!(!store.check_file());
+    assert!(!store.check_file(true));
     assert!(store.pending());
     let image = image_of(&store, web, &rt);
     store.catch_up(&image).unwrap();
@@ -114,7 +114,7 @@ fn a_truncated_db_is_rewritten_from_memory_alone() {
         .truncate(true)
         .open(&db)
         .unwrap();
-    assert!(!store.check_file());
+    assert!(!store.check_file(true));
     let image = image_of(&store, web, &rt);
     store.catch_up(&image).unwrap();
     drop(store);

@@ -39,7 +39,7 @@ impl Supervisor {
     /// owes. Cheap when all is well (one `stat`); true when nothing is
     /// owed after it.
     pub fn tend_store(&mut self) -> bool {
-        self.store.check_file();
+        self.store.check_file(true);
         if !self.store.pending() {
             return true;
         }
