@@ -149,8 +149,9 @@ impl From<StoreError> for ErrorBody {
             E::Open { .. } | E::Prepare { .. } | E::Sql(_) => ErrorBody::new(
                 ErrorCode::Storage,
                 format!(
-                    "{e}; nothing was changed. Free disk space or make state.db writable \
-                     (permissions, chattr -i), then try again"
+                    "{e}; the change that needed it was not made (`oxidepm status` shows \
+                     what was). Free disk space or make state.db writable (permissions, \
+                     chattr -i), then try again"
                 ),
             ),
             E::ReadOnly { .. }

@@ -359,8 +359,7 @@ impl Store {
     /// store's to give, so when the insert fails the run keeps it: the
     /// failure is noted, the row owed, and the id returned all the same.
     pub fn start_run(&self, app_id: u64, pid: u32, actor: &Actor) -> Result<i64> {
-        let id = self.next_run.get();
-        self.next_run.set(id + 1);
+        let id = self.reserve_run_id();
         let at = now_ms();
         let r = self
             .conn
@@ -382,6 +381,15 @@ impl Store {
             log::error!("cannot record run {id} (kept in memory and retried): {e}");
         }
         Ok(id)
+    }
+
+    /// A run id not handed out before. Every row of `runs` takes its id
+    /// from here (never from AUTOINCREMENT), so an id given to a run whose
+    /// insert failed is never given to another.
+    pub fn reserve_run_id(&self) -> i64 {
+        let id = self.next_run.get();
+        self.next_run.set(id + 1);
+        id
     }
 
     /// Records the end of a run (owed to the disk when that fails).
