@@ -18,6 +18,10 @@ pub const RETRY_EVERY: Duration = Duration::from_secs(2);
 /// (and counted): they are the record, not what recovery rests on.
 pub const MAX_PENDING_EVENTS: usize = 10_000;
 
+/// Run rows kept for a retry at most; beyond that the oldest ended ones
+/// are dropped (and counted): recovery needs the runs still going.
+pub const MAX_PENDING_RUNS: usize = 10_000;
+
 /// How long a notice about a repaired state.db (restored from a backup,
 /// rewritten from memory) stays in `ping` and `status`.
 pub const NOTICE_FOR: Duration = Duration::from_secs(3600);
@@ -65,6 +69,8 @@ pub struct Health {
     events: VecDeque<PendingEvent>,
     /// Events dropped because too many were pending.
     events_dropped: u64,
+    /// Ended runs dropped because too many were pending.
+    runs_dropped: u64,
     /// The last failure, for the warning.
     last_error: Option<String>,
     /// Why the file must be rewritten from memory (deleted, replaced,
@@ -128,6 +134,17 @@ impl Health {
             end: None,
         });
         r.end = Some(end);
+        if self.runs.len() > MAX_PENDING_RUNS {
+            let oldest_ended = self
+                .runs
+                .iter()
+                .find(|(_, r)| r.end.is_some())
+                .map(|(id, _)| *id);
+            if let Some(id) = oldest_ended {
+                self.runs.remove(&id);
+                self.runs_dropped += 1;
+            }
+        }
     }
 
     /// Notes an event that did not reach the disk.
@@ -223,8 +240,11 @@ impl Health {
             if !self.events.is_empty() {
                 owed.push(format!("{} event(s)", self.events.len()));
             }
-            let dropped = if self.events_dropped > 0 {
-                format!(" ({} older events were dropped)", self.events_dropped)
+            let dropped = if self.events_dropped + self.runs_dropped > 0 {
+                format!(
+                    " ({} older events and {} ended runs were dropped)",
+                    self.events_dropped, self.runs_dropped
+                )
             } else {
                 String::new()
             };
@@ -355,6 +375,23 @@ mod tests {
         let owed = h.owed();
         assert_eq!(owed.events.len(), MAX_PENDING_EVENTS);
         assert_eq!(owed.events[0].at, 5);
+    }
+
+    #[test]
+    fn pending_runs_are_bounded_and_running_ones_kept() {
+        let mut h = Health::default();
+        h.run_started(0, (1, 10, 0, "system:crash".into()));
+        for i in 1..=MAX_PENDING_RUNS as i64 + 3 {
+            h.run_started(i, (1, 10, i, "system:crash".into()));
+            h.run_ended(i, (i, Some(1), None));
+        }
+        let owed = h.owed();
+        assert_eq!(owed.runs.len(), MAX_PENDING_RUNS);
+        assert!(owed.runs.contains_key(&0), "a run still going is kept");
+        let w = h
+            .warning(Path::new("/h/state.db"), Duration::from_secs(2))
+            .unwrap();
+        assert!(w.contains("4 ended runs were dropped"), "{w}");
     }
 
     #[test]
