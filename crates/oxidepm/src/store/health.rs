@@ -314,6 +314,15 @@ impl Store {
             let mut h = self.health.borrow_mut();
             h.failed(e);
             owe(&mut h);
+            // A file that went bad under the daemon is not retried into:
+            // it is rewritten from memory.
+            use rusqlite::ErrorCode as C;
+            if matches!(
+                e.sqlite_error_code(),
+                Some(C::DatabaseCorrupt) | Some(C::NotADatabase)
+            ) {
+                h.lost(format!("went corrupt while the daemon ran ({e})"));
+            }
         }
         Ok(r?)
     }

@@ -166,3 +166,33 @@ fn failed_writes_are_owed_until_a_retry_lands_them() {
         .unwrap();
     assert_eq!(runs, 1, "the run keeps the id memory has");
 }
+
+#[test]
+fn a_db_overwritten_in_place_is_rewritten_from_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let mut store = Store::open(&db).unwrap();
+    let human = Actor::system("t");
+    let web = store
+        .insert_app(&AppSpec::new("web", "sleep", vec![]), &human)
+        .unwrap();
+    let run = store.start_run(web, 5, &human).unwrap();
+    let rt = running(5, run);
+    store.save_runtime(web, &rt).unwrap();
+    // Same inode, same size, garbage inside.
+    let len = std::fs::metadata(&db).unwrap().len() as usize;
+    std::fs::write(&db, vec![0x33; len]).unwrap();
+    let image = image_of(&store, web, &rt);
+    assert!(!store.check_file(true));
+    store.catch_up(&image).unwrap();
+    let aside = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("state.db.lost-") && !n.ends_with("-wal"))
+        .count();
+    assert_eq!(aside, 1, "what stood at the name is kept");
+    drop(store);
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.load_apps().unwrap()[0].runtime, rt);
+}
