@@ -379,7 +379,22 @@ impl Drop for SmallDisk {
             .env("OXIDEPM_HOME", &self.home)
             .arg("kill")
             .output();
-        let _ = Command::new("umount").arg(&self.home).output();
+        // The apps' log writers may still be closing their files: try a
+        // while, then detach it lazily (it goes once they have).
+        let umount = |args: &[&str]| {
+            Command::new("umount")
+                .args(args)
+                .arg(&self.home)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        for _ in 0..50 {
+            if umount(&[]) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        umount(&["-l"]);
     }
 }
 
