@@ -75,6 +75,8 @@ pub struct Client {
     /// Ask the daemon for a `ping` when an answer is late (not when this
     /// connection is that question).
     ask_if_late: bool,
+    /// The degraded-state warning of the last final line, if it had one.
+    warning: Option<String>,
 }
 
 /// Connects to `path`, waiting at most `deadline` for the daemon to take
@@ -150,6 +152,7 @@ impl Client {
             claim,
             deadline,
             ask_if_late: true,
+            warning: None,
         })
     }
 
@@ -175,6 +178,12 @@ impl Client {
             socket: self.path.clone(),
             waited,
         })
+    }
+
+    /// The degraded-state warning the daemon gave with its last answer
+    /// (`ping` and `status` carry one while state.db is not sound).
+    pub fn warning(&self) -> Option<&str> {
+        self.warning.as_deref()
     }
 
     /// Sends `op` and returns the final result.
@@ -272,6 +281,7 @@ impl Client {
                 }
                 continue;
             }
+            self.warning = resp.warning;
             if let Some(e) = resp.error {
                 return Err(ClientError::Daemon(e));
             }

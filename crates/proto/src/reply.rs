@@ -30,6 +30,10 @@ pub struct Pong {
     pub uptime_ms: u64,
     /// The daemon's version.
     pub version: String,
+    /// Set while the daemon is degraded (state.db cannot be written, or
+    /// was repaired): what is wrong and what to do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// Answer to `whoami`: what the daemon decided about the caller.

@@ -218,6 +218,10 @@ pub enum ErrorCode {
     /// still complete.
     #[serde(rename = "E_TIMEOUT")]
     Timeout,
+    /// The change was made but could not be written to the state
+    /// database; the daemon keeps it in memory and writes it again.
+    #[serde(rename = "E_STORAGE")]
+    Storage,
 }
 
 impl ErrorCode {
@@ -235,6 +239,7 @@ impl ErrorCode {
             ErrorCode::Internal => "E_INTERNAL",
             ErrorCode::RateLimited => "E_RATE_LIMITED",
             ErrorCode::Timeout => "E_TIMEOUT",
+            ErrorCode::Storage => "E_STORAGE",
         }
     }
 }
@@ -290,6 +295,10 @@ pub struct Response {
     /// A streamed item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<serde_json::Value>,
+    /// On a final line of `ping` and `status`: the daemon is degraded
+    /// (state.db cannot be written, or was repaired), what and what to do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 impl Response {
@@ -301,6 +310,7 @@ impl Response {
             result: Some(result),
             error: None,
             stream: None,
+            warning: None,
         }
     }
 
@@ -312,6 +322,7 @@ impl Response {
             result: None,
             error: Some(error),
             stream: None,
+            warning: None,
         }
     }
 
@@ -323,6 +334,7 @@ impl Response {
             result: None,
             error: None,
             stream: Some(item),
+            warning: None,
         }
     }
 

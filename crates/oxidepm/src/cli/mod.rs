@@ -89,8 +89,10 @@ fn run(cli: Cli) -> Result<(), Error> {
             out.actions(&done);
         }
         Command::Status => {
-            let apps: Vec<AppInfo> = connect::client(true)?.call_as(Op::Status)?;
+            let mut c = connect::client(true)?;
+            let apps: Vec<AppInfo> = c.call_as(Op::Status)?;
             out.status(&apps);
+            out.warning(c.warning());
         }
         Command::Show { target } => {
             let apps: Vec<AppInfo> = connect::client(true)?.call_as(Op::Show { target })?;
@@ -145,8 +147,10 @@ fn run(cli: Cli) -> Result<(), Error> {
             out.actions(&done);
         }
         Command::Ping => {
-            let pong: Pong = connect::client(true)?.call_as(Op::Ping)?;
+            let mut c = connect::client(true)?;
+            let pong: Pong = c.call_as(Op::Ping)?;
             out.value(&pong);
+            out.warning(c.warning());
         }
         Command::Whoami => out.whoami(&connect::client(true)?.call_as(Op::Whoami)?),
         Command::Audit {

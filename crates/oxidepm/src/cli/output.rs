@@ -128,6 +128,18 @@ impl Printer {
         print_json(&to_value(t));
     }
 
+    /// Prints the daemon's degraded-state warning on stderr, where it
+    /// reaches a person without changing what a script reads on stdout:
+    /// `{"warning": …}` in JSON mode, a `warning:` line otherwise.
+    pub fn warning(&self, warning: Option<&str>) {
+        let Some(w) = warning else { return };
+        if self.json {
+            eprintln!("{}", serde_json::json!({ "warning": w }));
+        } else {
+            eprintln!("oxidepm: warning: {}", escape_controls(w.as_bytes()));
+        }
+    }
+
     /// Prints an answer that is one object: `key: value` lines for people.
     pub fn value<T: Serialize>(&self, t: &T) {
         let v = to_value(t);

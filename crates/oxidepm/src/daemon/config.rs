@@ -126,6 +126,10 @@ pub struct Config {
     /// limit). Sockets are slowed down to it; `ops` gets `E_RATE_LIMITED`.
     #[serde(default = "sixty_four")]
     pub logs_read_mib_per_sec: u64,
+    /// Start even when state.db cannot be written (every change then
+    /// fails with `E_STORAGE` until it can); refused by default.
+    #[serde(default)]
+    pub allow_read_only_state: bool,
 }
 
 fn ten_mib() -> u64 {

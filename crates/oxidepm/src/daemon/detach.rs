@@ -26,10 +26,12 @@ pub enum DetachError {
     #[error("cannot start the daemon: {0}")]
     Spawn(#[source] std::io::Error),
     /// It started, then exited before it listened.
-    #[error("the daemon exited at start ({status}); see {}", log.display())]
+    #[error("the daemon exited at start ({status}){said}; see {}", log.display())]
     Exited {
         /// How it exited.
         status: ExitStatus,
+        /// Why, as its last words in daemon.log said (`: …`), if found.
+        said: String,
         /// daemon.log, which says why.
         log: PathBuf,
     },
@@ -92,6 +94,7 @@ pub fn spawn_detached(home: &Home, resurrect: bool) -> Result<u32, DetachError> 
         if let Ok(Some(status)) = child.try_wait() {
             return Err(DetachError::Exited {
                 status,
+                said: last_words(&home.daemon_log()),
                 log: home.daemon_log(),
             });
         }
@@ -102,4 +105,25 @@ pub fn spawn_detached(home: &Home, resurrect: bool) -> Result<u32, DetachError> 
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// `: <reason>` from the last `oxidepmd: ` line of daemon.log (its tail
+/// only), so that a daemon refusing to start says why where it was asked
+/// to start; empty when there is none.
+fn last_words(log: &std::path::Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 16 * 1024;
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(log) {
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(TAIL)));
+        let mut bytes = Vec::new();
+        let _ = f.take(TAIL).read_to_end(&mut bytes);
+        text = String::from_utf8_lossy(&bytes).into_owned();
+    }
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("oxidepmd: "))
+        .map(|reason| format!(": {reason}"))
+        .unwrap_or_default()
 }

@@ -88,6 +88,19 @@ pub enum OpError {
     /// The answer could not be written as JSON.
     #[error("cannot write the answer: {0}")]
     Answer(#[source] serde_json::Error),
+    /// The change was made in memory but a write it caused to state.db
+    /// failed and is not on disk yet.
+    #[error(
+        "{op}: the change was made but could not be saved, so a daemon restart now would \
+         undo it; the daemon keeps it in memory and writes it again until it succeeds \
+         (`oxidepm ping` says when). {state}"
+    )]
+    Unsaved {
+        /// The operation.
+        op: &'static str,
+        /// The degraded-state warning: what failed and what to do.
+        state: String,
+    },
     /// The actor has read more log bytes lately than its share.
     #[error("{actor} has read more logs than its share (daemon.toml logs_read_mib_per_sec); retry in {:.1} s, or ask for fewer lines", wait.as_secs_f64())]
     RateLimited {
@@ -129,20 +142,44 @@ impl From<SelectError> for ErrorBody {
 
 impl From<StoreError> for ErrorBody {
     fn from(e: StoreError) -> ErrorBody {
-        body(ErrorCode::Internal, e)
+        use StoreError as E;
+        match e {
+            // Writing or reading the file failed: nothing was changed, and
+            // the same request succeeds once the file can be written.
+            E::Open { .. } | E::Prepare { .. } | E::Sql(_) => ErrorBody::new(
+                ErrorCode::Storage,
+                format!(
+                    "{e}; the change that needed it was not made (`oxidepm status` shows \
+                     what was). Free disk space or make state.db writable (permissions, \
+                     chattr -i), then try again"
+                ),
+            ),
+            E::ReadOnly { .. }
+            | E::Corrupt { .. }
+            | E::Restore { .. }
+            | E::Rewrite { .. }
+            | E::Backup { .. } => body(ErrorCode::Storage, e),
+            E::Spec { .. } | E::Encode(_) | E::Snapshot { .. } | E::Route { .. } => {
+                body(ErrorCode::Internal, e)
+            }
+        }
     }
 }
 
 impl From<supervise::Error> for ErrorBody {
     fn from(e: supervise::Error) -> ErrorBody {
         use supervise::Error as E;
+        let e = match e {
+            E::Store(s) => return s.into(),
+            other => other,
+        };
         let code = match &e {
             E::Select(s) => select_code(s),
             E::Invalid(_) => ErrorCode::BadRequest,
             E::NoSuchApp { .. } => ErrorCode::NotFound,
             E::Spawn(_) => ErrorCode::Spawn,
             E::Cycle(_) | E::Stopping { .. } | E::Dependency { .. } => ErrorCode::Conflict,
-            E::Store(_) => ErrorCode::Internal,
+            E::Store(_) => ErrorCode::Storage,
         };
         body(code, e)
     }
@@ -223,6 +260,7 @@ impl From<OpError> for ErrorBody {
             }
             E::Flush { .. } | E::Answer(_) => ErrorCode::Internal,
             E::RateLimited { .. } => ErrorCode::RateLimited,
+            E::Unsaved { .. } => ErrorCode::Storage,
         };
         body(code, e)
     }

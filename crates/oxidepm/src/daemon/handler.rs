@@ -101,7 +101,13 @@ impl Daemon {
                         caller.socket.as_str()
                     );
                 }
-                self.execute(caller, req.op, only).await
+                let before = self.storage_before();
+                let answer = self.execute(caller, req.op, only).await;
+                if read {
+                    answer
+                } else {
+                    self.storage_after(op_name, answer, before)
+                }
             }
         };
         let answer = answer.map_err(ErrorBody::from);
@@ -112,10 +118,14 @@ impl Daemon {
             // each one past the written few waits before its answer.
             tokio::time::sleep(FLOOD_PENALTY).await;
         }
-        match answer {
+        let resp = match answer {
             Ok(r) => response(id, r),
             Err(e) => Response::err(id, e),
+        };
+        if matches!(op_name, "ping" | "status") {
+            return self.with_warning(resp);
         }
+        resp
     }
 
     /// Writes the audit row of a request: `ok`, or the code and message

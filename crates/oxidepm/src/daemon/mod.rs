@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod daemon_log;
+mod degraded;
 mod detach;
 pub mod entry;
 mod errors;
@@ -213,7 +214,8 @@ pub fn run(opts: Options, lock: DaemonLock) -> Result<(), StartError> {
 
 async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     let home = opts.home.clone();
-    let store = crate::store::Store::open(&home.state_db())?;
+    let store =
+        crate::store::Store::open_for_daemon(&home.state_db(), config.allow_read_only_state)?;
     let shim_exe = std::env::current_exe().map_err(StartError::OwnExe)?;
     let sup = Supervisor::new(home.clone(), store, shim_exe);
     let lanes = Lanes::new(Layout { home: home.clone() }, config.lanes.clone());
@@ -248,6 +250,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         }
     }
     tokio::spawn(sampler::run(sup.clone()));
+    tokio::spawn(crate::supervise::supervisor::storage::watch(sup.clone()));
     // Lanes come up before agents are served: an agent re-adopted or
     // resurrected finds its socket.
     if let Err(e) = lanes.reconcile(&sup, &[]).await {
@@ -381,6 +384,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     }
     let _ = std::fs::remove_file(home.daemon_socket());
     let _ = std::fs::remove_file(home.agent_socket());
+    crate::supervise::supervisor::storage::backup_at_exit(&sup);
     // What was only counted is written before the daemon goes.
     daemon.close_refusal_windows(true);
     log::info!("oxidepmd stopped");

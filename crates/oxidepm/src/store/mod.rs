@@ -3,16 +3,27 @@
 //! its own transaction, so a crash never loses more than the change in flight
 //! and a boot never starts from an empty list.
 
+mod backup;
+mod health;
+mod identity;
+mod integrity;
 mod retention;
+mod rewrite;
+mod saved;
 mod schema;
 mod sessions;
+
+pub use backup::{backup_time, BACKUP_EVERY};
+pub use health::RETRY_EVERY;
+pub use rewrite::Image;
 
 pub use sessions::SessionRow;
 
 pub use retention::{History, Keep};
 
 use oxidepm_proto::{Actor, AppSpec, AuditRecord, Class, EventKind, EventRecord, Status};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 
 use crate::timefmt::{now_ms, rfc3339_ms};
@@ -58,6 +69,60 @@ pub enum StoreError {
         name: String,
         /// Why it does not read.
         source: serde_json::Error,
+    },
+    /// state.db cannot be written at start, and daemon.toml does not
+    /// allow running so.
+    #[error(
+        "{} cannot be written ({source}): the daemon would not be able to record the apps it \
+         starts, and would start them twice after its next restart. Make it writable \
+         (`chattr -i`, permissions, a read-write mount), or set allow_read_only_state = true in \
+         daemon.toml to run with every change failing with E_STORAGE until it can be written",
+        path.display()
+    )]
+    ReadOnly {
+        /// The database file.
+        path: PathBuf,
+        /// Why it cannot be opened for writing.
+        source: std::io::Error,
+    },
+    /// state.db fails its integrity check and no sound backup replaces it.
+    #[error(
+        "{} is corrupt ({reason}) and {backup}; it was left in place. Restore a copy of it, or \
+         move it away (to start with no apps defined; live apps of this home are then found \
+         again by their markers) and start the daemon again",
+        path.display()
+    )]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What the integrity check says.
+        reason: String,
+        /// Why no backup was restored.
+        backup: String,
+    },
+    /// The corrupt file cannot be moved aside, or the backup not copied.
+    #[error("cannot restore {} from its backup: {source}", path.display())]
+    Restore {
+        /// The database file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// A state.db rewritten from memory cannot be put in place.
+    #[error("cannot put the rewritten {} in place: {source}", path.display())]
+    Rewrite {
+        /// The database file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The backup cannot be written.
+    #[error("cannot write the backup {}: {source}", path.display())]
+    Backup {
+        /// The backup file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
     },
     /// A stored route no longer reads.
     #[error("unreadable route {text}: {source}")]
@@ -159,6 +224,16 @@ pub struct AuditFilter {
 /// The state database.
 pub struct Store {
     conn: Connection,
+    path: PathBuf,
+    /// The file opened, to tell when it is deleted or replaced.
+    file: Option<identity::FileId>,
+    /// What failed to reach the disk and is owed to it.
+    health: RefCell<health::Health>,
+    /// The next run id: ids are handed out here, so that a run whose
+    /// insert failed keeps its id in memory and gets it on disk later.
+    next_run: Cell<i64>,
+    /// The largest app id handed out, so a rewrite never reuses one.
+    max_app: Cell<i64>,
 }
 
 impl Store {
@@ -168,13 +243,34 @@ impl Store {
             path: path.to_path_buf(),
             source,
         })?;
-        schema::prepare(&conn)
-            .and_then(|()| sessions::prepare(&conn))
-            .map_err(|source| StoreError::Prepare {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        Ok(Store { conn })
+        prepare(&conn).map_err(|source| StoreError::Prepare {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Store::with_conn(conn, path))
+    }
+
+    fn with_conn(conn: Connection, path: &Path) -> Store {
+        let seq = |table: &str| -> i64 {
+            conn.query_row(
+                &format!(
+                    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = '{table}'), 0),
+                            coalesce((SELECT max(id) FROM {table}), 0))"
+                ),
+                [],
+                |r| r.get(0),
+            )
+            .unwrap_or(0)
+        };
+        let (runs, apps) = (seq("runs"), seq("apps"));
+        Store {
+            file: identity::FileId::of(path),
+            path: path.to_path_buf(),
+            health: RefCell::default(),
+            next_run: Cell::new(runs + 1),
+            max_app: Cell::new(apps),
+            conn,
+        }
     }
 
     /// Every app, ordered by id.
@@ -232,7 +328,9 @@ impl Store {
                  VALUES (?1, ?2, ?3, ?4, 0, 'stopped', 0)",
             )?
             .execute(params![spec.name, json, defined_by.to_string(), now_ms()])?;
-        Ok(self.conn.last_insert_rowid() as u64)
+        let id = self.conn.last_insert_rowid();
+        self.max_app.set(self.max_app.get().max(id));
+        Ok(id as u64)
     }
 
     /// Replaces an app's spec (and who defined it).
@@ -252,56 +350,63 @@ impl Store {
         Ok(())
     }
 
-    /// Writes an app's runtime state.
+    /// Writes an app's runtime state; when that fails, the app is owed
+    /// to the disk until a retry writes it.
     pub fn save_runtime(&self, id: u64, rt: &RuntimeRow) -> Result<()> {
-        self.conn
-            .prepare_cached(
-                "UPDATE apps SET desired = ?2, status = ?3, pid = ?4, pid_start = ?5, boot_id = ?6,
-                 restarts = ?7, started_at = ?8, last_exit = ?9, run_id = ?10, stopped_by = ?11
-                 WHERE id = ?1",
-            )?
-            .execute(params![
-                id as i64,
-                rt.desired_running as i64,
-                rt.status.as_str(),
-                rt.pid.map(|p| p as i64),
-                rt.pid_start.map(|p| p as i64),
-                rt.boot_id,
-                rt.restarts as i64,
-                rt.started_at_ms,
-                rt.last_exit,
-                rt.run_id,
-                rt.stopped_by.map(Class::as_str),
-            ])?;
-        Ok(())
+        self.noted(write_runtime(&self.conn, id, rt), |h| h.dirty_app(id))
     }
 
-    /// Records the start of a run and returns its id.
+    /// Records the start of a run and returns its id. The id is the
+    /// store's to give, so when the insert fails the run keeps it: the
+    /// failure is noted, the row owed, and the id returned all the same.
     pub fn start_run(&self, app_id: u64, pid: u32, actor: &Actor) -> Result<i64> {
-        self.conn
+        let id = self.reserve_run_id();
+        let at = now_ms();
+        let r = self
+            .conn
             .prepare_cached(
-                "INSERT INTO runs (app_id, pid, started_at, actor) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![
-                app_id as i64,
-                pid as i64,
-                now_ms(),
-                actor.to_string()
-            ])?;
-        Ok(self.conn.last_insert_rowid())
+                "INSERT INTO runs (id, app_id, pid, started_at, actor) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    id,
+                    app_id as i64,
+                    pid as i64,
+                    at,
+                    actor.to_string()
+                ])
+            });
+        if let Err(e) = self.noted(r, |h| {
+            h.run_started(id, (app_id, pid, at, actor.to_string()))
+        }) {
+            log::error!("cannot record run {id} (kept in memory and retried): {e}");
+        }
+        Ok(id)
     }
 
-    /// Records the end of a run.
+    /// A run id not handed out before. Every row of `runs` takes its id
+    /// from here (never from AUTOINCREMENT), so an id given to a run whose
+    /// insert failed is never given to another.
+    pub fn reserve_run_id(&self) -> i64 {
+        let id = self.next_run.get();
+        self.next_run.set(id + 1);
+        id
+    }
+
+    /// Records the end of a run (owed to the disk when that fails).
     pub fn end_run(&self, run_id: i64, exit_code: Option<i32>, signal: Option<i32>) -> Result<()> {
-        self.conn
+        let at = now_ms();
+        let r = self
+            .conn
             .prepare_cached(
                 "UPDATE runs SET ended_at = ?2, exit_code = ?3, signal = ?4 WHERE id = ?1",
-            )?
-            .execute(params![run_id, now_ms(), exit_code, signal])?;
-        Ok(())
+            )
+            .and_then(|mut s| s.execute(params![run_id, at, exit_code, signal]));
+        self.noted(r, |h| h.run_ended(run_id, (at, exit_code, signal)))
+            .map(|_| ())
     }
 
-    /// Records a lifecycle event.
+    /// Records a lifecycle event (owed to the disk when that fails).
     pub fn record_event(
         &self,
         app_id: u64,
@@ -310,20 +415,35 @@ impl Store {
         actor: &Actor,
         detail: &str,
     ) -> Result<()> {
-        self.conn
+        let at = now_ms();
+        let detail = cut(detail, MAX_TEXT);
+        let r = self
+            .conn
             .prepare_cached(
                 "INSERT INTO events (at, app_id, app, kind, actor, detail)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![
-                now_ms(),
-                app_id as i64,
-                app,
-                kind,
-                actor.to_string(),
-                cut(detail, MAX_TEXT)
-            ])?;
-        Ok(())
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    at,
+                    app_id as i64,
+                    app,
+                    kind,
+                    actor.to_string(),
+                    detail
+                ])
+            });
+        self.noted(r, |h| {
+            h.event(health::PendingEvent {
+                at,
+                app_id,
+                app: app.to_string(),
+                kind: kind.to_string(),
+                actor: actor.to_string(),
+                detail: detail.to_string(),
+            })
+        })
+        .map(|_| ())
     }
 
     /// The most recent `limit` events (of the given apps, or all), oldest first.
@@ -402,87 +522,43 @@ impl Store {
         out.reverse();
         Ok(out)
     }
+}
 
-    /// Saves a named snapshot of apps (replacing one of the same name),
-    /// with who saved it.
-    pub fn save_snapshot(&self, name: &str, apps: &[SnapshotApp], saved_by: &Actor) -> Result<()> {
-        let json = serde_json::to_string(apps).map_err(StoreError::Encode)?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO snapshots (name, at, apps, saved_by) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(name) DO UPDATE SET at = excluded.at, apps = excluded.apps,
-                 saved_by = excluded.saved_by",
-            )?
-            .execute(params![name, now_ms(), json, saved_by.to_string()])?;
-        Ok(())
-    }
+/// Takes the file for this connection alone, then creates or migrates
+/// the schema. Exclusive locking, set before the first access in WAL mode,
+/// keeps SQLite's WAL index in the process's memory instead of a shared
+/// mapping of `state.db-shm`: a mapped file that is truncated, made
+/// immutable or hits a full disk kills the process with SIGBUS, where a
+/// failed write is an error the daemon handles. No other process reads or
+/// writes state.db while the daemon runs (read `state.db.bak` instead).
+fn prepare(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+    schema::prepare(conn)?;
+    sessions::prepare(conn)
+}
 
-    /// Who saved the snapshot `name`: `None` when there is no such
-    /// snapshot, `Some(None)` when it was saved before oxidepm recorded it.
-    pub fn snapshot_saved_by(&self, name: &str) -> Result<Option<Option<Actor>>> {
-        let row: Option<Option<String>> = self
-            .conn
-            .prepare_cached("SELECT saved_by FROM snapshots WHERE name = ?1")?
-            .query_row(params![name], |r| r.get(0))
-            .optional()?;
-        Ok(row.map(|by| by.map(|s| parse_actor(&s))))
-    }
-
-    /// Loads a named snapshot; `None` when there is none by that name.
-    pub fn load_snapshot(&self, name: &str) -> Result<Option<Vec<SnapshotApp>>> {
-        let json: Option<String> = self
-            .conn
-            .prepare_cached("SELECT apps FROM snapshots WHERE name = ?1")?
-            .query_row(params![name], |r| r.get(0))
-            .optional()?;
-        match json {
-            None => Ok(None),
-            Some(j) => serde_json::from_str(&j)
-                .map(Some)
-                .map_err(|source| StoreError::Snapshot {
-                    name: name.to_string(),
-                    source,
-                }),
-        }
-    }
-
-    /// Routes added at runtime, in the order they were added.
-    pub fn routes(&self) -> Result<Vec<oxidepm_proto::Route>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT route FROM routes ORDER BY id")?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-        let mut out = Vec::new();
-        for r in rows {
-            let text = r?;
-            let route = match serde_json::from_str(&text) {
-                Ok(r) => r,
-                Err(source) => return Err(StoreError::Route { text, source }),
-            };
-            out.push(route);
-        }
-        Ok(out)
-    }
-
-    /// Adds a route; false when the same route is already there.
-    pub fn add_route(&self, route: &oxidepm_proto::Route) -> Result<bool> {
-        let text = serde_json::to_string(route).map_err(StoreError::Encode)?;
-        let n = self
-            .conn
-            .prepare_cached("INSERT OR IGNORE INTO routes (route) VALUES (?1)")?
-            .execute(params![text])?;
-        Ok(n == 1)
-    }
-
-    /// Removes a route; false when there was no such route.
-    pub fn remove_route(&self, route: &oxidepm_proto::Route) -> Result<bool> {
-        let text = serde_json::to_string(route).map_err(StoreError::Encode)?;
-        let n = self
-            .conn
-            .prepare_cached("DELETE FROM routes WHERE route = ?1")?
-            .execute(params![text])?;
-        Ok(n == 1)
-    }
+/// Writes an app's runtime columns through `conn` (a connection or a
+/// transaction).
+fn write_runtime(conn: &Connection, id: u64, rt: &RuntimeRow) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE apps SET desired = ?2, status = ?3, pid = ?4, pid_start = ?5, boot_id = ?6,
+         restarts = ?7, started_at = ?8, last_exit = ?9, run_id = ?10, stopped_by = ?11
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        id as i64,
+        rt.desired_running as i64,
+        rt.status.as_str(),
+        rt.pid.map(|p| p as i64),
+        rt.pid_start.map(|p| p as i64),
+        rt.boot_id,
+        rt.restarts as i64,
+        rt.started_at_ms,
+        rt.last_exit,
+        rt.run_id,
+        rt.stopped_by.map(Class::as_str),
+    ])?;
+    Ok(())
 }
 
 /// Bytes of an audit message or an event detail kept at most: what bounds

@@ -35,34 +35,39 @@ pub(super) fn prepare(conn: &Connection) -> rusqlite::Result<()> {
 impl Store {
     /// Records the session of a new run.
     pub fn add_session(&self, row: SessionRow, boot_id: &str) -> Result<()> {
-        self.conn
+        let r = self
+            .conn
             .prepare_cached(
                 "INSERT OR REPLACE INTO app_sessions (app_id, sid, leader_start, boot_id)
                  VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![
-                row.app_id as i64,
-                row.sid as i64,
-                row.leader_start as i64,
-                boot_id
-            ])?;
-        Ok(())
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    row.app_id as i64,
+                    row.sid as i64,
+                    row.leader_start as i64,
+                    boot_id
+                ])
+            });
+        self.noted(r, |h| h.dirty_sessions()).map(|_| ())
     }
 
     /// Forgets one session of an app.
     pub fn remove_session(&self, app_id: u64, sid: u32) -> Result<()> {
-        self.conn
-            .prepare_cached("DELETE FROM app_sessions WHERE app_id = ?1 AND sid = ?2")?
-            .execute(params![app_id as i64, sid as i64])?;
-        Ok(())
+        let r = self
+            .conn
+            .prepare_cached("DELETE FROM app_sessions WHERE app_id = ?1 AND sid = ?2")
+            .and_then(|mut s| s.execute(params![app_id as i64, sid as i64]));
+        self.noted(r, |h| h.dirty_sessions()).map(|_| ())
     }
 
     /// Forgets every session of an app.
     pub fn remove_sessions(&self, app_id: u64) -> Result<()> {
-        self.conn
-            .prepare_cached("DELETE FROM app_sessions WHERE app_id = ?1")?
-            .execute(params![app_id as i64])?;
-        Ok(())
+        let r = self
+            .conn
+            .prepare_cached("DELETE FROM app_sessions WHERE app_id = ?1")
+            .and_then(|mut s| s.execute(params![app_id as i64]));
+        self.noted(r, |h| h.dirty_sessions()).map(|_| ())
     }
 
     /// The sessions recorded in boot `boot_id`; those of earlier boots are

@@ -30,6 +30,7 @@ mod agents;
 mod members;
 mod select;
 mod stopping;
+pub mod storage;
 mod waiting;
 
 pub use members::{Members, Membership};
@@ -213,12 +214,21 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Writes an app's runtime state; a storage failure is logged, not fatal:
-    /// supervision goes on and the next change writes the state again.
+    /// Writes an app's runtime state. A failure does not stop supervision:
+    /// the store notes the app as owed and `storage` writes it again from
+    /// memory until it lands; a request that caused it answers `E_STORAGE`.
     pub fn persist(&self, id: u64) {
         if let Some(a) = self.apps.get(&id) {
-            if let Err(e) = self.store.save_runtime(id, &RuntimeRow::from(&a.rt)) {
-                log::error!("cannot save the state of {}: {e}", a.spec.name);
+            match self.store.save_runtime(id, &RuntimeRow::from(&a.rt)) {
+                Err(e) => log::error!(
+                    "cannot save the state of {} (kept in memory, retried): {e}",
+                    a.spec.name
+                ),
+                // A write into a deleted or replaced file succeeds, and is
+                // lost: check the file is still the one written.
+                Ok(()) => {
+                    self.store.check_file(false);
+                }
             }
         }
     }
@@ -238,7 +248,7 @@ impl Supervisor {
             .store
             .record_event(id, name, kind.as_str(), actor, detail)
         {
-            log::error!("cannot record event {kind} of {name}: {e}");
+            log::error!("cannot record event {kind} of {name} (kept in memory, retried): {e}");
         }
     }
 

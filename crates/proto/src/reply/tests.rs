@@ -33,6 +33,7 @@ fn answers_keep_their_shape() {
         protocol: 1,
         uptime_ms: 5,
         version: "0.1.0".into(),
+        warning: None,
     };
     assert_eq!(
         same_both_ways(&pong),

@@ -14,6 +14,7 @@ impl Daemon {
             protocol: oxidepm_proto::PROTOCOL_VERSION,
             uptime_ms: self.uptime_ms(),
             version: env!("CARGO_PKG_VERSION").into(),
+            warning: self.degraded(),
         }
     }
 }
