@@ -265,14 +265,21 @@ fn db_bytes(home: &Path) -> u64 {
         .sum()
 }
 
-/// Rows of the audit table, read with the `sqlite3` command.
+/// Rows of the audit table, read with the `sqlite3` command from a copy of
+/// the database and its write-ahead log (the daemon holds state.db
+/// exclusively).
 fn audit_rows(home: &Path) -> Option<u64> {
+    let copy = home.join("bench-audit-copy");
+    std::fs::create_dir_all(&copy).ok()?;
+    for f in ["state.db", "state.db-wal"] {
+        let _ = std::fs::copy(home.join(f), copy.join(f));
+    }
     let out = std::process::Command::new("sqlite3")
-        .arg(home.join("state.db"))
+        .arg(copy.join("state.db"))
         .arg("SELECT count(*) FROM audit")
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+        .output();
+    let _ = std::fs::remove_dir_all(&copy);
+    String::from_utf8_lossy(&out.ok()?.stdout).trim().parse().ok()
 }
 
 /// The pid of app `name`, from `status --json`.
