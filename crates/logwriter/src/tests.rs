@@ -15,16 +15,39 @@ fn rotated_path(path: &Path, i: u32) -> PathBuf {
 fn parse_stamp(ts: &str) -> u64 {
     let b = ts.as_bytes();
     assert_eq!(b.len(), 24, "{ts}");
-    for (i, c) in [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':'), (19, b'.'), (23, b'Z')] {
+    for (i, c) in [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+        (23, b'Z'),
+    ] {
         assert_eq!(b[i], c, "{ts}");
     }
     let n = |r: std::ops::Range<usize>| ts[r].parse::<u64>().unwrap();
     let (y, mo, d) = (n(0..4), n(5..7), n(8..10));
     assert!((1..=12).contains(&mo) && (1..=31).contains(&d), "{ts}");
     // Days since the epoch (valid for 1970..2100, no 2100 leap day).
-    let leaps = (1969..y).filter(|y| y % 4 == 0).count() as u64 - (1969..1972).filter(|y| y % 4 == 0).count() as u64;
-    let month_days = [31, 28 + u64::from(y % 4 == 0), 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    let days = (y - 1970) * 365 + leaps + month_days[..(mo - 1) as usize].iter().sum::<u64>() + d - 1;
+    let leaps = (1969..y).filter(|y| y % 4 == 0).count() as u64
+        - (1969..1972).filter(|y| y % 4 == 0).count() as u64;
+    let month_days = [
+        31,
+        28 + u64::from(y % 4 == 0),
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    let days =
+        (y - 1970) * 365 + leaps + month_days[..(mo - 1) as usize].iter().sum::<u64>() + d - 1;
     ((days * 24 + n(11..13)) * 60 + n(14..16)) * 60_000 + n(17..19) * 1000 + n(20..23)
 }
 
@@ -285,7 +308,10 @@ fn every_gap_adds_to_the_count() {
     let text = read(&path);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
-    assert!(lines[0][24..].starts_with(" … 29 bytes dropped between "), "{text}");
+    assert!(
+        lines[0][24..].starts_with(" … 29 bytes dropped between "),
+        "{text}"
+    );
     assert!(lines[1].ends_with(" two"), "{text}");
     let logs = oxidepm_sys::dir::Dir::open(&sub).unwrap();
     assert_eq!(read_total(&logs, "a.log.dropped".as_ref()), 35);

@@ -153,7 +153,11 @@ pub fn regain(logs_dir: &Path, daemon_exe: &Path) -> usize {
     let me = nix::unistd::geteuid().as_raw();
     let mut regained = 0;
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         if pid == std::process::id() {
