@@ -197,8 +197,7 @@ fn writer_config(pid: u32, logs_dir: &Path, uid: u32) -> Option<ShimConfig> {
     let argv: Vec<OsString> = cmdline
         .split(|&b| b == 0)
         .filter(|a| !a.is_empty())
-        .map(|a| std::os::unix::ffi::OsStrExt::from_bytes(a))
-        .map(|a: &std::ffi::OsStr| a.to_os_string())
+        .map(|a| <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(a).to_os_string())
         .collect();
     if argv.get(1).is_none_or(|a| a != MARKER) {
         return None;
