@@ -48,6 +48,10 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             kib(mean),
             kib(total)
         );
+        let maps = std::fs::read_to_string(format!("/proc/{first}/maps")).unwrap_or_default();
+        if maps.contains("/ld-linux") {
+            say!("  note: the writer is linked dynamically; scripts/static-logwriter.sh links it statically (smaller)");
+        }
         if writers.len() != n {
             say!(
                 "  note: expected {n} writers (one per app), found {}",

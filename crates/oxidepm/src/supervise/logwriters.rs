@@ -51,20 +51,25 @@ pub fn start(
     err_r: OwnedFd,
 ) -> io::Result<u32> {
     let program = writer_program(daemon_exe);
-    let keep = (out_r.try_clone()?, err_r.try_clone()?);
+    // The copies are a safeguard, not a condition: out of descriptors, the
+    // app is started as before, with a writer nobody replaces.
+    let copies = out_r.try_clone().and_then(|o| Ok((o, err_r.try_clone()?)));
     let pid = launch(&program, cfg, out_r, err_r)?;
-    match pidfd::open(pid) {
-        Ok(fd) => watch(
+    match copies.and_then(|c| Ok((c, pidfd::open(pid)?))) {
+        Ok(((out, err), fd)) => watch(
             Watched {
                 program,
                 cfg: cfg.clone(),
-                out: keep.0,
-                err: keep.1,
+                out,
+                err,
             },
             pid,
             fd,
         ),
-        Err(e) => log::warn!("cannot watch the log writer {pid} ({e}); it will not be replaced"),
+        Err(e) => log::warn!(
+            "cannot watch the log writer {pid} of {} ({e}); if it dies, its app dies at its next write",
+            cfg.out_path.display()
+        ),
     }
     Ok(pid)
 }
