@@ -129,6 +129,55 @@ fn a_stopped_app_leaves_no_writer_behind() {
     env.wait(20, "one writer", || writers(&env).len() == 1);
 }
 
+/// A directory holding links to the CLI and the daemon only (no
+/// `oxidepm-logwriter` beside them), removed on drop.
+struct BareInstall(PathBuf);
+
+impl BareInstall {
+    fn new() -> BareInstall {
+        let cli = bin("oxidepm");
+        // Beside the real binaries: hard links need the same file system.
+        let dir = cli
+            .parent()
+            .unwrap()
+            .join(format!("bare-install-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["oxidepm", "oxidepmd"] {
+            let _ = std::fs::remove_file(dir.join(name));
+            std::fs::hard_link(bin(name), dir.join(name)).unwrap();
+        }
+        BareInstall(dir)
+    }
+}
+
+impl Drop for BareInstall {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn without_the_writer_program_the_daemon_runs_the_same_writer_itself() {
+    let bare = BareInstall::new();
+    let env = Env::new();
+    // The daemon started by this CLI is the one beside it.
+    let out = std::process::Command::new(bare.0.join("oxidepm"))
+        .env("OXIDEPM_HOME", &env.home)
+        .arg("ping")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let pid = quiet_app(&env, "q");
+    let w = writers(&env);
+    assert_eq!(w.len(), 1, "{w:?}");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", w[0])).unwrap();
+    let argv0 = String::from_utf8_lossy(cmdline.split(|&b| b == 0).next().unwrap()).into_owned();
+    assert!(argv0.ends_with("/oxidepmd"), "{argv0}");
+    kill_the_writer(&env);
+    speak(&env, "q", 1);
+    assert_unharmed(&env, "q", pid);
+}
+
 /// A small tmpfs mounted over a directory for the life of the value.
 struct Tmpfs(PathBuf);
 
