@@ -11,4 +11,5 @@ need_packages redis-server:redis-server redis-cli:redis-tools curl:curl python3:
 need_python redis
 
 cargo build --release
+scripts/static-logwriter.sh
 exec examples/lanes-demo.sh

@@ -423,6 +423,10 @@ pub struct AppInfo {
     /// `sessions [<ids>]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
+    /// Bytes the app's logs lost to failed writes (disk full, I/O errors),
+    /// stdout and stderr together (`show` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_dropped_bytes: Option<u64>,
 }
 
 /// Checks an app name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with

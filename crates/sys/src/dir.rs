@@ -25,6 +25,12 @@ pub enum Access {
         /// Permission bits of a new file.
         mode: u32,
     },
+    /// Write from an empty file: truncate the entry, or create it with
+    /// `mode` (less the umask) if missing.
+    ReplaceCreate {
+        /// Permission bits of a new file.
+        mode: u32,
+    },
 }
 
 /// An open directory.
@@ -86,6 +92,10 @@ impl Dir {
             Access::WriteExisting => (OFlags::WRONLY, Mode::empty()),
             Access::AppendCreate { mode } => (
                 OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE,
+                Mode::from_raw_mode(mode),
+            ),
+            Access::ReplaceCreate { mode } => (
+                OFlags::WRONLY | OFlags::TRUNC | OFlags::CREATE,
                 Mode::from_raw_mode(mode),
             ),
         };

@@ -43,6 +43,18 @@ pub fn signal(pidfd: impl AsFd, sig: i32) -> io::Result<()> {
     Ok(rustix::process::pidfd_send_signal(pidfd, sig)?)
 }
 
+/// A duplicate of descriptor `target` of the process of `pidfd`
+/// (pidfd_getfd(2), Linux 5.6+), close-on-exec. Needs ptrace access to
+/// that process: the same user and, under Yama's `ptrace_scope` 1, an
+/// ancestor of it or CAP_SYS_PTRACE.
+pub fn get_fd(pidfd: impl AsFd, target: i32) -> io::Result<OwnedFd> {
+    Ok(rustix::process::pidfd_getfd(
+        pidfd,
+        target,
+        rustix::process::PidfdGetfdFlags::empty(),
+    )?)
+}
+
 /// Waits until the process of `pidfd` exits (its pidfd becomes readable).
 /// Fails at once when the descriptor cannot be watched by the runtime;
 /// must be called within a tokio runtime.
@@ -74,6 +86,29 @@ mod tests {
         child.wait().unwrap();
         assert!(!is_alive(&fd));
         assert!(open(0).is_err());
+    }
+
+    #[test]
+    fn takes_a_copy_of_a_childs_descriptor() {
+        use std::io::{Read, Write};
+        use std::process::Stdio;
+        // The child holds the read end of a pipe as its stdin; the copy
+        // taken from it reads what is written, as the child would.
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let fd = open(child.id()).unwrap();
+        let mut writer = child.stdin.take().unwrap();
+        let copy = get_fd(&fd, 0).unwrap();
+        writer.write_all(b"hi").unwrap();
+        let mut got = [0u8; 2];
+        std::fs::File::from(copy).read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hi");
+        assert!(get_fd(&fd, 999).is_err());
+        signal(&fd, libc::SIGKILL).unwrap();
+        child.wait().unwrap();
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -6,6 +6,7 @@ mod bridge;
 mod health;
 mod logs;
 mod logs_read;
+mod logwriter;
 mod memwatch;
 mod proxy;
 mod respawn;
@@ -130,6 +131,11 @@ pub const ALL: &[Scenario] = &[
         name: "proxy",
         about: "lane auth proxy vs direct Redis, redis-benchmark 50 clients, plain and -P 16",
         run: proxy::run,
+    },
+    Scenario {
+        name: "logwriter",
+        about: "PSS per log writer with N apps (target <= 100 KiB)",
+        run: logwriter::run,
     },
     Scenario {
         name: "siege",

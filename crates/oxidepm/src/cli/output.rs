@@ -311,6 +311,9 @@ impl Printer {
                 field("out log", out);
                 field("err log", err);
             }
+            if let Some(n) = a.log_dropped_bytes.filter(|n| *n > 0) {
+                field("log bytes dropped", n);
+            }
         }
     }
 

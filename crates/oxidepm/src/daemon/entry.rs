@@ -5,7 +5,6 @@ use crate::daemon::daemon_log::DaemonLog;
 use crate::daemon::{self, Options};
 use crate::paths::lock::{DaemonLock, LockError};
 use crate::paths::Home;
-use crate::supervise::logshim::{self, ShimConfig};
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -117,19 +116,11 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The log writer's code, run by the daemon's own program when
+/// `oxidepm-logwriter` is not installed beside it.
 fn run_shim(args: &[std::ffi::OsString]) -> ExitCode {
-    let cfg = match ShimConfig::from_args(args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("oxidepmd __logshim: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match logshim::run(&cfg) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("oxidepmd __logshim: {e}");
-            ExitCode::FAILURE
-        }
+    match oxidepm_logwriter::main_with_args(args) {
+        0 => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
     }
 }

@@ -242,6 +242,12 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");
     }
     tokio::spawn(reaper::run(sup.clone()));
+    // Writers started by an earlier daemon: watched again, so that their
+    // death is survived too.
+    let regained = crate::supervise::logwriters::regain(&home.logs_dir(), &shim_exe_path());
+    if regained > 0 {
+        log::info!("watching {regained} log writers started before this daemon");
+    }
     let resurrect = opts.resurrect || config.resurrect;
     let to_start = reaper::recover(&sup, resurrect);
     if !to_start.is_empty() {
@@ -389,4 +395,9 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     daemon.close_refusal_windows(true);
     log::info!("oxidepmd stopped");
     Ok(())
+}
+
+/// The daemon's own program (the log writers are found beside it).
+fn shim_exe_path() -> std::path::PathBuf {
+    std::env::current_exe().unwrap_or_default()
 }

@@ -224,6 +224,7 @@ impl App {
             spec,
             log_files,
             containment: None,
+            log_dropped_bytes: None,
         }
     }
 }

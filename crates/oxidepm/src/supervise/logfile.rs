@@ -6,7 +6,7 @@
 //! so nothing outside `logs/` is ever read, written, truncated or removed.
 
 use oxidepm_sys::dir::{Access, Dir};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -41,28 +41,17 @@ pub(crate) fn rotated_path(path: &Path, i: u32) -> PathBuf {
     PathBuf::from(rotated_name(path.as_os_str(), i))
 }
 
-/// `<name>.<i>`, the name of the i-th most recent rotated file.
-pub(crate) fn rotated_name(name: &OsStr, i: u32) -> OsString {
-    let mut s = name.to_os_string();
-    s.push(format!(".{i}"));
-    s
-}
+pub(crate) use oxidepm_logwriter::{rotated_name, split};
 
-/// A log's directory and its name in it.
-pub(crate) fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
-    match (path.parent(), path.file_name()) {
-        (Some(dir), Some(name)) => {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            Ok((dir, name))
-        }
-        _ => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} does not name a file in a directory", path.display()),
-        )),
+/// Bytes the log at `path` lost to failed writes (disk full, I/O errors),
+/// as its writer counted them in `<log>.dropped`; 0 when none or unknown.
+pub fn dropped_bytes(path: &Path) -> u64 {
+    let Ok((dir, name)) = split(path) else {
+        return 0;
+    };
+    match Dir::open(dir) {
+        Ok(dir) => oxidepm_logwriter::read_total(&dir, &oxidepm_logwriter::dropped_name(name)),
+        Err(_) => 0,
     }
 }
 
@@ -108,7 +97,9 @@ pub fn flush(path: &Path, keep_max: u32) -> io::Result<()> {
         Err(e) => Err(e),
     };
     let removed = remove_rotated(&dir, name, keep_max);
-    truncated.and(removed)
+    // The count of dropped bytes goes with the lines it was about.
+    let counter = ignore_missing(dir.remove(&oxidepm_logwriter::dropped_name(name)));
+    truncated.and(removed).and(counter)
 }
 
 /// Removes `<name>.1` … `<name>.<keep_max>` and any other `<name>.<number>`

@@ -9,6 +9,7 @@ mod error;
 pub mod health;
 pub mod logfile;
 pub mod logshim;
+pub mod logwriters;
 pub mod policy;
 pub mod procfs;
 pub mod reaper;

@@ -1,7 +1,7 @@
 //! Starting an app's process and its log shim, and signalling its process
 //! groups and recorded sessions (where no cgroup holds the app).
 
-use super::logshim::{ShimConfig, ERR_INPUT_FD};
+use super::logshim::ShimConfig;
 use super::procfs;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{Gid, Pid, Uid};
@@ -378,23 +378,15 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SpawnError::Pipe)
 }
 
+/// Starts the app's log writer on its pipes (the daemon keeps copies of
+/// the read ends and replaces the writer if it dies: `super::logwriters`).
 fn spawn_shim(
     exe: &Path,
     cfg: &ShimConfig,
     out_r: OwnedFd,
     err_r: OwnedFd,
 ) -> std::io::Result<u32> {
-    let mut cmd = Command::new(exe);
-    cmd.arg("__logshim")
-        .args(cfg.to_args())
-        .env_clear()
-        .stdin(Stdio::from(out_r))
-        .stdout(Stdio::null());
-    // `cmd` owns the read end from here: it is closed when `cmd` is dropped
-    // at the end of this function, after the spawn.
-    exec::own_session_with_fd(&mut cmd, err_r, ERR_INPUT_FD);
-    let child = cmd.spawn()?;
-    Ok(child.id())
+    super::logwriters::start(exe, cfg, out_r, err_r)
 }
 
 /// Sends `sig` to the process group `pgid`; false when the group is gone.

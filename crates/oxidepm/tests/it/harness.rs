@@ -13,7 +13,9 @@ use std::time::Duration;
 /// Path of one of the package's binaries.
 pub fn bin(name: &str) -> PathBuf {
     match name {
-        "oxidepm-lane-proxy" | "oxidepm-bridge" => oxidepm_testkit::workspace_bin(name, name),
+        "oxidepm-lane-proxy" | "oxidepm-bridge" | "oxidepm-logwriter" => {
+            oxidepm_testkit::workspace_bin(name, name)
+        }
         _ => assert_cmd::cargo::cargo_bin(name),
     }
 }
@@ -23,6 +25,7 @@ pub fn bin(name: &str) -> PathBuf {
 pub fn lane_binaries() {
     bin("oxidepm-lane-proxy");
     bin("oxidepm-bridge");
+    bin("oxidepm-logwriter");
 }
 
 /// One test's home, with its daemon; everything is stopped on drop.

@@ -13,6 +13,7 @@ mod lanes;
 mod lanes_security;
 mod lifecycle;
 mod logs_big;
+mod logwriter;
 mod ops;
 mod ops_limits;
 mod retention;

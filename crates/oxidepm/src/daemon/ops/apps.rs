@@ -4,7 +4,7 @@
 use crate::access::Caller;
 use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
-use crate::supervise::{control, lock};
+use crate::supervise::{control, lock, logfile};
 use oxidepm_proto::{Actor, AppAction, AppInfo, AppKind, AppSpec, Class, Defined, Stopped};
 
 /// Environment values are shown to humans only.
@@ -30,9 +30,11 @@ impl Daemon {
             .filter_map(|id| s.app(*id))
             .map(|a| {
                 let [o, e] = s.log_paths(&a.spec.name);
+                let dropped = logfile::dropped_bytes(&o) + logfile::dropped_bytes(&e);
                 let files = [o.display().to_string(), e.display().to_string()];
                 let mut info = a.info(true, reveal(caller), Some(files));
                 info.containment = s.containment_of(a.id);
+                info.log_dropped_bytes = Some(dropped);
                 info
             })
             .collect())

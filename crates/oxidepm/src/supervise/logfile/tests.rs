@@ -93,6 +93,30 @@ fn flush_empties_a_log_and_removes_its_rotations() {
     assert!(other.exists() && kept.exists());
 }
 
+#[test]
+fn dropped_bytes_are_read_from_the_writers_count_and_flushed_with_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.log");
+    assert_eq!(dropped_bytes(&path), 0);
+    fs::write(dir.path().join("a.log.dropped"), "1234\n").unwrap();
+    assert_eq!(dropped_bytes(&path), 1234);
+    // Anything but a number is no count, never an error.
+    fs::write(dir.path().join("a.log.dropped"), "x".repeat(100)).unwrap();
+    assert_eq!(dropped_bytes(&path), 0);
+    // A link in its place is not followed.
+    let elsewhere = dir.path().join("elsewhere");
+    fs::write(&elsewhere, "99\n").unwrap();
+    fs::remove_file(dir.path().join("a.log.dropped")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.path().join("a.log.dropped")).unwrap();
+    assert_eq!(dropped_bytes(&path), 0);
+    fs::remove_file(dir.path().join("a.log.dropped")).unwrap();
+    fs::write(dir.path().join("a.log.dropped"), "7\n").unwrap();
+    flush(&path, 3).unwrap();
+    assert_eq!(dropped_bytes(&path), 0);
+    assert!(!dir.path().join("a.log.dropped").exists());
+    assert_eq!(fs::read_to_string(&elsewhere).unwrap(), "99\n");
+}
+
 fn wait_for(mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ok() {

@@ -1,8 +1,55 @@
 use super::*;
-use crate::supervise::logfile::rotated_path;
+use std::ffi::OsString;
 use std::fs;
-use std::io::Cursor;
+use std::io::{Cursor, Write};
 use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::thread;
+
+fn rotated_path(path: &Path, i: u32) -> PathBuf {
+    PathBuf::from(rotated_name(path.as_os_str(), i))
+}
+
+/// Milliseconds since the epoch of an RFC 3339 UTC time as the writer
+/// formats it, checked field by field.
+fn parse_stamp(ts: &str) -> u64 {
+    let b = ts.as_bytes();
+    assert_eq!(b.len(), 24, "{ts}");
+    for (i, c) in [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+        (23, b'Z'),
+    ] {
+        assert_eq!(b[i], c, "{ts}");
+    }
+    let n = |r: std::ops::Range<usize>| ts[r].parse::<u64>().unwrap();
+    let (y, mo, d) = (n(0..4), n(5..7), n(8..10));
+    assert!((1..=12).contains(&mo) && (1..=31).contains(&d), "{ts}");
+    // Days since the epoch (valid for 1970..2100, no 2100 leap day).
+    let leaps = (1969..y).filter(|y| y % 4 == 0).count() as u64
+        - (1969..1972).filter(|y| y % 4 == 0).count() as u64;
+    let month_days = [
+        31,
+        28 + u64::from(y % 4 == 0),
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    let days =
+        (y - 1970) * 365 + leaps + month_days[..(mo - 1) as usize].iter().sum::<u64>() + d - 1;
+    ((days * 24 + n(11..13)) * 60 + n(14..16)) * 60_000 + n(17..19) * 1000 + n(20..23)
+}
 
 fn read(path: &Path) -> String {
     String::from_utf8(fs::read(path).unwrap()).unwrap()
@@ -27,14 +74,14 @@ fn pieces(data: &[u8], size: usize) -> impl Read + '_ {
 #[test]
 fn args_round_trip() {
     for timestamps in [true, false] {
-        let cfg = ShimConfig {
+        let cfg = WriterConfig {
             out_path: "/l/a b-out.log".into(),
             err_path: "/l/a b-err.log".into(),
             timestamps,
             max_bytes: 10 << 20,
             keep: 7,
         };
-        assert_eq!(ShimConfig::from_args(&cfg.to_args()).unwrap(), cfg);
+        assert_eq!(WriterConfig::from_args(&cfg.to_args()).unwrap(), cfg);
     }
     for bad in [
         "--out a --err b --max-bytes 1",
@@ -44,7 +91,7 @@ fn args_round_trip() {
         "--out",
     ] {
         let args: Vec<OsString> = bad.split(' ').map(OsString::from).collect();
-        assert!(ShimConfig::from_args(&args).is_err(), "{bad}");
+        assert!(WriterConfig::from_args(&args).is_err(), "{bad}");
     }
 }
 
@@ -59,10 +106,9 @@ fn timestamps_format() {
     for (line, want) in lines.iter().zip(["hello", "", "world"]) {
         let (ts, rest) = line.split_at(24);
         assert_eq!(rest, format!(" {want}"));
-        let t = chrono::DateTime::parse_from_rfc3339(ts).unwrap().to_utc();
-        // Round-trips exactly: UTC, `Z`, three fraction digits.
-        assert_eq!(t.to_rfc3339_opts(SecondsFormat::Millis, true), ts);
-        assert!((Utc::now() - t).num_seconds().abs() < 60);
+        // UTC, `Z`, three fraction digits, and now.
+        let t = parse_stamp(ts);
+        assert!(stamp::now_ms().abs_diff(t) < 60_000, "{ts}");
     }
     assert!(text.ends_with("world\n"));
 }
@@ -224,7 +270,51 @@ fn write_errors_do_not_stop_the_shim() {
         }
     });
     copy_stream(input, &path, false, 1000, 2).unwrap();
-    assert_eq!(read(&path), "kept\n");
+    // The gap is told where it was, and counted next to the log.
+    let text = read(&path);
+    let (marker, rest) = text.split_once('\n').unwrap();
+    assert_eq!(rest, "kept\n");
+    let (head, why) = marker.split_once(": ").unwrap();
+    assert_eq!(why, "No such file or directory");
+    let words: Vec<&str> = head.split(' ').collect();
+    assert_eq!(words[..4], ["…", "5", "bytes", "dropped"], "{marker}");
+    assert!(parse_stamp(words[5]) <= parse_stamp(words[7]), "{marker}");
+    let counter = sub.join("a.log.dropped");
+    assert_eq!(read(&counter), "5\n");
+}
+
+#[test]
+fn every_gap_adds_to_the_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("logs");
+    let path = sub.join("a.log");
+    // An earlier writer of this log lost 6 bytes; this one loses a line:
+    // 29 bytes as the log would have held it, timestamp included.
+    let mut reads = 0;
+    let input = FnReader(|| {
+        reads += 1;
+        match reads {
+            1 => b"one\n".to_vec(),
+            2 => {
+                fs::create_dir(&sub).unwrap();
+                fs::write(sub.join("a.log.dropped"), "6\n").unwrap();
+                b"two\n".to_vec()
+            }
+            _ => Vec::new(),
+        }
+    });
+    copy_stream(input, &path, true, 0, 0).unwrap();
+    assert_eq!(read(&sub.join("a.log.dropped")), "35\n");
+    let text = read(&path);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0][24..].starts_with(" … 29 bytes dropped between "),
+        "{text}"
+    );
+    assert!(lines[1].ends_with(" two"), "{text}");
+    let logs = oxidepm_sys::dir::Dir::open(&sub).unwrap();
+    assert_eq!(read_total(&logs, "a.log.dropped".as_ref()), 35);
 }
 
 #[test]
@@ -239,7 +329,7 @@ fn throughput() {
     let len = fs::metadata(&path).unwrap().len();
     assert_eq!(len, (lines * (100 + 25)) as u64);
     println!(
-        "logshim: {lines} lines in {secs:.3}s, {:.0}/s",
+        "log writer: {lines} lines in {secs:.3}s, {:.0}/s",
         lines as f64 / secs
     );
 }

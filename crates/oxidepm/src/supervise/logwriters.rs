@@ -1,0 +1,238 @@
+//! The daemon's side of the log writers: starting them, and keeping an
+//! app's pipes read whatever happens to its writer.
+//!
+//! The writer, not the daemon, reads an app's stdout and stderr pipes, so
+//! that the app keeps logging while no daemon runs. The daemon keeps a
+//! copy of both read ends and a pidfd of the writer: when the writer dies
+//! (`kill -9`, a crash) while any process still holds a write end of the
+//! app's pipes, a new writer is started on the same pipes with the same
+//! configuration. Meanwhile the daemon's copies keep the pipes open, so the
+//! app never gets SIGPIPE or EPIPE; at worst it blocks on a full pipe until
+//! the new writer drains it.
+//!
+//! After a daemon restart, `regain` finds the writers of this home by
+//! scanning `/proc` once (the writer's first argument is
+//! `oxidepm_logwriter::MARKER`, its `--out` and `--err` name files in the
+//! home's logs directory, it runs as the daemon's user) and takes copies of
+//! their read ends with `pidfd_getfd` (the daemon, as the same user or
+//! root, has ptrace access to them), so the next writer death is survived
+//! too. Nothing is stored: the writers themselves are the record.
+//!
+//! With no daemon running, a writer that dies cannot be replaced (the app
+//! then fails at its next write, as before the daemon kept copies).
+
+use super::logshim::{ShimConfig, ERR_INPUT_FD, MARKER};
+use oxidepm_sys::{exec, pidfd};
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The program a writer runs: `oxidepm-logwriter` installed beside the
+/// daemon, else the daemon's own program (which runs the same code).
+pub fn writer_program(daemon_exe: &Path) -> PathBuf {
+    daemon_exe
+        .parent()
+        .map(|d| d.join(oxidepm_logwriter::PROGRAM))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| daemon_exe.to_path_buf())
+}
+
+/// Starts a writer for `cfg` reading `out_r` (the app's stdout pipe) and
+/// `err_r` (its stderr pipe), and watches it: if it dies while the app's
+/// pipes still have a writer, another is started in its place. Returns
+/// the writer's pid.
+pub fn start(
+    daemon_exe: &Path,
+    cfg: &ShimConfig,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+) -> io::Result<u32> {
+    let program = writer_program(daemon_exe);
+    // The copies are a safeguard, not a condition: out of descriptors, the
+    // app is started as before, with a writer nobody replaces.
+    let copies = out_r.try_clone().and_then(|o| Ok((o, err_r.try_clone()?)));
+    let pid = launch(&program, cfg, out_r, err_r)?;
+    match copies.and_then(|c| Ok((c, pidfd::open(pid)?))) {
+        Ok(((out, err), fd)) => watch(
+            Watched {
+                program,
+                cfg: cfg.clone(),
+                out,
+                err,
+            },
+            pid,
+            fd,
+        ),
+        Err(e) => log::warn!(
+            "cannot watch the log writer {pid} of {} ({e}); if it dies, its app dies at its next write",
+            cfg.out_path.display()
+        ),
+    }
+    Ok(pid)
+}
+
+/// Starts the writer process itself.
+fn launch(program: &Path, cfg: &ShimConfig, out_r: OwnedFd, err_r: OwnedFd) -> io::Result<u32> {
+    let mut cmd = Command::new(program);
+    cmd.arg(MARKER)
+        .args(cfg.to_args())
+        .env_clear()
+        .stdin(Stdio::from(out_r))
+        .stdout(Stdio::null());
+    // `cmd` owns the read end from here: it is closed when `cmd` is dropped
+    // at the end of this function, after the spawn.
+    exec::own_session_with_fd(&mut cmd, err_r, ERR_INPUT_FD);
+    Ok(cmd.spawn()?.id())
+}
+
+/// A writer's pipes and how to start another on them.
+struct Watched {
+    program: PathBuf,
+    cfg: ShimConfig,
+    /// The daemon's copies of the read ends (close-on-exec).
+    out: OwnedFd,
+    err: OwnedFd,
+}
+
+/// Watches writer `pid` (through `fd`) until it exits, then replaces it
+/// while the app's pipes are written to.
+fn watch(w: Watched, pid: u32, fd: OwnedFd) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        // Outside the daemon's runtime (a tool, a test): nothing to watch with.
+        return;
+    };
+    rt.spawn(async move {
+        let (mut pid, mut fd) = (pid, fd);
+        loop {
+            if let Err(e) = pidfd::exited(fd).await {
+                log::warn!("cannot watch the log writer {pid} ({e}); it will not be replaced");
+                return;
+            }
+            loop {
+                // Every write end closed: the app and all its processes
+                // are gone, and the writer ended at EOF (or died with them).
+                if oxidepm_sys::poll::hung_up(&w.out) && oxidepm_sys::poll::hung_up(&w.err) {
+                    return;
+                }
+                match relaunch(&w) {
+                    Ok((new_pid, new_fd)) => {
+                        log::warn!(
+                            "the log writer {pid} of {} died while its app runs; started {new_pid} on the same pipes",
+                            w.cfg.out_path.display()
+                        );
+                        (pid, fd) = (new_pid, new_fd);
+                        break;
+                    }
+                    Err(e) => {
+                        // The copies stay open meanwhile: the app blocks
+                        // on a full pipe at worst, and never dies of it.
+                        log::error!(
+                            "cannot replace the log writer of {}: {e}; retrying in a second",
+                            w.cfg.out_path.display()
+                        );
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Starts another writer on the watched pipes.
+fn relaunch(w: &Watched) -> io::Result<(u32, OwnedFd)> {
+    let pid = launch(&w.program, &w.cfg, w.out.try_clone()?, w.err.try_clone()?)?;
+    Ok((pid, pidfd::open(pid)?))
+}
+
+/// Finds the live writers of the logs in `logs_dir` (started by an earlier
+/// daemon) and watches them as `start` does, with copies of their read
+/// ends taken from them. Returns how many were regained.
+pub fn regain(logs_dir: &Path, daemon_exe: &Path) -> usize {
+    let program = writer_program(daemon_exe);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    let mut regained = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Some(cfg) = writer_config(pid, logs_dir, me) else {
+            continue;
+        };
+        match take_pipes(pid, logs_dir, me, &cfg) {
+            Ok(Some((fd, out, err))) => {
+                let w = Watched {
+                    program: program.clone(),
+                    cfg,
+                    out,
+                    err,
+                };
+                watch(w, pid, fd);
+                regained += 1;
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!(
+                "cannot take over the pipes of the log writer {pid} ({e}); if it dies, its app dies at its next write"
+            ),
+        }
+    }
+    regained
+}
+
+/// The configuration of process `pid` if it is a writer of `logs_dir`
+/// running as user `uid`.
+fn writer_config(pid: u32, logs_dir: &Path, uid: u32) -> Option<ShimConfig> {
+    let meta = std::fs::metadata(format!("/proc/{pid}")).ok()?;
+    if meta.uid() != uid {
+        return None;
+    }
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let argv: Vec<OsString> = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(a).to_os_string())
+        .collect();
+    if argv.get(1).is_none_or(|a| a != MARKER) {
+        return None;
+    }
+    let cfg = ShimConfig::from_args(&argv[2..]).ok()?;
+    let ours = |p: &Path| p.parent() == Some(logs_dir);
+    (ours(&cfg.out_path) && ours(&cfg.err_path)).then_some(cfg)
+}
+
+/// A pidfd of writer `pid` and copies of its two read ends; None when the
+/// pid no longer names the writer that was found.
+fn take_pipes(
+    pid: u32,
+    logs_dir: &Path,
+    uid: u32,
+    cfg: &ShimConfig,
+) -> io::Result<Option<(OwnedFd, OwnedFd, OwnedFd)>> {
+    let fd = pidfd::open(pid)?;
+    // Looked at again with the pidfd held: a pid reused in between is
+    // never taken for the writer.
+    if writer_config(pid, logs_dir, uid).as_ref() != Some(cfg) {
+        return Ok(None);
+    }
+    let out = pidfd::get_fd(&fd, 0)?;
+    let err = pidfd::get_fd(&fd, ERR_INPUT_FD)?;
+    for (name, p) in [("stdout", &out), ("stderr", &err)] {
+        let meta = std::fs::File::from(p.try_clone()?).metadata()?;
+        if !meta.file_type().is_fifo() {
+            return Err(io::Error::other(format!("its {name} input is not a pipe")));
+        }
+    }
+    Ok(Some((fd, out, err)))
+}
