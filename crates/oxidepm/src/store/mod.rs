@@ -4,6 +4,7 @@
 //! and a boot never starts from an empty list.
 
 mod retention;
+mod runs;
 mod schema;
 mod sessions;
 
@@ -274,21 +275,6 @@ impl Store {
                 rt.stopped_by.map(Class::as_str),
             ])?;
         Ok(())
-    }
-
-    /// Records the start of a run and returns its id.
-    pub fn start_run(&self, app_id: u64, pid: u32, actor: &Actor) -> Result<i64> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO runs (app_id, pid, started_at, actor) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![
-                app_id as i64,
-                pid as i64,
-                now_ms(),
-                actor.to_string()
-            ])?;
-        Ok(self.conn.last_insert_rowid())
     }
 
     /// Records the end of a run.
