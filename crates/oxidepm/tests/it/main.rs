@@ -15,6 +15,7 @@ mod lifecycle;
 mod logs_big;
 mod ops;
 mod ops_limits;
+mod recovery;
 mod retention;
 mod routes;
 mod supervision;
