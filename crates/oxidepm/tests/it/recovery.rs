@@ -117,7 +117,7 @@ fn exactly_one_process_per_app(env: &Env, n: usize) {
 fn a_daemon_killed_in_the_middle_of_a_500_app_start_leaves_no_orphan() {
     let env = Env::new();
     let file = app_file(&env, 500);
-    env.daemon_pid();
+    let daemon = env.daemon_pid();
     let mut start = env
         .cmd()
         .args(["start", &file])
@@ -125,10 +125,17 @@ fn a_daemon_killed_in_the_middle_of_a_500_app_start_leaves_no_orphan() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // The daemon's children (apps and their log writers), read often: the
+    // kill must land while it forks.
+    let children = format!("/proc/{daemon}/task/{daemon}/children");
     env.wait(120, "a part of the apps to be started", || {
-        marked(&env).len() >= 100
+        read(std::path::Path::new(&children))
+            .split_whitespace()
+            .count()
+            >= 100
     });
-    kill_daemon(&env);
+    kill(daemon, libc::SIGKILL);
+    env.wait(10, "the daemon to die", || !alive(daemon));
     let _ = start.wait();
     let before = marked(&env);
     assert!(
