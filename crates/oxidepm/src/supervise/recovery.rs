@@ -204,10 +204,12 @@ pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
 /// SIGKILL after the app's `kill_timeout`. Each process is pinned by a
 /// pidfd and checked to be the process scanned before it is signalled.
 fn stop_runs(s: &mut Supervisor, id: Option<u64>, runs: Vec<RunGroup>, why: &str) {
+    if runs.is_empty() {
+        return;
+    }
     let grace = id.and_then(|id| s.app(id)).map_or(ORPHAN_GRACE, |a| {
         Duration::from_millis(a.spec.kill_timeout_ms)
     });
-    let leaves = s.run_leaves();
     for run in runs {
         let main = run.main().pid;
         let name = run.marker.as_ref().map_or("?", |m| m.name.as_str());
@@ -217,11 +219,7 @@ fn stop_runs(s: &mut Supervisor, id: Option<u64>, runs: Vec<RunGroup>, why: &str
             s.event(id, EventKind::Stopped, &Actor::system("recovery"), &detail);
         }
         signal(&run.procs, Signal::SIGTERM);
-        let dir = run
-            .leaf
-            .as_ref()
-            .and_then(|l| leaves.iter().find(|(p, _)| p == l))
-            .map(|(_, d)| d.clone());
+        let dir = run.leaf.as_deref().and_then(|l| s.leaf_dir(l));
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
             signal(&run.procs, Signal::SIGKILL);

@@ -81,7 +81,13 @@ fn daemon_with_limit(env: &Env, soft: u64, hard: u64) {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let log = read(&env.home.join("daemon.log"));
+    let tail: Vec<&str> = log.lines().rev().take(15).collect();
+    assert!(
+        o.status.success(),
+        "{}\n{tail:#?}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     env.wait(30, "the daemon to answer", || {
         std::os::unix::net::UnixStream::connect(env.home.join("daemon.sock")).is_ok()
             && env.raw("daemon.sock").call(json!({"id": 1, "op": "ping"}))["ok"]

@@ -60,6 +60,11 @@ impl Supervisor {
         out
     }
 
+    /// The directory of cgroup leaf `leaf`, where cgroups are in force.
+    pub fn leaf_dir(&self, leaf: &str) -> Option<PathBuf> {
+        self.containment.cgroups().map(|cg| cg.dir(leaf))
+    }
+
     /// Keeps `o` until an app of its name is started. Returns the orphan of
     /// the same name it replaces (the older run), which the caller stops.
     pub fn keep_orphan(&mut self, o: Orphan) -> Option<Orphan> {
