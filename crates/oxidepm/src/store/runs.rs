@@ -14,13 +14,11 @@ impl Store {
     /// known yet) and the app's runtime `rt` (pointing at that run, which
     /// this sets), in one transaction. Returns the run's id.
     pub fn begin_run(&self, app_id: u64, actor: &Actor, rt: &mut RuntimeRow) -> Result<i64> {
-        // Inside a batch, what the batch wrote so far is committed first:
-        // the intent must be on disk before the fork, batch or not.
+        // The intent must be committed before the fork, batch or not:
+        // inside a batch it is committed with what the batch wrote so far
+        // (one commit per start), and the batch goes on after it.
         let in_batch = !self.conn.is_autocommit();
-        if in_batch {
-            self.conn.execute_batch("COMMIT")?;
-        }
-        let run = self.in_transaction(|s| {
+        let write = |s: &Store, rt: &mut RuntimeRow| -> Result<i64> {
             s.conn
                 .prepare_cached(
                     "INSERT INTO runs (app_id, pid, started_at, actor) VALUES (?1, NULL, ?2, ?3)",
@@ -30,10 +28,17 @@ impl Store {
             rt.run_id = Some(run);
             s.save_runtime(app_id, rt)?;
             Ok(run)
-        });
-        if in_batch {
-            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        };
+        if !in_batch {
+            return self.in_transaction(|s| write(s, rt));
         }
+        let run = write(self, rt);
+        let committed = self.conn.execute_batch("COMMIT");
+        if committed.is_err() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        committed?;
         run
     }
 

@@ -26,7 +26,33 @@ impl Error {
     }
 }
 
+/// The state writes of one request, committed together when this is
+/// dropped (see [`Supervisor::batch`]).
+pub struct Batch {
+    shared: super::Shared,
+    began: bool,
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        super::lock(&self.shared).store.end_batch(self.began);
+    }
+}
+
 impl Supervisor {
+    /// Opens a batch of state writes for a request that changes many apps
+    /// (define, start): one commit instead of one per write; a start's
+    /// intent is still committed before its fork. Must be dropped with the
+    /// supervisor unlocked, and no task may run while it is open (the
+    /// request holds it across no `.await`).
+    pub fn batch(shared: &super::Shared) -> Batch {
+        let began = super::lock(shared).store.begin_batch();
+        Batch {
+            shared: shared.clone(),
+            began,
+        }
+    }
+
     /// Writes the intent to start app `id` (a run without a pid yet, the app
     /// `starting` and wanted running) and returns the run's id. Committed
     /// before the fork: a daemon killed after the fork leaves a record that
