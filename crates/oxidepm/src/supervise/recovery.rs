@@ -8,8 +8,9 @@
 //!   adopted; any other run of the app is a second copy and is stopped;
 //! * an app whose recorded process is gone (or was never recorded: the
 //!   daemon died between the fork and writing the pid) adopts its newest
-//!   live run when it is wanted running, and its other runs are stopped;
-//!   runs of an app not wanted running are stopped;
+//!   live run that is not the dead one's when it is wanted running, and its
+//!   other runs are stopped; what the dead run left goes with it (as after
+//!   any exit); runs of an app not wanted running are stopped;
 //! * a run whose marker names an app this state does not know (state.db
 //!   was lost) is kept running as an orphan, by app name, and the first
 //!   start of an app of that name adopts it; a second run of the same
@@ -73,9 +74,11 @@ pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
     };
     let mut of_app: HashMap<u64, Vec<RunGroup>> = HashMap::new();
     let mut orphans: BTreeMap<String, Vec<RunGroup>> = BTreeMap::new();
+    let mut unknown_ids = None;
     for g in runs {
         match g.owner(&known) {
-            Owner::Current(_) | Owner::Unknown => {}
+            Owner::Current(_) => {}
+            Owner::Unknown => unknown_ids = unknown_ids.max(g.leaf_app),
             Owner::App(id) => of_app.entry(id).or_default().push(g),
             Owner::Orphan(name) => orphans.entry(name).or_default().push(g),
         }
@@ -90,6 +93,13 @@ pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
         .collect();
     {
         let mut s = lock(shared);
+        if let Some(id) = unknown_ids {
+            // Unmarked processes in the cgroup of an app id this state does
+            // not know: no new app may be given that cgroup.
+            if let Err(e) = s.store.reserve_app_ids(id) {
+                log::error!("cannot reserve app id {id}: {e}");
+            }
+        }
         for (name, mut runs) in orphans {
             runs.sort_by_key(RunGroup::order);
             if alive.contains(name.as_str()) {
@@ -146,17 +156,27 @@ pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
         let wanted = rt.desired_running
             && rt.status != Status::Stopping
             && (was_running || (resurrect && rt.status == Status::Stopped));
-        if wanted && !others.is_empty() {
-            let mut others = others;
-            others.sort_by_key(RunGroup::order);
-            let newest = others.pop().expect("not empty");
+        // What a run whose recorded main process died left behind goes
+        // with it (as after any exit); a run the state has no pid for (the
+        // daemon died between its fork and the pid's write), or a newer
+        // one, is the app's live process.
+        let dead_run = rt.pid.and(rt.run_id);
+        let (mut live, left): (Vec<RunGroup>, Vec<RunGroup>) = others.into_iter().partition(|g| {
+            g.marker.as_ref().is_some_and(|m| {
+                m.app == id && Some(m.run) != dead_run && rt.run_id.is_none_or(|r| m.run >= r)
+            })
+        });
+        stop_runs(&mut s, Some(id), left, "left by a run that ended");
+        if wanted && !live.is_empty() {
+            live.sort_by_key(RunGroup::order);
+            let newest = live.pop().expect("not empty");
             let main = *newest.main();
             let run = newest
                 .marker
                 .as_ref()
                 .filter(|m| m.app == id)
                 .map(|m| m.run);
-            stop_runs(&mut s, Some(id), others, "a second copy");
+            stop_runs(&mut s, Some(id), live, "a second copy");
             s.adopt_run(
                 id,
                 main,
@@ -168,7 +188,7 @@ pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
             watch_adopted(shared.clone(), id, main.pid, main.start_ticks);
             continue;
         }
-        stop_runs(&mut s, Some(id), others, "not wanted running");
+        stop_runs(&mut s, Some(id), live, "not wanted running");
         if was_running {
             // Gone while no daemon ran (or the pid now names another
             // process): a crash, unless it was being stopped.

@@ -65,9 +65,13 @@ fn app_file(env: &Env, n: usize) -> String {
 
 /// Kills the daemon outright and waits until it is gone.
 fn kill_daemon(env: &Env) {
-    let pid = env.daemon_pid();
+    let lock = env.home.join("daemon.lock");
+    let pid: u32 = read(&lock).trim().parse().expect("a daemon runs");
     kill(pid, libc::SIGKILL);
-    env.wait(10, "the daemon to die", || !alive(pid));
+    // Gone, and its lock free for the next one.
+    env.wait(30, "the daemon to die", || {
+        !alive(pid) && std::fs::File::open(&lock).is_ok_and(|f| f.try_lock().is_ok())
+    });
 }
 
 /// Starts a daemon for the home under `prlimit --nofile=soft:hard`.
