@@ -50,6 +50,16 @@ fn sweep(env: &Env) {
     }
 }
 
+/// Kills the home's marked processes when a test ends, failed or not
+/// (orphans are no daemon's to stop).
+struct Sweep<'a>(&'a Env);
+
+impl Drop for Sweep<'_> {
+    fn drop(&mut self) {
+        sweep(self.0);
+    }
+}
+
 /// Writes an app file of `n` sleeping apps.
 fn app_file(env: &Env, n: usize) -> String {
     let mut text = String::new();
@@ -126,6 +136,7 @@ fn exactly_one_process_per_app(env: &Env, n: usize) {
 #[test]
 fn a_daemon_killed_in_the_middle_of_a_500_app_start_leaves_no_orphan() {
     let env = Env::new();
+    let _sweep = Sweep(&env);
     let file = app_file(&env, 500);
     let daemon = env.daemon_pid();
     let mut start = env
@@ -170,6 +181,7 @@ fn a_daemon_killed_in_the_middle_of_a_500_app_start_leaves_no_orphan() {
 #[test]
 fn a_lost_state_db_does_not_duplicate_the_apps_it_ran() {
     let env = Env::new();
+    let _sweep = Sweep(&env);
     let file = app_file(&env, 20);
     env.ok(&["start", &file]);
     env.wait(60, "every app online", || {
@@ -203,6 +215,7 @@ fn a_lost_state_db_does_not_duplicate_the_apps_it_ran() {
 #[test]
 fn a_second_copy_of_a_running_app_is_stopped_at_start() {
     let env = Env::new();
+    let _sweep = Sweep(&env);
     env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
     env.ok(&["start", "--name", "idle", "--", "sleep", "100000"]);
     env.ok(&["stop", "idle"]);
@@ -277,6 +290,7 @@ impl Drop for Reparented {
 #[test]
 fn at_a_low_fd_limit_a_daemon_restart_adopts_every_app_and_kills_none() {
     let env = Env::new();
+    let _sweep = Sweep(&env);
     let n = 1100;
     let file = app_file(&env, n);
     // The usual host: soft 1024, a higher hard limit.
@@ -311,6 +325,7 @@ fn at_a_low_fd_limit_a_daemon_restart_adopts_every_app_and_kills_none() {
 #[test]
 fn an_emfile_during_a_restart_is_retried() {
     let env = Env::new();
+    let _sweep = Sweep(&env);
     env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
     let pid = env.pid("web");
     let daemon = env.daemon_pid();
