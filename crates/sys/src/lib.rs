@@ -15,6 +15,7 @@
 //! * [`exec`] — what a child does between fork and exec;
 //! * [`spawn`] — a child born inside a cgroup (`clone3`);
 //! * [`fd`] — descriptors inherited across exec;
+//! * [`fdlimit`] — the limit on open descriptors (RLIMIT_NOFILE);
 //! * [`activation`] — sockets inherited from systemd (`LISTEN_FDS`);
 //! * [`umask`] — a umask that lasts for a scope;
 //! * [`flock`] — advisory whole-file locks;
@@ -31,6 +32,7 @@ pub mod cnproc;
 pub mod dir;
 pub mod exec;
 pub mod fd;
+pub mod fdlimit;
 pub mod flock;
 pub mod ids;
 pub mod peer;

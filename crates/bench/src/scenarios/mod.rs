@@ -13,6 +13,7 @@ mod respawn;
 mod rss;
 pub mod siege;
 mod start;
+mod start1000;
 mod status;
 
 use crate::report::Row;
@@ -95,6 +96,11 @@ pub const ALL: &[Scenario] = &[
         name: "start100",
         about: "start N apps from one TOML file with the daemon running",
         run: start::run,
+    },
+    Scenario {
+        name: "start1000",
+        about: "start 1,000 apps from one TOML file with the daemon running (target <= 1 s)",
+        run: start1000::run,
     },
     Scenario {
         name: "logs",

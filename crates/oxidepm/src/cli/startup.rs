@@ -57,6 +57,9 @@ KillMode=process\n\
 # The daemon makes one cgroup per app under its own (no controllers needed):\n\
 # membership that no fork or re-parenting escapes, see `oxidepm whoami`.\n\
 Delegate=yes\n\
+# Each app costs the daemon a few descriptors (pidfds of adopted apps, pipes\n\
+# while starting); the daemon also raises its soft limit to the hard one.\n\
+LimitNOFILE=524288\n\
 Restart=on-failure\n\
 RestartSec=1\n\
 TimeoutStopSec=120\n\

@@ -203,6 +203,7 @@ pub enum StartError {
 /// Runs the daemon in the foreground until `kill` or SIGTERM/SIGINT.
 pub fn run(opts: Options, lock: DaemonLock) -> Result<(), StartError> {
     let config = Config::load(&opts.home.config())?;
+    raise_fd_limit();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -210,6 +211,21 @@ pub fn run(opts: Options, lock: DaemonLock) -> Result<(), StartError> {
     let result = rt.block_on(serve(opts, config));
     drop(lock);
     result
+}
+
+/// Raises the soft limit on open descriptors to the hard one: each adopted
+/// app holds a pidfd, and a start needs pipes, so the usual soft limit of
+/// 1024 is reached with a thousand apps. What is left low is said in
+/// daemon.log; supervision then degrades (polling) but never kills.
+fn raise_fd_limit() {
+    match oxidepm_sys::fdlimit::raise_to_hard() {
+        Ok(l) => log::info!(
+            "open descriptors: soft limit {}, hard limit {}",
+            l.soft.map_or("unlimited".into(), |n| n.to_string()),
+            l.hard.map_or("unlimited".into(), |n| n.to_string())
+        ),
+        Err(e) => log::warn!("cannot raise the limit on open descriptors: {e}"),
+    }
 }
 
 async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
@@ -249,7 +265,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         log::info!("watching {regained} log writers started before this daemon");
     }
     let resurrect = opts.resurrect || config.resurrect;
-    let to_start = reaper::recover(&sup, resurrect);
+    let to_start = crate::supervise::recovery::recover(&sup, resurrect);
     if !to_start.is_empty() {
         if let Err(e) = control::start(&sup, &to_start, &Actor::system("resurrect")).await {
             log::error!("resurrect: {e}");

@@ -34,3 +34,43 @@ pub fn bind(path: &Path) -> io::Result<UnixListener> {
     let _umask = oxidepm_sys::umask::Guard::set(0o177);
     UnixListener::bind(path)
 }
+
+/// A descriptor held in reserve for the accept loop: when the daemon runs
+/// out of descriptors, `accept` fails (EMFILE, ENFILE) and the connection
+/// waits in the backlog, so a person's request would hang. Releasing the
+/// reserve frees one descriptor for that connection; the reserve is taken
+/// again as soon as one is free.
+pub struct Reserve(Option<std::fs::File>);
+
+impl Reserve {
+    /// A reserve, taken now if a descriptor is free.
+    pub fn new() -> Reserve {
+        let mut r = Reserve(None);
+        r.refill();
+        r
+    }
+
+    /// Takes the reserve again if it was released and a descriptor is free.
+    pub fn refill(&mut self) {
+        if self.0.is_none() {
+            self.0 = std::fs::File::open("/dev/null").ok();
+        }
+    }
+
+    /// After `accept` failed with `e`: releases the reserve when `e` says
+    /// descriptors ran out. True when one was released, so that the next
+    /// `accept` can take the connection.
+    pub fn release_for(&mut self, e: &io::Error) -> bool {
+        let out = matches!(
+            e.raw_os_error(),
+            Some(n) if n == nix::errno::Errno::EMFILE as i32 || n == nix::errno::Errno::ENFILE as i32
+        );
+        out && self.0.take().is_some()
+    }
+}
+
+impl Default for Reserve {
+    fn default() -> Reserve {
+        Reserve::new()
+    }
+}

@@ -52,13 +52,19 @@ pub async fn run<H: Handler>(
 ) {
     let slots = Slots::new(limits.caps);
     let mut notices = Notices::new(name);
+    let mut reserve = listener::Reserve::new();
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
+            Err(e) if reserve.release_for(&e) => {
+                log::warn!("{name} socket: out of descriptors ({e}); the reserve is used");
+                continue;
+            }
             Err(e) => {
                 // EMFILE and the like: back off instead of spinning.
                 log::warn!("{name} socket: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
+                reserve.refill();
                 continue;
             }
         };
@@ -83,6 +89,7 @@ pub async fn run<H: Handler>(
             conn::serve(stream, peer, limits, &*handler, slot.activity.clone()).await;
             drop(slot);
         });
+        reserve.refill();
     }
 }
 

@@ -34,6 +34,8 @@ pub struct PendingRun {
     pub start: Option<(u64, u32, i64, String)>,
     /// The end, when its update failed: Unix ms, exit code, signal.
     pub end: Option<(i64, Option<i32>, Option<i32>)>,
+    /// The pid, when its update failed (the start reached the disk).
+    pub pid: Option<u32>,
 }
 
 /// An event whose insert failed, with the time it happened.
@@ -63,6 +65,9 @@ pub struct Health {
     dirty: BTreeSet<u64>,
     /// Whether `app_sessions` on disk may differ from memory.
     sessions_dirty: bool,
+    /// Whether every app's runtime row and current run are owed (a
+    /// batch's commit failed).
+    everything: bool,
     /// Run rows to write, by run id.
     runs: BTreeMap<i64, PendingRun>,
     /// Events to write, oldest first.
@@ -89,6 +94,7 @@ impl Health {
     /// Whether anything is owed to the disk.
     pub fn pending(&self) -> bool {
         !self.dirty.is_empty()
+            || self.everything
             || self.sessions_dirty
             || !self.runs.is_empty()
             || !self.events.is_empty()
@@ -121,10 +127,38 @@ impl Health {
         self.runs.entry(run).or_insert(PendingRun {
             start: None,
             end: None,
+            pid: None,
         });
         if let Some(r) = self.runs.get_mut(&run) {
             r.start = Some(start);
         }
+    }
+
+    /// Gives a run whose start is still owed its pid (0 until known).
+    pub fn run_pid(&mut self, run: i64, pid: u32) {
+        if let Some(Some(start)) = self.runs.get_mut(&run).map(|r| r.start.as_mut()) {
+            start.1 = pid;
+        }
+    }
+
+    /// Notes that a run's pid did not reach the disk (its start did).
+    pub fn run_pid_owed(&mut self, run: i64, pid: u32) {
+        self.runs
+            .entry(run)
+            .or_insert(PendingRun {
+                start: None,
+                end: None,
+                pid: None,
+            })
+            .pid = Some(pid);
+    }
+
+    /// Notes that writes of unknown rows were lost (a batch's commit
+    /// failed): every app's runtime row, current run and the sessions are
+    /// written again from memory.
+    pub fn everything_dirty(&mut self) {
+        self.everything = true;
+        self.sessions_dirty = true;
     }
 
     /// Notes that a run's end did not reach the disk.
@@ -132,6 +166,7 @@ impl Health {
         let r = self.runs.entry(run).or_insert(PendingRun {
             start: None,
             end: None,
+            pid: None,
         });
         r.end = Some(end);
         if self.runs.len() > MAX_PENDING_RUNS {
@@ -178,6 +213,7 @@ impl Health {
     /// What a retry has to write.
     pub fn owed(&self) -> Owed {
         Owed {
+            everything: self.everything,
             apps: self.dirty.iter().copied().collect(),
             sessions: self.sessions_dirty,
             runs: self.runs.clone(),
@@ -188,6 +224,9 @@ impl Health {
     /// Everything in `owed` reached the disk: forgets it (what was noted
     /// meanwhile stays).
     pub fn written(&mut self, owed: &Owed) {
+        if owed.everything {
+            self.everything = false;
+        }
         for id in &owed.apps {
             self.dirty.remove(id);
         }
@@ -270,6 +309,8 @@ impl Health {
 /// written without holding the record.
 #[derive(Debug, Clone, Default)]
 pub struct Owed {
+    /// Whether to write every app's runtime row and current run.
+    pub everything: bool,
     /// Apps whose runtime rows to write.
     pub apps: Vec<u64>,
     /// Whether to rewrite `app_sessions`.

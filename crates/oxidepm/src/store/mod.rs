@@ -9,6 +9,7 @@ mod identity;
 mod integrity;
 mod retention;
 mod rewrite;
+mod runs;
 mod saved;
 mod schema;
 mod sessions;
@@ -354,34 +355,6 @@ impl Store {
     /// to the disk until a retry writes it.
     pub fn save_runtime(&self, id: u64, rt: &RuntimeRow) -> Result<()> {
         self.noted(write_runtime(&self.conn, id, rt), |h| h.dirty_app(id))
-    }
-
-    /// Records the start of a run and returns its id. The id is the
-    /// store's to give, so when the insert fails the run keeps it: the
-    /// failure is noted, the row owed, and the id returned all the same.
-    pub fn start_run(&self, app_id: u64, pid: u32, actor: &Actor) -> Result<i64> {
-        let id = self.reserve_run_id();
-        let at = now_ms();
-        let r = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO runs (id, app_id, pid, started_at, actor) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    id,
-                    app_id as i64,
-                    pid as i64,
-                    at,
-                    actor.to_string()
-                ])
-            });
-        if let Err(e) = self.noted(r, |h| {
-            h.run_started(id, (app_id, pid, at, actor.to_string()))
-        }) {
-            log::error!("cannot record run {id} (kept in memory and retried): {e}");
-        }
-        Ok(id)
     }
 
     /// A run id not handed out before. Every row of `runs` takes its id

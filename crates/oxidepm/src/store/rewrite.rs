@@ -228,12 +228,37 @@ fn write_owed(tx: &Transaction<'_>, image: &Image, owed: &Owed) -> rusqlite::Res
             super::write_runtime(tx, a.id, &a.runtime)?;
         }
     }
+    if owed.everything {
+        for a in &image.apps {
+            super::write_runtime(tx, a.id, &a.runtime)?;
+            if let Some(run) = a.runtime.run_id {
+                tx.execute(
+                    "INSERT OR IGNORE INTO runs (id, app_id, pid, started_at, actor)
+                     VALUES (?1, ?2, ?3, ?4, 'system:recover')",
+                    params![
+                        run,
+                        a.id as i64,
+                        a.runtime.pid.map(|p| p as i64),
+                        a.runtime.started_at_ms.unwrap_or_else(now_ms)
+                    ],
+                )?;
+            }
+        }
+    }
     for (run, p) in &owed.runs {
         if let Some((app_id, pid, at, actor)) = &p.start {
+            // 0: the start was owed before its fork reported a pid.
+            let pid = (*pid != 0).then_some(*pid as i64);
             tx.execute(
                 "INSERT OR IGNORE INTO runs (id, app_id, pid, started_at, actor)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![run, *app_id as i64, *pid as i64, at, actor],
+                params![run, *app_id as i64, pid, at, actor],
+            )?;
+        }
+        if let Some(pid) = p.pid {
+            tx.execute(
+                "UPDATE runs SET pid = ?2 WHERE id = ?1",
+                params![run, pid as i64],
             )?;
         }
         if let Some((at, code, signal)) = p.end {

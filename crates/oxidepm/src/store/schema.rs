@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 /// Sets pragmas and creates or migrates the schema.
 pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
@@ -77,6 +77,30 @@ pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
              ALTER TABLE apps ADD COLUMN stopped_by TEXT;
              ALTER TABLE snapshots ADD COLUMN saved_by TEXT;
              PRAGMA user_version = 3;
+             COMMIT;",
+        )?;
+    }
+    if version < 4 {
+        // A run is recorded before its process is forked, so its pid is
+        // not known yet (NULL until the fork returns): a daemon killed in
+        // between leaves the intent, and recovery finds the process by its
+        // OXIDEPM_RUN marker. SQLite cannot relax NOT NULL in place.
+        conn.execute_batch(
+            "BEGIN;
+             CREATE TABLE IF NOT EXISTS runs (
+               id INTEGER PRIMARY KEY AUTOINCREMENT,
+               app_id INTEGER NOT NULL, pid INTEGER,
+               started_at INTEGER NOT NULL, ended_at INTEGER,
+               exit_code INTEGER, signal INTEGER, actor TEXT NOT NULL);
+             CREATE TABLE runs_v4 (
+               id INTEGER PRIMARY KEY AUTOINCREMENT,
+               app_id INTEGER NOT NULL, pid INTEGER,
+               started_at INTEGER NOT NULL, ended_at INTEGER,
+               exit_code INTEGER, signal INTEGER, actor TEXT NOT NULL);
+             INSERT INTO runs_v4 SELECT id, app_id, pid, started_at, ended_at, exit_code, signal, actor FROM runs;
+             DROP TABLE runs;
+             ALTER TABLE runs_v4 RENAME TO runs;
+             PRAGMA user_version = 4;
              COMMIT;",
         )?;
     }

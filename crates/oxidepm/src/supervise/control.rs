@@ -204,6 +204,8 @@ async fn launch(
             .collect()
     };
     let mut out = Vec::new();
+    // One commit per start instead of four; nothing awaits in the loop.
+    let _batch = Supervisor::batch(shared);
     for id in order {
         let mut s = lock(shared);
         let Some(app) = s.app(id) else { continue };
@@ -403,6 +405,7 @@ pub async fn define(
     let mut to_restart = Vec::new();
     let mut to_start = Vec::new();
     {
+        let _batch = Supervisor::batch(shared);
         let mut s = lock(shared);
         for spec in specs {
             let existing = s.apps().find(|a| a.spec.name == spec.name).map(|a| a.id);

@@ -53,15 +53,22 @@ pub fn start(
     let program = writer_program(daemon_exe);
     // The copies are a safeguard, not a condition: out of descriptors, the
     // app is started as before, with a writer nobody replaces.
-    let copies = out_r.try_clone().and_then(|o| Ok((o, err_r.try_clone()?)));
+    let share = super::fd_budget::take(WATCH_FDS).ok_or_else(|| {
+        io::Error::other("the daemon's descriptors for watching log writers are used up")
+    });
+    let copies = share.and_then(|s| {
+        let o = out_r.try_clone()?;
+        Ok((s, o, err_r.try_clone()?))
+    });
     let pid = launch(&program, cfg, out_r, err_r)?;
     match copies.and_then(|c| Ok((c, pidfd::open(pid)?))) {
-        Ok(((out, err), fd)) => watch(
+        Ok(((share, out, err), fd)) => watch(
             Watched {
                 program,
                 cfg: cfg.clone(),
                 out,
                 err,
+                _share: share,
             },
             pid,
             fd,
@@ -95,7 +102,12 @@ struct Watched {
     /// The daemon's copies of the read ends (close-on-exec).
     out: OwnedFd,
     err: OwnedFd,
+    /// The copies' and the pidfd's share of the descriptor budget.
+    _share: super::fd_budget::Share,
 }
+
+/// Descriptors held per watched writer: a pidfd and two pipe copies.
+const WATCH_FDS: u64 = 3;
 
 /// Watches writer `pid` (through `fd`) until it exits, then replaces it
 /// while the app's pipes are written to.
@@ -171,6 +183,12 @@ pub fn regain(logs_dir: &Path, daemon_exe: &Path) -> usize {
         let Some(cfg) = writer_config(pid, logs_dir, me) else {
             continue;
         };
+        let Some(share) = super::fd_budget::take(WATCH_FDS) else {
+            log::warn!(
+                "descriptors are short: the log writer {pid} and later ones are not watched; if one dies, its app dies at its next write"
+            );
+            break;
+        };
         match take_pipes(pid, logs_dir, me, &cfg) {
             Ok(Some((fd, out, err))) => {
                 let w = Watched {
@@ -178,6 +196,7 @@ pub fn regain(logs_dir: &Path, daemon_exe: &Path) -> usize {
                     cfg,
                     out,
                     err,
+                    _share: share,
                 };
                 watch(w, pid, fd);
                 regained += 1;

@@ -3,16 +3,12 @@
 //! The daemon is a child subreaper, and this module is the only place that
 //! waits for children: one `waitpid(-1)` loop on SIGCHLD reaps apps, log
 //! shims and orphans the subreaper inherited. Apps that outlived an earlier
-//! daemon are not our children; their exit is seen through a pidfd.
+//! daemon are not our children; their exit is seen by `recovery`.
 
 use super::policy::Exit;
-use super::procfs;
 use super::supervisor::{lock, Shared};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
-use oxidepm_proto::{Actor, Status};
-use oxidepm_sys::pidfd;
-use std::os::fd::OwnedFd;
 use tokio::signal::unix::{signal, SignalKind};
 
 pub use oxidepm_sys::subreaper::become_subreaper;
@@ -63,91 +59,4 @@ pub fn reap_all(shared: &Shared) {
             s.probe_exited(pid, exit);
         }
     }
-}
-
-/// Brings back every stored app after a daemon start: a process that
-/// outlived the previous daemon (same pid, same start time, same boot) is
-/// adopted and supervised again; an app whose process died meanwhile is
-/// handled by its restart policy as a crash; with `resurrect`, apps that
-/// were running at the last clean stop are started again.
-///
-/// Returns the apps to start (they are started in dependency order by the
-/// caller).
-pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
-    let mut to_start = Vec::new();
-    let boot = procfs::boot_id();
-    let ids: Vec<u64> = lock(shared).apps().map(|a| a.id).collect();
-    for id in ids {
-        let mut s = lock(shared);
-        let Some(app) = s.app(id) else { continue };
-        let rt = app.rt.clone();
-        let was_running = matches!(
-            rt.status,
-            Status::Online | Status::Stopping | Status::Starting
-        );
-        if was_running {
-            if let (Some(pid), Some(start)) = (rt.pid, rt.pid_start) {
-                let same_boot = rt.boot_id.as_deref() == Some(boot.as_str());
-                if same_boot && procfs::is_same_process(pid, start) {
-                    // Open the pidfd first and check the start time again
-                    // after, so a pid reused in between is never adopted.
-                    if let Ok(fd) = pidfd::open(pid) {
-                        if procfs::is_same_process(pid, start) {
-                            s.adopted(id);
-                            let stopping = rt.status == Status::Stopping;
-                            drop(s);
-                            watch_adopted(shared.clone(), id, pid, fd);
-                            if stopping {
-                                let shared = shared.clone();
-                                tokio::spawn(async move {
-                                    let actor = Actor::system("adopt");
-                                    super::control::stop(&shared, &[id], &actor, false).await;
-                                });
-                            }
-                            continue;
-                        }
-                    }
-                }
-            }
-            // Gone while no daemon ran (or the pid now names another
-            // process): a crash, unless it was being stopped.
-            let app = s.app_mut(id).expect("present");
-            if rt.status == Status::Stopping || !rt.desired_running {
-                app.rt.status = Status::Stopped;
-                app.rt.pid = None;
-                s.persist(id);
-                continue;
-            }
-            match rt.pid {
-                Some(pid) => {
-                    // Route through the normal exit path with an unknown
-                    // status, so the policy and events are the same.
-                    app.rt.status = Status::Online;
-                    s.handle_exit_unowned(id, pid);
-                }
-                None => {
-                    // It was waiting (restart delay, dependencies).
-                    app.rt.status = Status::Stopped;
-                    to_start.push(id);
-                }
-            }
-        } else if resurrect && rt.desired_running && rt.status == Status::Stopped {
-            to_start.push(id);
-        }
-    }
-    to_start
-}
-
-/// Watches an adopted process through its pidfd and reports its exit.
-pub fn watch_adopted(shared: Shared, id: u64, pid: u32, fd: OwnedFd) {
-    tokio::spawn(async move {
-        // A pidfd becomes readable when the process exits.
-        if let Err(e) = pidfd::exited(fd).await {
-            log::warn!("cannot watch adopted pid {pid} ({e}); polling instead");
-            while procfs::stat(pid).is_some_and(|s| s.state != b'Z') {
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-        }
-        lock(&shared).handle_exit_unowned(id, pid);
-    });
 }

@@ -134,6 +134,36 @@ pub enum SpawnError {
     },
 }
 
+impl SpawnError {
+    /// Whether the failure may pass by itself (descriptors, processes or
+    /// memory short: EMFILE, ENFILE, EAGAIN, ENOMEM), so the start is
+    /// worth trying again; a missing program, user or cwd, or a permission
+    /// refused, is not.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SpawnError::LookUp { source, .. } | SpawnError::Pipe(source) => {
+                is_transient_errno(*source as i32)
+            }
+            SpawnError::Exec { source, .. }
+            | SpawnError::LogWriter { source, .. }
+            | SpawnError::Probe { source, .. }
+            | SpawnError::Cgroup { source, .. } => {
+                source.raw_os_error().is_some_and(is_transient_errno)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether `errno` says a resource is short for now.
+fn is_transient_errno(errno: i32) -> bool {
+    use nix::errno::Errno;
+    matches!(
+        Errno::from_raw(errno),
+        Errno::EMFILE | Errno::ENFILE | Errno::EAGAIN | Errno::ENOMEM
+    )
+}
+
 fn missing_cwd_note(cwd: &Option<String>) -> String {
     cwd.as_ref()
         .map(|c| format!("; its cwd {c:?} does not exist"))
@@ -458,4 +488,38 @@ pub fn spawn_probe(
         creds,
     };
     launch.start().map_err(probe_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shortages_are_transient_mistakes_are_not() {
+        let io = |n| std::io::Error::from_raw_os_error(n);
+        let exec = |n| SpawnError::Exec {
+            app: "a".into(),
+            command: "c".into(),
+            source: io(n),
+        };
+        for n in [libc::EMFILE, libc::ENFILE, libc::EAGAIN, libc::ENOMEM] {
+            assert!(exec(n).is_transient(), "{n}");
+            assert!(SpawnError::Pipe(nix::Error::from_raw(n)).is_transient());
+        }
+        assert!(!exec(libc::EACCES).is_transient());
+        let nf = SpawnError::ProgramNotFound {
+            app: "a".into(),
+            command: "c".into(),
+            missing_cwd: None,
+            source: io(libc::ENOENT),
+        };
+        assert!(!nf.is_transient());
+        assert!(!SpawnError::NoSuchUser { user: "x".into() }.is_transient());
+        let cg = SpawnError::Cgroup {
+            app: "a".into(),
+            dir: "/x".into(),
+            source: io(libc::ENOMEM),
+        };
+        assert!(cg.is_transient());
+    }
 }

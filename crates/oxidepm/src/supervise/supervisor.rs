@@ -28,12 +28,15 @@ pub type LaneEnv = Box<dyn Fn(&str) -> Option<Vec<(String, String)>> + Send>;
 
 mod agents;
 mod members;
+mod orphans;
 mod select;
+mod starting;
 mod stopping;
 pub mod storage;
 mod waiting;
 
 pub use members::{Members, Membership};
+pub use orphans::Orphan;
 
 /// Locks the supervisor (a panic elsewhere never wedges the daemon).
 pub fn lock(s: &Mutex<Supervisor>) -> MutexGuard<'_, Supervisor> {
@@ -79,6 +82,10 @@ pub struct Supervisor {
     /// `agents_share_uid` of daemon.toml: a root daemon may run agents as
     /// root.
     pub agents_share_uid: bool,
+    /// This home's id in the run markers of its processes.
+    home_id: String,
+    /// Live runs of apps the state does not know, by app name.
+    orphans: BTreeMap<String, Orphan>,
 }
 
 impl Supervisor {
@@ -86,6 +93,8 @@ impl Supervisor {
     pub fn new(home: Home, store: Store, shim_exe: PathBuf) -> Shared {
         Arc::new_cyclic(|this| {
             Mutex::new(Supervisor {
+                home_id: super::marker::home_id(home.root()),
+                orphans: BTreeMap::new(),
                 home,
                 store,
                 apps: BTreeMap::new(),
@@ -347,11 +356,21 @@ impl Supervisor {
         if let Some(a) = self.apps.get_mut(&id) {
             a.rt.stopped_by = None;
         }
+        // A process of this app that outlived a lost state is taken over
+        // rather than duplicated.
+        if let Some(pid) = self.adopt_orphan(id, actor) {
+            return Ok(pid);
+        }
         let result = self
             .creds_for(&spec)
-            .map(|creds| {
+            .map_err(Error::from)
+            .and_then(|creds| {
+                // The intent is committed before the fork, the pid right after.
+                let run_id = self.begin_run(id, actor)?;
                 let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
-                let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env(&spec));
+                let mut extra = self.app_extra_env(&spec);
+                extra.push(self.marker_of(id, run_id, &spec.name));
+                let env = spawn::app_env(&spec, &env_creds, &extra);
                 let [out, errp] = self.log_paths(&spec.name);
                 let shim = ShimConfig {
                     out_path: out,
@@ -360,41 +379,43 @@ impl Supervisor {
                     max_bytes: spec.log_max_bytes,
                     keep: spec.log_keep,
                 };
-                (creds, env, shim)
-            })
-            .and_then(|(creds, env, shim)| {
-                let (run, dir) = match self.new_run(id)? {
-                    Some(r) => (Some(r.path), Some(r.dir)),
-                    None => (None, None),
-                };
-                match spawn::spawn_app(&spec, creds.as_ref(), env, dir, &self.shim_exe, &shim) {
-                    Ok(sp) => Ok((sp, run)),
-                    Err(e) => {
-                        if let (Some(cg), Some(run)) = (self.containment.cgroups(), &run) {
-                            let _ = std::fs::remove_dir(cg.dir(run));
+                let spawned = self.new_run(id).and_then(|r| {
+                    let (run, dir) = match r {
+                        Some(r) => (Some(r.path), Some(r.dir)),
+                        None => (None, None),
+                    };
+                    match spawn::spawn_app(&spec, creds.as_ref(), env, dir, &self.shim_exe, &shim) {
+                        Ok(sp) => Ok((sp, run)),
+                        Err(e) => {
+                            if let (Some(cg), Some(run)) = (self.containment.cgroups(), &run) {
+                                let _ = std::fs::remove_dir(cg.dir(run));
+                            }
+                            Err(e)
                         }
-                        Err(e)
+                    }
+                });
+                match spawned {
+                    Ok((sp, run)) => Ok((sp, run, run_id)),
+                    Err(e) => {
+                        if let Err(e) = self.store.run_failed(run_id) {
+                            log::error!("cannot record that run {run_id} failed: {e}");
+                        }
+                        Err(e.into())
                     }
                 }
             });
         let app = self.apps.get_mut(&id).expect("checked above");
         app.generation += 1;
         match result {
-            Err(e) => {
-                app.rt.status = Status::Errored;
-                app.rt.pid = None;
-                app.rt.desired_running = false;
-                self.persist(id);
-                self.event(id, EventKind::Failed, actor, &e.to_string());
-                Err(e.into())
-            }
-            Ok((sp, run)) => {
+            Err(e) => Err(self.start_failed(id, actor, e)),
+            Ok((sp, run, run_id)) => {
                 app.rt.pid = Some(sp.pid);
                 app.rt.pid_start = Some(sp.start_ticks);
                 app.rt.boot_id = Some(self.boot_id.clone());
                 app.rt.started_at_ms = Some(now_ms());
                 app.rt.status = Status::Online;
                 app.rt.desired_running = true;
+                app.rt.run_id = Some(run_id);
                 app.started = Some(Instant::now());
                 app.stopping_actor = None;
                 app.sample = Default::default();
@@ -402,13 +423,15 @@ impl Supervisor {
                     app.health = Some(oxidepm_proto::HealthState::Unknown);
                 }
                 self.by_pid.insert(sp.pid, id);
+                // The pid, the session, the state and the event: one commit.
+                let batch = self.store.begin_batch();
                 self.record_run(id, run, sp.pid, sp.start_ticks);
-                match self.store.start_run(id, sp.pid, actor) {
-                    Ok(run) => self.apps.get_mut(&id).expect("present").rt.run_id = Some(run),
-                    Err(e) => log::error!("cannot record a run: {e}"),
+                if let Err(e) = self.store.run_forked(run_id, sp.pid) {
+                    log::error!("cannot record the pid of run {run_id}: {e}");
                 }
                 self.persist(id);
                 self.event(id, kind, actor, &format!("pid {}", sp.pid));
+                self.store.end_batch(batch);
                 Ok(sp.pid)
             }
         }

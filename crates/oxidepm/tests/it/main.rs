@@ -16,6 +16,7 @@ mod logs_big;
 mod logwriter;
 mod ops;
 mod ops_limits;
+mod recovery;
 mod retention;
 mod routes;
 mod storage;

@@ -279,7 +279,10 @@ fn audit_rows(home: &Path) -> Option<u64> {
         .arg("SELECT count(*) FROM audit")
         .output();
     let _ = std::fs::remove_dir_all(&copy);
-    String::from_utf8_lossy(&out.ok()?.stdout).trim().parse().ok()
+    String::from_utf8_lossy(&out.ok()?.stdout)
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The pid of app `name`, from `status --json`.

@@ -32,7 +32,13 @@ impl Daemon {
         match op {
             Op::Ping => Ok(self.ping().into()),
             Op::Whoami => {
-                let containment = crate::supervise::lock(&self.sup).containment_report();
+                let containment = {
+                    let s = crate::supervise::lock(&self.sup);
+                    match s.orphans_report() {
+                        Some(o) => format!("{}; {o}", s.containment_report()),
+                        None => s.containment_report(),
+                    }
+                };
                 Ok(about::whoami(caller, containment).into())
             }
             Op::Status => Ok(self.status(caller).into()),

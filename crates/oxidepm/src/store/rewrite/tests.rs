@@ -64,7 +64,7 @@ fn a_deleted_db_is_rewritten_from_memory_with_the_same_ids() {
         .insert_app(&AppSpec::new("gone", "sleep", vec![]), &human)
         .unwrap();
     store.delete_app(gone).unwrap();
-    let run = store.start_run(web, 4242, &human).unwrap();
+    let run = start_run(&store, web, 4242, &human);
     store
         .record_event(web, "web", "started", &human, "pid 4242")
         .unwrap();
@@ -94,7 +94,7 @@ fn a_deleted_db_is_rewritten_from_memory_with_the_same_ids() {
         .insert_app(&AppSpec::new("new", "sleep", vec![]), &human)
         .unwrap();
     assert!(next > gone, "app id {next} reused");
-    assert!(store.start_run(next, 1, &human).unwrap() > run);
+    assert!(start_run(&store, next, 1, &human) > run);
 }
 
 #[test]
@@ -106,7 +106,7 @@ fn a_truncated_db_is_rewritten_from_memory_alone() {
     let web = store
         .insert_app(&AppSpec::new("web", "sleep", vec![]), &human)
         .unwrap();
-    let run = store.start_run(web, 77, &human).unwrap();
+    let run = start_run(&store, web, 77, &human);
     let rt = running(77, run);
     store.save_runtime(web, &rt).unwrap();
     std::fs::OpenOptions::new()
@@ -138,7 +138,7 @@ fn failed_writes_are_owed_until_a_retry_lands_them() {
         return;
     }
     let before = store.write_failures();
-    let run = store.start_run(web, 99, &human).unwrap();
+    let run = start_run(&store, web, 99, &human);
     let rt = running(99, run);
     let failed = store.save_runtime(web, &rt).is_err();
     let _ = store.record_event(web, "web", "started", &human, "pid 99");
@@ -176,7 +176,7 @@ fn a_db_overwritten_in_place_is_rewritten_from_memory() {
     let web = store
         .insert_app(&AppSpec::new("web", "sleep", vec![]), &human)
         .unwrap();
-    let run = store.start_run(web, 5, &human).unwrap();
+    let run = start_run(&store, web, 5, &human);
     let rt = running(5, run);
     store.save_runtime(web, &rt).unwrap();
     // Same inode, same size, garbage inside.
@@ -195,4 +195,18 @@ fn a_db_overwritten_in_place_is_rewritten_from_memory() {
     drop(store);
     let store = Store::open(&db).unwrap();
     assert_eq!(store.load_apps().unwrap()[0].runtime, rt);
+}
+
+/// A run recorded as the daemon records one: its intent, then its pid.
+fn start_run(store: &Store, app: u64, pid: u32, actor: &Actor) -> i64 {
+    let mut rt = store
+        .load_apps()
+        .unwrap()
+        .into_iter()
+        .find(|a| a.id == app)
+        .unwrap()
+        .runtime;
+    let run = store.begin_run(app, actor, &mut rt).unwrap();
+    let _ = store.run_forked(run, pid);
+    run
 }
