@@ -240,6 +240,10 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");
     }
     tokio::spawn(reaper::run(sup.clone()));
+    tokio::spawn(crate::supervise::restarts::run(
+        sup.clone(),
+        config.restart_rate(),
+    ));
     let resurrect = opts.resurrect || config.resurrect;
     let to_start = reaper::recover(&sup, resurrect);
     if !to_start.is_empty() {

@@ -231,6 +231,9 @@ async fn launch(
             a.unstable = 0;
             a.rt.desired_running = true;
         }
+        // A person (or a dependent's start) asks for it: the crash loop
+        // that errored it is over.
+        s.reset_start_limit(id);
         match deps_ready(&s, id) {
             Ok(true) => {
                 if kind == EventKind::Restarted {

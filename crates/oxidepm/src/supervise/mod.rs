@@ -12,6 +12,7 @@ pub mod logshim;
 pub mod policy;
 pub mod procfs;
 pub mod reaper;
+pub mod restarts;
 pub mod sampler;
 pub mod spawn;
 pub mod supervisor;
