@@ -14,6 +14,7 @@ pub mod procfs;
 pub mod reaper;
 pub mod restarts;
 pub mod sampler;
+pub mod snapshot;
 pub mod spawn;
 pub mod supervisor;
 pub mod validate;

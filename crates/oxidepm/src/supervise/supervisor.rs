@@ -483,7 +483,7 @@ impl Supervisor {
         };
         self.event(id, EventKind::Exited, &actor, &exit.describe());
         let t = Duration::from_millis(app.spec.kill_timeout_ms);
-        self.end_runs(id, pid, pid_start, t);
+        self.end_runs(id, pid, pid_start, t, e.seen);
         let app = self.apps.get(&id).expect("present");
         if self.shutting_down {
             let app = self.apps.get_mut(&id).expect("present");

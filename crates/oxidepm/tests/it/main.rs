@@ -17,4 +17,5 @@ mod ops;
 mod ops_limits;
 mod retention;
 mod routes;
+mod storms;
 mod supervision;

@@ -7,6 +7,7 @@ use super::Supervisor;
 use crate::store::SessionRow;
 use crate::supervise::cgroup::{Containment, Run};
 use crate::supervise::procfs::{self, Session};
+use crate::supervise::snapshot;
 use crate::supervise::spawn::{self, SpawnError};
 use nix::sys::signal::Signal;
 use oxidepm_sys::cgroup;
@@ -46,7 +47,7 @@ impl Members {
     pub fn alive(&self) -> bool {
         match self {
             Members::Cgroup(dir) => cgroup::populated(dir),
-            Members::Sessions(s) => spawn::sessions_alive(s),
+            Members::Sessions(s) => snapshot::sessions_alive(&snapshot::current(), s),
         }
     }
 
@@ -83,7 +84,7 @@ impl Members {
                 }
             }
             Members::Sessions(s) => {
-                spawn::signal_sessions(s, Signal::SIGKILL);
+                snapshot::signal_sessions(&snapshot::fresh(), s, Signal::SIGKILL);
             }
         }
     }
@@ -306,7 +307,7 @@ impl Supervisor {
 
     /// Forgets the sessions of app `id` that no process is in any more.
     fn prune_sessions(&mut self, id: u64) {
-        let procs = procfs::all();
+        let procs = snapshot::current();
         for (sid, start) in self.sessions_of(id) {
             if procfs::members(&procs, &[(sid, start)]).is_empty() {
                 self.forget_session(id, sid);
@@ -339,7 +340,7 @@ impl Supervisor {
                 };
                 // And whatever stayed in a session of the app but left the
                 // main process's group.
-                spawn::signal_sessions(&self.sessions_of(id), sig);
+                snapshot::signal_sessions(&snapshot::current(), &self.sessions_of(id), sig);
             }
         }
     }
@@ -349,31 +350,36 @@ impl Supervisor {
     /// never duplicates workers. SIGTERM now; SIGKILL (`cgroup.kill` of the
     /// run's leaves) after `kill_timeout`. The leaves are the runs that
     /// exist now: the next run gets a new one, which this never touches.
-    pub(super) fn end_runs(&mut self, id: u64, pid: u32, start: Option<u64>, t: Duration) {
+    /// `seen` is when the main process's death was seen: what started
+    /// after it is not the run's.
+    pub(super) fn end_runs(
+        &mut self,
+        id: u64,
+        pid: u32,
+        start: Option<u64>,
+        t: Duration,
+        seen: std::time::Instant,
+    ) {
         let Some(app) = self.apps.get_mut(&id) else {
             return;
         };
         app.run_cgroup = None;
         let (Some(cg), Some(path)) = (self.containment.cgroups(), app.cgroup.clone()) else {
-            // The group of the main process, then whatever else stayed in
-            // the app's sessions (a new run has a session of its own).
-            let sessions = self.sessions_of(id);
-            let group = match start {
-                Some(s) => spawn::signal_group_of(pid, s, Signal::SIGTERM),
-                None => spawn::signal_group(pid, Signal::SIGTERM),
-            };
-            // The sessions are looked up in /proc by a task, after a restart
-            // with no delay has been spawned.
+            // The group of the main process and whatever else stayed in
+            // the app's sessions, from one snapshot taken after the reap
+            // (shared by the exits handled in its tick), each pinned by a
+            // pidfd: the SIGKILL after `kill_timeout` goes to exactly these
+            // processes, never to a group id a new process may have taken.
+            let procs = snapshot::since(seen);
+            let reaped = snapshot::ticks_at(seen);
+            let pids = snapshot::leftovers(&procs, pid, start, reaped, &self.sessions_of(id));
+            let pinned = snapshot::pin(&procs, &pids);
+            if snapshot::signal_pinned(&pinned, Signal::SIGTERM) == 0 {
+                return;
+            }
             tokio::spawn(async move {
-                if spawn::signal_sessions(&sessions, Signal::SIGTERM) == 0 && !group {
-                    return;
-                }
                 tokio::time::sleep(t).await;
-                match start {
-                    Some(s) => spawn::signal_group_of(pid, s, Signal::SIGKILL),
-                    None => spawn::signal_group(pid, Signal::SIGKILL),
-                };
-                spawn::signal_sessions(&sessions, Signal::SIGKILL);
+                snapshot::signal_pinned(&pinned, Signal::SIGKILL);
             });
             return;
         };
@@ -422,7 +428,7 @@ impl Supervisor {
         let sessions = self.sessions_of(id);
         if self.apps.get(&id).is_some_and(|a| a.cgroup.is_none()) {
             // Whatever is left in its sessions has no app to belong to.
-            spawn::signal_sessions(&sessions, Signal::SIGKILL);
+            snapshot::signal_sessions(&snapshot::fresh(), &sessions, Signal::SIGKILL);
         }
         for (sid, _) in sessions {
             self.forget_session(id, sid);
