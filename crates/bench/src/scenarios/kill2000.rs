@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let n = if plan.quick { 200 } else { 2000 };
     with_sandbox(bins, |sb| {
-        let daemon = sb.ping()?;
+        let pid = sb.ping()?;
+        let daemon = crate::procfs::stat(pid).ok_or("the daemon is gone")?;
         let cfg = sb.sleep_config(n)?;
         sb.run(&["start", &cfg.to_string_lossy()])?;
         let up = sb.wait_online(n, Duration::from_secs(180))?;
@@ -18,8 +19,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         sb.run(&["kill"])?;
         let took = t0.elapsed();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while std::path::Path::new(&format!("/proc/{daemon}")).exists() && Instant::now() < deadline
-        {
+        while crate::procfs::alive(&daemon) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
         let gone = t0.elapsed();

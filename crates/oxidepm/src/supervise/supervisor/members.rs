@@ -231,6 +231,12 @@ impl Supervisor {
         }
     }
 
+    /// Whether app `id`'s processes are held by a cgroup.
+    fn contained(&self, id: u64) -> bool {
+        self.containment.cgroups().is_some()
+            && self.apps.get(&id).is_some_and(|a| a.cgroup.is_some())
+    }
+
     /// What holds app `id`'s processes, for a stopper.
     pub(super) fn members(&self, id: u64) -> Members {
         let cg = self.containment.cgroups();
@@ -409,7 +415,15 @@ impl Supervisor {
     /// Once app `id`'s processes are all gone (a stop completed): forgets
     /// its sessions and removes its empty run leaves.
     pub(super) fn stopped_members(&mut self, id: u64) {
-        self.prune_sessions(id);
+        if self.contained(id) && !self.members(id).alive() {
+            // The app's cgroup is empty: every process its runs started is
+            // gone, so all its sessions are over; no /proc scan needed.
+            for (sid, _) in self.sessions_of(id) {
+                self.forget_session(id, sid);
+            }
+        } else {
+            self.prune_sessions(id);
+        }
         if let Some(a) = self.apps.get_mut(&id) {
             a.run_cgroup = None;
         }
