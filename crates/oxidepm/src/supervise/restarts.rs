@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-/// Restarts spawned per lock hold before the task yields.
-const PER_WAKEUP: usize = 16;
+/// Restarts spawned per lock hold before the task yields: a spawn is two
+/// forks, and a request waits for the lock at most this many.
+const PER_WAKEUP: usize = 4;
 
 /// The daemon-wide restart rate limit (`daemon.toml`: `restart_rate` and
 /// `restart_burst`).
