@@ -21,7 +21,7 @@ pub use oxidepm_sys::subreaper::become_subreaper;
 
 /// Exits handled per lock hold: a storm of exits is worked through in
 /// pieces, and a request waiting for the lock gets it in between.
-const BATCH: usize = 32;
+const BATCH: usize = 16;
 
 /// Reaps every child on SIGCHLD, forever: each wakeup collects every exit
 /// there is (cheap: waitpid, no fork, no write), then handles them at most

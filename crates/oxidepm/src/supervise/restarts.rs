@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 /// Restarts spawned per lock hold before the task yields: a spawn is two
 /// forks, and a request waits for the lock at most this many.
-const PER_WAKEUP: usize = 4;
+const PER_WAKEUP: usize = 2;
 
 /// The daemon-wide restart rate limit (`daemon.toml`: `restart_rate` and
 /// `restart_burst`).

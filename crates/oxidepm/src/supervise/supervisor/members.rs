@@ -399,6 +399,12 @@ impl Supervisor {
             }
         }
         if left.is_empty() {
+            // Nothing of the app lives (its restart is only queued, never
+            // spawned before this): every recorded session is over, and a
+            // crash loop does not pile them up for a /proc scan to prune.
+            for (sid, _) in self.sessions_of(id) {
+                self.forget_session(id, sid);
+            }
             return;
         }
         tokio::spawn(async move {
