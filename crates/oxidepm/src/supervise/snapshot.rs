@@ -10,52 +10,147 @@
 use super::procfs::{self, ProcStat, Session};
 use nix::sys::signal::Signal;
 use oxidepm_sys::pidfd;
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long one snapshot serves.
+/// The shortest time one snapshot serves.
 pub const TICK: Duration = Duration::from_millis(20);
 
-type Cached = Option<(Instant, Arc<Vec<ProcStat>>)>;
+/// A snapshot serves at least this many times as long as it took to read,
+/// so reading /proc takes at most a fifth of the daemon's time however
+/// many processes there are.
+const TICKS_PER_READ: u32 = 4;
 
-static LAST: Mutex<Cached> = Mutex::new(None);
+/// The processes of /proc at one moment, indexed by pid, session and
+/// parent, so that finding an app's members costs its members, not /proc.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    procs: Vec<ProcStat>,
+    by_pid: HashMap<u32, usize>,
+    by_session: HashMap<u32, Vec<usize>>,
+    by_parent: HashMap<u32, Vec<usize>>,
+}
+
+impl Snapshot {
+    /// Indexes `procs`.
+    pub fn new(procs: Vec<ProcStat>) -> Snapshot {
+        let mut s = Snapshot {
+            by_pid: HashMap::with_capacity(procs.len()),
+            ..Snapshot::default()
+        };
+        for (i, p) in procs.iter().enumerate() {
+            s.by_pid.insert(p.pid, i);
+            s.by_session.entry(p.session).or_default().push(i);
+            s.by_parent.entry(p.ppid).or_default().push(i);
+        }
+        s.procs = procs;
+        s
+    }
+
+    /// The process `pid` of the snapshot.
+    pub fn get(&self, pid: u32) -> Option<&ProcStat> {
+        self.by_pid.get(&pid).map(|i| &self.procs[*i])
+    }
+
+    /// Every process of the snapshot.
+    pub fn procs(&self) -> &[ProcStat] {
+        &self.procs
+    }
+
+    /// What `procfs::members` gives (the live members of the recorded
+    /// `sessions` that are still current, and their descendants; never the
+    /// daemon), through the indexes.
+    pub fn members(&self, sessions: &[Session]) -> Vec<u32> {
+        let me = std::process::id();
+        let mut seen: Vec<usize> = Vec::new();
+        let mut mark = std::collections::HashSet::new();
+        for &(sid, start) in sessions {
+            let current = self.get(sid).is_none_or(|l| l.start_ticks == start);
+            if !current {
+                continue;
+            }
+            for &i in self.by_session.get(&sid).into_iter().flatten() {
+                if self.procs[i].pid != me && mark.insert(i) {
+                    seen.push(i);
+                }
+            }
+        }
+        let mut k = 0;
+        while k < seen.len() {
+            let parent = self.procs[seen[k]].pid;
+            for &i in self.by_parent.get(&parent).into_iter().flatten() {
+                if self.procs[i].pid != me && mark.insert(i) {
+                    seen.push(i);
+                }
+            }
+            k += 1;
+        }
+        seen.into_iter()
+            .filter(|i| self.procs[*i].state != b'Z')
+            .map(|i| self.procs[i].pid)
+            .collect()
+    }
+}
+
+struct Cached {
+    at: Instant,
+    serves: Duration,
+    snap: Arc<Snapshot>,
+}
+
+static LAST: Mutex<Option<Cached>> = Mutex::new(None);
 
 /// A snapshot of /proc taken no earlier than `since` (a new one when the
 /// last is older).
-pub fn since(since: Instant) -> Arc<Vec<ProcStat>> {
+pub fn since(since: Instant) -> Arc<Snapshot> {
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((at, procs)) = last.as_ref() {
-        if *at >= since {
-            return procs.clone();
+    if let Some(c) = last.as_ref() {
+        if c.at >= since {
+            return c.snap.clone();
         }
     }
     let at = Instant::now();
-    let procs = Arc::new(procfs::all());
-    *last = Some((at, procs.clone()));
-    procs
+    let snap = Arc::new(Snapshot::new(procfs::all()));
+    let serves = (at.elapsed() * TICKS_PER_READ).max(TICK);
+    *last = Some(Cached {
+        at,
+        serves,
+        snap: snap.clone(),
+    });
+    snap
+}
+
+/// How long a snapshot serves now (longer when /proc is slow to read):
+/// polling more often than this sees nothing new.
+pub fn tick() -> Duration {
+    LAST.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map_or(TICK, |c| c.serves)
 }
 
 /// A snapshot of this tick.
-pub fn current() -> Arc<Vec<ProcStat>> {
+pub fn current() -> Arc<Snapshot> {
     since(
         Instant::now()
-            .checked_sub(TICK)
+            .checked_sub(tick())
             .unwrap_or_else(Instant::now),
     )
 }
 
 /// A snapshot taken now.
-pub fn fresh() -> Arc<Vec<ProcStat>> {
+pub fn fresh() -> Arc<Snapshot> {
     since(Instant::now())
 }
 
-/// Pins `pids` of snapshot `procs`: a pidfd for each that still is the
+/// Pins `pids` of snapshot `snap`: a pidfd for each that still is the
 /// process of the snapshot (same start time), none for the others.
-pub fn pin(procs: &[ProcStat], pids: &[u32]) -> Vec<OwnedFd> {
+pub fn pin(snap: &Snapshot, pids: &[u32]) -> Vec<OwnedFd> {
     pids.iter()
         .filter_map(|pid| {
-            let then = procs.iter().find(|p| p.pid == *pid)?.start_ticks;
+            let then = snap.get(*pid)?.start_ticks;
             let fd = pidfd::open(*pid).ok()?;
             (procfs::stat(*pid).map(|s| s.start_ticks) == Some(then)).then_some(fd)
         })
@@ -70,38 +165,37 @@ pub fn signal_pinned(fds: &[OwnedFd], sig: Signal) -> usize {
 }
 
 /// Sends `sig` to the live members of the recorded `sessions` (and their
-/// descendants) in snapshot `procs`, each pinned first; returns how many.
-pub fn signal_sessions(procs: &[ProcStat], sessions: &[Session], sig: Signal) -> usize {
-    let pids = procfs::members(procs, sessions);
-    signal_pinned(&pin(procs, &pids), sig)
+/// descendants) in snapshot `snap`, each pinned first; returns how many.
+pub fn signal_sessions(snap: &Snapshot, sessions: &[Session], sig: Signal) -> usize {
+    signal_pinned(&pin(snap, &snap.members(sessions)), sig)
 }
 
-/// Whether a live member of the recorded `sessions` is in snapshot `procs`.
-pub fn sessions_alive(procs: &[ProcStat], sessions: &[Session]) -> bool {
-    !procfs::members(procs, sessions).is_empty()
+/// Whether a live member of the recorded `sessions` is in snapshot `snap`.
+pub fn sessions_alive(snap: &Snapshot, sessions: &[Session]) -> bool {
+    !snap.members(sessions).is_empty()
 }
 
 /// The processes a run whose main process `leader` (started at
-/// `leader_start`) has exited left behind, in snapshot `procs`: the
+/// `leader_start`) has exited left behind, in snapshot `snap`: the
 /// members of its process group that started before the leader was
 /// reaped (`reaped_ticks`, in start-time ticks), unless pid `leader` now
 /// names another process; and the members of the recorded `sessions`.
 pub fn leftovers(
-    procs: &[ProcStat],
+    snap: &Snapshot,
     leader: u32,
     leader_start: Option<u64>,
     reaped_ticks: u64,
     sessions: &[Session],
 ) -> Vec<u32> {
     let me = std::process::id();
-    let reused = procs
-        .iter()
-        .any(|p| p.pid == leader && Some(p.start_ticks) != leader_start);
-    let mut out = procfs::members(procs, sessions);
+    let reused = snap
+        .get(leader)
+        .is_some_and(|p| Some(p.start_ticks) != leader_start);
+    let mut out = snap.members(sessions);
     if !reused {
         // A group whose id was freed by the reap and taken by a new
         // process's group started at or after the reap: never those.
-        for p in procs {
+        for p in snap.procs() {
             if p.pgrp == leader
                 && p.pid != me
                 && p.state != b'Z'
@@ -147,28 +241,57 @@ mod tests {
     fn leftovers_never_include_a_group_that_reused_the_id() {
         // Leader 10 (started at 100) exited and was reaped at tick 500;
         // 11 stayed in its group.
-        let procs = [p(11, 10, 11, 200), p(20, 20, 20, 50)];
+        let procs = Snapshot::new(vec![p(11, 10, 11, 200), p(20, 20, 20, 50)]);
         assert_eq!(leftovers(&procs, 10, Some(100), 500, &[]), vec![11]);
         // After the reap, pid 10 was given to a new process that leads a
         // group of its own: neither it nor its group is the app's.
-        let reused = [p(10, 10, 10, 600), p(12, 10, 10, 601)];
+        let reused = Snapshot::new(vec![p(10, 10, 10, 600), p(12, 10, 10, 601)]);
         assert!(leftovers(&reused, 10, Some(100), 500, &[]).is_empty());
         // Its leader already gone too: the start times still tell.
-        let reused = [p(12, 10, 10, 601)];
+        let reused = Snapshot::new(vec![p(12, 10, 10, 601)]);
         assert!(leftovers(&reused, 10, Some(100), 500, &[]).is_empty());
+    }
+
+    #[test]
+    fn indexed_members_are_procfs_members() {
+        let mut procs = vec![
+            p(10, 10, 10, 100),
+            p(11, 10, 10, 101),
+            p(12, 12, 12, 102),
+            p(20, 20, 20, 50),
+            p(21, 21, 21, 51),
+        ];
+        procs[1].ppid = 10;
+        procs[2].ppid = 11;
+        procs[4].ppid = 20;
+        procs[4].state = b'Z';
+        let snap = Snapshot::new(procs.clone());
+        for sessions in [
+            vec![(10, 100)],
+            vec![(10, 999)],
+            vec![(20, 50)],
+            vec![(10, 100), (20, 50)],
+            vec![(30, 1)],
+        ] {
+            let mut a = snap.members(&sessions);
+            let mut b = procfs::members(&procs, &sessions);
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "{sessions:?}");
+        }
     }
 
     #[test]
     fn snapshots_are_shared_within_a_tick_and_pin_checks_the_start() {
         let a = current();
         let b = current();
-        assert!(!a.is_empty() && !b.is_empty());
+        assert!(!a.procs().is_empty() && !b.procs().is_empty());
         let me = std::process::id();
-        assert!(a.iter().any(|p| p.pid == me));
+        assert!(a.get(me).is_some());
         assert_eq!(pin(&a, &[me]).len(), 1);
-        let mut wrong = a.iter().find(|p| p.pid == me).copied().unwrap();
+        let mut wrong = *a.get(me).unwrap();
         wrong.start_ticks += 1;
-        assert!(pin(&[wrong], &[me]).is_empty());
+        assert!(pin(&Snapshot::new(vec![wrong]), &[me]).is_empty());
         assert!(ticks_at(Instant::now()) >= wrong.start_ticks - 1);
     }
 }

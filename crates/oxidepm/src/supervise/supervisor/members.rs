@@ -53,7 +53,7 @@ impl Members {
 
     /// Waits at most `within` until no process is left; true when none is.
     /// A cgroup is watched through `cgroup.events`; sessions, which the
-    /// kernel does not report on, are looked at every 10 ms.
+    /// kernel does not report on, are looked at once per /proc snapshot.
     pub async fn emptied(&self, within: Duration) -> bool {
         let until = tokio::time::Instant::now() + within;
         if let Members::Cgroup(dir) = self {
@@ -69,7 +69,7 @@ impl Members {
             if tokio::time::Instant::now() >= until {
                 return false;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(snapshot::tick()).await;
         }
         true
     }
@@ -315,7 +315,7 @@ impl Supervisor {
     fn prune_sessions(&mut self, id: u64) {
         let procs = snapshot::current();
         for (sid, start) in self.sessions_of(id) {
-            if procfs::members(&procs, &[(sid, start)]).is_empty() {
+            if procs.members(&[(sid, start)]).is_empty() {
                 self.forget_session(id, sid);
             }
         }
