@@ -376,7 +376,17 @@ impl Supervisor {
             // (shared by the exits handled in its tick), each pinned by a
             // pidfd: the SIGKILL after `kill_timeout` goes to exactly these
             // processes, never to a group id a new process may have taken.
-            let procs = snapshot::since(seen);
+            // Probing the group is one syscall; reading /proc after every
+            // exit of a crash storm is what would take the daemon's time.
+            // Without a group left, a snapshot of this tick serves for the
+            // stragglers of earlier sessions.
+            let group_left =
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), None).is_ok();
+            let procs = if group_left {
+                snapshot::since(seen)
+            } else {
+                snapshot::current()
+            };
             let reaped = snapshot::ticks_at(seen);
             let pids = snapshot::leftovers(&procs, pid, start, reaped, &self.sessions_of(id));
             let pinned = snapshot::pin(&procs, &pids);
