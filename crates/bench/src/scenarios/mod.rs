@@ -4,6 +4,7 @@ mod adopt;
 mod agentsock;
 mod bridge;
 mod health;
+mod kill2000;
 mod logs;
 mod logs_read;
 mod logwriter;
@@ -15,6 +16,7 @@ pub mod siege;
 mod start;
 mod start1000;
 mod status;
+mod storm;
 
 use crate::report::Row;
 use crate::sandbox::{Bins, Result, Sandbox};
@@ -147,6 +149,16 @@ pub const ALL: &[Scenario] = &[
         name: "siege",
         about: "daemon and sockets under attack: peak RSS vs budget, a person's status and another agent's round trip vs idle",
         run: siege::run,
+    },
+    Scenario {
+        name: "storm",
+        about: "800 crash-looping apps: status latency during the storm, time until all errored",
+        run: storm::run,
+    },
+    Scenario {
+        name: "kill2000",
+        about: "2,000 idle apps: wall time of `oxidepm kill`",
+        run: kill2000::run,
     },
 ];
 

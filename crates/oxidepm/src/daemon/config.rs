@@ -46,6 +46,16 @@ pub enum ConfigError {
         /// What is wrong and what to write instead.
         reason: &'static str,
     },
+    /// A restart rate limit that would never restart anything.
+    #[error("{}: {key} {reason}", path.display())]
+    Restarts {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: &'static str,
+        /// What is wrong and what to write instead.
+        reason: &'static str,
+    },
     /// The `[lanes]` settings are inconsistent.
     #[error("{}: {source}", path.display())]
     Lanes {
@@ -130,6 +140,20 @@ pub struct Config {
     /// fails with `E_STORAGE` until it can); refused by default.
     #[serde(default)]
     pub allow_read_only_state: bool,
+    /// Automatic restarts a second, daemon-wide, in the long run (default
+    /// 100): a crash storm cannot take the host's CPU in forks.
+    #[serde(default = "hundred")]
+    pub restart_rate: u32,
+    /// Automatic restarts allowed at once after a quiet spell (default 200).
+    #[serde(default = "two_hundred")]
+    pub restart_burst: u32,
+}
+
+fn hundred() -> u32 {
+    100
+}
+fn two_hundred() -> u32 {
+    200
 }
 
 fn ten_mib() -> u64 {
@@ -201,6 +225,12 @@ impl Config {
                 key,
                 reason,
             })?;
+        c.check_restarts()
+            .map_err(|(key, reason)| ConfigError::Restarts {
+                path: path_buf(),
+                key,
+                reason,
+            })?;
         c.check_retention()
             .map_err(|(key, reason)| ConfigError::Retention {
                 path: path_buf(),
@@ -216,6 +246,28 @@ impl Config {
 }
 
 impl Config {
+    /// The daemon-wide restart rate limit.
+    pub fn restart_rate(&self) -> crate::supervise::restarts::RateSettings {
+        crate::supervise::restarts::RateSettings {
+            per_sec: self.restart_rate,
+            burst: self.restart_burst,
+        }
+    }
+
+    /// Checks the restart rate limit: the key at fault and why.
+    fn check_restarts(&self) -> Result<(), (&'static str, &'static str)> {
+        if self.restart_rate == 0 {
+            return Err(("restart_rate", "must be at least 1; 0 would never restart a crashed app (use restart = \"never\" in the app instead)"));
+        }
+        if self.restart_burst == 0 {
+            return Err((
+                "restart_burst",
+                "must be at least 1; 0 would never restart a crashed app",
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks `[retention]` and the daemon.log keys: the key at fault and why.
     fn check_retention(&self) -> Result<(), (&'static str, &'static str)> {
         if self.daemon_log_keep > 100 {
@@ -288,5 +340,23 @@ mod connection_tests {
             "{e}"
         );
         assert!(load("daemon_max_connections = 5\ndaemon_reserved_connections = 4\n").is_ok());
+    }
+
+    #[test]
+    fn restart_rate_has_a_default_and_refuses_zero() {
+        let c = Config::default();
+        assert_eq!((c.restart_rate, c.restart_burst), (100, 200));
+        let e = load("restart_rate = 0\n").unwrap_err();
+        assert!(
+            e.to_string().contains("restart_rate must be at least 1"),
+            "{e}"
+        );
+        let e = load("restart_burst = 0\n").unwrap_err();
+        assert!(
+            e.to_string().contains("restart_burst must be at least 1"),
+            "{e}"
+        );
+        let c = load("restart_rate = 20\nrestart_burst = 5\n").unwrap();
+        assert_eq!((c.restart_rate().per_sec, c.restart_rate().burst), (20, 5));
     }
 }

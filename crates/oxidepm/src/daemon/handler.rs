@@ -15,6 +15,10 @@ use std::sync::Arc;
 /// before its answer: a flood then costs its sender time, not the daemon.
 const FLOOD_PENALTY: std::time::Duration = std::time::Duration::from_millis(10);
 
+/// How long a finished `kill` waits for its answer to be written before
+/// the daemon exits anyway.
+const KILL_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Daemon {
     /// Handles one request and writes its answer; an I/O error means the
     /// connection is to be closed.
@@ -60,12 +64,31 @@ impl Daemon {
                     return sink.send(&Response::err(id, e)).await;
                 }
                 log::info!("kill by {} via {}", caller.actor, caller.socket.as_str());
-                control::shutdown(&self.sup, &caller.actor).await;
-                self.audit(&caller, "kill", &apps, None);
-                sink.send(&response(id, Killed { stopped: true }.into()))
-                    .await?;
-                self.exit.notify_one();
-                Ok(())
+                // A shutdown, once begun, completes whatever the client
+                // does: it runs in a task of its own, which the connection
+                // going away does not cancel, and which lets the daemon
+                // exit once the answer is written (or the client is gone).
+                let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+                let (answered_tx, answered_rx) = tokio::sync::oneshot::channel::<()>();
+                let daemon = self.clone();
+                tokio::spawn(async move {
+                    control::shutdown(&daemon.sup, &caller.actor).await;
+                    daemon.audit(&caller, "kill", &apps, None);
+                    if done_tx.send(()).is_ok() {
+                        // Bounded: a client that does not read its answer
+                        // does not keep the daemon up.
+                        let _ = tokio::time::timeout(KILL_ANSWER_WAIT, answered_rx).await;
+                    }
+                    daemon.exit.notify_one();
+                });
+                if done_rx.await.is_err() {
+                    return Ok(());
+                }
+                let sent = sink
+                    .send(&response(id, Killed { stopped: true }.into()))
+                    .await;
+                let _ = answered_tx.send(());
+                sent
             }
             _ => {
                 let resp = self.answer(&caller, req).await;

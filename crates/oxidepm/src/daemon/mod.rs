@@ -258,6 +258,10 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");
     }
     tokio::spawn(reaper::run(sup.clone()));
+    tokio::spawn(crate::supervise::restarts::run(
+        sup.clone(),
+        config.restart_rate(),
+    ));
     // Writers started by an earlier daemon: watched again, so that their
     // death is survived too.
     let regained = crate::supervise::logwriters::regain(&home.logs_dir(), &shim_exe_path());

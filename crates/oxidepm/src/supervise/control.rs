@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::{timeout, Instant};
 
+/// Apps spawned by a start before it yields.
+const LAUNCH_BATCH: usize = 16;
+
 /// Waits until every process of the ticket's app is gone: the stop signal
 /// was already sent to all of them; after `kill_timeout` everything left is
 /// killed (`cgroup.kill`, or SIGKILL to the recorded sessions). With a
@@ -204,9 +207,18 @@ async fn launch(
             .collect()
     };
     let mut out = Vec::new();
-    // One commit per start instead of four; nothing awaits in the loop.
-    let _batch = Supervisor::batch(shared);
-    for id in order {
+    // One commit per start instead of four. The batch is closed while the
+    // loop yields: other tasks' writes (and the store's retry, which opens
+    // its own transaction) never run inside it.
+    let mut batch = Some(Supervisor::batch(shared));
+    for (n, id) in order.into_iter().enumerate() {
+        if n > 0 && n % LAUNCH_BATCH == 0 {
+            // A long start lets the reaper see exits on time (a run's length
+            // ends when its death is seen) and requests get an answer.
+            drop(batch.take());
+            tokio::task::yield_now().await;
+            batch = Some(Supervisor::batch(shared));
+        }
         let mut s = lock(shared);
         let Some(app) = s.app(id) else { continue };
         let name = app.spec.name.clone();
@@ -233,6 +245,9 @@ async fn launch(
             a.unstable = 0;
             a.rt.desired_running = true;
         }
+        // A person (or a dependent's start) asks for it: the crash loop
+        // that errored it is over.
+        s.reset_start_limit(id);
         match deps_ready(&s, id) {
             Ok(true) => {
                 if kind == EventKind::Restarted {

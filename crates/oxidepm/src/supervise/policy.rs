@@ -1,7 +1,9 @@
 //! What to do when an app's process exits: the restart policy, backoff and
-//! the crash-loop limit, as a pure function.
+//! the crash-loop limits, as pure functions.
 
 use oxidepm_proto::{AppSpec, RestartPolicy, Status};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 /// Longest delay exponential backoff grows to.
 pub const MAX_BACKOFF_MS: u64 = 15_000;
@@ -99,6 +101,50 @@ pub fn decide(spec: &AppSpec, exit: Exit, uptime_ms: u64, unstable: u32) -> (Dec
     )
 }
 
+/// Shortest time one restart takes up in the start-limit window, so an app
+/// with `min_uptime` 0 still has a window.
+pub const MIN_SLOT_MS: u64 = 1000;
+
+/// The start-limit window of an app: `max_restarts + 1` slots of
+/// `min_uptime + restart_delay` (at least [`MIN_SLOT_MS`]) each. More than
+/// `max_restarts` automatic restarts in it means that the runs came back
+/// faster than stable runs would, however long each one was measured to be.
+pub fn start_limit_window(spec: &AppSpec) -> Duration {
+    let slot = spec
+        .min_uptime_ms
+        .saturating_add(spec.restart_delay_ms)
+        .max(MIN_SLOT_MS);
+    Duration::from_millis(slot.saturating_mul(u64::from(spec.max_restarts) + 1))
+}
+
+/// The automatic restarts of one app within its start-limit window (as
+/// systemd's StartLimitIntervalSec/StartLimitBurst): a rule that counts
+/// restarts in time and measures no uptime, so a daemon too busy to notice
+/// exits promptly still stops a crash loop.
+#[derive(Debug, Default, Clone)]
+pub struct StartLimit {
+    times: VecDeque<Instant>,
+}
+
+impl StartLimit {
+    /// Records a restart at `now` and returns true, or returns false (and
+    /// records nothing) when it would be more than `max` within `window`.
+    pub fn admit(&mut self, now: Instant, window: Duration, max: u32) -> bool {
+        while let Some(&t) = self.times.front() {
+            if now.saturating_duration_since(t) >= window {
+                self.times.pop_front();
+            } else {
+                break;
+            }
+        }
+        if self.times.len() >= max as usize {
+            return false;
+        }
+        self.times.push_back(now);
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +216,42 @@ mod tests {
             decide(&s, ok, 5000, 0).0,
             Decision::Restart { delay_ms: 250 }
         );
+    }
+
+    #[test]
+    fn start_limit_counts_restarts_in_the_window_not_uptime() {
+        let s = spec();
+        let w = start_limit_window(&s);
+        // 3 restarts of 1000 ms min_uptime + 0 delay: 4 slots.
+        assert_eq!(w, Duration::from_millis(4000));
+        let t0 = Instant::now();
+        let mut l = StartLimit::default();
+        for i in 0..3 {
+            assert!(l.admit(t0 + Duration::from_millis(i * 10), w, s.max_restarts));
+        }
+        // A fourth within the window is refused, and not recorded.
+        assert!(!l.admit(t0 + Duration::from_millis(50), w, s.max_restarts));
+        // Once the first has left the window, one more is allowed.
+        assert!(l.admit(t0 + w, w, s.max_restarts));
+        assert!(!l.admit(t0 + w + Duration::from_millis(5), w, s.max_restarts));
+        // Restarts spaced wider than a slot never hit the limit.
+        let mut l = StartLimit::default();
+        for i in 0..100 {
+            assert!(l.admit(t0 + Duration::from_millis(i * 1500), w, s.max_restarts));
+        }
+    }
+
+    #[test]
+    fn start_limit_window_has_a_floor_and_counts_the_delay() {
+        let mut s = spec();
+        s.min_uptime_ms = 0;
+        s.max_restarts = 0;
+        assert_eq!(start_limit_window(&s), Duration::from_millis(MIN_SLOT_MS));
+        let mut l = StartLimit::default();
+        assert!(!l.admit(Instant::now(), start_limit_window(&s), 0));
+        s.min_uptime_ms = 1000;
+        s.restart_delay_ms = 500;
+        s.max_restarts = 9;
+        assert_eq!(start_limit_window(&s), Duration::from_millis(15_000));
     }
 }

@@ -435,33 +435,6 @@ pub fn signal_group_of(pgid: u32, leader_start: u64, sig: Signal) -> bool {
     signal_group(pgid, sig)
 }
 
-/// Sends `sig` to every process of the recorded `sessions` and their
-/// descendants (children that started a session of their own are still
-/// caught by the parent walk while their parent lives). Returns how many
-/// processes were signalled.
-pub fn signal_sessions(sessions: &[procfs::Session], sig: Signal) -> usize {
-    let procs = procfs::all();
-    procfs::members(&procs, sessions)
-        .into_iter()
-        .filter(|pid| {
-            // Pinned by a pidfd, then checked to be the process of the
-            // snapshot: a pid reused since is never signalled.
-            let Ok(fd) = oxidepm_sys::pidfd::open(*pid) else {
-                return false;
-            };
-            let then = procs.iter().find(|p| p.pid == *pid).map(|p| p.start_ticks);
-            procfs::stat(*pid).map(|s| s.start_ticks) == then
-                && oxidepm_sys::pidfd::signal(&fd, sig as i32).is_ok()
-        })
-        .count()
-}
-
-/// Whether any live (non-zombie) process of the recorded `sessions` or
-/// their descendants remains.
-pub fn sessions_alive(sessions: &[procfs::Session]) -> bool {
-    !procfs::members(&procfs::all(), sessions).is_empty()
-}
-
 /// Starts a health-check command in its own session (inside the app's
 /// run cgroup, when `cgroup` is its directory), output discarded.
 pub fn spawn_probe(

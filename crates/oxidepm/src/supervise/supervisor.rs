@@ -29,6 +29,7 @@ pub type LaneEnv = Box<dyn Fn(&str) -> Option<Vec<(String, String)>> + Send>;
 mod agents;
 mod members;
 mod orphans;
+mod restarts;
 mod select;
 mod starting;
 mod stopping;
@@ -37,6 +38,7 @@ mod waiting;
 
 pub use members::{Members, Membership};
 pub use orphans::Orphan;
+pub use restarts::SeenExit;
 
 /// Locks the supervisor (a panic elsewhere never wedges the daemon).
 pub fn lock(s: &Mutex<Supervisor>) -> MutexGuard<'_, Supervisor> {
@@ -86,6 +88,9 @@ pub struct Supervisor {
     home_id: String,
     /// Live runs of apps the state does not know, by app name.
     orphans: BTreeMap<String, Orphan>,
+    /// Automatic restarts waiting for the restart task, and each app's
+    /// recent restarts.
+    pub(crate) restarts: super::restarts::RestartQueue,
 }
 
 impl Supervisor {
@@ -111,6 +116,7 @@ impl Supervisor {
                 shutting_down: false,
                 lane_env: None,
                 agents_share_uid: false,
+                restarts: Default::default(),
             })
         })
     }
@@ -128,11 +134,6 @@ impl Supervisor {
     /// One app, mutably.
     pub fn app_mut(&mut self, id: u64) -> Option<&mut App> {
         self.apps.get_mut(&id)
-    }
-
-    /// The app whose main process is `pid`, if it is our child.
-    pub fn app_of_child(&self, pid: u32) -> Option<u64> {
-        self.by_pid.get(&pid).copied()
     }
 
     /// The app whose process (main process, or health probe) is `pid`
@@ -292,6 +293,7 @@ impl Supervisor {
         self.event(id, EventKind::Deleted, actor, "");
         self.store.delete_app(id)?;
         self.discard_members(id);
+        self.restarts.forget(id);
         self.apps.remove(&id);
         Ok(())
     }
@@ -462,24 +464,37 @@ impl Supervisor {
         );
     }
 
-    /// Handles the exit of app `id`'s main process: records it, wakes
-    /// stoppers, and applies the restart policy unless a stop is under way.
+    /// Handles the exit of app `id`'s main process, seen now: records it,
+    /// wakes stoppers, and applies the restart policy unless a stop is
+    /// under way.
     pub fn handle_exit(&mut self, id: u64, pid: u32, exit: Exit) {
-        self.by_pid.remove(&pid);
-        let Some(app) = self.apps.get_mut(&id) else {
-            return;
-        };
-        if app.rt.pid != Some(pid) {
+        if self.by_pid.get(&pid) == Some(&id) {
+            self.by_pid.remove(&pid);
+        }
+        let started = self.apps.get(&id).and_then(|a| a.started);
+        self.handle_seen_exit(SeenExit {
+            id,
+            pid,
+            exit,
+            started,
+            seen: Instant::now(),
+        });
+    }
+
+    /// Handles an exit the reaper saw earlier (see [`Self::handle_exit`]).
+    /// The run's length is from its spawn to its death being seen; a
+    /// restart is queued for the restart task, never spawned here.
+    pub fn handle_seen_exit(&mut self, e: SeenExit) {
+        if !self.exit_current(&e) {
             return;
         }
+        let SeenExit { id, pid, exit, .. } = e;
+        let uptime = e.uptime_ms();
+        let app = self.apps.get_mut(&id).expect("checked by exit_current");
         let pid_start = app.rt.pid_start.take();
         app.rt.pid = None;
         app.rt.last_exit = exit.code;
         let run = app.rt.run_id.take();
-        let uptime = app
-            .started
-            .map(|s| s.elapsed().as_millis() as u64)
-            .unwrap_or(u64::MAX);
         app.exits.send_modify(|n| *n += 1);
         let status = app.rt.status;
         if let Some(run) = run {
@@ -501,7 +516,7 @@ impl Supervisor {
         };
         self.event(id, EventKind::Exited, &actor, &exit.describe());
         let t = Duration::from_millis(app.spec.kill_timeout_ms);
-        self.end_runs(id, pid, pid_start, t);
+        self.end_runs(id, pid, pid_start, t, e.seen);
         let app = self.apps.get(&id).expect("present");
         if self.shutting_down {
             let app = self.apps.get_mut(&id).expect("present");
@@ -509,7 +524,14 @@ impl Supervisor {
             self.persist(id);
             return;
         }
-        let (decision, unstable) = policy::decide(&app.spec, exit, uptime, app.unstable);
+        let (mut decision, unstable) = policy::decide(&app.spec, exit, uptime, app.unstable);
+        let mut limit_hit = None;
+        if let Decision::Restart { .. } = decision {
+            if let Err(hit) = self.admit_restart(id, e.seen) {
+                decision = Decision::Rest(Status::Errored);
+                limit_hit = Some(hit);
+            }
+        }
         let app = self.apps.get_mut(&id).expect("present");
         app.unstable = unstable;
         match decision {
@@ -523,43 +545,33 @@ impl Supervisor {
                 } else {
                     EventKind::Stopped
                 };
-                let detail = if st == Status::Errored && unstable > 0 {
-                    format!(
+                let detail = match limit_hit {
+                    Some((max, window_ms)) => format!(
+                        "more than {max} restarts within {window_ms} ms (start limit); not restarting"
+                    ),
+                    None if st == Status::Errored && unstable > 0 => format!(
                         "{unstable} restarts in a row lasted less than min_uptime; not restarting"
-                    )
-                } else {
-                    String::new()
+                    ),
+                    None => String::new(),
                 };
                 self.event(id, kind, &actor, &detail);
             }
         }
     }
 
-    /// Restarts app `id` after `delay_ms` (at once when 0), counting the
-    /// restart and crediting it to `actor`.
+    /// Queues a restart of app `id` in `delay_ms` (as soon as the restart
+    /// task and the rate limit allow when 0), counting it and crediting it
+    /// to `actor`. The app is `starting` until then.
     pub fn schedule_restart(&mut self, id: u64, delay_ms: u64, actor: &Actor) {
         let Some(app) = self.apps.get_mut(&id) else {
             return;
         };
         app.rt.restarts += 1;
-        if delay_ms == 0 {
-            let _ = self.spawn_now(id, actor, EventKind::Restarted);
-            return;
-        }
         app.rt.status = Status::Starting;
         app.generation += 1;
         let generation = app.generation;
         self.persist(id);
-        let this = self.this.clone();
-        let actor = actor.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-            let Some(shared) = this.upgrade() else { return };
-            let mut s = lock(&shared);
-            let due = matches!(s.apps.get(&id), Some(a) if a.generation == generation && a.rt.status == Status::Starting);
-            if due && !s.shutting_down {
-                let _ = s.spawn_now(id, &actor, EventKind::Restarted);
-            }
-        });
+        let at = Instant::now() + Duration::from_millis(delay_ms);
+        self.restarts.push(at, id, generation, actor.clone());
     }
 }

@@ -20,4 +20,5 @@ mod recovery;
 mod retention;
 mod routes;
 mod storage;
+mod storms;
 mod supervision;

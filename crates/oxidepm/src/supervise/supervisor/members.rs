@@ -7,6 +7,7 @@ use super::Supervisor;
 use crate::store::SessionRow;
 use crate::supervise::cgroup::{Containment, Run};
 use crate::supervise::procfs::{self, Session};
+use crate::supervise::snapshot;
 use crate::supervise::spawn::{self, SpawnError};
 use nix::sys::signal::Signal;
 use oxidepm_sys::cgroup;
@@ -46,13 +47,13 @@ impl Members {
     pub fn alive(&self) -> bool {
         match self {
             Members::Cgroup(dir) => cgroup::populated(dir),
-            Members::Sessions(s) => spawn::sessions_alive(s),
+            Members::Sessions(s) => snapshot::sessions_alive(&snapshot::current(), s),
         }
     }
 
     /// Waits at most `within` until no process is left; true when none is.
     /// A cgroup is watched through `cgroup.events`; sessions, which the
-    /// kernel does not report on, are looked at every 10 ms.
+    /// kernel does not report on, are looked at once per /proc snapshot.
     pub async fn emptied(&self, within: Duration) -> bool {
         let until = tokio::time::Instant::now() + within;
         if let Members::Cgroup(dir) = self {
@@ -68,7 +69,7 @@ impl Members {
             if tokio::time::Instant::now() >= until {
                 return false;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(snapshot::tick()).await;
         }
         true
     }
@@ -83,7 +84,7 @@ impl Members {
                 }
             }
             Members::Sessions(s) => {
-                spawn::signal_sessions(s, Signal::SIGKILL);
+                snapshot::signal_sessions(&snapshot::fresh(), s, Signal::SIGKILL);
             }
         }
     }
@@ -230,6 +231,12 @@ impl Supervisor {
         }
     }
 
+    /// Whether app `id`'s processes are held by a cgroup.
+    fn contained(&self, id: u64) -> bool {
+        self.containment.cgroups().is_some()
+            && self.apps.get(&id).is_some_and(|a| a.cgroup.is_some())
+    }
+
     /// What holds app `id`'s processes, for a stopper.
     pub(super) fn members(&self, id: u64) -> Members {
         let cg = self.containment.cgroups();
@@ -306,9 +313,9 @@ impl Supervisor {
 
     /// Forgets the sessions of app `id` that no process is in any more.
     fn prune_sessions(&mut self, id: u64) {
-        let procs = procfs::all();
+        let procs = snapshot::current();
         for (sid, start) in self.sessions_of(id) {
-            if procfs::members(&procs, &[(sid, start)]).is_empty() {
+            if procs.members(&[(sid, start)]).is_empty() {
                 self.forget_session(id, sid);
             }
         }
@@ -339,7 +346,7 @@ impl Supervisor {
                 };
                 // And whatever stayed in a session of the app but left the
                 // main process's group.
-                spawn::signal_sessions(&self.sessions_of(id), sig);
+                snapshot::signal_sessions(&snapshot::current(), &self.sessions_of(id), sig);
             }
         }
     }
@@ -349,31 +356,46 @@ impl Supervisor {
     /// never duplicates workers. SIGTERM now; SIGKILL (`cgroup.kill` of the
     /// run's leaves) after `kill_timeout`. The leaves are the runs that
     /// exist now: the next run gets a new one, which this never touches.
-    pub(super) fn end_runs(&mut self, id: u64, pid: u32, start: Option<u64>, t: Duration) {
+    /// `seen` is when the main process's death was seen: what started
+    /// after it is not the run's.
+    pub(super) fn end_runs(
+        &mut self,
+        id: u64,
+        pid: u32,
+        start: Option<u64>,
+        t: Duration,
+        seen: std::time::Instant,
+    ) {
         let Some(app) = self.apps.get_mut(&id) else {
             return;
         };
         app.run_cgroup = None;
         let (Some(cg), Some(path)) = (self.containment.cgroups(), app.cgroup.clone()) else {
-            // The group of the main process, then whatever else stayed in
-            // the app's sessions (a new run has a session of its own).
-            let sessions = self.sessions_of(id);
-            let group = match start {
-                Some(s) => spawn::signal_group_of(pid, s, Signal::SIGTERM),
-                None => spawn::signal_group(pid, Signal::SIGTERM),
+            // The group of the main process and whatever else stayed in
+            // the app's sessions, from one snapshot taken after the reap
+            // (shared by the exits handled in its tick), each pinned by a
+            // pidfd: the SIGKILL after `kill_timeout` goes to exactly these
+            // processes, never to a group id a new process may have taken.
+            // Probing the group is one syscall; reading /proc after every
+            // exit of a crash storm is what would take the daemon's time.
+            // Without a group left, a snapshot of this tick serves for the
+            // stragglers of earlier sessions.
+            let group_left =
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), None).is_ok();
+            let procs = if group_left {
+                snapshot::since(seen)
+            } else {
+                snapshot::current()
             };
-            // The sessions are looked up in /proc by a task, after a restart
-            // with no delay has been spawned.
+            let reaped = snapshot::ticks_at(seen);
+            let pids = snapshot::leftovers(&procs, pid, start, reaped, &self.sessions_of(id));
+            let pinned = snapshot::pin(&procs, &pids);
+            if snapshot::signal_pinned(&pinned, Signal::SIGTERM) == 0 {
+                return;
+            }
             tokio::spawn(async move {
-                if spawn::signal_sessions(&sessions, Signal::SIGTERM) == 0 && !group {
-                    return;
-                }
                 tokio::time::sleep(t).await;
-                match start {
-                    Some(s) => spawn::signal_group_of(pid, s, Signal::SIGKILL),
-                    None => spawn::signal_group(pid, Signal::SIGKILL),
-                };
-                spawn::signal_sessions(&sessions, Signal::SIGKILL);
+                snapshot::signal_pinned(&pinned, Signal::SIGKILL);
             });
             return;
         };
@@ -387,6 +409,12 @@ impl Supervisor {
             }
         }
         if left.is_empty() {
+            // Nothing of the app lives (its restart is only queued, never
+            // spawned before this): every recorded session is over, and a
+            // crash loop does not pile them up for a /proc scan to prune.
+            for (sid, _) in self.sessions_of(id) {
+                self.forget_session(id, sid);
+            }
             return;
         }
         tokio::spawn(async move {
@@ -403,7 +431,15 @@ impl Supervisor {
     /// Once app `id`'s processes are all gone (a stop completed): forgets
     /// its sessions and removes its empty run leaves.
     pub(super) fn stopped_members(&mut self, id: u64) {
-        self.prune_sessions(id);
+        if self.contained(id) && !self.members(id).alive() {
+            // The app's cgroup is empty: every process its runs started is
+            // gone, so all its sessions are over; no /proc scan needed.
+            for (sid, _) in self.sessions_of(id) {
+                self.forget_session(id, sid);
+            }
+        } else {
+            self.prune_sessions(id);
+        }
         if let Some(a) = self.apps.get_mut(&id) {
             a.run_cgroup = None;
         }
@@ -422,7 +458,7 @@ impl Supervisor {
         let sessions = self.sessions_of(id);
         if self.apps.get(&id).is_some_and(|a| a.cgroup.is_none()) {
             // Whatever is left in its sessions has no app to belong to.
-            spawn::signal_sessions(&sessions, Signal::SIGKILL);
+            snapshot::signal_sessions(&snapshot::fresh(), &sessions, Signal::SIGKILL);
         }
         for (sid, _) in sessions {
             self.forget_session(id, sid);
