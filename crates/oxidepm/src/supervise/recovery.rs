@@ -51,7 +51,7 @@ pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
     let boot = procfs::boot_id();
     let (runs, known) = {
         let s = lock(shared);
-        let found = marker::scan(s.home_id(), &s.run_leaves());
+        let found = s.trusted(marker::scan(s.home_id(), &s.run_leaves()));
         let known: Vec<Known> = s
             .apps()
             .map(|a| Known {

@@ -5,6 +5,7 @@
 use crate::harness::{alive, bin, kill, read, Env};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// Every live process that carries a run marker and this home's address:
@@ -226,9 +227,29 @@ fn a_second_copy_of_a_running_app_is_stopped_at_start() {
     // daemon killed at the wrong moment would leave them.
     let home = format!("{}", env.home.display());
     let (h, id, run, _) = split(&marker);
-    let copy = spawn_marked(&home, &format!("{h}:{id}:{}:web", run + 1));
+    // Where cgroups hold the apps, a daemon's processes are born in their
+    // run's cgroup: so are these.
+    let web_leaf = cgroup_of(web);
+    let leaf = |app: u64, n: u64| {
+        web_leaf.as_ref().map(|l| {
+            let app_dir = l
+                .parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .join(format!("app-{app}"));
+            let dir = app_dir.join(format!("run-{n}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            dir
+        })
+    };
+    let copy = spawn_marked_in(&home, &format!("{h}:{id}:{}:web", run + 1), leaf(id, 1));
     let idle_id = id + 1;
-    let stray = spawn_marked(&home, &format!("{h}:{idle_id}:{}:idle", run + 7));
+    let stray = spawn_marked_in(
+        &home,
+        &format!("{h}:{idle_id}:{}:idle", run + 7),
+        leaf(idle_id, 2),
+    );
     assert_eq!(env.pid("web"), web, "the recorded process is adopted");
     env.wait(20, "the copy and the stray to be stopped", || {
         !alive(copy.id()) && !alive(stray.id())
@@ -260,14 +281,72 @@ fn split(marker: &str) -> (String, u64, i64, String) {
 /// A detached `sleep` with a marker, re-parented away from the test (as an
 /// app outliving its daemon is).
 fn spawn_marked(home: &str, marker: &str) -> Reparented {
+    spawn_marked_in(home, marker, None)
+}
+
+/// As `spawn_marked`, born in the cgroup directory `cgroup` when given.
+fn spawn_marked_in(home: &str, marker: &str, cgroup: Option<PathBuf>) -> Reparented {
+    let join = cgroup
+        .map(|d| format!("echo $$ > '{}/cgroup.procs' || exit 1; ", d.display()))
+        .unwrap_or_default();
     let out = Command::new("sh")
         .arg("-c")
-        .arg("setsid sleep 100000 >/dev/null 2>&1 & echo $!")
+        .arg(format!(
+            "{join}setsid sleep 100000 >/dev/null 2>&1 & echo $!"
+        ))
         .env("OXIDEPM_HOME", home)
         .env("OXIDEPM_RUN", marker)
         .output()
         .unwrap();
     Reparented(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap())
+}
+
+/// The directory of the cgroup v2 leaf holding `pid`, when it is one of
+/// an oxidepm home's run leaves.
+fn cgroup_of(pid: u32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let rel = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    if !rel.contains("/oxidepm-") {
+        return None;
+    }
+    ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .iter()
+        .map(|m| PathBuf::from(format!("{m}{rel}")))
+        .find(|d| d.join("cgroup.procs").exists())
+}
+
+#[test]
+fn a_process_that_forges_a_marker_is_never_taken_for_an_app() {
+    let env = Env::new();
+    let _sweep = Sweep(&env);
+    env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
+    let web = env.pid("web");
+    let (h, id, run, _) = split(&read_marker(web));
+    if cgroup_of(web).is_none() {
+        // Without cgroups a marker of the daemon's own user is all there
+        // is to go by (the README says so): nothing to try here.
+        eprintln!("skipped: the daemon runs without cgroups on this host");
+        return;
+    }
+    kill_daemon(&env);
+    // The app dies while no daemon runs; a process of someone else's
+    // making claims to be its newer run.
+    kill(web, libc::SIGKILL);
+    let home = format!("{}", env.home.display());
+    let forged = spawn_marked(&home, &format!("{h}:{id}:{}:web", run + 1));
+    env.wait(30, "web restarted in a process of its own", || {
+        env.json(&["status"])
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["name"] == "web").cloned())
+            .is_some_and(|w| w["status"] == "online" && w["pid"].as_u64().is_some())
+    });
+    let now = env.pid("web");
+    assert_ne!(now, forged.id(), "the forged process was adopted as web");
+    assert!(
+        alive(forged.id()),
+        "a process that is not the daemon's is left alone"
+    );
+    sweep(&env);
 }
 
 /// A process that is not the test's child.

@@ -42,6 +42,40 @@ impl Supervisor {
         (marker::VAR.to_string(), m.value())
     }
 
+    /// The processes of a scan that may be taken for this home's. A marker
+    /// is only an environment variable, which any process can set: with
+    /// cgroups, only processes in this home's cgroups count (every process
+    /// the daemon starts is born in one); without, a marked process counts
+    /// only when it runs as the user its app runs as (the daemon's own
+    /// user for an app the state does not know), so no process is ever
+    /// taken for an app of another user.
+    pub fn trusted(&self, found: Vec<marker::Found>) -> Vec<marker::Found> {
+        if self.containment.cgroups().is_some() {
+            return found.into_iter().filter(|f| f.cgroup.is_some()).collect();
+        }
+        found
+            .into_iter()
+            .filter(|f| {
+                let Some(m) = &f.marker else { return false };
+                let expected = match self.apps.get(&m.app).filter(|a| a.spec.name == m.name) {
+                    Some(a) => self.uid_of(&a.spec),
+                    None => Some(self.own.uid.as_raw()),
+                };
+                expected.is_some() && expected == process_uid(f.stat.pid)
+            })
+            .collect()
+    }
+
+    /// The uid the processes of `spec` run as; `None` when its user cannot
+    /// be resolved.
+    fn uid_of(&self, spec: &oxidepm_proto::AppSpec) -> Option<u32> {
+        match self.creds_for(spec) {
+            Ok(Some(c)) => Some(c.uid.as_raw()),
+            Ok(None) => Some(self.own.uid.as_raw()),
+            Err(_) => None,
+        }
+    }
+
     /// Every run leaf of this home's cgroups: (hierarchy path, directory).
     pub fn run_leaves(&self) -> Vec<(String, PathBuf)> {
         let Some(cg) = self.containment.cgroups() else {
@@ -116,6 +150,15 @@ impl Supervisor {
         let pid = o.main.pid;
         if !procfs::is_same_process(pid, o.main.start_ticks) {
             log::info!("orphan {name} (pid {pid}) is gone; starting the app");
+            return None;
+        }
+        let spec = self.apps.get(&id)?.spec.clone();
+        if o.leaf.is_none() && self.uid_of(&spec) != process_uid(pid) {
+            // Outside any cgroup, only its user vouches for the process:
+            // one of another user is never taken for this app.
+            log::warn!(
+                "orphan {name} (pid {pid}) runs as another user than the app; starting the app"
+            );
             return None;
         }
         let mut leaf = o.leaf.clone();
@@ -199,4 +242,12 @@ impl Supervisor {
             }
         }
     }
+}
+
+/// The real uid of process `pid`.
+fn process_uid(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid())
 }
