@@ -1,5 +1,5 @@
 //! oxidepm's log writer: one process per app run copies the app's stdout
-//! (fd 0) and stderr (fd 3) into size-rotated log files.
+//! (fd 0) and stderr (fd 1) into size-rotated log files.
 //!
 //! The writer, not the daemon, reads the app's pipes, so apps keep logging
 //! while the daemon is down, and a slow disk only slows the app through
@@ -31,7 +31,7 @@ pub use stream::{copy_stream, MAX_LINE, READ_CHUNK};
 use stream::Stream;
 
 /// The fd the writer reads the app's stderr from (stdout comes on fd 0).
-pub const ERR_INPUT_FD: RawFd = 3;
+pub const ERR_INPUT_FD: RawFd = 1;
 
 /// The program's name, installed beside `oxidepmd`.
 pub const PROGRAM: &str = "oxidepm-logwriter";
@@ -56,8 +56,13 @@ pub fn main_with_args(args: &[std::ffi::OsString]) -> i32 {
     }
 }
 
-/// Copies fd 0 to `out_path` and fd 3 to `err_path` until both reach EOF.
+/// Copies fd 0 to `out_path` and fd 1 to `err_path` until both reach EOF.
 pub fn run(cfg: &WriterConfig) -> io::Result<()> {
+    // The daemon starts the writer without a pre-exec hook (a spawn that
+    // copies no page tables), so the writer leaves the daemon's session
+    // itself: a signal to the daemon's group never takes the writer, and
+    // with it the app's output. Already a leader (run by hand): fine.
+    let _ = oxidepm_sys::signal::new_session();
     ignore_signals()?;
     let mut inputs = [Some(take_fd(0)?), Some(take_fd(ERR_INPUT_FD)?)];
     let mut streams = [
@@ -113,7 +118,7 @@ fn ignore_signals() -> io::Result<()> {
     Ok(())
 }
 
-/// The writer's inputs are fds 0 and 3 as the daemon set them up; in the
+/// The writer's inputs are fds 0 and 1 as the daemon set them up; in the
 /// writer process nothing else owns them.
 fn take_fd(fd: RawFd) -> io::Result<File> {
     match oxidepm_sys::fd::take_inherited(fd) {

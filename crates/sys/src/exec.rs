@@ -6,7 +6,7 @@
 //! async-signal-safe system calls and must not allocate: whatever it needs
 //! is built before the fork and moved into it.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -67,30 +67,6 @@ pub fn own_session_in(cmd: &mut Command, cgroup_procs: Option<OwnedFd>, id: Opti
     }
 }
 
-/// Makes `cmd` start in a session of its own with `fd` inherited as
-/// descriptor `at` (open across exec). `fd` is closed in this process when
-/// `cmd` is dropped.
-pub fn own_session_with_fd(cmd: &mut Command, fd: OwnedFd, at: RawFd) {
-    // SAFETY: the hook only makes async-signal-safe system calls (setsid,
-    // fcntl, dup2) and allocates nothing. `fd` is owned by the hook, so the
-    // descriptor it names is open in the child for dup2 to copy.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::unistd::setsid()?;
-            let raw = fd.as_raw_fd();
-            if raw == at {
-                // Already in place: dup2 onto itself would leave it
-                // close-on-exec, so clear the flag instead.
-                let fl = libc::fcntl(at, libc::F_GETFD);
-                libc::fcntl(at, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
-            } else if libc::dup2(raw, at) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,18 +86,6 @@ mod tests {
         let s = crate::procfs::parse_stat(&run(cmd)).unwrap();
         assert_eq!(s.session, s.pid);
         assert_eq!(s.pgrp, s.pid);
-    }
-
-    #[test]
-    fn hands_over_a_descriptor() {
-        let (mut r, w) = std::os::unix::net::UnixStream::pair().unwrap();
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "echo hello >&5"]);
-        own_session_with_fd(&mut cmd, w.into(), 5);
-        run(cmd);
-        let mut got = String::new();
-        std::io::Read::read_to_string(&mut r, &mut got).unwrap();
-        assert_eq!(got, "hello\n");
     }
 
     #[test]

@@ -20,6 +20,14 @@ pub fn ignore(sig: Signal) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes this process the leader of a new session (and process group), so
+/// that signals to the group or session of the process that started it do
+/// not reach it. Fails when it leads a group already.
+pub fn new_session() -> io::Result<()> {
+    nix::unistd::setsid()?;
+    Ok(())
+}
+
 /// Sleeps until a signal arrives that runs a handler or ends the process.
 pub fn pause() {
     rustix::event::pause();

@@ -22,7 +22,7 @@
 //! then fails at its next write, as before the daemon kept copies).
 
 use super::logshim::{ShimConfig, ERR_INPUT_FD, MARKER};
-use oxidepm_sys::{exec, pidfd};
+use oxidepm_sys::pidfd;
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -83,15 +83,18 @@ pub fn start(
 
 /// Starts the writer process itself.
 fn launch(program: &Path, cfg: &ShimConfig, out_r: OwnedFd, err_r: OwnedFd) -> io::Result<u32> {
+    // The stderr pipe goes in the writer's stdout slot (ERR_INPUT_FD), and
+    // no pre-exec hook is set: with an absolute program path and nothing
+    // else to do between fork and exec, the standard library spawns with
+    // posix_spawn (vfork-style, no copy of the daemon's page tables). The
+    // writer starts its own session itself.
+    debug_assert_eq!(ERR_INPUT_FD, 1);
     let mut cmd = Command::new(program);
     cmd.arg(MARKER)
         .args(cfg.to_args())
         .env_clear()
         .stdin(Stdio::from(out_r))
-        .stdout(Stdio::null());
-    // `cmd` owns the read end from here: it is closed when `cmd` is dropped
-    // at the end of this function, after the spawn.
-    exec::own_session_with_fd(&mut cmd, err_r, ERR_INPUT_FD);
+        .stdout(Stdio::from(err_r));
     Ok(cmd.spawn()?.id())
 }
 
