@@ -57,6 +57,10 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             "0",
             "--min-uptime",
             "0",
+            // Every respawn here is a crash in quick succession: without
+            // room, the start limit would rightly make the app errored.
+            "--max-restarts",
+            "100000",
             "--",
             &me,
             "__probe",
