@@ -4,10 +4,9 @@
 //! rest is the kernel and the children: forks, execs, log writers).
 
 use super::{with_sandbox, Plan};
-use crate::report::{median, ms, Row};
+use crate::report::{median, Row};
 use crate::sandbox::{Bins, Result};
-use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The target of issue 17: 1,000 apps from one file in at most 1 s.
 const TARGET_MS: f64 = 1000.0;
@@ -19,35 +18,13 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     for round in 1..=rounds {
         let (c, o, cpu) = with_sandbox(bins, |sb| {
             let daemon = sb.ping()?;
-            let cfg = sb.sleep_config(n)?;
-            let cfg = cfg.to_string_lossy();
             let cpu0 = cpu_ms(daemon);
-            let mut cmd = sb.cli(&["start", &cfg, "--json"]);
-            let t0 = Instant::now();
-            let out = cmd
-                .output()
-                .map_err(|e| format!("cannot run oxidepm: {e}"))?;
-            let cli = t0.elapsed();
-            if !out.status.success() {
-                return Err(format!(
-                    "`oxidepm start apps.toml` failed ({}): {}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ));
-            }
-            let answered = serde_json::from_slice::<Value>(&out.stdout)
-                .ok()
-                .and_then(|v| v.as_array().map(Vec::len));
-            if answered != Some(n) {
-                say!("  note: `start --json` answered for {answered:?} apps, expected {n}");
-            }
-            sb.wait_online(n, Duration::from_secs(120))?;
-            let all = t0.elapsed();
+            let (cli, all) = super::start::start_from_file(sb, n, Duration::from_secs(120))?;
             let cpu = match (cpu0, cpu_ms(daemon)) {
                 (Some(a), Some(b)) => Some(b - a),
                 _ => None,
             };
-            Ok((ms(cli), ms(all), cpu))
+            Ok((cli, all, cpu))
         })?;
         let cpu = cpu.map_or("?".into(), |c| format!("{c:.0} ms"));
         say!("  round {round}: start command {c:.1} ms, all {n} online after {o:.1} ms; daemon CPU (user+sys) {cpu}");
