@@ -24,19 +24,6 @@ fn start_daemon(env: &Env, vars: &[(&str, &str)]) {
     );
 }
 
-/// Kills the daemon as an OOM kill or `kill -9` would, and waits until its
-/// socket refuses connections (its last thread may outlive the zombie of
-/// its main one, and with it the listening socket).
-fn kill_daemon(env: &Env) {
-    let daemon = env.daemon_pid();
-    kill(daemon, libc::SIGKILL);
-    env.wait(10, "the daemon to die", || {
-        !alive(daemon)
-            && std::os::unix::net::UnixStream::connect(env.home.join("daemon.sock"))
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
-    });
-}
-
 /// What `whoami` says the daemon's containment is.
 fn containment(env: &Env) -> String {
     env.json(&["whoami"])["containment"]
@@ -169,7 +156,7 @@ fn an_agents_double_forked_orphan_is_the_agent_before_and_after_a_daemon_kill() 
     // The daemon dies as an OOM kill or `kill -9` would take it; the next
     // one (started by the CLI) adopts the agent and is no ancestor of the
     // orphan.
-    kill_daemon(&env);
+    env.kill_daemon();
     assert!(alive(orphan));
     assert_eq!(
         env.pid("alice"),
@@ -330,7 +317,7 @@ fn without_cgroups_stop_and_a_restarted_daemon_still_kill_the_recorded_session()
     // After a kill -9 of the daemon, the adopted app's stop takes the child
     // too: it is not the new daemon's descendant, only in the recorded
     // session.
-    kill_daemon(&env);
+    env.kill_daemon();
     start_daemon(&env, &[("OXIDEPM_CGROUP_ROOT", "none")]);
     assert_eq!(env.pid("keeper"), main);
     env.ok(&["stop", "keeper"]);
@@ -345,7 +332,7 @@ fn without_cgroups_stop_and_a_restarted_daemon_still_kill_the_recorded_session()
     env.ok(&["start", "keeper"]);
     let k2 = pids(&env, &kids, 2)[1];
     let main = env.pid("keeper");
-    kill_daemon(&env);
+    env.kill_daemon();
     kill(main, libc::SIGKILL);
     env.wait(10, "the main process to die", || !alive(main));
     assert!(alive(k2));
@@ -517,7 +504,7 @@ fn a_process_in_the_homes_cgroup_but_in_no_apps_is_unattributed() {
     std::fs::write(stray.join("cgroup.procs"), child.id().to_string()).unwrap();
 
     // A daemon that starts finds it, leaves it running and says so.
-    kill_daemon(&env);
+    env.kill_daemon();
     start_daemon(&env, &[]);
     let c = containment(&env);
     assert!(

@@ -35,6 +35,38 @@ pub struct Env {
 }
 
 impl Env {
+    /// Kills the daemon as an OOM kill or `kill -9` would (its apps live
+    /// on) and waits until it is gone: its socket refuses connections and
+    /// its lock is free (its last thread may outlive the zombie of its main
+    /// one, and with it the listening socket).
+    pub fn kill_daemon(&self) {
+        let lock = self.home.join("daemon.lock");
+        let pid: u32 = read(&lock).trim().parse().expect("a daemon runs");
+        kill(pid, libc::SIGKILL);
+        self.wait(30, "the daemon to die", || {
+            !alive(pid)
+                && std::os::unix::net::UnixStream::connect(self.home.join("daemon.sock")).is_err()
+                && std::fs::File::open(&lock).is_ok_and(|f| f.try_lock().is_ok())
+        });
+    }
+
+    /// Live log writers of this home (a zombie not yet reaped is not one).
+    pub fn log_writers(&self) -> Vec<u32> {
+        let logs = self.home.join("logs").display().to_string();
+        let mut pids = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            if cmdline.contains("\0__logshim\0") && cmdline.contains(&logs) && alive(pid) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
     pub fn new() -> Env {
         lane_binaries();
         let dir = tempfile::Builder::new().prefix("oxpm").tempdir().unwrap();

@@ -114,23 +114,6 @@ fn a_link_in_place_of_logs_is_refused() {
     assert_eq!(listing(&env.home), ["logs"]);
 }
 
-/// Pids of the log shims writing into this home's logs.
-fn shims(env: &Env) -> Vec<u32> {
-    let logs = env.home.join("logs").display().to_string();
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        if cmdline.contains("__logshim") && cmdline.contains(&logs) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 #[test]
 fn links_planted_in_logs_are_never_written_read_truncated_or_rotated_through() {
     let env = Env::new();
@@ -161,7 +144,9 @@ fn links_planted_in_logs_are_never_written_read_truncated_or_rotated_through() {
         env.daemon_app("spy")["status"] == "stopped"
     });
     // Its log shim has read everything and exited.
-    env.wait(20, "the log shim to finish", || shims(&env).is_empty());
+    env.wait(20, "the log shim to finish", || {
+        env.log_writers().is_empty()
+    });
 
     let logs_out = env.ok(&["logs", "spy", "--lines", "1000"]);
     assert!(!logs_out.contains("precious"), "{logs_out}");

@@ -6,23 +6,6 @@ use super::harness::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// Live log writers of this home (a zombie not yet reaped is not one).
-fn writers(env: &Env) -> Vec<u32> {
-    let logs = env.home.join("logs").display().to_string();
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        if cmdline.contains("\0__logshim\0") && cmdline.contains(&logs) && alive(pid) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 /// An app that writes `ready`, then one line to stdout and one to stderr
 /// each time a file `go-<n>` appears in the test's dir, and is silent
 /// otherwise (a quiet app: its next write comes long after the writer died).
@@ -56,11 +39,11 @@ fn speak(env: &Env, app: &str, n: u32) {
 
 /// Kills the one writer of the home and waits until another runs.
 fn kill_the_writer(env: &Env) {
-    let before = writers(env);
+    let before = env.log_writers();
     assert_eq!(before.len(), 1, "{before:?}");
     kill(before[0], libc::SIGKILL);
     env.wait(20, "a new log writer", || {
-        let now = writers(env);
+        let now = env.log_writers();
         now.len() == 1 && now[0] != before[0]
     });
 }
@@ -71,16 +54,6 @@ fn assert_unharmed(env: &Env, app: &str, pid: u32) {
     assert_eq!(a["pid"].as_u64(), Some(pid as u64), "{a}");
     assert_eq!(a["restarts"].as_u64(), Some(0), "{a}");
     assert!(alive(pid));
-}
-
-fn kill_daemon(env: &Env) {
-    let daemon = env.daemon_pid();
-    kill(daemon, libc::SIGKILL);
-    env.wait(10, "the daemon to die", || {
-        !alive(daemon)
-            && std::os::unix::net::UnixStream::connect(env.home.join("daemon.sock"))
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
-    });
 }
 
 #[test]
@@ -101,7 +74,7 @@ fn a_killed_log_writer_is_replaced_and_a_quiet_app_keeps_logging() {
 fn a_log_writer_killed_after_a_daemon_restart_is_replaced_too() {
     let env = Env::new();
     let pid = quiet_app(&env, "q");
-    kill_daemon(&env);
+    env.kill_daemon();
     env.ok(&["ping"]);
     assert_unharmed(&env, "q", pid);
     // The new daemon took copies of the pipes from the old writer.
@@ -109,7 +82,7 @@ fn a_log_writer_killed_after_a_daemon_restart_is_replaced_too() {
     speak(&env, "q", 1);
     assert_unharmed(&env, "q", pid);
     // Twice over: a daemon restart with a writer the daemon started.
-    kill_daemon(&env);
+    env.kill_daemon();
     env.ok(&["ping"]);
     kill_the_writer(&env);
     speak(&env, "q", 2);
@@ -124,9 +97,9 @@ fn a_stopped_app_leaves_no_writer_behind() {
     env.ok(&["stop", "q"]);
     // The pipes have no writer left: the replacement ends at EOF and
     // nobody starts another.
-    env.wait(20, "the writers to end", || writers(&env).is_empty());
+    env.wait(20, "the writers to end", || env.log_writers().is_empty());
     env.ok(&["start", "q"]);
-    env.wait(20, "one writer", || writers(&env).len() == 1);
+    env.wait(20, "one writer", || env.log_writers().len() == 1);
 }
 
 /// A directory holding links to the CLI and the daemon only (no
@@ -168,7 +141,7 @@ fn without_the_writer_program_the_daemon_runs_the_same_writer_itself() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let pid = quiet_app(&env, "q");
-    let w = writers(&env);
+    let w = env.log_writers();
     assert_eq!(w.len(), 1, "{w:?}");
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", w[0])).unwrap();
     let argv0 = String::from_utf8_lossy(cmdline.split(|&b| b == 0).next().unwrap()).into_owned();

@@ -74,17 +74,6 @@ fn app_file(env: &Env, n: usize) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// Kills the daemon outright and waits until it is gone.
-fn kill_daemon(env: &Env) {
-    let lock = env.home.join("daemon.lock");
-    let pid: u32 = read(&lock).trim().parse().expect("a daemon runs");
-    kill(pid, libc::SIGKILL);
-    // Gone, and its lock free for the next one.
-    env.wait(30, "the daemon to die", || {
-        !alive(pid) && std::fs::File::open(&lock).is_ok_and(|f| f.try_lock().is_ok())
-    });
-}
-
 /// Starts a daemon for the home under `prlimit --nofile=soft:hard`.
 fn daemon_with_limit(env: &Env, soft: u64, hard: u64) {
     let o = Command::new("prlimit")
@@ -190,7 +179,7 @@ fn a_lost_state_db_does_not_duplicate_the_apps_it_ran() {
     });
     let before = marked(&env);
     assert_eq!(before.len(), 20);
-    kill_daemon(&env);
+    env.kill_daemon();
     for f in ["state.db", "state.db-wal", "state.db-shm"] {
         let _ = std::fs::remove_file(env.home.join(f));
     }
@@ -222,7 +211,7 @@ fn a_second_copy_of_a_running_app_is_stopped_at_start() {
     env.ok(&["stop", "idle"]);
     let web = env.pid("web");
     let marker = read_marker(web);
-    kill_daemon(&env);
+    env.kill_daemon();
     // A copy of web (a second run) and a process of the stopped app, as a
     // daemon killed at the wrong moment would leave them.
     let home = format!("{}", env.home.display());
@@ -328,7 +317,7 @@ fn a_process_that_forges_a_marker_is_never_taken_for_an_app() {
         eprintln!("skipped: the daemon runs without cgroups on this host");
         return;
     }
-    kill_daemon(&env);
+    env.kill_daemon();
     // The app dies while no daemon runs; a process of someone else's
     // making claims to be its newer run.
     kill(web, libc::SIGKILL);
@@ -379,13 +368,13 @@ fn at_a_low_fd_limit_a_daemon_restart_adopts_every_app_and_kills_none() {
         pids(&env).iter().filter(|(_, _, s)| s == "online").count() == n
     });
     let before = pids(&env);
-    kill_daemon(&env);
+    env.kill_daemon();
     daemon_with_limit(&env, 1024, 8192);
     assert_eq!(pids(&env), before, "all adopted, same processes");
     exactly_one_process_per_app(&env, n);
     // A hard limit of 1024: pidfds run short, watching degrades to
     // polling, and nothing is killed.
-    kill_daemon(&env);
+    env.kill_daemon();
     daemon_with_limit(&env, 1024, 1024);
     assert_eq!(pids(&env), before, "all adopted at hard 1024");
     let st = env.ok(&["status"]);

@@ -4,7 +4,7 @@
 //! saved is refused as `E_STORAGE` (and kept, and written once it can be),
 //! and after a restart no app runs twice and a stopped app stays stopped.
 
-use crate::harness::{alive, kill, Env};
+use crate::harness::{alive, Env};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -87,13 +87,6 @@ fn stored(home: &Path) -> Vec<Row> {
         })
         .unwrap();
     rows.map(Result::unwrap).collect()
-}
-
-/// Kills the daemon with SIGKILL (its apps live on) and waits for it.
-fn kill_daemon(env: &Env) {
-    let pid = env.daemon_pid();
-    kill(pid, libc::SIGKILL);
-    env.wait(10, "the daemon to die", || !alive(pid));
 }
 
 /// Live processes started for `home`'s apps (their environment names the
@@ -191,7 +184,7 @@ fn an_unwritable_state_db_fails_changes_and_nothing_runs_twice_after_a_restart()
     let memory = env.daemon_status();
 
     // What is on disk is what memory held.
-    kill_daemon(&env);
+    env.kill_daemon();
     let rows = stored(&env.home);
     for (name, desired, status, pid, run) in &rows {
         let m = memory.iter().find(|a| a["name"] == name.as_str()).unwrap();
@@ -234,7 +227,7 @@ fn a_state_db_deleted_while_running_is_rewritten_from_memory() {
     let o = env.run(&["status"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("warning: degraded"));
 
-    kill_daemon(&env);
+    env.kill_daemon();
     let rows = stored(&env.home);
     let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(names, ["a", "b"]);
@@ -324,7 +317,7 @@ fn a_read_only_state_db_at_start_is_refused_unless_allowed() {
     env.wait(30, "the warning to clear once writable", || {
         ping(&env).1.is_none()
     });
-    kill_daemon(&env);
+    env.kill_daemon();
     let rows = stored(&env.home);
     assert_eq!(
         rows[0].3,
@@ -430,7 +423,7 @@ fn a_full_disk_fails_changes_and_they_are_saved_once_there_is_room() {
 
     std::fs::remove_file(filler).unwrap();
     env.wait(30, "the warning to clear", || ping(&env).1.is_none());
-    kill_daemon(&env);
+    env.kill_daemon();
     let rows = stored(&env.home);
     let v = rows.iter().find(|r| r.0 == "victim").unwrap();
     assert_eq!((v.1, v.2.as_str(), v.3), (false, "stopped", None));
