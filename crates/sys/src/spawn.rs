@@ -7,11 +7,12 @@
 //! period when no migration happened recently: milliseconds per spawn. A
 //! child created inside the cgroup never migrates.
 //!
-//! The child is a copy of this (multi-threaded) process that only makes
-//! raw system calls between `clone3` and `execve`: no allocation, no lock,
-//! and no libc function that believes the parent's other threads are its
-//! own (glibc's `setuid` and friends would signal them), so the credential
-//! changes are made with `syscall` directly.
+//! The child shares this (multi-threaded) process's memory on x86-64 (as
+//! with `posix_spawn`; a copy elsewhere) and only makes raw system calls
+//! between `clone3` and `execve`: no allocation, no lock, and no libc
+//! function that believes the parent's other threads are its own (glibc's
+//! `setuid` and friends would signal them), so the credential changes are
+//! made with `syscall` directly.
 
 use crate::exec::Identity;
 use std::ffi::{CString, OsStr, OsString};
@@ -210,42 +211,19 @@ pub fn spawn_in_cgroup(program: &Program, setup: &Setup) -> io::Result<Option<u3
         }),
         err: err_w.as_raw_fd(),
     };
-    let args = CloneArgs {
-        // CLEAR_SIGHAND: no handler of this process (tokio's) can run in
-        // the child before it execs.
-        flags: CLONE_INTO_CGROUP | CLONE_CLEAR_SIGHAND,
-        exit_signal: libc::SIGCHLD as u64,
-        cgroup: setup.cgroup.as_raw_fd() as u64,
-        ..CloneArgs::default()
+    let pid = match clone_and_exec(setup.cgroup.as_raw_fd(), &child) {
+        Ok(pid) => pid,
+        Err(e) => {
+            return match e.raw_os_error() {
+                // No clone3 (or filtered), no CLONE_INTO_CGROUP, not allowed.
+                Some(libc::ENOSYS | libc::EINVAL | libc::EPERM | libc::E2BIG) => {
+                    UNSUPPORTED.store(true, Ordering::Relaxed);
+                    Ok(None)
+                }
+                _ => Err(e),
+            };
+        }
     };
-    // SAFETY: `args` is a valid clone_args of the size passed. Without
-    // CLONE_VM the child gets a copy of this address space (as with fork)
-    // and runs on its copy of this stack, so returning from `syscall` in
-    // it is sound; it then only runs `Child::exec`, which never returns.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &args as *const CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        )
-    };
-    if ret == 0 {
-        // SAFETY: this is the child just cloned; every pointer in `child`
-        // points into this copy of the parent's memory, alive until exec.
-        unsafe { child.exec() }
-    }
-    if ret < 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            // No clone3 (or filtered), no CLONE_INTO_CGROUP, not allowed.
-            Some(libc::ENOSYS | libc::EINVAL | libc::EPERM | libc::E2BIG) => {
-                UNSUPPORTED.store(true, Ordering::Relaxed);
-                Ok(None)
-            }
-            _ => Err(e),
-        };
-    }
-    let pid = ret as u32;
     drop(err_w);
     match read_errno(&err_r) {
         Ok(None) => Ok(Some(pid)),
@@ -259,6 +237,132 @@ pub fn spawn_in_cgroup(program: &Program, setup: &Setup) -> io::Result<Option<u3
         }
     }
 }
+
+/// Bytes of the stack a child cloned with `CLONE_VM` runs on until its
+/// exec (the steps before it are a few system calls).
+#[cfg(target_arch = "x86_64")]
+const CHILD_STACK: usize = 64 * 1024;
+
+/// Clones a child into the cgroup `cgroup` that runs `child.exec()`, and
+/// returns its pid (the kernel's errno when the clone failed).
+///
+/// On x86-64 the child shares this address space (`CLONE_VM`) and runs on
+/// a stack of its own until its exec, while this thread waits
+/// (`CLONE_VFORK`), as `posix_spawn` does: no page table is copied, no
+/// page of the daemon becomes copy-on-write, and the exec has no copy to
+/// tear down. Elsewhere it is a copy, as with fork.
+fn clone_and_exec(cgroup: RawFd, child: &Child) -> io::Result<u32> {
+    // CLEAR_SIGHAND: no handler of this process (tokio's) can run in the
+    // child before it execs.
+    let mut args = CloneArgs {
+        flags: CLONE_INTO_CGROUP | CLONE_CLEAR_SIGHAND,
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: cgroup as u64,
+        ..CloneArgs::default()
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        // 16-byte units: the top of the stack is aligned as the ABI wants.
+        let mut stack = vec![0u128; CHILD_STACK / 16];
+        args.flags |= (libc::CLONE_VM | libc::CLONE_VFORK) as u64;
+        args.stack = stack.as_mut_ptr() as u64;
+        args.stack_size = CHILD_STACK as u64;
+        // SAFETY: `args` is a valid clone_args of the size passed, its
+        // stack is ours and outlives the child's use of it: with
+        // CLONE_VFORK this thread resumes only once the child has exec'd
+        // or exited. The child starts in `vm_child` on that stack (see the
+        // trampoline), where it only runs `Child::exec`, which makes system
+        // calls on memory the parent prepared and never returns.
+        let ret = unsafe {
+            oxidepm_clone3_call(
+                &args,
+                std::mem::size_of::<CloneArgs>(),
+                vm_child,
+                (child as *const Child).cast_mut().cast(),
+            )
+        };
+        drop(stack);
+        if ret < 0 {
+            return Err(io::Error::from_raw_os_error(-ret as i32));
+        }
+        Ok(ret as u32)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // SAFETY: `args` is a valid clone_args of the size passed. Without
+        // CLONE_VM the child gets a copy of this address space (as with
+        // fork) and runs on its copy of this stack, so returning from
+        // `syscall` in it is sound; it then only runs `Child::exec`, which
+        // never returns.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &args as *const CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            )
+        };
+        if ret == 0 {
+            // SAFETY: this is the child just cloned; every pointer in
+            // `child` points into this copy of the parent's memory.
+            unsafe { child.exec() }
+        }
+        if ret < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ret as u32)
+    }
+}
+
+/// Where a child cloned with `CLONE_VM` starts, on its own stack.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn vm_child(child: *mut libc::c_void) -> ! {
+    // SAFETY: `child` is the `Child` the suspended parent passed, alive
+    // until this exec's or exits.
+    unsafe { (*(child as *const Child)).exec() }
+}
+
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    /// `clone3(args, size)`; in the child (on the stack `args` names)
+    /// calls `f(arg)`, which must not return. Returns the child's pid, or
+    /// the negated errno.
+    fn oxidepm_clone3_call(
+        args: *const CloneArgs,
+        size: usize,
+        f: extern "C" fn(*mut libc::c_void) -> !,
+        arg: *mut libc::c_void,
+    ) -> libc::c_long;
+}
+
+// The child of clone3 with a new stack starts at the instruction after
+// `syscall` with its stack pointer at the top of that stack and every other
+// register as the parent had it: the function and its argument are kept
+// in callee-saved registers across the call, so the child finds them
+// there, and the parent restores them before it returns.
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".text",
+    ".globl oxidepm_clone3_call",
+    ".type oxidepm_clone3_call,@function",
+    "oxidepm_clone3_call:",
+    "push r12",
+    "push r13",
+    "mov r12, rdx",
+    "mov r13, rcx",
+    "mov eax, 435", // SYS_clone3
+    "syscall",
+    "test rax, rax",
+    "jnz 2f",
+    "xor ebp, ebp",
+    "mov rdi, r13",
+    "call r12",
+    "ud2",
+    "2:",
+    "pop r13",
+    "pop r12",
+    "ret",
+    ".size oxidepm_clone3_call, .-oxidepm_clone3_call",
+);
 
 /// A descriptor above 2: the one given, or a close-on-exec copy of it.
 enum Spare<'a> {
