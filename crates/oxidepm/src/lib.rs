@@ -19,3 +19,6 @@ mod timefmt;
 
 pub use cli::main as cli_main;
 pub use daemon::entry::main as daemon_main;
+/// The name of the cgroup v2 directory that holds a home's apps (for tools
+/// and tests that tidy after a daemon killed with SIGKILL).
+pub use supervise::cgroup::home_name as home_cgroup_name;

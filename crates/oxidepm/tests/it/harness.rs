@@ -252,7 +252,49 @@ impl Drop for Env {
                 }
             }
         }
+        // Killed processes take a moment to leave their cgroups.
+        for _ in 0..20 {
+            if remove_home_cgroups(&self.home) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
+}
+
+/// Removes the cgroups a daemon of `home` killed with SIGKILL left behind
+/// (a clean stop removes them itself); one still holding a process stays.
+/// True when none is left.
+fn remove_home_cgroups(home: &Path) -> bool {
+    let name = oxidepm::home_cgroup_name(home);
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return true;
+    };
+    let mut gone = true;
+    for mount in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+        let dir = Path::new(mount)
+            .join(rel.trim_start_matches('/'))
+            .join(&name);
+        if dir.is_dir() {
+            remove_empty_tree(&dir);
+            gone &= !dir.exists();
+        }
+    }
+    gone
+}
+
+/// Removes `dir` and the directories below it, deepest first; rmdir of a
+/// cgroup that still holds a process fails and changes nothing.
+fn remove_empty_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 fn is_oxidepmd(pid: u32) -> bool {
