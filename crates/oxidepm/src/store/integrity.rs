@@ -17,6 +17,9 @@ impl Store {
     /// every app is owed to the disk: each change fails with `E_STORAGE`
     /// until the file can be written, and the daemon says it is degraded.
     pub fn open_for_daemon(path: &Path, allow_read_only: bool) -> Result<Store> {
+        if let Some(restored) = restore_missing(path) {
+            return restored;
+        }
         if let Some(source) = not_writable(path) {
             if !allow_read_only {
                 return Err(StoreError::ReadOnly {
@@ -137,26 +140,11 @@ fn corruption(e: &StoreError) -> Option<String> {
 /// Moves the corrupt file aside and restores the backup when it is sound;
 /// else refuses, leaving the file where it is.
 fn restore(path: &Path, reason: &str) -> Result<Store> {
-    let bak = backup_path(path);
-    let usable = match std::fs::symlink_metadata(&bak) {
-        Err(_) => Err(format!("there is no backup at {}", bak.display())),
-        Ok(m) if !m.file_type().is_file() => {
-            Err(format!("{} is not a regular file", bak.display()))
-        }
-        Ok(m) => quick_check_file(&bak)
-            .map(|()| m)
-            .map_err(|why| format!("the backup {} is unusable too ({why})", bak.display())),
-    };
-    let meta = match usable {
-        Ok(m) => m,
-        Err(backup) => {
-            return Err(StoreError::Corrupt {
-                path: path.to_path_buf(),
-                reason: reason.to_string(),
-                backup,
-            })
-        }
-    };
+    let meta = usable_backup(path).map_err(|backup| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+        backup,
+    })?;
     let aside = sibling(path, &format!("corrupt-{}", stamp()));
     let io = |source| StoreError::Restore {
         path: path.to_path_buf(),
@@ -172,6 +160,52 @@ fn restore(path: &Path, reason: &str) -> Result<Store> {
             std::fs::rename(&from, &to).map_err(io)?;
         }
     }
+    let what = format!(
+        "{} was corrupt ({reason}); it was moved to {}",
+        path.display(),
+        aside.display()
+    );
+    put_back(path, &meta, &what)
+}
+
+/// A state.db deleted while no daemon ran, with a sound backup beside it:
+/// the backup is restored (a home that never had a state.db has no backup
+/// either, and starts empty).
+fn restore_missing(path: &Path) -> Option<Result<Store>> {
+    if std::fs::symlink_metadata(path).is_ok() {
+        return None;
+    }
+    let meta = usable_backup(path).ok()?;
+    Some(put_back(
+        path,
+        &meta,
+        &format!("{} was missing", path.display()),
+    ))
+}
+
+/// The rolling backup of `path` when it is a sound regular file (its
+/// metadata), else why not.
+fn usable_backup(path: &Path) -> std::result::Result<std::fs::Metadata, String> {
+    let bak = backup_path(path);
+    match std::fs::symlink_metadata(&bak) {
+        Err(_) => Err(format!("there is no backup at {}", bak.display())),
+        Ok(m) if !m.file_type().is_file() => {
+            Err(format!("{} is not a regular file", bak.display()))
+        }
+        Ok(m) => quick_check_file(&bak)
+            .map(|()| m)
+            .map_err(|why| format!("the backup {} is unusable too ({why})", bak.display())),
+    }
+}
+
+/// Copies the backup (`meta` is its metadata) to `path` and opens it, with
+/// a notice that says `what` happened and what was lost.
+fn put_back(path: &Path, meta: &std::fs::Metadata, what: &str) -> Result<Store> {
+    let bak = backup_path(path);
+    let io = |source| StoreError::Restore {
+        path: path.to_path_buf(),
+        source,
+    };
     let tmp = sibling(path, &format!("restore-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     std::fs::copy(&bak, &tmp).map_err(io)?;
@@ -184,10 +218,8 @@ fn restore(path: &Path, reason: &str) -> Result<Store> {
         .map(|d| crate::timefmt::rfc3339_ms(d.as_millis() as i64))
         .unwrap_or_else(|| "an unknown time".into());
     let text = format!(
-        "{} was corrupt ({reason}); it was moved to {} and the backup {} (written {when}) \
-         restored: changes made after it are lost; check `oxidepm status`",
-        path.display(),
-        aside.display(),
+        "{what}; the backup {} (written {when}) was restored: changes made after it \
+         are lost; check `oxidepm status`",
         bak.display()
     );
     log::warn!("{text}");

@@ -244,6 +244,25 @@ fn a_state_db_deleted_while_running_is_rewritten_from_memory() {
 }
 
 #[test]
+fn a_state_db_deleted_while_no_daemon_ran_is_restored_from_its_backup() {
+    let env = Env::new();
+    env.ok(&["start", "--name", "kept", "--", "sleep", "1000"]);
+    env.ok(&["kill"]);
+    assert!(env.home.join("state.db.bak").exists());
+    for f in ["state.db", "state.db-wal", "state.db-shm"] {
+        let _ = std::fs::remove_file(env.home.join(f));
+    }
+    let st = env.status();
+    assert_eq!(st.len(), 1, "the apps come back from the backup");
+    assert_eq!(st[0]["name"], "kept");
+    let warning = ping(&env).1.expect("the restore is reported");
+    assert!(
+        warning.contains("missing") && warning.contains("state.db.bak"),
+        "{warning}"
+    );
+}
+
+#[test]
 fn a_corrupt_state_db_at_start_is_restored_from_its_backup_else_refused() {
     let env = Env::new();
     env.ok(&["start", "--name", "kept", "--", "sleep", "1000"]);
