@@ -230,7 +230,9 @@ fn write_owed(tx: &Transaction<'_>, image: &Image, owed: &Owed) -> rusqlite::Res
     }
     if owed.everything {
         for a in &image.apps {
-            super::write_runtime(tx, a.id, &a.runtime)?;
+            // An app the lost batch defined is inserted again; the others'
+            // rows are there and only their runtime is written.
+            insert_app_row(tx, a)?;
             if let Some(run) = a.runtime.run_id {
                 tx.execute(
                     "INSERT OR IGNORE INTO runs (id, app_id, pid, started_at, actor)
@@ -298,11 +300,12 @@ fn write_sessions(tx: &Transaction<'_>, image: &Image) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Inserts app `a` unless its row is there, then writes its runtime.
 fn insert_app_row(tx: &Transaction<'_>, a: &StoredApp) -> rusqlite::Result<()> {
     let spec = serde_json::to_string(&a.spec)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
     tx.execute(
-        "INSERT INTO apps (id, name, spec, defined_by, created_at, desired, status, restarts)
+        "INSERT OR IGNORE INTO apps (id, name, spec, defined_by, created_at, desired, status, restarts)
          VALUES (?1, ?2, ?3, ?4, ?5, 0, 'stopped', 0)",
         params![
             a.id as i64,

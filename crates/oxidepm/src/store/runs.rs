@@ -125,8 +125,9 @@ impl Store {
     }
 
     /// A batch's commit failed: which of its rows were lost is not known,
-    /// so every app's runtime row, its current run and the sessions are
-    /// owed (written again from memory).
+    /// so every app (its row when the batch defined it, its runtime row,
+    /// its current run) and the sessions are owed (written again from
+    /// memory); the batch's events are lost.
     fn batch_lost(&self) {
         let mut h = self.health.borrow_mut();
         h.everything_dirty();
