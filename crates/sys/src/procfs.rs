@@ -32,6 +32,25 @@ pub struct ProcStat {
 }
 
 impl ProcStat {
+    /// A sleeping process with these ids and start time and no CPU or
+    /// memory used, as a scan could see it (for tests and tools that build
+    /// process tables).
+    pub fn sleeping(pid: u32, ppid: u32, pgrp: u32, session: u32, start_ticks: u64) -> ProcStat {
+        ProcStat {
+            pid,
+            state: b'S',
+            ppid,
+            pgrp,
+            session,
+            utime: 0,
+            stime: 0,
+            cutime: 0,
+            cstime: 0,
+            start_ticks,
+            rss_pages: 0,
+        }
+    }
+
     /// User + system CPU time in clock ticks.
     pub fn cpu_ticks(&self) -> u64 {
         self.utime + self.stime

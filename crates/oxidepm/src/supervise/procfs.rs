@@ -83,19 +83,7 @@ mod tests {
     use super::*;
 
     fn p(pid: u32, ppid: u32, session: u32, start: u64) -> ProcStat {
-        ProcStat {
-            pid,
-            state: b'S',
-            ppid,
-            pgrp: session,
-            session,
-            utime: 0,
-            stime: 0,
-            cutime: 0,
-            cstime: 0,
-            start_ticks: start,
-            rss_pages: 0,
-        }
+        ProcStat::sleeping(pid, ppid, session, session, start)
     }
 
     #[test]

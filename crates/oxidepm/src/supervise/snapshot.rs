@@ -222,19 +222,7 @@ mod tests {
     use super::*;
 
     fn p(pid: u32, pgrp: u32, session: u32, start: u64) -> ProcStat {
-        ProcStat {
-            pid,
-            state: b'S',
-            ppid: 1,
-            pgrp,
-            session,
-            utime: 0,
-            stime: 0,
-            cutime: 0,
-            cstime: 0,
-            start_ticks: start,
-            rss_pages: 0,
-        }
+        ProcStat::sleeping(pid, 1, pgrp, session, start)
     }
 
     #[test]
