@@ -369,8 +369,9 @@ pub async fn restart_by_daemon(
             return;
         }
     }
-    app.rt.restarts += 1;
-    let _ = s.spawn_now(id, &actor, EventKind::Restarted);
+    // Through the restart queue, as a crash's restart: the daemon-wide
+    // rate limit holds for health, memory and cron restarts too.
+    s.queue_restart_by_daemon(id, &actor, counts);
 }
 
 /// Stops and forgets the apps `ids`.

@@ -5,7 +5,7 @@
 use super::Supervisor;
 use crate::supervise::policy::{self, Exit};
 use crate::supervise::restarts::Due;
-use oxidepm_proto::{EventKind, Status};
+use oxidepm_proto::{Actor, EventKind, Status};
 use std::time::Instant;
 
 /// An exit as the reaper saw it, handled later in a batch.
@@ -71,6 +71,31 @@ impl Supervisor {
         } else {
             Err((max, window.as_millis() as u64))
         }
+    }
+
+    /// Queues a restart the daemon decided on (health, memory limit, cron)
+    /// after the app was stopped: through the restart queue like a crash's,
+    /// and, when it `counts`, through the start limit too.
+    pub fn queue_restart_by_daemon(&mut self, id: u64, actor: &Actor, counts: bool) {
+        if counts {
+            if let Err((max, window_ms)) = self.admit_restart(id, Instant::now()) {
+                if let Some(app) = self.apps.get_mut(&id) {
+                    app.rt.status = Status::Errored;
+                    app.rt.desired_running = false;
+                }
+                self.persist(id);
+                self.event(
+                    id,
+                    EventKind::Errored,
+                    actor,
+                    &format!(
+                        "more than {max} restarts within {window_ms} ms (start limit); not restarting"
+                    ),
+                );
+                return;
+            }
+        }
+        self.schedule_restart(id, 0, actor);
     }
 
     /// Forgets app `id`'s recent automatic restarts: a person started it.
