@@ -54,12 +54,7 @@ fn immutable(db: &Path, on: bool) -> bool {
 #[test]
 fn a_deleted_db_is_rewritten_from_memory_with_the_same_ids() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("state.db");
-    let mut store = Store::open(&db).unwrap();
-    let human = Actor::system("t");
-    let web = store
-        .insert_app(&AppSpec::new("web", "sleep", vec![]), &human)
-        .unwrap();
+    let (mut store, db, human, web) = with_web(dir.path());
     let gone = store
         .insert_app(&AppSpec::new("gone", "sleep", vec![]), &human)
         .unwrap();
@@ -100,12 +95,7 @@ fn a_deleted_db_is_rewritten_from_memory_with_the_same_ids() {
 #[test]
 fn a_truncated_db_is_rewritten_from_memory_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("state.db");
-    let mut store = Store::open(&db).unwrap();
-    let human = Actor::system("t");
-    let web = store
-        .insert_app(&AppSpec::new("web", "sleep", vec![]), &human)
-        .unwrap();
+    let (mut store, db, human, web) = with_web(dir.path());
     let run = start_run(&store, web, 77, &human);
     let rt = running(77, run);
     store.save_runtime(web, &rt).unwrap();
@@ -126,12 +116,7 @@ fn a_truncated_db_is_rewritten_from_memory_alone() {
 #[test]
 fn failed_writes_are_owed_until_a_retry_lands_them() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("state.db");
-    let mut store = Store::open(&db).unwrap();
-    let human = Actor::system("t");
-    let web = store
-        .insert_app(&AppSpec::new("web", "sleep", vec![]), &human)
-        .unwrap();
+    let (mut store, db, human, web) = with_web(dir.path());
     if !immutable(&db, true) {
         immutable(&db, false);
         eprintln!("skipped: chattr +i is not possible here (needs root and a file system with attributes)");
@@ -170,12 +155,7 @@ fn failed_writes_are_owed_until_a_retry_lands_them() {
 #[test]
 fn a_db_overwritten_in_place_is_rewritten_from_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("state.db");
-    let mut store = Store::open(&db).unwrap();
-    let human = Actor::system("t");
-    let web = store
-        .insert_app(&AppSpec::new("web", "sleep", vec![]), &human)
-        .unwrap();
+    let (mut store, db, human, web) = with_web(dir.path());
     let run = start_run(&store, web, 5, &human);
     let rt = running(5, run);
     store.save_runtime(web, &rt).unwrap();
@@ -209,4 +189,16 @@ fn start_run(store: &Store, app: u64, pid: u32, actor: &Actor) -> i64 {
     let run = store.begin_run(app, actor, &mut rt).unwrap();
     let _ = store.run_forked(run, pid);
     run
+}
+
+/// A store in `dir` (its state.db) with app "web" defined, the actor that
+/// defined it and the app's id.
+fn with_web(dir: &Path) -> (Store, std::path::PathBuf, Actor, u64) {
+    let db = dir.join("state.db");
+    let store = Store::open(&db).unwrap();
+    let human = Actor::system("t");
+    let web = store
+        .insert_app(&AppSpec::new("web", "sleep", vec![]), &human)
+        .unwrap();
+    (store, db, human, web)
 }
