@@ -343,6 +343,17 @@ impl Raw {
         Raw { stream, reader }
     }
 
+    /// Whether the daemon closed this connection without serving it: a
+    /// ping gets no answer. The daemon may close it before the ping is
+    /// written, so a failed write means closed too.
+    pub fn is_refused(&mut self) -> bool {
+        let sent = self
+            .stream
+            .write_all(b"{\"id\":1,\"op\":\"ping\"}\n")
+            .is_ok();
+        !sent || self.recv().is_none()
+    }
+
     /// Sends one line.
     pub fn send(&mut self, line: &str) {
         self.stream.write_all(line.as_bytes()).unwrap();
