@@ -7,6 +7,7 @@ mod activated;
 mod bounds;
 mod consumers;
 mod harness;
+mod lane_commands;
 mod outboxes;
 mod protocol;
 

@@ -8,6 +8,7 @@
 //! consumer drains. So the rules depend on the families, and change (live,
 //! through `ACL SETUSER`) when the sources or responders do.
 
+use crate::lane_commands::{acl_rules, Scope};
 use crate::name::{AgentName, NameError};
 use crate::secret::Secret;
 use crate::stream_key::{dead_letter, glob, Dir, BRIDGE_KEYS};
@@ -149,35 +150,23 @@ const HOST_STREAM_COMMANDS: &[&str] = &[
     "+acl|whoami",
 ];
 
-/// The rules of an agent: reads and acks on its own inboxes; on its
-/// outboxes of `families` only XADD, through a write-only selector, and
-/// what the lane proxy needs to keep them within their bounds (lengths,
-/// memory, consumer groups' progress, removing acknowledged entries),
-/// through a second selector. The proxy refuses those commands from the
-/// agent itself: to the agent its outboxes stay write-only.
+/// The rules of an agent, made from [`LANE_COMMANDS`]: the commands of its
+/// inboxes and of no key on `<agent>:*:inbox`; on its outboxes of
+/// `families` only XADD, through a write-only selector, and what the lane
+/// proxy needs to keep them within their bounds (lengths, memory, consumer
+/// groups' progress, removing acknowledged entries) plus WATCH, through a
+/// second selector. The proxy refuses the meter's commands from the agent
+/// itself: to the agent its outboxes stay write-only.
+///
+/// [`LANE_COMMANDS`]: crate::lane_commands::LANE_COMMANDS
 fn agent_rules(agent: &AgentName, families: &[String]) -> Vec<String> {
-    let mut r: Vec<String> = [
-        "resetchannels",
-        "-@all",
-        "+xreadgroup",
-        "+xack",
-        "+xpending",
-        "+xrange",
-        "+xrevrange",
-        "+xlen",
-        "+xinfo|stream",
-        "+xinfo|groups",
-        "+xinfo|consumers",
-        // So an agent can free a consumer name the proxy counts against
-        // its bound; its inboxes' groups are its own.
-        "+xgroup|delconsumer",
-        "+ping",
-        "+echo",
-        "+acl|whoami",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut r: Vec<String> = vec!["resetchannels".into(), "-@all".into()];
+    r.extend(acl_rules(&[
+        Scope::Connection,
+        Scope::OwnInboxes,
+        Scope::OwnGroup,
+        Scope::OwnStreams,
+    ]));
     r.push(format!("~{}", glob(Some(agent), None, Dir::Inbox)));
     if families.is_empty() {
         // No family, no outbox: a selector without keys would be useless.
@@ -194,8 +183,14 @@ fn agent_rules(agent: &AgentName, families: &[String]) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    r.push(format!("(+xadd {})", keys("%W~")));
-    r.push(format!("({} {})", METER_COMMANDS.join(" "), keys("~")));
+    r.push(format!(
+        "({} {})",
+        acl_rules(&[Scope::OwnOutboxes]).join(" "),
+        keys("%W~")
+    ));
+    let mut meter: Vec<String> = METER_COMMANDS.iter().map(|s| s.to_string()).collect();
+    meter.extend(acl_rules(&[Scope::OwnStreams]));
+    r.push(format!("({} {})", meter.join(" "), keys("~")));
     r
 }
 
@@ -295,9 +290,21 @@ mod tests {
         assert!(r.contains("~alice:*:inbox"));
         assert!(r.contains("(+xadd %W~alice:webhook:outbox %W~alice:ops:outbox)"));
         assert!(r.ends_with(
-            "(+xlen +xinfo|groups +xpending +xtrim +memory|usage \
+            "(+xlen +xinfo|groups +xpending +xtrim +memory|usage +watch \
              ~alice:webhook:outbox ~alice:ops:outbox)"
         ));
+        for cmd in [
+            "+multi",
+            "+exec",
+            "+xautoclaim",
+            "+xgroup|create",
+            "+command",
+        ] {
+            assert!(r.contains(&format!(" {cmd} ")), "{cmd} missing: {r}");
+        }
+        for cmd in ["+info", "+client", "+quit", "+xgroup|destroy", "+xdel"] {
+            assert!(!r.contains(&format!(" {cmd} ")), "{cmd} granted: {r}");
+        }
         assert!(!r.contains("~*"));
         assert!(!r.contains(":*:outbox"), "no outbox of any family: {r}");
         let f = acl_file(&[(alice.clone(), Secret::new("pw"))], &families());
