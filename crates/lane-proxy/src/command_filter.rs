@@ -37,6 +37,7 @@
 //! with `-NOPERM` and never reaches Redis.
 
 use crate::consumer_arg::{consume, xreadgroup_consumer};
+use crate::{group_scope, handshake};
 use crate::resp::{error_reply, Command};
 use oxidepm_lanes::{AgentName, Dir, StreamKey};
 use std::borrow::Cow;
@@ -63,6 +64,30 @@ pub enum Verdict {
     },
     /// XGROUP DELCONSUMER: forward it; Redis may hold a consumer fewer.
     DelConsumer,
+    /// MULTI: forward it; the connection is in a transaction from now.
+    Multi,
+    /// EXEC: forward it (or DISCARD, if the transaction was refused).
+    Exec,
+    /// DISCARD: forward it; the transaction ends.
+    Discard,
+    /// `CLIENT SETNAME`, with the (valid) name at argument `arg`: kept by
+    /// the proxy, answered `+OK`.
+    SetName {
+        /// The index of the name among the command's arguments.
+        arg: usize,
+    },
+    /// `CLIENT GETNAME`: answered by the proxy.
+    GetName,
+    /// `INFO`: answered by the proxy (see `crate::handshake`).
+    Info,
+    /// `HELLO`: forwarded as `HELLO [protover]`; a SETNAME in it is kept
+    /// by the proxy.
+    Hello {
+        /// The index of the protocol version, if given.
+        protover: Option<usize>,
+        /// The index of the (valid) client name, if given.
+        name: Option<usize>,
+    },
     /// Answer the client with this reply; nothing goes upstream.
     Reply(Cow<'static, [u8]>),
     /// Answer, then close the connection once earlier replies are out.
@@ -86,6 +111,13 @@ const OK: &[u8] = b"+OK\r\n";
 pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     let mut name_buf = [0u8; 16];
     let name = upper(cmd.arg(0), &mut name_buf);
+    if let Some(named) = group_scope::named(cmd) {
+        if !(matches!(name, b"XPENDING") && is_outbox(cmd.arg(1))) {
+            if let Err(why) = group_scope::check(cmd, &named, policy) {
+                return Verdict::Reply(Cow::Owned(error_reply(&why)));
+            }
+        }
+    }
     match name {
         b"XADD" => xadd(cmd, policy),
         b"XLEN" | b"XPENDING" if is_outbox(cmd.arg(1)) => write_only(),
@@ -108,33 +140,23 @@ pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
             }
         }
         b"ACL" => subcommand(cmd, "ACL", &[b"WHOAMI"]),
-        b"HELLO" => {
-            if cmd.len() <= 2 {
-                Verdict::Forward
-            } else {
-                refuse(
-                    "HELLO with AUTH or SETNAME is not allowed on an agent lane; \
-                     the lane is already authenticated (send HELLO or HELLO <protover>)",
-                )
-            }
-        }
+        b"HELLO" => handshake::hello(cmd),
+        b"INFO" => Verdict::Info,
         b"QUIT" => Verdict::ReplyAndClose(Cow::Borrowed(OK)),
-        b"CLIENT" => {
-            let mut sub_buf = [0u8; 16];
-            if upper(cmd.arg(1), &mut sub_buf) == b"SETINFO" {
-                Verdict::Reply(Cow::Borrowed(OK))
-            } else {
-                refuse("CLIENT commands are not allowed on an agent lane")
-            }
-        }
+        b"CLIENT" => handshake::client(cmd),
         b"AUTH" => refuse(
             "AUTH is not allowed on an agent lane; \
              the connection is authenticated by the socket it came in on",
         ),
         b"RESET" => refuse("RESET is not allowed on an agent lane"),
-        b"MULTI" | b"EXEC" | b"DISCARD" | b"WATCH" | b"UNWATCH" => {
-            refuse("transactions (MULTI/EXEC/DISCARD/WATCH) are not allowed on an agent lane")
-        }
+        b"MULTI" => Verdict::Multi,
+        b"EXEC" => Verdict::Exec,
+        b"DISCARD" => Verdict::Discard,
+        b"UNWATCH" => Verdict::Forward,
+        b"WATCH" => match group_scope::check_watch(cmd, policy) {
+            Ok(()) => Verdict::Forward,
+            Err(why) => Verdict::Reply(Cow::Owned(error_reply(&why))),
+        },
         b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE"
         | b"SUNSUBSCRIBE" => {
             refuse("pub/sub is not available on an agent lane; lanes carry streams")

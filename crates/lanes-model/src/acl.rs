@@ -174,6 +174,19 @@ fn agent_rules(agent: &AgentName, families: &[String]) -> Vec<String> {
         "+ping",
         "+echo",
         "+acl|whoami",
+        // Transactions, group management and client introspection: the
+        // proxy scopes them to the agent's own inboxes and group.
+        "+multi",
+        "+exec",
+        "+discard",
+        "+watch",
+        "+unwatch",
+        "+xclaim",
+        "+xautoclaim",
+        "+xgroup|create",
+        "+xgroup|createconsumer",
+        "+xgroup|setid",
+        "+command",
     ]
     .iter()
     .map(|s| s.to_string())
