@@ -65,7 +65,7 @@ fn xreadgroup(cmd: &Command<'_>) -> Option<Named> {
             }
             b"STREAMS" => {
                 let rest = cmd.len() - i - 1;
-                if rest == 0 || rest % 2 != 0 {
+                if rest == 0 || !rest.is_multiple_of(2) {
                     return None;
                 }
                 let keys = (i + 1..i + 1 + rest / 2).collect();
@@ -178,20 +178,21 @@ mod tests {
             &["XPENDING", IN, "alice"],
             &["XGROUP", "CREATE", IN, "alice", "$", "MKSTREAM"],
             &["xgroup", "setid", "alice:ops:inbox", "alice", "0"],
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "alice",
-                "c",
-                "STREAMS",
-                IN,
-                "alice:ops:inbox",
-                ">",
-                ">",
-            ],
         ] {
             assert_eq!(run(c), Verdict::Forward, "{c:?}");
         }
+        let streams = [
+            "XREADGROUP",
+            "GROUP",
+            "alice",
+            "c",
+            "STREAMS",
+            IN,
+            "alice:ops:inbox",
+            ">",
+            ">",
+        ];
+        assert_eq!(run(&streams), Verdict::Consume { arg: 3 });
         assert_eq!(
             run(&["XCLAIM", IN, "alice", "c", "0", "1-1"]),
             Verdict::Consume { arg: 3 }
@@ -203,10 +204,19 @@ mod tests {
                 &["XGROUP", "CREATE", "alice:discord:outbox", "alice", "$"],
                 "on 'alice:discord:outbox'",
             ),
-            (&["XGROUP", "CREATE", "bob:discord:inbox", "alice", "$"], "bob"),
-            (&["XGROUP", "CREATE", "alice:email:inbox", "alice", "$"], "email"),
+            (
+                &["XGROUP", "CREATE", "bob:discord:inbox", "alice", "$"],
+                "bob",
+            ),
+            (
+                &["XGROUP", "CREATE", "alice:email:inbox", "alice", "$"],
+                "email",
+            ),
             (&["XAUTOCLAIM", IN, "other", "c", "0", "0"], "group 'other'"),
-            (&["XCLAIM", "bob:ops:inbox", "alice", "c", "0", "1-1"], "bob"),
+            (
+                &["XCLAIM", "bob:ops:inbox", "alice", "c", "0", "1-1"],
+                "bob",
+            ),
             (&["XGROUP", "DELCONSUMER", IN, "g", "c"], "group 'g'"),
             (
                 &[
@@ -233,7 +243,10 @@ mod tests {
             run(&["WATCH", "alice:discord:inbox", "alice:ops:outbox"]),
             Verdict::Forward
         );
-        refused_with(&["WATCH", "alice:discord:inbox", "bob:discord:inbox"], "bob");
+        refused_with(
+            &["WATCH", "alice:discord:inbox", "bob:discord:inbox"],
+            "bob",
+        );
         refused_with(&["WATCH", "alice:email:outbox"], "alice:email:outbox");
         refused_with(&["WATCH", "alice:ops:outbox:dead"], "dead");
     }

@@ -180,7 +180,9 @@ mod tests {
             }
         );
         assert!(error(&run(&["HELLO", "3", "AUTH", "bridge", "pw"])).starts_with("-NOPERM"));
-        assert!(error(&run(&["HELLO", "3", "SETNAME", "w", "AUTH", "u", "p"])).starts_with("-NOPERM"));
+        assert!(
+            error(&run(&["HELLO", "3", "SETNAME", "w", "AUTH", "u", "p"])).starts_with("-NOPERM")
+        );
         assert!(error(&run(&["HELLO", "3", "SETNAME", "a b"])).starts_with("-ERR Client names"));
         assert!(error(&run(&["HELLO", "3", "FOO"])).starts_with("-ERR Syntax error"));
     }

@@ -36,7 +36,10 @@ async fn ask(socket: &Path, agent: &AgentName, password: &Secret) -> io::Result<
     let mut up = Upstream::open(socket, agent, password).await?;
     let replies = up.call(&[vec![b"HELLO".to_vec()]]).await?;
     version_of(&replies[0]).ok_or_else(|| {
-        io::Error::other(format!("no version in Redis's answer to HELLO: {:?}", replies[0]))
+        io::Error::other(format!(
+            "no version in Redis's answer to HELLO: {:?}",
+            replies[0]
+        ))
     })
 }
 

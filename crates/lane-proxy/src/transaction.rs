@@ -208,7 +208,10 @@ mod tests {
     fn a_refusal_turns_exec_into_execabort_and_discard_clears() {
         let (meter, consumers) = lane();
         let mut s = Session::new(&meter, &consumers);
-        assert!(s.end(true).is_none(), "EXEC without MULTI is Redis's to answer");
+        assert!(
+            s.end(true).is_none(),
+            "EXEC without MULTI is Redis's to answer"
+        );
         s.refused();
         s.multi();
         s.multi();
