@@ -6,9 +6,12 @@
 mod activated;
 mod bounds;
 mod consumers;
+mod handshakes;
 mod harness;
 mod outboxes;
+mod own_group;
 mod protocol;
+mod transactions;
 
 use harness::{bulk, ok, send_blocking_read, Agent, Redis, TestProxy, Value};
 
