@@ -5,16 +5,18 @@
 //! Redis's ACL's job (`agent_<name>` is scoped to `~<name>:*:inbox` and
 //! `%W~<name>:*:outbox`). The two overlap on purpose: the ACL alone would
 //! stop most things, the proxy alone would stop the commands that change
-//! the connection itself (AUTH, HELLO AUTH, RESET, CLIENT, MULTI,
-//! SUBSCRIBE, MONITOR, SELECT), which no ACL rule can express per socket.
+//! the connection itself (AUTH, HELLO AUTH, RESET, CLIENT, SUBSCRIBE,
+//! MONITOR, SELECT), which no ACL rule can express per socket, and scopes
+//! group commands to the agent's own group (`crate::group_scope`).
 //!
 //! Forwarded (Redis's ACL then decides on keys):
 //!
 //! | command | why |
 //! |---|---|
 //! | XADD | sending, to the agent's own outbox of a known family only; `<family>:outbox` is mapped to `<agent>:<family>:outbox`; `LIMIT` is refused |
-//! | XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM | consuming the inbox, recovering a crashed consumer's entries; a consumer name is bounded (see below) |
-//! | XGROUP CREATE, CREATECONSUMER, DELCONSUMER, SETID | managing the agent's own consumer group |
+//! | XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM | consuming the inbox, recovering a crashed consumer's entries, on the agent's own inboxes and in its own group only; a consumer name is bounded (see below) |
+//! | XGROUP CREATE, CREATECONSUMER, DELCONSUMER, SETID | managing the agent's own consumer group (named like the agent) on its own inboxes |
+//! | MULTI, EXEC, DISCARD, UNWATCH; WATCH of its own inboxes and outboxes | transactions; each queued command is filtered as outside one (`crate::transaction`) |
 //! | XREAD, XRANGE, XREVRANGE, XLEN | harmless reads; the ACL answers NOPERM outside the agent's keys |
 //! | XINFO STREAM, GROUPS, CONSUMERS | inspection of the agent's streams |
 //!
@@ -22,7 +24,7 @@
 //! grants them on the agent's outboxes for the proxy's meter only (see
 //! `oxidepm_lanes::acl`), and to the agent its outboxes are write-only.
 //! | PING, ECHO, COMMAND, ACL WHOAMI | connection checks, client-library introspection, identity |
-//! | `HELLO`, `HELLO <protover>` | protocol negotiation only (RESP3 for clients that want it) |
+//! | `HELLO [protover] [SETNAME name]` | protocol negotiation only (RESP3 for clients that want it); the name is kept by the proxy |
 //!
 //! A consumer name (XREADGROUP `GROUP <g> <name>`, XCLAIM, XAUTOCLAIM and
 //! XGROUP CREATECONSUMER `<key> <g> <name>`) is memory in Redis that no
@@ -33,8 +35,9 @@
 //! the last; the proxy counts one name per command).
 //!
 //! Answered by the proxy: QUIT (`+OK`, then close), CLIENT SETINFO (`+OK`,
-//! sent by redis-py 5 and others at connect). Everything else is refused
-//! with `-NOPERM` and never reaches Redis.
+//! sent by redis-py 5 and others at connect), CLIENT SETNAME / GETNAME and
+//! INFO (`crate::handshake`); inside a transaction these are refused.
+//! Everything else is refused with `-NOPERM` and never reaches Redis.
 
 use crate::consumer_arg::{consume, xreadgroup_consumer};
 use crate::resp::{error_reply, Command};

@@ -239,3 +239,30 @@ fn a_transaction_is_bounded_in_commands_and_bytes() {
         Value::Bulk(_)
     ));
 }
+
+#[test]
+fn the_consumer_bound_holds_inside_a_transaction() {
+    let redis = Redis::start(&["alice"]);
+    let proxy = TestProxy::start_with(
+        &redis,
+        &[Agent::new("alice")],
+        r#""limits": {"max_consumers": 2}"#,
+        Vec::new(),
+    );
+    group(&redis, INBOX, "0");
+    let mut a = proxy.client("alice");
+    let create =
+        |c: &'static str| -> [&'static str; 5] { ["XGROUP", "CREATECONSUMER", INBOX, "alice", c] };
+    let (c1, c2, c3) = (create("c1"), create("c2"), create("c3"));
+    let r = pipelined(&mut a, &[&["MULTI"], &c1, &c2, &c3, &["EXEC"]]);
+    assert!(r[3].error_starts("OXIDEPM consumers"), "{r:?}");
+    assert!(r[4].error_starts("EXECABORT"), "{r:?}");
+    let none = redis.admin().cmd(&["XINFO", "CONSUMERS", INBOX, "alice"]);
+    assert_eq!(none, Value::Array(Vec::new()));
+    let r = pipelined(&mut a, &[&["MULTI"], &c1, &c2, &["EXEC"]]);
+    assert_eq!(
+        r[3],
+        Value::Array(vec![Value::Int(1), Value::Int(1)]),
+        "{r:?}"
+    );
+}
