@@ -152,9 +152,12 @@ pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
              the connection is authenticated by the socket it came in on",
         ),
         b"RESET" => refuse("RESET is not allowed on an agent lane"),
-        b"MULTI" => Verdict::Multi,
-        b"EXEC" => Verdict::Exec,
-        b"DISCARD" => Verdict::Discard,
+        // With arguments Redis answers an arity error and neither opens
+        // nor ends a transaction: nor does the proxy.
+        b"MULTI" if cmd.len() == 1 => Verdict::Multi,
+        b"EXEC" if cmd.len() == 1 => Verdict::Exec,
+        b"DISCARD" if cmd.len() == 1 => Verdict::Discard,
+        b"MULTI" | b"EXEC" | b"DISCARD" => Verdict::Forward,
         b"UNWATCH" => Verdict::Forward,
         b"WATCH" => match group_scope::check_watch(cmd, policy) {
             Ok(()) => Verdict::Forward,
@@ -341,6 +344,9 @@ pub(crate) mod tests {
                 "MKSTREAM",
             ],
             &["UNWATCH"][..],
+            &["MULTI", "x"],
+            &["exec", "x"],
+            &["DISCARD", "x"],
             &["PING"],
             &["echo", "x"],
             &["ACL", "whoami"],

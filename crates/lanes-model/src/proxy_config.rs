@@ -466,6 +466,19 @@ mod tests {
             ..LimitsConfig::default()
         };
         assert_eq!(cfg.validate(), Err(ProxyConfigError::Limits));
+        for limits in [
+            LimitsConfig {
+                max_transaction_commands: 0,
+                ..LimitsConfig::default()
+            },
+            LimitsConfig {
+                max_transaction_bytes: 0,
+                ..LimitsConfig::default()
+            },
+        ] {
+            cfg.limits = limits;
+            assert_eq!(cfg.validate(), Err(ProxyConfigError::Limits));
+        }
         cfg.limits = LimitsConfig {
             reply_buffer: 100,
             ..LimitsConfig::default()

@@ -128,6 +128,14 @@ fn discard_drops_the_transaction_and_nested_multi_keeps_it() {
     assert_eq!(r[3], ok(), "{r:?}");
     assert!(r[4].error_starts("ERR EXEC without MULTI"), "{r:?}");
     assert_eq!(xlen(&redis, OUTBOX), 0);
+    // A malformed MULTI opens nothing, in Redis or in the proxy: the
+    // refusal that follows does not turn into an EXECABORT.
+    let r = pipelined(
+        &mut a,
+        &[&["MULTI", "x"], &["PING"], &["KEYS", "*"], &["EXEC"]],
+    );
+    assert!(r[0].error_starts("ERR wrong number"), "{r:?}");
+    assert!(r[3].error_starts("ERR EXEC without MULTI"), "{r:?}");
     // A DISCARD of a refused transaction is a plain DISCARD.
     let r = pipelined(
         &mut a,
