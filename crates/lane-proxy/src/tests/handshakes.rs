@@ -130,3 +130,15 @@ fn pipelined_local_and_upstream_replies_stay_in_order() {
     assert_eq!(r[9], bulk("b"));
     assert_eq!(r[10], bulk("three"));
 }
+
+#[test]
+fn client_library_introspection_is_forwarded() {
+    let (_redis, proxy) = alice();
+    let mut a = proxy.client("alice");
+    assert!(
+        matches!(a.cmd(&["COMMAND", "COUNT"]), Value::Int(n) if n > 0),
+        "COMMAND COUNT"
+    );
+    let docs = a.cmd(&["COMMAND", "INFO", "XADD"]);
+    assert!(docs.strings().contains(&"xadd".to_string()), "{docs:?}");
+}
