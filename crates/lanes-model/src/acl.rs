@@ -208,6 +208,13 @@ fn agent_rules(agent: &AgentName, families: &[String]) -> Vec<String> {
             .join(" ")
     };
     r.push(format!("(+xadd {})", keys("%W~")));
+    // WATCH reads no content; the proxy allows it on own keys only. A
+    // selector must match every key of a command: inboxes go here too.
+    r.push(format!(
+        "(+watch ~{} {})",
+        glob(Some(agent), None, Dir::Inbox),
+        keys("~")
+    ));
     r.push(format!("({} {})", METER_COMMANDS.join(" "), keys("~")));
     r
 }

@@ -173,6 +173,14 @@ fn watch_is_for_the_agents_own_keys_and_works_on_them() {
     assert_eq!(r[2], Value::Nil, "the watched key changed: {r:?}");
     assert_eq!(xlen(&redis, OUTBOX), 1);
     assert_eq!(a.cmd(&["UNWATCH"]), ok());
+    // Its own outbox may be watched too.
+    assert_eq!(a.cmd(&["WATCH", OUTBOX, INBOX]), ok());
+    let r = pipelined(
+        &mut a,
+        &[&["MULTI"], &["XADD", OUTBOX, "*", "n", "3"], &["EXEC"]],
+    );
+    assert!(matches!(&r[2], Value::Array(v) if v.len() == 1), "{r:?}");
+    assert_eq!(xlen(&redis, OUTBOX), 2);
 }
 
 #[test]
