@@ -5,24 +5,17 @@
 //! Redis's ACL's job (`agent_<name>` is scoped to `~<name>:*:inbox` and
 //! `%W~<name>:*:outbox`). The two overlap on purpose: the ACL alone would
 //! stop most things, the proxy alone would stop the commands that change
-//! the connection itself (AUTH, HELLO AUTH, RESET, CLIENT, MULTI,
-//! SUBSCRIBE, MONITOR, SELECT), which no ACL rule can express per socket.
+//! the connection itself (AUTH, HELLO AUTH, RESET, CLIENT, SUBSCRIBE,
+//! MONITOR, SELECT), which no ACL rule can express per socket, and scopes
+//! group commands to the agent's own group (`crate::group_scope`).
 //!
-//! Forwarded (Redis's ACL then decides on keys):
-//!
-//! | command | why |
-//! |---|---|
-//! | XADD | sending, to the agent's own outbox of a known family only; `<family>:outbox` is mapped to `<agent>:<family>:outbox`; `LIMIT` is refused |
-//! | XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM | consuming the inbox, recovering a crashed consumer's entries; a consumer name is bounded (see below) |
-//! | XGROUP CREATE, CREATECONSUMER, DELCONSUMER, SETID | managing the agent's own consumer group |
-//! | XREAD, XRANGE, XREVRANGE, XLEN | harmless reads; the ACL answers NOPERM outside the agent's keys |
-//! | XINFO STREAM, GROUPS, CONSUMERS | inspection of the agent's streams |
-//!
-//! XLEN, XPENDING and XINFO of an outbox are refused by the proxy: the ACL
-//! grants them on the agent's outboxes for the proxy's meter only (see
-//! `oxidepm_lanes::acl`), and to the agent its outboxes are write-only.
-//! | PING, ECHO, COMMAND, ACL WHOAMI | connection checks, client-library introspection, identity |
-//! | `HELLO`, `HELLO <protover>` | protocol negotiation only (RESP3 for clients that want it) |
+//! What is forwarded, what is answered here and where each may act is the
+//! table `oxidepm_lanes::lane_commands::LANE_COMMANDS` (below, as generated
+//! into `docs/lane-commands.md`); the tests in `tests/lane_commands.rs` hold
+//! this filter to it. XLEN, XPENDING and XINFO of an outbox are refused
+//! here: the ACL grants them on the agent's outboxes for the proxy's meter
+//! only (see `oxidepm_lanes::acl`), and to the agent its outboxes are
+//! write-only.
 //!
 //! A consumer name (XREADGROUP `GROUP <g> <name>`, XCLAIM, XAUTOCLAIM and
 //! XGROUP CREATECONSUMER `<key> <g> <name>`) is memory in Redis that no
@@ -32,12 +25,15 @@
 //! XREADGROUP with more than one GROUP clause is refused (Redis would use
 //! the last; the proxy counts one name per command).
 //!
-//! Answered by the proxy: QUIT (`+OK`, then close), CLIENT SETINFO (`+OK`,
-//! sent by redis-py 5 and others at connect). Everything else is refused
-//! with `-NOPERM` and never reaches Redis.
+//! Inside a transaction the commands the proxy answers itself are refused
+//! (`crate::transaction`). Everything else is refused with `-NOPERM` and
+//! never reaches Redis.
+#![doc = ""]
+#![doc = include_str!("../../../docs/lane-commands.md")]
 
 use crate::consumer_arg::{consume, xreadgroup_consumer};
 use crate::resp::{error_reply, Command};
+use crate::{group_scope, handshake};
 use oxidepm_lanes::{AgentName, Dir, StreamKey};
 use std::borrow::Cow;
 
@@ -63,6 +59,30 @@ pub enum Verdict {
     },
     /// XGROUP DELCONSUMER: forward it; Redis may hold a consumer fewer.
     DelConsumer,
+    /// MULTI: forward it; the connection is in a transaction from now.
+    Multi,
+    /// EXEC: forward it (or DISCARD, if the transaction was refused).
+    Exec,
+    /// DISCARD: forward it; the transaction ends.
+    Discard,
+    /// `CLIENT SETNAME`, with the (valid) name at argument `arg`: kept by
+    /// the proxy, answered `+OK`.
+    SetName {
+        /// The index of the name among the command's arguments.
+        arg: usize,
+    },
+    /// `CLIENT GETNAME`: answered by the proxy.
+    GetName,
+    /// `INFO`: answered by the proxy (see `crate::handshake`).
+    Info,
+    /// `HELLO`: forwarded as `HELLO [protover]`; a SETNAME in it is kept
+    /// by the proxy.
+    Hello {
+        /// The index of the protocol version, if given.
+        protover: Option<usize>,
+        /// The index of the (valid) client name, if given.
+        name: Option<usize>,
+    },
     /// Answer the client with this reply; nothing goes upstream.
     Reply(Cow<'static, [u8]>),
     /// Answer, then close the connection once earlier replies are out.
@@ -86,6 +106,13 @@ const OK: &[u8] = b"+OK\r\n";
 pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     let mut name_buf = [0u8; 16];
     let name = upper(cmd.arg(0), &mut name_buf);
+    if let Some(named) = group_scope::named(cmd) {
+        if !(matches!(name, b"XPENDING") && is_outbox(cmd.arg(1))) {
+            if let Err(why) = group_scope::check(cmd, &named, policy) {
+                return Verdict::Reply(Cow::Owned(error_reply(&why)));
+            }
+        }
+    }
     match name {
         b"XADD" => xadd(cmd, policy),
         b"XLEN" | b"XPENDING" if is_outbox(cmd.arg(1)) => write_only(),
@@ -108,33 +135,26 @@ pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
             }
         }
         b"ACL" => subcommand(cmd, "ACL", &[b"WHOAMI"]),
-        b"HELLO" => {
-            if cmd.len() <= 2 {
-                Verdict::Forward
-            } else {
-                refuse(
-                    "HELLO with AUTH or SETNAME is not allowed on an agent lane; \
-                     the lane is already authenticated (send HELLO or HELLO <protover>)",
-                )
-            }
-        }
+        b"HELLO" => handshake::hello(cmd),
+        b"INFO" => Verdict::Info,
         b"QUIT" => Verdict::ReplyAndClose(Cow::Borrowed(OK)),
-        b"CLIENT" => {
-            let mut sub_buf = [0u8; 16];
-            if upper(cmd.arg(1), &mut sub_buf) == b"SETINFO" {
-                Verdict::Reply(Cow::Borrowed(OK))
-            } else {
-                refuse("CLIENT commands are not allowed on an agent lane")
-            }
-        }
+        b"CLIENT" => handshake::client(cmd),
         b"AUTH" => refuse(
             "AUTH is not allowed on an agent lane; \
              the connection is authenticated by the socket it came in on",
         ),
         b"RESET" => refuse("RESET is not allowed on an agent lane"),
-        b"MULTI" | b"EXEC" | b"DISCARD" | b"WATCH" | b"UNWATCH" => {
-            refuse("transactions (MULTI/EXEC/DISCARD/WATCH) are not allowed on an agent lane")
-        }
+        // With arguments Redis answers an arity error and neither opens
+        // nor ends a transaction: nor does the proxy.
+        b"MULTI" if cmd.len() == 1 => Verdict::Multi,
+        b"EXEC" if cmd.len() == 1 => Verdict::Exec,
+        b"DISCARD" if cmd.len() == 1 => Verdict::Discard,
+        b"MULTI" | b"EXEC" | b"DISCARD" => Verdict::Forward,
+        b"UNWATCH" => Verdict::Forward,
+        b"WATCH" => match group_scope::check_watch(cmd, policy) {
+            Ok(()) => Verdict::Forward,
+            Err(why) => Verdict::Reply(Cow::Owned(error_reply(&why))),
+        },
         b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE"
         | b"SUNSUBSCRIBE" => {
             refuse("pub/sub is not available on an agent lane; lanes carry streams")
@@ -302,17 +322,26 @@ pub(crate) mod tests {
     #[test]
     fn stream_commands_pass() {
         for c in [
-            &["xack", "alice:discord:inbox", "g", "1-1"][..],
-            &["XPENDING", "k", "g"],
+            &["xack", "alice:discord:inbox", "alice", "1-1"][..],
+            &["XPENDING", "alice:discord:inbox", "alice"],
             &["XRANGE", "k", "-", "+"],
             &["XLEN", "k"],
             &["XINFO", "stream", "k"],
-            &["XGROUP", "CREATE", "k", "g", "$", "MKSTREAM"],
+            &[
+                "XGROUP",
+                "CREATE",
+                "alice:ops:inbox",
+                "alice",
+                "$",
+                "MKSTREAM",
+            ],
+            &["UNWATCH"][..],
+            &["MULTI", "x"],
+            &["exec", "x"],
+            &["DISCARD", "x"],
             &["PING"],
             &["echo", "x"],
             &["ACL", "whoami"],
-            &["HELLO"],
-            &["HELLO", "3"],
             &["COMMAND", "DOCS"],
         ] {
             assert_eq!(run(c), Verdict::Forward, "{c:?}");
@@ -333,14 +362,9 @@ pub(crate) mod tests {
             &["AUTH", "bridge", "pw"][..],
             &["AUTH", "pw"],
             &["HELLO", "3", "AUTH", "bridge", "pw"],
-            &["HELLO", "2", "SETNAME", "x"],
             &["RESET"],
             &["CLIENT", "KILL", "ID", "1"],
-            &["CLIENT", "SETNAME", "x"],
             &["client", "tracking", "on"],
-            &["MULTI"],
-            &["EXEC"],
-            &["DISCARD"],
             &["WATCH", "k"],
             &["SUBSCRIBE", "c"],
             &["PSUBSCRIBE", "*"],
@@ -363,7 +387,6 @@ pub(crate) mod tests {
             &["XTRIM", "k", "MAXLEN", "0"],
             &["MEMORY", "USAGE", "alice:discord:outbox"],
             &["DEL", "k"],
-            &["INFO"],
             &["AVeryLongCommandNameThatIsLongerThanSixteen"],
         ] {
             assert!(refused(&run(c)), "{c:?} was not refused");

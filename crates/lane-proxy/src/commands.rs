@@ -18,7 +18,11 @@
 use crate::budget::Held;
 use crate::command_filter::{decide, Policy, Verdict};
 use crate::connection::{End, LaneSettings, Slot};
+use crate::handshake::{getname_reply, info_reply};
+use crate::redis_version::redis_version;
+use crate::replies::release;
 use crate::resp::{encode_command, error_reply, Command, CommandParser, ProtocolError};
+use crate::transaction::{Admitted, Session, DISCARD};
 use std::borrow::Cow;
 use std::io;
 use std::time::{Duration, Instant};
@@ -48,6 +52,7 @@ pub async fn pump_commands(
     };
     let timeout = Duration::from_millis(s.limits.command_timeout_ms);
     let mut parser = CommandParser::new((&s.limits).into());
+    let mut session = Session::new(&s.meter, &s.consumers);
     let mut held = Held::new(s.budget.clone());
     let mut buf: Vec<u8> = Vec::new();
     let mut start = 0usize;
@@ -57,11 +62,7 @@ pub async fn pump_commands(
     let send = |slot: Slot| {
         tx.send(slot).map_err(|e| {
             // Never to be answered: the connection is ending.
-            match e.0 {
-                Slot::Append { family, bytes } => s.meter.answered(family, bytes),
-                Slot::Consumer(name) => s.consumers.answered(&name),
-                _ => {}
-            }
+            release(e.0, &s.meter, &s.consumers);
             io::Error::other("reply pump gone")
         })
     };
@@ -94,14 +95,7 @@ pub async fn pump_commands(
             completed = true;
             let cmd = parser.command(&buf[start..start + n]);
             let mut verdict = decide(&cmd, &policy);
-            if matches!(
-                verdict,
-                Verdict::Forward
-                    | Verdict::Append { .. }
-                    | Verdict::Consume { .. }
-                    | Verdict::DelConsumer
-            ) && !rate_ok(s)
-            {
+            if costs_rate(&verdict) && !rate_ok(s) {
                 verdict = Verdict::Reply(Cow::Owned(error_reply(&format!(
                     "OXIDEPM rate: agent '{}' sends more than its {} commands per second \
                      (lanes.rate_limit); slow down",
@@ -111,8 +105,14 @@ pub async fn pump_commands(
                         .map_or(0.0, |r| r.lock().map_or(0.0, |b| b.rate()))
                 ))));
             }
+            if session.in_transaction() {
+                verdict = queued(verdict, &cmd, n, &mut session, s);
+            }
             // What goes upstream, if anything: the new key of an XADD.
             let mut send_up: Option<Option<Vec<u8>>> = None;
+            // Or these bytes instead of the command.
+            let mut raw_up: Option<Cow<'static, [u8]>> = None;
+            let mut refused = false;
             match verdict {
                 Verdict::Forward => {
                     send_up = Some(None);
@@ -132,10 +132,16 @@ pub async fn pump_commands(
                     let max = s.limits.max_consumers;
                     match s.consumers.admit(name, max, &s.upstream, &s.password).await {
                         Ok(()) => {
-                            send(Slot::Consumer(name.to_vec()))?;
+                            match session.admitted(Admitted::Consumer(name.to_vec())) {
+                                Some(_) => send(Slot::Consumer(name.to_vec()))?,
+                                None => send(Slot::Upstream(1))?,
+                            }
                             send_up = Some(None);
                         }
-                        Err(why) => send(Slot::Local(Cow::Owned(error_reply(&why))))?,
+                        Err(why) => {
+                            refused = true;
+                            send(Slot::Local(Cow::Owned(error_reply(&why))))?;
+                        }
                     }
                 }
                 Verdict::Append { family, key } => {
@@ -157,14 +163,102 @@ pub async fn pump_commands(
                     }
                     match admitted {
                         Ok(()) => {
-                            send(Slot::Append { family, bytes })?;
+                            match session.admitted(Admitted::Append { family, bytes }) {
+                                Some(_) => send(Slot::Append { family, bytes })?,
+                                None => send(Slot::Upstream(1))?,
+                            }
                             send_up = Some(key);
                         }
                         Err(why) => {
                             log::debug!("lane {}: XADD refused: {why}", s.agent);
+                            refused = true;
                             send(Slot::Local(Cow::Owned(error_reply(&why))))?;
                         }
                     }
+                }
+                Verdict::Multi => {
+                    session.multi();
+                    send_up = Some(None);
+                    forwarded += 1;
+                }
+                Verdict::Exec | Verdict::Discard => {
+                    let exec = matches!(verdict, Verdict::Exec);
+                    match session.end(exec) {
+                        None => {
+                            // Not in a transaction: Redis answers its error.
+                            send_up = Some(None);
+                            forwarded += 1;
+                        }
+                        Some(ending) => {
+                            if forwarded > 0 {
+                                send(Slot::Upstream(forwarded))?;
+                                forwarded = 0;
+                            }
+                            if ending.replace.is_some() {
+                                raw_up = Some(Cow::Borrowed(DISCARD));
+                            } else {
+                                send_up = Some(None);
+                            }
+                            send(Slot::Settle {
+                                replace: ending.replace,
+                                held: ending.held,
+                            })?;
+                        }
+                    }
+                }
+                Verdict::Hello { protover, name } => {
+                    if let Some(i) = name {
+                        session.name = Some(cmd.arg(i).to_vec());
+                    }
+                    if let Some(i) = protover {
+                        match cmd.arg(i) {
+                            b"3" => session.resp3 = true,
+                            b"2" => session.resp3 = false,
+                            _ => {}
+                        }
+                    }
+                    if name.is_some() {
+                        let mut hello = Vec::with_capacity(32);
+                        let args: Vec<&[u8]> = cmd.args().take(2).collect();
+                        crate::resp::encode_args(&mut hello, &args);
+                        raw_up = Some(Cow::Owned(hello));
+                    } else {
+                        send_up = Some(None);
+                    }
+                    forwarded += 1;
+                }
+                Verdict::SetName { arg } => {
+                    if forwarded > 0 {
+                        send(Slot::Upstream(forwarded))?;
+                        forwarded = 0;
+                    }
+                    session.name = Some(cmd.arg(arg).to_vec());
+                    send(Slot::Local(Cow::Borrowed(b"+OK\r\n")))?;
+                }
+                Verdict::GetName => {
+                    if forwarded > 0 {
+                        send(Slot::Upstream(forwarded))?;
+                        forwarded = 0;
+                    }
+                    let r = getname_reply(session.name.as_deref(), session.resp3);
+                    send(Slot::Local(Cow::Owned(r)))?;
+                }
+                Verdict::Info => {
+                    if forwarded > 0 {
+                        send(Slot::Upstream(forwarded))?;
+                        forwarded = 0;
+                    }
+                    let r = match redis_version(&s.upstream, &s.agent, &s.password).await {
+                        Ok(v) => info_reply(v),
+                        Err(e) => {
+                            log::warn!("lane {}: cannot learn Redis's version: {e}", s.agent);
+                            error_reply(&format!(
+                                "ERR lane proxy: cannot learn Redis's version for INFO ({e}); \
+                                 try again"
+                            ))
+                        }
+                    };
+                    send(Slot::Local(Cow::Owned(r)))?;
                 }
                 Verdict::Reply(r) => {
                     log::debug!("lane {}: answered {:?} locally", s.agent, cmd);
@@ -172,6 +266,7 @@ pub async fn pump_commands(
                         send(Slot::Upstream(forwarded))?;
                         forwarded = 0;
                     }
+                    refused = r.starts_with(b"-");
                     send(Slot::Local(r))?;
                 }
                 Verdict::ReplyAndClose(r) => {
@@ -183,6 +278,12 @@ pub async fn pump_commands(
                     send(Slot::Close)?;
                     closing = true;
                 }
+            }
+            if refused {
+                session.refused();
+            }
+            if let Some(raw) = raw_up {
+                up.extend_from_slice(&raw);
             }
             if let Some(key) = send_up {
                 if n > CHUNK {
@@ -290,6 +391,48 @@ pub async fn pump_commands(
         if n == 0 {
             return Ok(client_eof(&cr, !buf.is_empty(), &tx));
         }
+    }
+}
+
+/// Whether `v` sends work upstream, and so takes from the rate limit.
+/// MULTI, EXEC and DISCARD do not: refusing one of them would run the
+/// commands around it outside the transaction the client asked for.
+fn costs_rate(v: &Verdict) -> bool {
+    matches!(
+        v,
+        Verdict::Forward
+            | Verdict::Append { .. }
+            | Verdict::Consume { .. }
+            | Verdict::DelConsumer
+            | Verdict::Hello { .. }
+    )
+}
+
+/// Inside a transaction: what the proxy would answer itself is refused
+/// (it cannot be queued), and a command to be queued upstream must fit
+/// the transaction's bounds.
+fn queued(
+    verdict: Verdict,
+    cmd: &Command<'_>,
+    n: usize,
+    session: &mut Session<'_>,
+    s: &LaneSettings,
+) -> Verdict {
+    match verdict {
+        Verdict::Forward
+        | Verdict::Append { .. }
+        | Verdict::Consume { .. }
+        | Verdict::DelConsumer => match session.queue(n, &s.limits) {
+            Ok(()) => verdict,
+            Err(why) => Verdict::Reply(Cow::Owned(error_reply(&why))),
+        },
+        Verdict::SetName { .. } | Verdict::GetName | Verdict::Info | Verdict::Hello { .. } => {
+            Verdict::Reply(Cow::Owned(Session::local_inside(cmd.arg(0))))
+        }
+        Verdict::Reply(r) if !r.starts_with(b"-") => {
+            Verdict::Reply(Cow::Owned(Session::local_inside(cmd.arg(0))))
+        }
+        other => other,
     }
 }
 

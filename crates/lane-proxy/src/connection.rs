@@ -25,6 +25,7 @@ use crate::meter::{Bounds, Meter};
 use crate::rate_limit::TokenBucket;
 use crate::replies::pump_replies;
 use crate::resp::error_reply;
+use crate::transaction::Admitted;
 use crate::upstream;
 use oxidepm_lanes::{AgentName, LimitsConfig, Secret};
 use std::borrow::Cow;
@@ -105,6 +106,16 @@ pub enum Slot {
     /// consumer name: counted answered when it is passed, or when the
     /// connection ends first.
     Consumer(Vec<u8>),
+    /// One reply from upstream, to the EXEC or DISCARD that ends a
+    /// transaction: replaced by `replace` if given (the EXEC of a refused
+    /// transaction, sent as DISCARD); then what its commands were admitted
+    /// with is counted answered (or when the connection ends first).
+    Settle {
+        /// What the client gets instead of Redis's reply.
+        replace: Option<Cow<'static, [u8]>>,
+        /// The transaction's admitted accounting.
+        held: Vec<Admitted>,
+    },
     /// A reply the proxy makes.
     Local(Cow<'static, [u8]>),
     /// Close once everything before is written.

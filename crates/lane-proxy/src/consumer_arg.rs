@@ -60,7 +60,15 @@ mod tests {
     fn consumer_names_are_found_where_redis_reads_them_and_bounded() {
         for (c, arg) in [
             (
-                &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "k", ">"][..],
+                &[
+                    "XREADGROUP",
+                    "GROUP",
+                    "alice",
+                    "c",
+                    "STREAMS",
+                    "alice:discord:inbox",
+                    ">",
+                ][..],
                 3,
             ),
             (
@@ -72,17 +80,32 @@ mod tests {
                     "BLOCK",
                     "0",
                     "group",
-                    "g",
+                    "alice",
                     "c",
                     "STREAMS",
-                    "k",
+                    "alice:discord:inbox",
                     ">",
                 ],
                 8,
             ),
-            (&["XCLAIM", "k", "g", "c", "0", "1-1"], 3),
-            (&["XAUTOCLAIM", "k", "g", "c", "0", "0"], 3),
-            (&["XGROUP", "createconsumer", "k", "g", "c"], 4),
+            (
+                &["XCLAIM", "alice:discord:inbox", "alice", "c", "0", "1-1"],
+                3,
+            ),
+            (
+                &["XAUTOCLAIM", "alice:discord:inbox", "alice", "c", "0", "0"],
+                3,
+            ),
+            (
+                &[
+                    "XGROUP",
+                    "createconsumer",
+                    "alice:discord:inbox",
+                    "alice",
+                    "c",
+                ],
+                4,
+            ),
         ] {
             assert_eq!(run(c), Verdict::Consume { arg }, "{c:?}");
             let mut long = c.to_vec();
@@ -95,28 +118,37 @@ mod tests {
         }
         // What Redis refuses creates nothing: it answers.
         for c in [
-            &["XREADGROUP", "GROUP", "g"][..],
-            &["XREADGROUP", "FOO", "GROUP", "g", "c", "STREAMS", "k", ">"],
-            &["XCLAIM", "k", "g", "c", "0"],
-            &["XGROUP", "CREATECONSUMER", "k", "g"],
+            &["XREADGROUP", "GROUP", "alice"][..],
+            &[
+                "XREADGROUP",
+                "FOO",
+                "GROUP",
+                "alice",
+                "c",
+                "STREAMS",
+                "alice:discord:inbox",
+                ">",
+            ],
+            &["XCLAIM", "alice:discord:inbox", "alice", "c", "0"],
+            &["XGROUP", "CREATECONSUMER", "alice:discord:inbox", "alice"],
         ] {
             assert_eq!(run(c), Verdict::Forward, "{c:?}");
         }
         let twice = [
             "XREADGROUP",
             "GROUP",
-            "g",
+            "alice",
             "a",
             "GROUP",
-            "g",
+            "alice",
             "b",
             "STREAMS",
-            "k",
+            "alice:discord:inbox",
             ">",
         ];
         assert!(matches!(run(&twice), Verdict::Reply(r) if r.starts_with(b"-OXIDEPM XREADGROUP")));
         assert_eq!(
-            run(&["XGROUP", "DELCONSUMER", "k", "g", "c"]),
+            run(&["XGROUP", "DELCONSUMER", "alice:discord:inbox", "alice", "c"]),
             Verdict::DelConsumer
         );
     }

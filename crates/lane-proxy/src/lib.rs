@@ -12,6 +12,11 @@
 //! * [`reply_scanner`] — finds reply boundaries in Redis's byte stream;
 //! * [`command_filter`] — the allowlist and the outbox-name mapping;
 //!   [`consumer_arg`] — where a command names a consumer;
+//!   [`group_scope`] — the streams and group a group command may name;
+//!   [`handshake`] — what libraries send at connect, answered locally
+//!   ([`redis_version`] for its INFO);
+//! * [`transaction`] — a connection's client name, protocol and
+//!   MULTI/EXEC state;
 //! * [`rate_limit`] — the per-agent token bucket;
 //! * [`budget`] — a lane's byte budget for buffered commands;
 //! * [`meter`] — what an agent's outboxes hold: `maxlen` and `quota`;
@@ -35,14 +40,18 @@ mod commands;
 mod connection;
 mod consumer_arg;
 mod consumers;
+mod group_scope;
 mod groups;
+mod handshake;
 mod lane_socket;
 mod meter;
 mod rate_limit;
+mod redis_version;
 mod replies;
 mod reply_scanner;
 mod resp;
 mod server;
+mod transaction;
 mod upstream;
 
 pub use activation::take_from_env;

@@ -35,11 +35,7 @@ impl Drop for Owed<'_> {
             self.queue.push_back(slot);
         }
         for slot in self.queue.drain(..) {
-            match slot {
-                Slot::Append { family, bytes } => self.meter.answered(family, bytes),
-                Slot::Consumer(name) => self.consumers.answered(&name),
-                _ => {}
-            }
+            release(slot, self.meter, self.consumers);
         }
     }
 }
@@ -89,13 +85,27 @@ pub async fn pump_replies(
                     close = true;
                     break;
                 }
-                Some(slot @ (Slot::Upstream(_) | Slot::Append { .. } | Slot::Consumer(_))) => {
+                Some(
+                    slot @ (Slot::Upstream(_)
+                    | Slot::Append { .. }
+                    | Slot::Consumer(_)
+                    | Slot::Settle { .. }),
+                ) => {
                     let want = match slot {
                         Slot::Upstream(n) => *n,
                         _ => 1,
                     };
                     let (used, done) = scanner.scan(&inbuf[start..], want).map_err(bad)?;
-                    out.extend_from_slice(&inbuf[start..start + used]);
+                    match slot {
+                        Slot::Settle {
+                            replace: Some(r), ..
+                        } => {
+                            if done == 1 {
+                                out.extend_from_slice(r);
+                            }
+                        }
+                        _ => out.extend_from_slice(&inbuf[start..start + used]),
+                    }
                     start += used;
                     answered += done;
                     if done < want {
@@ -104,10 +114,8 @@ pub async fn pump_replies(
                         }
                         break;
                     }
-                    match queue.pop_front() {
-                        Some(Slot::Append { family, bytes }) => meter.answered(family, bytes),
-                        Some(Slot::Consumer(name)) => consumers.answered(&name),
-                        _ => {}
+                    if let Some(slot) = queue.pop_front() {
+                        release(slot, meter, consumers);
                     }
                 }
                 None => {
@@ -155,6 +163,20 @@ pub async fn pump_replies(
         } else {
             upstream_closed = limited.read_buf(&mut inbuf).await? == 0;
         }
+    }
+}
+
+/// Counts what `slot`'s command was admitted with answered.
+pub fn release(slot: Slot, meter: &Meter, consumers: &Consumers) {
+    match slot {
+        Slot::Append { family, bytes } => meter.answered(family, bytes),
+        Slot::Consumer(name) => consumers.answered(&name),
+        Slot::Settle { held, .. } => {
+            for a in held {
+                a.release(meter, consumers);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -1,15 +1,18 @@
 //! The lane proxy against a real redis-server, with the ACL the daemon
 //! writes. Consumer groups are made by `sys`, as the daemon makes each
-//! agent's (agents may not create groups); the bridge writes inboxes and
+//! agent's (an agent may make only its own, named like it); the bridge writes inboxes and
 //! reads outboxes with its own rules; `sys` inspects.
 
 mod activated;
 mod bounds;
 mod consumers;
+mod handshakes;
 mod harness;
 mod lane_commands;
 mod outboxes;
+mod own_group;
 mod protocol;
+mod transactions;
 
 use harness::{bulk, ok, send_blocking_read, Agent, Redis, TestProxy, Value};
 
@@ -19,15 +22,15 @@ fn alice() -> (Redis, TestProxy) {
     (redis, proxy)
 }
 
-/// Makes consumer group `g` of `stream` from `start`, as the daemon does.
+/// Makes consumer group `alice` of `stream` from `start`, as the daemon does.
 fn group(redis: &Redis, stream: &str, start: &str) {
     let r = redis
         .admin()
-        .cmd(&["XGROUP", "CREATE", stream, "g", start, "MKSTREAM"]);
+        .cmd(&["XGROUP", "CREATE", stream, "alice", start, "MKSTREAM"]);
     assert_eq!(r, ok(), "XGROUP CREATE {stream}");
 }
 
-/// The bridge writes `text` to alice's discord inbox (group g made first).
+/// The bridge writes `text` to alice's discord inbox (group alice made first).
 fn to_inbox(redis: &Redis, text: &str) {
     group(redis, "alice:discord:inbox", "0");
     let id = redis
@@ -58,7 +61,7 @@ fn agent_sends_and_receives_through_its_lane() {
     let got = a.cmd(&[
         "XREADGROUP",
         "GROUP",
-        "g",
+        "alice",
         "c1",
         "COUNT",
         "10",
@@ -70,10 +73,10 @@ fn agent_sends_and_receives_through_its_lane() {
     assert!(strings.contains(&"hello in".to_string()), "{got:?}");
     let entry_id = strings[1].clone();
     assert_eq!(
-        a.cmd(&["XACK", "alice:discord:inbox", "g", &entry_id]),
+        a.cmd(&["XACK", "alice:discord:inbox", "alice", &entry_id]),
         Value::Int(1)
     );
-    let pending = a.cmd(&["XPENDING", "alice:discord:inbox", "g"]);
+    let pending = a.cmd(&["XPENDING", "alice:discord:inbox", "alice"]);
     assert_eq!(pending.strings().len(), 0, "{pending:?}");
 }
 
@@ -104,7 +107,7 @@ fn other_agents_keys_are_refused_by_redis() {
         &[
             "XREADGROUP",
             "GROUP",
-            "g",
+            "alice",
             "c",
             "STREAMS",
             "bob:discord:inbox",
@@ -141,7 +144,7 @@ fn commands_off_the_allowlist_are_refused_by_the_proxy() {
         &["CLIENT", "LIST"],
         &["SELECT", "1"],
         &["DEBUG", "SLEEP", "0"],
-        &["XGROUP", "DESTROY", "alice:discord:inbox", "g"],
+        &["XGROUP", "DESTROY", "alice:discord:inbox", "alice"],
     ] {
         let r = a.cmd(c);
         assert!(r.error_starts("NOPERM"), "{c:?} gave {r:?}");
@@ -167,17 +170,17 @@ fn identity_cannot_be_changed_from_the_lane() {
         &["AUTH", bridge_pw],
         &["AUTH", "default", "x"],
         &["HELLO", "3", "AUTH", "bridge", bridge_pw],
-        &["HELLO", "2", "SETNAME", "bridge"],
         &["RESET"],
     ] {
         let r = a.cmd(c);
         assert!(r.error_starts("NOPERM"), "{c:?} gave {r:?}");
         assert_eq!(a.whoami(), bulk("agent_alice"), "after {c:?}");
     }
-    // A transaction cannot smuggle an AUTH in.
-    for c in [&["MULTI"][..], &["AUTH", "bridge", bridge_pw], &["EXEC"]] {
-        assert!(a.cmd(c).error_starts("NOPERM"), "{c:?}");
-    }
+    // A transaction cannot smuggle an AUTH in: it is refused, and so is
+    // the whole transaction.
+    assert_eq!(a.cmd(&["MULTI"]), ok());
+    assert!(a.cmd(&["AUTH", "bridge", bridge_pw]).error_starts("NOPERM"));
+    assert!(a.cmd(&["EXEC"]).error_starts("EXECABORT"));
     assert_eq!(a.whoami(), bulk("agent_alice"));
     // Plain HELLO negotiates the protocol and keeps the identity.
     let hello = a.cmd(&["HELLO", "3"]);
@@ -326,7 +329,7 @@ fn large_values_round_trip() {
     let got = a.cmd(&[
         "XREADGROUP",
         "GROUP",
-        "g",
+        "alice",
         "c",
         "STREAMS",
         "alice:discord:inbox",

@@ -154,8 +154,8 @@ const HOST_STREAM_COMMANDS: &[&str] = &[
 /// inboxes and of no key on `<agent>:*:inbox`; on its outboxes of
 /// `families` only XADD, through a write-only selector, and what the lane
 /// proxy needs to keep them within their bounds (lengths, memory, consumer
-/// groups' progress, removing acknowledged entries) plus WATCH, through a
-/// second selector. The proxy refuses the meter's commands from the agent
+/// groups' progress, removing acknowledged entries), through a third
+/// selector; WATCH of its inboxes and outboxes through a second. The proxy refuses the meter's commands from the agent
 /// itself: to the agent its outboxes stay write-only.
 ///
 /// [`LANE_COMMANDS`]: crate::lane_commands::LANE_COMMANDS
@@ -165,7 +165,6 @@ fn agent_rules(agent: &AgentName, families: &[String]) -> Vec<String> {
         Scope::Connection,
         Scope::OwnInboxes,
         Scope::OwnGroup,
-        Scope::OwnStreams,
     ]));
     r.push(format!("~{}", glob(Some(agent), None, Dir::Inbox)));
     if families.is_empty() {
@@ -188,9 +187,15 @@ fn agent_rules(agent: &AgentName, families: &[String]) -> Vec<String> {
         acl_rules(&[Scope::OwnOutboxes]).join(" "),
         keys("%W~")
     ));
-    let mut meter: Vec<String> = METER_COMMANDS.iter().map(|s| s.to_string()).collect();
-    meter.extend(acl_rules(&[Scope::OwnStreams]));
-    r.push(format!("({} {})", meter.join(" "), keys("~")));
+    // A selector must match every key of a command: WATCH of an inbox and
+    // an outbox together needs one selector with both.
+    r.push(format!(
+        "({} ~{} {})",
+        acl_rules(&[Scope::OwnStreams]).join(" "),
+        glob(Some(agent), None, Dir::Inbox),
+        keys("~")
+    ));
+    r.push(format!("({} {})", METER_COMMANDS.join(" "), keys("~")));
     r
 }
 
@@ -289,8 +294,9 @@ mod tests {
         assert!(!r.contains("+@all"));
         assert!(r.contains("~alice:*:inbox"));
         assert!(r.contains("(+xadd %W~alice:webhook:outbox %W~alice:ops:outbox)"));
+        assert!(r.contains("(+watch ~alice:*:inbox ~alice:webhook:outbox ~alice:ops:outbox)"));
         assert!(r.ends_with(
-            "(+xlen +xinfo|groups +xpending +xtrim +memory|usage +watch \
+            "(+xlen +xinfo|groups +xpending +xtrim +memory|usage \
              ~alice:webhook:outbox ~alice:ops:outbox)"
         ));
         for cmd in [

@@ -104,6 +104,11 @@ pub struct LimitsConfig {
     /// Distinct consumer names one agent may have in its inboxes' consumer
     /// groups (default 32): each is memory in Redis that no quota counts.
     pub max_consumers: usize,
+    /// Most commands one transaction (MULTI … EXEC) may queue (default
+    /// 1024): Redis holds them, unbounded, until EXEC.
+    pub max_transaction_commands: usize,
+    /// Most bytes of commands one transaction may queue (default 4 MiB).
+    pub max_transaction_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -118,6 +123,8 @@ impl Default for LimitsConfig {
             reply_buffer: 64 << 10,
             max_consumer_name: 64,
             max_consumers: 32,
+            max_transaction_commands: 1024,
+            max_transaction_bytes: 4 << 20,
         }
     }
 }
@@ -260,6 +267,8 @@ impl LimitsConfig {
             || self.command_timeout_ms == 0
             || self.max_consumer_name == 0
             || self.max_consumers == 0
+            || self.max_transaction_commands == 0
+            || self.max_transaction_bytes == 0
         {
             return Err(ProxyConfigError::Limits);
         }
@@ -287,7 +296,7 @@ pub const MIN_REPLY_BUFFER: usize = 4 << 10;
 pub enum ProxyConfigError {
     /// A limit is zero.
     #[error(
-        "limits max_bulk, max_elements, max_command, max_pipeline, command_timeout_ms, max_consumer_name and max_consumers must all be at least 1"
+        "limits max_bulk, max_elements, max_command, max_pipeline, command_timeout_ms, max_consumer_name, max_consumers, max_transaction_commands and max_transaction_bytes must all be at least 1"
     )]
     Limits,
     /// The largest command does not fit in a lane's buffer.
@@ -457,6 +466,19 @@ mod tests {
             ..LimitsConfig::default()
         };
         assert_eq!(cfg.validate(), Err(ProxyConfigError::Limits));
+        for limits in [
+            LimitsConfig {
+                max_transaction_commands: 0,
+                ..LimitsConfig::default()
+            },
+            LimitsConfig {
+                max_transaction_bytes: 0,
+                ..LimitsConfig::default()
+            },
+        ] {
+            cfg.limits = limits;
+            assert_eq!(cfg.validate(), Err(ProxyConfigError::Limits));
+        }
         cfg.limits = LimitsConfig {
             reply_buffer: 100,
             ..LimitsConfig::default()

@@ -13,10 +13,10 @@ fn wait_for<R: oxidepm_testkit::Ready>(what: &str, ok: impl FnMut() -> R) -> R::
     oxidepm_testkit::eventually(Duration::from_secs(30), what, ok)
 }
 
-/// The consumers Redis holds in alice's discord inbox group `g`, as `sys`
+/// The consumers Redis holds in alice's discord inbox group `alice`, as `sys`
 /// sees them.
 fn in_redis(redis: &Redis) -> Vec<String> {
-    let Value::Array(list) = redis.admin().cmd(&["XINFO", "CONSUMERS", INBOX, "g"]) else {
+    let Value::Array(list) = redis.admin().cmd(&["XINFO", "CONSUMERS", INBOX, "alice"]) else {
         panic!("XINFO CONSUMERS");
     };
     let mut names: Vec<String> = list
@@ -34,7 +34,7 @@ fn in_redis(redis: &Redis) -> Vec<String> {
     names
 }
 
-/// Makes group `g` of alice's discord inbox and has the bridge write
+/// Makes group `alice` of alice's discord inbox and has the bridge write
 /// `n` entries to it: Redis creates a consumer when it has something to
 /// give it.
 fn inbox_with(redis: &Redis, n: usize) {
@@ -51,7 +51,7 @@ fn read_as(c: &mut Client, consumer: &str) -> Value {
     c.cmd(&[
         "XREADGROUP",
         "GROUP",
-        "g",
+        "alice",
         consumer,
         "COUNT",
         "1",
@@ -84,13 +84,13 @@ fn a_consumer_name_over_the_bound_is_refused_on_every_command() {
     let mut a = proxy.client("alice");
     let long = "n".repeat(65);
     for cmd in [
-        &["XREADGROUP", "GROUP", "g", &long, "STREAMS", INBOX, ">"][..],
+        &["XREADGROUP", "GROUP", "alice", &long, "STREAMS", INBOX, ">"][..],
         &[
             "XREADGROUP",
             "COUNT",
             "1",
             "GROUP",
-            "g",
+            "alice",
             &long,
             "BLOCK",
             "0",
@@ -98,9 +98,9 @@ fn a_consumer_name_over_the_bound_is_refused_on_every_command() {
             INBOX,
             ">",
         ],
-        &["XCLAIM", INBOX, "g", &long, "0", "0-1"],
-        &["XAUTOCLAIM", INBOX, "g", &long, "0", "0"],
-        &["XGROUP", "CREATECONSUMER", INBOX, "g", &long],
+        &["XCLAIM", INBOX, "alice", &long, "0", "0-1"],
+        &["XAUTOCLAIM", INBOX, "alice", &long, "0", "0"],
+        &["XGROUP", "CREATECONSUMER", INBOX, "alice", &long],
     ] {
         let r = a.cmd(cmd);
         assert!(
@@ -128,10 +128,18 @@ fn the_33rd_name_is_refused_while_the_first_32_keep_working() {
     // connection of the lane too.
     let mut b = proxy.client("alice");
     for cmd in [
-        &["XREADGROUP", "GROUP", "g", "other", "STREAMS", INBOX, ">"][..],
-        &["XCLAIM", INBOX, "g", "other", "0", "0-1"],
-        &["XAUTOCLAIM", INBOX, "g", "other", "0", "0"],
-        &["XGROUP", "CREATECONSUMER", INBOX, "g", "other"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "alice",
+            "other",
+            "STREAMS",
+            INBOX,
+            ">",
+        ][..],
+        &["XCLAIM", INBOX, "alice", "other", "0", "0-1"],
+        &["XAUTOCLAIM", INBOX, "alice", "other", "0", "0"],
+        &["XGROUP", "CREATECONSUMER", INBOX, "alice", "other"],
     ] {
         let r = b.cmd(cmd);
         assert!(refused_for_count(&r), "{:?}: {r:?}", &cmd[..2]);
@@ -155,7 +163,7 @@ fn connections_racing_with_new_names_stay_within_the_bound() {
             c.send(&[
                 "XREADGROUP",
                 "GROUP",
-                "g",
+                "alice",
                 &name,
                 "COUNT",
                 "1",
@@ -189,7 +197,7 @@ fn a_deleted_consumer_frees_its_name() {
     assert!(refused_for_count(&read_as(&mut a, "new")));
     // Alice frees a name herself (her ACL allows DELCONSUMER on her own
     // inboxes); the name is freed once Redis no longer has it.
-    let del = a.cmd(&["XGROUP", "DELCONSUMER", INBOX, "g", "c0"]);
+    let del = a.cmd(&["XGROUP", "DELCONSUMER", INBOX, "alice", "c0"]);
     assert_eq!(del, Value::Int(1), "c0 had the one entry it read pending");
     assert_eq!(in_redis(&redis).len(), MAX - 1);
     // The lane reads Redis again before it refuses (at most once a second).

@@ -153,12 +153,12 @@ fn write_config(
 }
 
 /// Sends, without waiting for the answer, a read of alice's discord inbox
-/// in group `g` as `consumer` that blocks until an entry arrives.
+/// in group `alice` as `consumer` that blocks until an entry arrives.
 pub fn send_blocking_read(c: &mut Client, consumer: &str) {
     c.send(&[
         "XREADGROUP",
         "GROUP",
-        "g",
+        "alice",
         consumer,
         "BLOCK",
         "0",

@@ -101,7 +101,7 @@ fn resp3_replies_are_relayed_whole() {
         "XGROUP",
         "CREATE",
         "alice:discord:inbox",
-        "g",
+        "alice",
         "0",
         "MKSTREAM",
     ]);
@@ -119,13 +119,13 @@ fn resp3_replies_are_relayed_whole() {
         &[
             "XREADGROUP",
             "GROUP",
-            "g",
+            "alice",
             "c",
             "STREAMS",
             "alice:discord:inbox",
             ">",
         ],
-        &["XPENDING", "alice:discord:inbox", "g", "-", "+", "10"],
+        &["XPENDING", "alice:discord:inbox", "alice", "-", "+", "10"],
         &["XINFO", "GROUPS", "alice:discord:inbox"],
         &["KEYS", "*"],
         &["ECHO", "end"],
@@ -155,7 +155,7 @@ fn the_client_closing_early_frees_its_upstream_connection() {
         "XGROUP",
         "CREATE",
         "alice:discord:inbox",
-        "g",
+        "alice",
         "$",
         "MKSTREAM",
     ]);
@@ -193,7 +193,7 @@ fn the_client_closing_early_frees_its_upstream_connection() {
     let got = c.cmd(&[
         "XREADGROUP",
         "GROUP",
-        "g",
+        "alice",
         "next",
         "STREAMS",
         "alice:discord:inbox",

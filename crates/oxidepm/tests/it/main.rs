@@ -9,6 +9,7 @@ mod containment;
 mod harness;
 mod home;
 mod lane_budgets;
+mod lane_transactions;
 mod lanes;
 mod lanes_security;
 mod lifecycle;

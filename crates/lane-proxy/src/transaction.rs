@@ -1,0 +1,267 @@
+//! One connection's state in the command pump: its client name, its
+//! protocol, and its transaction.
+//!
+//! Inside MULTI every command goes through the same filter and bounds as
+//! outside. One the proxy refuses gets its error *and* marks the
+//! transaction aborted: its EXEC then goes upstream as DISCARD and the
+//! client gets `EXECABORT`, as Redis answers a transaction with a
+//! queueing error. So nothing of a transaction the client was told failed
+//! ever runs. Redis answers its own queueing errors (arity, ACL) the same
+//! way by itself.
+//!
+//! An XADD the meter admitted, or a consumer name the lane admitted,
+//! inside MULTI runs only at EXEC: its accounting stays in flight
+//! ([`Admitted`]) until the reply to the EXEC (or DISCARD) is passed, or
+//! the connection ends — not when `+QUEUED` comes back, or a transaction
+//! of many XADDs would pass the outbox bound.
+//!
+//! Redis puts no bound on what one transaction queues; the proxy does:
+//! `limits.max_transaction_commands` and `limits.max_transaction_bytes`.
+
+use crate::consumers::Consumers;
+use crate::meter::Meter;
+use crate::resp::error_reply;
+use oxidepm_lanes::LimitsConfig;
+use std::borrow::Cow;
+
+/// What the client is told when EXEC ends a transaction the proxy refused
+/// a command of (Redis's own words).
+pub const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
+/// What goes upstream instead of EXEC then.
+pub const DISCARD: &[u8] = b"*1\r\n$7\r\nDISCARD\r\n";
+
+/// Accounting admitted for a command that has not run yet.
+#[derive(Debug)]
+pub enum Admitted {
+    /// An XADD the meter admitted: family index and size.
+    Append {
+        /// Its family's index in the meter.
+        family: usize,
+        /// Its size.
+        bytes: u64,
+    },
+    /// A command the lane admitted with this consumer name.
+    Consumer(Vec<u8>),
+}
+
+impl Admitted {
+    /// Counts the command answered (it ran, or never will).
+    pub fn release(self, meter: &Meter, consumers: &Consumers) {
+        match self {
+            Admitted::Append { family, bytes } => meter.answered(family, bytes),
+            Admitted::Consumer(name) => consumers.answered(&name),
+        }
+    }
+}
+
+/// An open transaction.
+#[derive(Debug, Default)]
+struct Transaction {
+    /// A command was refused by the proxy: EXEC becomes DISCARD.
+    aborted: bool,
+    /// Commands queued upstream so far.
+    commands: usize,
+    /// Their bytes.
+    bytes: usize,
+    /// Admitted accounting of the queued commands.
+    held: Vec<Admitted>,
+}
+
+/// How EXEC or DISCARD ends a transaction.
+#[derive(Debug)]
+pub struct Ending {
+    /// Send DISCARD upstream and answer this instead of its reply.
+    pub replace: Option<Cow<'static, [u8]>>,
+    /// To release once the reply is passed.
+    pub held: Vec<Admitted>,
+}
+
+/// One connection's state; dropping it releases what an open transaction
+/// holds (the connection ended: Redis discards the transaction).
+pub struct Session<'a> {
+    meter: &'a Meter,
+    consumers: &'a Consumers,
+    /// `CLIENT SETNAME`'s or `HELLO … SETNAME`'s name.
+    pub name: Option<Vec<u8>>,
+    /// The connection said `HELLO 3`.
+    pub resp3: bool,
+    tx: Option<Transaction>,
+}
+
+impl<'a> Session<'a> {
+    /// A new connection's state.
+    pub fn new(meter: &'a Meter, consumers: &'a Consumers) -> Session<'a> {
+        Session {
+            meter,
+            consumers,
+            name: None,
+            resp3: false,
+            tx: None,
+        }
+    }
+
+    /// Whether a transaction is open.
+    pub fn in_transaction(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// MULTI was forwarded. A nested MULTI changes nothing (Redis answers
+    /// an error and keeps the transaction).
+    pub fn multi(&mut self) {
+        self.tx.get_or_insert_with(Transaction::default);
+    }
+
+    /// Inside a transaction, a command of `bytes` is about to be queued
+    /// upstream: `Err` is the refusal's text when it would pass a bound.
+    pub fn queue(&mut self, bytes: usize, limits: &LimitsConfig) -> Result<(), String> {
+        let Some(tx) = &mut self.tx else {
+            return Ok(());
+        };
+        if tx.commands + 1 > limits.max_transaction_commands {
+            return Err(format!(
+                "OXIDEPM transaction: more than {} commands in one transaction \
+                 (lanes.limits.max_transaction_commands); the transaction is discarded, \
+                 send smaller ones",
+                limits.max_transaction_commands
+            ));
+        }
+        if tx.bytes.saturating_add(bytes) > limits.max_transaction_bytes {
+            return Err(format!(
+                "OXIDEPM transaction: more than {} bytes in one transaction \
+                 (lanes.limits.max_transaction_bytes); the transaction is discarded, \
+                 send smaller ones",
+                limits.max_transaction_bytes
+            ));
+        }
+        tx.commands += 1;
+        tx.bytes += bytes;
+        Ok(())
+    }
+
+    /// The proxy refused a command: inside a transaction, it is aborted.
+    pub fn refused(&mut self) {
+        if let Some(tx) = &mut self.tx {
+            tx.aborted = true;
+        }
+    }
+
+    /// Accounting admitted for a forwarded command: returned for its
+    /// reply's slot outside a transaction; held until the transaction
+    /// ends inside one (`None`: the reply is a plain one).
+    pub fn admitted(&mut self, a: Admitted) -> Option<Admitted> {
+        match &mut self.tx {
+            Some(tx) => {
+                tx.held.push(a);
+                None
+            }
+            None => Some(a),
+        }
+    }
+
+    /// EXEC or DISCARD: how the open transaction ends, if one is open.
+    pub fn end(&mut self, exec: bool) -> Option<Ending> {
+        let mut tx = self.tx.take()?;
+        Some(Ending {
+            replace: (exec && tx.aborted).then_some(Cow::Borrowed(EXECABORT)),
+            held: std::mem::take(&mut tx.held),
+        })
+    }
+
+    /// A local answer inside a transaction is refused: the text to send.
+    pub fn local_inside(cmd: &[u8]) -> Vec<u8> {
+        let name: String = cmd
+            .iter()
+            .take(40)
+            .map(|&b| if b.is_ascii_graphic() { b as char } else { '?' })
+            .collect();
+        error_reply(&format!(
+            "OXIDEPM '{name}' is answered by the lane proxy and cannot be queued in a \
+             transaction; send it before MULTI (the transaction is discarded)"
+        ))
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            for a in tx.held {
+                a.release(self.meter, self.consumers);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lane() -> (std::sync::Arc<Meter>, Consumers) {
+        let families = vec!["discord".to_string()];
+        let alice: oxidepm_lanes::AgentName = "alice".parse().unwrap();
+        (
+            Meter::new(alice.clone(), families.clone()),
+            Consumers::new(alice, &families),
+        )
+    }
+
+    #[test]
+    fn a_refusal_turns_exec_into_execabort_and_discard_clears() {
+        let (meter, consumers) = lane();
+        let mut s = Session::new(&meter, &consumers);
+        assert!(
+            s.end(true).is_none(),
+            "EXEC without MULTI is Redis's to answer"
+        );
+        s.refused();
+        s.multi();
+        s.multi();
+        assert!(s.in_transaction());
+        s.refused();
+        let e = s.end(true).unwrap();
+        assert_eq!(e.replace.as_deref(), Some(EXECABORT));
+        assert!(!s.in_transaction());
+        s.multi();
+        s.refused();
+        let e = s.end(false).unwrap();
+        assert!(e.replace.is_none(), "DISCARD answers its own +OK");
+        s.multi();
+        assert!(s.end(true).unwrap().replace.is_none());
+    }
+
+    #[test]
+    fn admitted_accounting_is_held_until_the_end() {
+        let (meter, consumers) = lane();
+        let mut s = Session::new(&meter, &consumers);
+        assert!(s.admitted(Admitted::Consumer(b"c".to_vec())).is_some());
+        s.multi();
+        assert!(s.admitted(Admitted::Consumer(b"c".to_vec())).is_none());
+        assert!(s
+            .admitted(Admitted::Append {
+                family: 0,
+                bytes: 9
+            })
+            .is_none());
+        assert_eq!(s.end(true).unwrap().held.len(), 2);
+    }
+
+    #[test]
+    fn transactions_are_bounded() {
+        let (meter, consumers) = lane();
+        let limits = LimitsConfig {
+            max_transaction_commands: 2,
+            max_transaction_bytes: 100,
+            ..LimitsConfig::default()
+        };
+        let mut s = Session::new(&meter, &consumers);
+        assert!(s.queue(1000, &limits).is_ok(), "outside a transaction");
+        s.multi();
+        s.queue(10, &limits).unwrap();
+        s.queue(10, &limits).unwrap();
+        let e = s.queue(10, &limits).unwrap_err();
+        assert!(e.contains("max_transaction_commands"), "{e}");
+        s.end(false);
+        s.multi();
+        let e = s.queue(101, &limits).unwrap_err();
+        assert!(e.contains("max_transaction_bytes"), "{e}");
+    }
+}
