@@ -127,6 +127,9 @@ impl Lane {
         let env = Env::new();
         let port = free_port();
         let sink = Sink::start(SinkMode::Ok, Duration::ZERO);
+        // The agents share the daemon's uid: their interpreters and
+        // libraries (a pyenv under /root, target/compat) need not be
+        // readable by a user of their own.
         env.daemon_toml(&format!(
             r#"
 agents_share_uid = true
