@@ -392,3 +392,98 @@ fn the_deprecated_lane_scheme_still_gives_the_old_url_and_other_schemes_are_refu
     assert!(!bad.run(&["status"]).status.success());
     assert!(!bad.home.join("state.db").exists());
 }
+
+/// What every library's transaction and every group read of several
+/// entries become in Redis's append-only file (MULTI … EXEC) must be there
+/// after a restart of Redis, or a restart forgets acknowledgements and
+/// deliveries and agents answer again. Written as the `sys` user, so that
+/// what is tested is Redis's replay of the file under the daemon's ACL, not
+/// the lane.
+#[test]
+fn transactions_and_group_reads_written_before_a_redis_restart_are_there_after_it() {
+    let env = Env::new();
+    env.daemon_toml("agents_share_uid = true\n[lanes]\nsources = [\"webhook\"]\n");
+    env.ok(&[
+        "start", "--kind", "agent", "--name", "erin", "--", "sleep", "100000",
+    ]);
+    let (inbox, outbox) = ("erin:webhook:inbox", "erin:webhook:outbox");
+    let mut sys = env.wait(20, "the lanes' Redis", || sys_conn(&env));
+    redis::pipe()
+        .atomic()
+        .cmd("XADD")
+        .arg(outbox)
+        .arg("*")
+        .arg("text")
+        .arg("one")
+        .cmd("XADD")
+        .arg(outbox)
+        .arg("*")
+        .arg("text")
+        .arg("two")
+        .query::<()>(&mut sys)
+        .unwrap();
+    for t in ["a", "b"] {
+        redis::cmd("XADD")
+            .arg(inbox)
+            .arg("*")
+            .arg("text")
+            .arg(t)
+            .query::<String>(&mut sys)
+            .unwrap();
+    }
+    let read = |c: &mut redis::Connection| -> Vec<String> {
+        let got: Option<redis::streams::StreamReadReply> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("erin")
+            .arg("c1")
+            .arg("COUNT")
+            .arg(10)
+            .arg("STREAMS")
+            .arg(inbox)
+            .arg(">")
+            .query(c)
+            .unwrap();
+        got.into_iter()
+            .flat_map(|r| r.keys)
+            .flat_map(|k| k.ids)
+            .map(|e| e.id)
+            .collect()
+    };
+    assert_eq!(read(&mut sys).len(), 2);
+
+    let before = env.pid("oxidepm-redis");
+    env.ok(&["restart", "oxidepm-redis"]);
+    let mut sys = env.wait(30, "Redis back", || {
+        let a = env.daemon_app("oxidepm-redis");
+        let back = a["status"] == "online" && a["pid"].as_u64().is_some_and(|p| p as u32 != before);
+        back.then(|| sys_conn(&env)).flatten()
+    });
+    let len =
+        |c: &mut redis::Connection| -> usize { redis::cmd("XLEN").arg(outbox).query(c).unwrap() };
+    assert_eq!(len(&mut sys), 2, "the transaction's two entries");
+    let pending: redis::streams::StreamPendingReply = redis::cmd("XPENDING")
+        .arg(inbox)
+        .arg("erin")
+        .query(&mut sys)
+        .unwrap();
+    assert_eq!(pending.count(), 2, "the two entries read stay delivered");
+    assert!(read(&mut sys).is_empty(), "nothing is delivered twice");
+}
+
+/// A connection to the lanes' Redis as `sys`, once it serves (it answers
+/// LOADING while it reads its files).
+fn sys_conn(env: &Env) -> Option<redis::Connection> {
+    let pw = Secret::read(&env.home.join("secrets/sys")).ok()?;
+    let url = format!("unix://{}", env.home.join("redis/redis.sock").display());
+    let mut c = redis::Client::open(url.as_str())
+        .ok()?
+        .get_connection()
+        .ok()?;
+    redis::cmd("AUTH")
+        .arg("sys")
+        .arg(pw.expose())
+        .query::<()>(&mut c)
+        .ok()?;
+    redis::cmd("PING").query::<String>(&mut c).ok()?;
+    Some(c)
+}
