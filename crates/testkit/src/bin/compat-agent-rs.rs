@@ -7,7 +7,7 @@
 //! (BUSYGROUP means the group is there), `XAUTOCLAIM` of what a dead run
 //! left pending, a blocking `XREADGROUP`, and answers by
 //! `redis::pipe().atomic()` (MULTI/EXEC) or, for a message asking for
-//! "[plain]", by a plain `redis::pipe()`. A message saying "crash" makes
+//! `[plain]`, by a plain `redis::pipe()`. A message saying "crash" makes
 //! it exit once, after reading and before answering (a marker file in the
 //! directory given as its argument says it did).
 
