@@ -26,7 +26,11 @@ const BATCH: usize = 6;
 
 /// The workspace's root.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("crates/oxidepm is two levels under the root")
+        .to_path_buf()
 }
 
 /// Where test.sh installs the node libraries.
