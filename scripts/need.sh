@@ -1,6 +1,7 @@
 # Sourced by run.sh and test.sh: installs what is missing.
 #   need_packages CMD:PACKAGE...   Debian packages, for commands not on PATH
 #   need_python MODULE...          Python modules (PyPI), for python3
+#   need_npm DIR NAME@MAJOR...     node packages (npm), into DIR/node_modules
 need_packages() {
   local missing=() pair
   for pair in "$@"; do
@@ -31,4 +32,19 @@ need_rust_components() {
   for c in "$@"; do
     grep -q "^$c" <<<"$installed" || rustup component add "$c" >&2
   done
+}
+
+# need_npm DIR NAME@VERSION...   npm packages installed into DIR/node_modules
+# (a cache the tests look in), each only when it is not there yet.
+need_npm() {
+  local dir=$1 spec missing=()
+  shift
+  for spec in "$@"; do
+    # The name is what precedes the last '@' (a scoped name starts with one).
+    [ -f "$dir/node_modules/${spec%@*}/package.json" ] || missing+=("$spec")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  echo "installing ${missing[*]} into $dir (npm)" >&2
+  mkdir -p "$dir"
+  npm install --prefix "$dir" --no-audit --no-fund --silent "${missing[@]}" >&2
 }

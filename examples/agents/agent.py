@@ -3,24 +3,36 @@
 
 oxidepm starts it as an agent app and tells it everything through its
 environment: OXIDEPM_AGENT (its name), OXIDEPM_LANE (its own Redis socket,
-redis+unix://...), OXIDEPM_GROUP (its consumer group). It holds no
-password: the socket is the identity.
+unix:///..., the URL redis.from_url takes), OXIDEPM_GROUP (its consumer
+group). It holds no password: the socket is the identity.
 """
 import os
 import sys
+import time
 
 import redis
 
 agent = os.environ["OXIDEPM_AGENT"]
-lane = os.environ["OXIDEPM_LANE"]
 group = os.environ["OXIDEPM_GROUP"]
 persona = sys.argv[1] if len(sys.argv) > 1 else agent
 
-r = redis.Redis(unix_socket_path=lane.removeprefix("redis+unix://"), decode_responses=True)
+r = redis.from_url(os.environ["OXIDEPM_LANE"], decode_responses=True)
 inbox = f"{agent}:webhook:inbox"
+# redis-py waits at most 5 s (its default socket_timeout) for any answer,
+# and a blocking read answers only when it times out: a read blocking as
+# long as that races it and fails with TimeoutError. Blocking 2 s keeps the
+# default timeout, which still catches a lane that stops answering.
+BLOCK_MS = 2000
 print(f"{agent}: listening on {inbox}", flush=True)
 while True:
-    for _stream, entries in r.xreadgroup(group, agent, {inbox: ">"}, count=10, block=5000) or []:
+    try:
+        got = r.xreadgroup(group, agent, {inbox: ">"}, count=10, block=BLOCK_MS)
+    except (redis.ConnectionError, redis.TimeoutError) as e:
+        # The lane's proxy or Redis restarting: the next command reconnects.
+        print(f"{agent}: lane unavailable ({e}); trying again", flush=True)
+        time.sleep(1)
+        continue
+    for _stream, entries in got or []:
         for entry_id, msg in entries:
             text = msg.get("text", "")
             # The log says that a message came, never what it said: a log is

@@ -240,11 +240,12 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         if config.lanes.backend == Backend::Redis {
             let layout = lanes.layout.clone();
             let families = config.lanes.families();
+            let scheme = config.lanes.lane_url_scheme;
             // A name that is not a valid agent name (an old state) gets no
             // lane, only the plain agent variables.
             s.lane_env = Some(Box::new(move |agent: &str| {
                 let agent = agent.parse().ok()?;
-                Some(layout::agent_env(&layout, &agent, &families))
+                Some(layout::agent_env(&layout, &agent, &families, scheme))
             }));
         }
         s.load()?;

@@ -360,7 +360,13 @@ impl Lanes {
         let families = self.settings.families();
         for a in agents {
             let path = self.layout.agent_json(&a.name);
-            let text = layout::agent_description(&self.layout, &a.name, &families).to_string();
+            let text = layout::agent_description(
+                &self.layout,
+                &a.name,
+                &families,
+                self.settings.lane_url_scheme,
+            )
+            .to_string();
             if let Err(e) = write_atomic(&path, text.as_bytes()) {
                 log::error!("cannot write {}: {e}", path.display());
                 continue;

@@ -92,15 +92,60 @@ pub fn streams(agent: &AgentName, families: &[String]) -> (Vec<String>, Vec<Stri
     (inboxes, outboxes)
 }
 
-/// What an agent app is told about its lane, as environment variables.
-pub fn agent_env(layout: &Layout, agent: &AgentName, families: &[String]) -> Vec<(String, String)> {
+/// The scheme of the URL an agent gets in `OXIDEPM_LANE`
+/// (`[lanes] lane_url_scheme`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub enum LaneUrlScheme {
+    /// `unix:///…`: the one form redis-py, redis-rs, ioredis and node-redis
+    /// all parse (the default).
+    #[default]
+    Unix,
+    /// `redis+unix:///…`, what earlier versions gave; deprecated, because
+    /// redis-py's `from_url` and node-redis's `url` refuse it.
+    RedisUnix,
+}
+
+impl LaneUrlScheme {
+    /// The URL of the socket at `path`.
+    pub fn url(self, path: &std::path::Path) -> String {
+        let scheme = match self {
+            LaneUrlScheme::Unix => "unix",
+            LaneUrlScheme::RedisUnix => "redis+unix",
+        };
+        format!("{scheme}://{}", path.display())
+    }
+}
+
+impl TryFrom<String> for LaneUrlScheme {
+    type Error = String;
+    fn try_from(s: String) -> Result<LaneUrlScheme, String> {
+        match s.as_str() {
+            "unix" => Ok(LaneUrlScheme::Unix),
+            "redis+unix" => Ok(LaneUrlScheme::RedisUnix),
+            _ => Err(format!(
+                "lane_url_scheme = {s:?} is not a scheme agents are given: use \"unix\" \
+                 (the default) or, until agents stop expecting it, the deprecated \"redis+unix\""
+            )),
+        }
+    }
+}
+
+/// What an agent app is told about its lane, as environment variables:
+/// `OXIDEPM_LANE` is a URL for client libraries, `OXIDEPM_LANE_SOCKET` the
+/// plain path for those that take a path.
+pub fn agent_env(
+    layout: &Layout,
+    agent: &AgentName,
+    families: &[String],
+    scheme: LaneUrlScheme,
+) -> Vec<(String, String)> {
     let (inboxes, outboxes) = streams(agent, families);
+    let socket = layout.agent_socket(agent);
     vec![
         ("OXIDEPM_AGENT".into(), agent.to_string()),
-        (
-            "OXIDEPM_LANE".into(),
-            format!("redis+unix://{}", layout.agent_socket(agent).display()),
-        ),
+        ("OXIDEPM_LANE".into(), scheme.url(&socket)),
+        ("OXIDEPM_LANE_SOCKET".into(), socket.display().to_string()),
         ("OXIDEPM_INBOXES".into(), inboxes.join(",")),
         ("OXIDEPM_OUTBOXES".into(), outboxes.join(",")),
         ("OXIDEPM_GROUP".into(), agent.to_string()),
@@ -116,11 +161,12 @@ pub fn agent_description(
     layout: &Layout,
     agent: &AgentName,
     families: &[String],
+    scheme: LaneUrlScheme,
 ) -> serde_json::Value {
     let (inboxes, outboxes) = streams(agent, families);
     serde_json::json!({
         "agent": agent,
-        "lane": format!("redis+unix://{}", layout.agent_socket(agent).display()),
+        "lane": scheme.url(&layout.agent_socket(agent)),
         "socket": layout.agent_socket(agent),
         "inboxes": inboxes,
         "outboxes": outboxes,

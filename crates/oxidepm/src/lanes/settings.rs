@@ -71,6 +71,10 @@ pub struct LanesSettings {
     /// `[lanes.limits]`: the proxy's bounds on what clients send.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// The scheme of `OXIDEPM_LANE`: `unix` (default) or the deprecated
+    /// `redis+unix` of earlier versions, kept for one release.
+    #[serde(default)]
+    pub lane_url_scheme: super::layout::LaneUrlScheme,
 }
 
 /// `[lanes.bridge]`: the bridge's bounds (unset: the bridge's defaults).

@@ -185,3 +185,41 @@ buffer_bytes = 131072
     let zero: LanesSettings = toml::from_str("[bridge]\nbuffer_bytes = 0\n").unwrap();
     assert!(zero.check().is_err());
 }
+
+#[test]
+fn agents_get_a_unix_url_and_the_plain_path_unless_the_old_scheme_is_asked_for() {
+    use super::layout::{agent_description, agent_env};
+    let layout = Layout {
+        home: Home::at("/h".into()),
+    };
+    let alice = "alice".parse().unwrap();
+    let families = ["webhook".to_string()];
+    let get = |env: &[(String, String)], k: &str| {
+        env.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    let default: LanesSettings = toml::from_str("").unwrap();
+    let env = agent_env(&layout, &alice, &families, default.lane_url_scheme);
+    assert_eq!(get(&env, "OXIDEPM_LANE"), "unix:///h/lanes/alice.sock");
+    assert_eq!(get(&env, "OXIDEPM_LANE_SOCKET"), "/h/lanes/alice.sock");
+    let desc = agent_description(&layout, &alice, &families, default.lane_url_scheme);
+    assert_eq!(desc["lane"], "unix:///h/lanes/alice.sock");
+    assert_eq!(desc["socket"], "/h/lanes/alice.sock");
+
+    let old: LanesSettings = toml::from_str("lane_url_scheme = \"redis+unix\"").unwrap();
+    let env = agent_env(&layout, &alice, &families, old.lane_url_scheme);
+    assert_eq!(
+        get(&env, "OXIDEPM_LANE"),
+        "redis+unix:///h/lanes/alice.sock"
+    );
+    assert_eq!(get(&env, "OXIDEPM_LANE_SOCKET"), "/h/lanes/alice.sock");
+
+    for bad in ["redis", "unix://", "UNIX", ""] {
+        let e = toml::from_str::<LanesSettings>(&format!("lane_url_scheme = {bad:?}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("use \"unix\""), "{bad}: {e}");
+    }
+}

@@ -349,9 +349,11 @@ fn the_agent_is_told_about_its_lane() {
     let e = read(&out);
     assert!(e.contains("OXIDEPM_AGENT=carol"), "{e}");
     assert!(
-        e.contains(&format!(
-            "OXIDEPM_LANE=redis+unix://{home}/lanes/carol.sock"
-        )),
+        e.contains(&format!("OXIDEPM_LANE=unix://{home}/lanes/carol.sock\n")),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!("OXIDEPM_LANE_SOCKET={home}/lanes/carol.sock\n")),
         "{e}"
     );
     assert!(
@@ -365,6 +367,8 @@ fn the_agent_is_told_about_its_lane() {
     );
     let desc: Value = serde_json::from_str(&read(&env.home.join("lanes/carol.json"))).unwrap();
     assert_eq!(desc["acl_user"], "agent_carol");
+    assert_eq!(desc["lane"], format!("unix://{home}/lanes/carol.sock"));
+    assert_eq!(desc["socket"], format!("{home}/lanes/carol.sock"));
     let lanes = env.json(&["lanes"]);
     let carol = &lanes["agents"].as_array().unwrap()[0];
     assert!(lanes["bridge"]["routes"].is_array(), "{lanes}");

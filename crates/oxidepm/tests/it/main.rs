@@ -4,6 +4,7 @@
 mod access;
 mod authority;
 mod bridge;
+mod compat;
 mod connections;
 mod containment;
 mod harness;
