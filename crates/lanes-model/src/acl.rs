@@ -257,11 +257,20 @@ pub fn user_line(user: &AclUser, password: &Secret, families: &[String]) -> Stri
     )
 }
 
-/// The whole ACL file: the default user first and always off, with no
-/// password, no commands and no keys (without this line Redis would create
-/// a default user with full access), then every other user.
+/// The default user's line: always off and without a password, so no
+/// connection can ever be it (without this line Redis would create a
+/// default user that is on, with full access). It still holds the writes:
+/// Redis 7.0 replays a MULTI/EXEC from its append-only file as `default`
+/// and checks the ACL again at EXEC (redis/redis#14541), so without them
+/// every transaction — and every group read of several entries, which
+/// Redis records as one — would be dropped at a restart, and its messages
+/// handed out again. Only writes reach the file.
+pub const DEFAULT_USER_LINE: &str = "user default reset off resetchannels ~* +@write";
+
+/// The whole ACL file: the default user first ([`DEFAULT_USER_LINE`]),
+/// then every other user.
 pub fn acl_file(users: &[(AclUser, Secret)], families: &[String]) -> String {
-    let mut out = String::from("user default reset off resetchannels -@all\n");
+    let mut out = format!("{DEFAULT_USER_LINE}\n");
     for (user, password) in users {
         out.push_str(&user_line(user, password, families));
         out.push('\n');
