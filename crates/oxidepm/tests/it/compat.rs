@@ -356,23 +356,8 @@ fn compat_redis_rs() {
 fn the_deprecated_lane_scheme_still_gives_the_old_url_and_other_schemes_are_refused() {
     let env = Env::new();
     env.daemon_toml("agents_share_uid = true\n[lanes]\nlane_url_scheme = \"redis+unix\"\n");
-    let out = env.path("env.txt");
     let home = env.home.display().to_string();
-    env.ok(&[
-        "start",
-        "--kind",
-        "agent",
-        "--name",
-        "dora",
-        "--",
-        "sh",
-        "-c",
-        &format!("env > {}; sleep 100000", out.display()),
-    ]);
-    env.wait(10, "the agent's env", || {
-        read(&out).contains("OXIDEPM_LANE")
-    });
-    let e = read(&out);
+    let e = env.agent_environment("dora");
     assert!(
         e.contains(&format!(
             "OXIDEPM_LANE=redis+unix://{home}/lanes/dora.sock\n"

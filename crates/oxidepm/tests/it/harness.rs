@@ -75,6 +75,27 @@ impl Env {
     }
 
     /// Writes the daemon's configuration (before the daemon starts).
+    /// Starts agent `name` as a program that writes its environment down
+    /// and waits; returns that environment (`NAME=value` lines).
+    pub fn agent_environment(&self, name: &str) -> String {
+        let out = self.path(&format!("{name}.env"));
+        self.ok(&[
+            "start",
+            "--kind",
+            "agent",
+            "--name",
+            name,
+            "--",
+            "sh",
+            "-c",
+            &format!("env > {}; sleep 100000", out.display()),
+        ]);
+        self.wait(10, "the agent's env", || {
+            read(&out).contains("OXIDEPM_LANE")
+        });
+        read(&out)
+    }
+
     pub fn daemon_toml(&self, text: &str) {
         std::fs::create_dir_all(&self.home).unwrap();
         std::fs::write(self.home.join("daemon.toml"), text).unwrap();

@@ -330,23 +330,8 @@ fn sockets_secrets_and_names_are_private() {
 fn the_agent_is_told_about_its_lane() {
     let env = Env::new();
     env.daemon_toml("agents_share_uid = true\n");
-    let out = env.path("env.txt");
     let home = env.home.display().to_string();
-    env.ok(&[
-        "start",
-        "--kind",
-        "agent",
-        "--name",
-        "carol",
-        "--",
-        "sh",
-        "-c",
-        &format!("env > {}; sleep 100000", out.display()),
-    ]);
-    env.wait(10, "the agent's env", || {
-        read(&out).contains("OXIDEPM_LANE")
-    });
-    let e = read(&out);
+    let e = env.agent_environment("carol");
     assert!(e.contains("OXIDEPM_AGENT=carol"), "{e}");
     assert!(
         e.contains(&format!("OXIDEPM_LANE=unix://{home}/lanes/carol.sock\n")),
