@@ -78,9 +78,14 @@ pub async fn pump_replies(
         }
         let mut answered = 0usize;
         let mut close = false;
+        // Relayed bytes are written from `inbuf` itself; they are copied
+        // into `out` only when a reply of the proxy's own comes between.
+        let mut relayed_from = start;
         loop {
             match queue.front_mut() {
                 Some(Slot::Local(r)) => {
+                    out.extend_from_slice(&inbuf[relayed_from..start]);
+                    relayed_from = start;
                     out.extend_from_slice(r);
                     queue.pop_front();
                     answered += 1;
@@ -95,7 +100,6 @@ pub async fn pump_replies(
                         _ => 1,
                     };
                     let (used, done) = scanner.scan(&inbuf[start..], want).map_err(bad)?;
-                    out.extend_from_slice(&inbuf[start..start + used]);
                     start += used;
                     answered += done;
                     if done < want {
@@ -113,13 +117,17 @@ pub async fn pump_replies(
                 None => {
                     // Nothing owed: only RESP3 pushes may pass.
                     let (used, _) = scanner.scan(&inbuf[start..], 0).map_err(bad)?;
-                    out.extend_from_slice(&inbuf[start..start + used]);
                     start += used;
                     break;
                 }
             }
         }
-        if !out.is_empty() {
+        if out.is_empty() {
+            if relayed_from < start {
+                cw.write_all(&inbuf[relayed_from..start]).await?;
+            }
+        } else {
+            out.extend_from_slice(&inbuf[relayed_from..start]);
             cw.write_all(&out).await?;
             out.clear();
             if out.capacity() > 2 * reply_buffer {

@@ -143,7 +143,11 @@ fn bench_once(
     }
     cmd.args(&w.args);
     // Only the runs through the proxy are profiled.
-    let perf = t.auth.is_none().then(|| profile::start(proxy_pid, &w.label)).flatten();
+    let perf = t
+        .auth
+        .is_none()
+        .then(|| profile::start(proxy_pid, &w.label))
+        .flatten();
     let (p0, r0, c0) = (cpu_secs(proxy_pid), cpu_secs(redis_pid), children_cpu());
     let t0 = Instant::now();
     let out = cmd
