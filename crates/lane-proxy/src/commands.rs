@@ -18,12 +18,12 @@
 use crate::budget::Held;
 use crate::command_filter::{decide, Policy, Verdict};
 use crate::connection::{End, LaneSettings, Slot};
+use crate::relay_socket::{OwnedReadHalf, OwnedWriteHalf};
 use crate::resp::{encode_command, error_reply, Command, CommandParser, ProtocolError};
 use std::borrow::Cow;
 use std::io;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Semaphore;
 

@@ -39,6 +39,7 @@ mod groups;
 mod lane_socket;
 mod meter;
 mod rate_limit;
+mod relay_socket;
 mod replies;
 mod reply_scanner;
 mod resp;

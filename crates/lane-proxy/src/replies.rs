@@ -10,11 +10,11 @@
 use crate::connection::{LaneSettings, Slot};
 use crate::consumers::Consumers;
 use crate::meter::Meter;
+use crate::relay_socket::{OwnedReadHalf, OwnedWriteHalf};
 use crate::reply_scanner::ReplyScanner;
 use std::collections::VecDeque;
 use std::io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Semaphore;
 
