@@ -234,6 +234,14 @@ fn one_client(
     let proxied = Conn::open(lane)?;
     let (mut d, mut x) = (direct.w, proxied.w);
     say!("  one client, {n} round trips each, direct and through the proxy alternating in blocks:");
+    // In a virtual machine, waking an idle vCPU costs tens of µs, and the
+    // guest's haltpoll idle driver adapts how long it spins first: the
+    // proxy's two extra wake-ups per round trip then cost either a few µs
+    // or a few tens, from run to run.
+    let idle = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver");
+    if let Ok(driver) = idle {
+        say!("    cpuidle driver: {}", driver.trim());
+    }
     let mut rows = Vec::new();
     for probe in [
         latency::Probe::new("PING", &["PING"], b"+PONG"),
