@@ -11,10 +11,15 @@ use std::time::Duration;
 #[derive(Debug)]
 #[allow(dead_code)]
 pub enum Reply {
+    /// `+…`
     Status(String),
+    /// `-…`
     Error(String),
+    /// `:…`
     Int(i64),
+    /// `$…`; `None` for the null bulk.
     Bulk(Option<String>),
+    /// `*…` (its elements read and dropped).
     Array,
 }
 

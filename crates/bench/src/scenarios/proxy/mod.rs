@@ -273,6 +273,7 @@ fn one_client(
     Ok(rows)
 }
 
+/// Runs the scenario: throughput and CPU per request, one client's latency, then the attack.
 pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let Some(exe) = find_on_path("redis-benchmark") else {
         say!("  SKIPPED: redis-benchmark is not on PATH (Debian: apt-get install redis-tools)");
