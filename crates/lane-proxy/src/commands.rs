@@ -20,6 +20,7 @@ use crate::command_filter::{decide, Policy, Verdict};
 use crate::connection::{End, LaneSettings, Slot};
 use crate::handshake::{getname_reply, info_reply};
 use crate::redis_version::redis_version;
+use crate::relay_socket::{OwnedReadHalf, OwnedWriteHalf};
 use crate::replies::release;
 use crate::resp::{encode_command, error_reply, Command, CommandParser, ProtocolError};
 use crate::transaction::{Admitted, Session, DISCARD};
@@ -27,7 +28,6 @@ use std::borrow::Cow;
 use std::io;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Semaphore;
 

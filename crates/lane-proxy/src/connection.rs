@@ -23,6 +23,7 @@ use crate::commands::pump_commands;
 use crate::consumers::Consumers;
 use crate::meter::{Bounds, Meter};
 use crate::rate_limit::TokenBucket;
+use crate::relay_socket;
 use crate::replies::pump_replies;
 use crate::resp::error_reply;
 use crate::transaction::Admitted;
@@ -153,8 +154,14 @@ pub async fn serve(client: UnixStream, settings: Arc<LaneSettings>) {
         }
     };
     log::debug!("lane {agent}: connection open");
-    let (cr, cw) = client.into_split();
-    let (ur, uw) = upstream.into_split();
+    let halves = relay_socket::split(client).and_then(|c| Ok((c, relay_socket::split(upstream)?)));
+    let ((cr, cw), (ur, uw)) = match halves {
+        Ok(h) => h,
+        Err(e) => {
+            log::error!("lane {agent}: cannot register the connection: {e}");
+            return;
+        }
+    };
     let permits = Semaphore::new(settings.limits.max_pipeline);
     let (tx, rx) = unbounded_channel();
     let commands = pump_commands(cr, uw, tx, &permits, &settings);

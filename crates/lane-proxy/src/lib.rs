@@ -47,6 +47,7 @@ mod lane_socket;
 mod meter;
 mod rate_limit;
 mod redis_version;
+mod relay_socket;
 mod replies;
 mod reply_scanner;
 mod resp;

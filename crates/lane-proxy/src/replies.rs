@@ -10,11 +10,11 @@
 use crate::connection::{LaneSettings, Slot};
 use crate::consumers::Consumers;
 use crate::meter::Meter;
+use crate::relay_socket::{OwnedReadHalf, OwnedWriteHalf};
 use crate::reply_scanner::ReplyScanner;
 use std::collections::VecDeque;
 use std::io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Semaphore;
 
@@ -74,9 +74,14 @@ pub async fn pump_replies(
         }
         let mut answered = 0usize;
         let mut close = false;
+        // Relayed bytes are written from `inbuf` itself; they are copied
+        // into `out` only when a reply of the proxy's own comes between.
+        let mut relayed_from = start;
         loop {
             match queue.front_mut() {
                 Some(Slot::Local(r)) => {
+                    out.extend_from_slice(&inbuf[relayed_from..start]);
+                    relayed_from = start;
                     out.extend_from_slice(r);
                     queue.pop_front();
                     answered += 1;
@@ -95,18 +100,32 @@ pub async fn pump_replies(
                         Slot::Upstream(n) => *n,
                         _ => 1,
                     };
-                    let (used, done) = scanner.scan(&inbuf[start..], want).map_err(bad)?;
-                    match slot {
+                    // A reply replaced by the proxy's own (an aborted
+                    // transaction's EXEC): relay what came before it, never
+                    // its own bytes.
+                    let replaced = matches!(
+                        slot,
                         Slot::Settle {
-                            replace: Some(r), ..
-                        } => {
-                            if done == 1 {
-                                out.extend_from_slice(r);
-                            }
+                            replace: Some(_),
+                            ..
                         }
-                        _ => out.extend_from_slice(&inbuf[start..start + used]),
+                    );
+                    if replaced {
+                        out.extend_from_slice(&inbuf[relayed_from..start]);
+                    }
+                    let (used, done) = scanner.scan(&inbuf[start..], want).map_err(bad)?;
+                    if let Slot::Settle {
+                        replace: Some(r), ..
+                    } = slot
+                    {
+                        if done == 1 {
+                            out.extend_from_slice(r);
+                        }
                     }
                     start += used;
+                    if replaced {
+                        relayed_from = start;
+                    }
                     answered += done;
                     if done < want {
                         if let Slot::Upstream(n) = slot {
@@ -121,13 +140,17 @@ pub async fn pump_replies(
                 None => {
                     // Nothing owed: only RESP3 pushes may pass.
                     let (used, _) = scanner.scan(&inbuf[start..], 0).map_err(bad)?;
-                    out.extend_from_slice(&inbuf[start..start + used]);
                     start += used;
                     break;
                 }
             }
         }
-        if !out.is_empty() {
+        if out.is_empty() {
+            if relayed_from < start {
+                cw.write_all(&inbuf[relayed_from..start]).await?;
+            }
+        } else {
+            out.extend_from_slice(&inbuf[relayed_from..start]);
             cw.write_all(&out).await?;
             out.clear();
             if out.capacity() > 2 * reply_buffer {

@@ -24,8 +24,11 @@
 //! * [`rusage`] — CPU time of this process and its children;
 //! * [`clock`] — the monotonic and boot clocks;
 //! * [`cnproc`] — the kernel's process events (netlink proc connector).
+//! * [`async_fd`] — descriptors the runtime watches for chosen readiness,
+//!   read into spare room without zeroing it.
 
 pub mod activation;
+pub mod async_fd;
 pub mod cgroup;
 pub mod clock;
 pub mod cnproc;

@@ -1,0 +1,180 @@
+//! The two halves of a relayed unix socket, watched for readability only.
+//!
+//! Tokio registers a socket for reading and writing, edge-triggered. Then
+//! every time the peer reads what the proxy wrote, the kernel reports the
+//! socket writable, and a proxy asleep in `epoll_wait` wakes for nothing:
+//! about one wasted wake-up per relayed batch, in each direction. The
+//! proxy's writes almost always go through at once (the socket buffer has
+//! room); only when one would block is the socket's writability watched,
+//! on a duplicate of its descriptor registered for that alone, and dropped
+//! once the write went through.
+//!
+//! Both halves behave as tokio's `OwnedReadHalf` / `OwnedWriteHalf` do for
+//! the pumps: dropping the write half shuts the socket down for writing.
+
+use oxidepm_sys::async_fd::{read_buf, watch_fd, watch_stream};
+use std::io::{self, Write};
+use std::net::Shutdown;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream as StdStream;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::UnixStream;
+
+/// Splits `stream` into halves that the runtime watches for reading only.
+pub fn split(stream: UnixStream) -> io::Result<(OwnedReadHalf, OwnedWriteHalf)> {
+    let stream = Arc::new(stream.into_std()?);
+    let read = watch_stream(stream.clone(), Interest::READABLE)?;
+    Ok((
+        OwnedReadHalf { fd: read },
+        OwnedWriteHalf {
+            stream,
+            blocked: None,
+        },
+    ))
+}
+
+/// The reading half.
+#[derive(Debug)]
+pub struct OwnedReadHalf {
+    fd: AsyncFd<Arc<StdStream>>,
+}
+
+impl OwnedReadHalf {
+    /// Waits until there is something to read (or the peer is gone).
+    pub async fn readable(&self) -> io::Result<()> {
+        // Dropping the guard keeps the readiness for the read that follows.
+        self.fd.readable().await.map(drop)
+    }
+}
+
+impl AsRef<StdStream> for OwnedReadHalf {
+    fn as_ref(&self) -> &StdStream {
+        self.fd.get_ref()
+    }
+}
+
+impl AsyncRead for OwnedReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            let mut guard = ready!(self.fd.poll_read_ready(cx))?;
+            let room = buf.remaining();
+            match guard.try_io(|fd| read_buf(fd.get_ref().as_fd(), buf)) {
+                Ok(Ok(n)) => {
+                    // Edge-triggered: a read that did not fill the room
+                    // emptied the socket, so the next read would only say
+                    // EAGAIN; wait for the next edge instead.
+                    if n > 0 && n < room {
+                        guard.clear_ready();
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
+                // Not readable after all: readiness cleared, wait again.
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}
+
+/// The writing half.
+#[derive(Debug)]
+pub struct OwnedWriteHalf {
+    stream: Arc<StdStream>,
+    /// A duplicate descriptor watched for writability while a write waits.
+    blocked: Option<AsyncFd<OwnedFd>>,
+}
+
+impl AsyncWrite for OwnedWriteHalf {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match (&*self.stream).write(buf) {
+                Ok(n) => {
+                    self.blocked = None;
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+            let watch = match self.blocked.take() {
+                Some(w) => w,
+                // Registering reports the socket writable at once if it
+                // became so since the write: no edge is missed.
+                None => watch_fd(
+                    self.stream.as_fd().try_clone_to_owned()?,
+                    Interest::WRITABLE,
+                )?,
+            };
+            let watch = self.blocked.insert(watch);
+            let mut guard = ready!(watch.poll_write_ready(cx))?;
+            // Cleared before the write is tried again, so that an edge
+            // after a failed try wakes us.
+            guard.clear_ready();
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.stream.shutdown(Shutdown::Write))
+    }
+}
+
+impl Drop for OwnedWriteHalf {
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn relays_both_ways_and_waits_for_room() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut ar, mut aw) = split(a).unwrap();
+        let (mut br, bw) = split(b).unwrap();
+        aw.write_all(b"ping").await.unwrap();
+        br.readable().await.unwrap();
+        let mut got = Vec::with_capacity(16);
+        br.read_buf(&mut got).await.unwrap();
+        assert_eq!(got, b"ping");
+        // More than the socket buffers hold: the writer waits for the
+        // reader, and every byte arrives in order.
+        let big: Vec<u8> = (0..4 << 20).map(|i| (i % 251) as u8).collect();
+        let expect = big.clone();
+        let writer = tokio::spawn(async move {
+            aw.write_all(&big).await.unwrap();
+            drop(aw);
+        });
+        let mut all = Vec::new();
+        loop {
+            all.reserve(64 << 10);
+            if br.read_buf(&mut all).await.unwrap() == 0 {
+                break;
+            }
+        }
+        writer.await.unwrap();
+        assert_eq!(all, expect);
+        // Dropping a write half shuts its direction down.
+        drop(bw);
+        let mut rest = Vec::with_capacity(8);
+        assert_eq!(ar.read_buf(&mut rest).await.unwrap(), 0);
+    }
+}
