@@ -52,7 +52,7 @@ pub async fn pump_commands(
     };
     let timeout = Duration::from_millis(s.limits.command_timeout_ms);
     let mut parser = CommandParser::new((&s.limits).into());
-    let mut session = Session::new(&s.meter, &s.consumers);
+    let mut session = Session::new(&s.meter, &s.consumers, &s.transactions);
     let mut held = Held::new(s.budget.clone());
     let mut buf: Vec<u8> = Vec::new();
     let mut start = 0usize;
@@ -422,7 +422,7 @@ fn queued(
         Verdict::Forward
         | Verdict::Append { .. }
         | Verdict::Consume { .. }
-        | Verdict::DelConsumer => match session.queue(n, &s.limits) {
+        | Verdict::DelConsumer => match session.queue(n, cmd.len(), &s.limits) {
             Ok(()) => verdict,
             Err(why) => Verdict::Reply(Cow::Owned(error_reply(&why))),
         },

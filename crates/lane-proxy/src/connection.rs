@@ -26,7 +26,7 @@ use crate::rate_limit::TokenBucket;
 use crate::relay_socket;
 use crate::replies::pump_replies;
 use crate::resp::error_reply;
-use crate::transaction::Admitted;
+use crate::transaction::{Admitted, Queued};
 use crate::upstream;
 use oxidepm_lanes::{AgentName, LimitsConfig, Secret};
 use std::borrow::Cow;
@@ -71,6 +71,9 @@ pub struct LaneSettings {
     pub meter: Arc<Meter>,
     /// The lane's consumer names, shared by its connections.
     pub consumers: Arc<Consumers>,
+    /// What the lane's open transactions have queued, shared by its
+    /// connections.
+    pub transactions: Arc<Queued>,
 }
 
 impl std::fmt::Debug for LaneSettings {

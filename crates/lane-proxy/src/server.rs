@@ -421,6 +421,8 @@ fn lane_settings(
         }
         None => Arc::new(Consumers::new(a.name.clone(), &cfg.families)),
     };
+    // Open transactions stay queued in Redis across a reload.
+    let transactions = old.map(|o| o.transactions.clone()).unwrap_or_default();
     Ok(LaneSettings {
         agent: a.name.clone(),
         upstream: cfg.upstream.clone(),
@@ -438,6 +440,7 @@ fn lane_settings(
         budget,
         meter,
         consumers,
+        transactions,
     })
 }
 

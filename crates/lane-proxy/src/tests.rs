@@ -6,6 +6,7 @@
 mod activated;
 mod bounds;
 mod consumers;
+mod costs;
 mod handshakes;
 mod harness;
 mod lane_commands;

@@ -16,19 +16,63 @@
 //! of many XADDs would pass the outbox bound.
 //!
 //! Redis puts no bound on what one transaction queues; the proxy does:
-//! `limits.max_transaction_commands` and `limits.max_transaction_bytes`.
+//! `limits.max_transaction_commands` per transaction, and
+//! `limits.max_transaction_bytes` for the lane's open transactions
+//! together ([`Queued`]). Queued commands are Redis's memory until EXEC,
+//! counted against `maxmemory` like the other agents' messages: per
+//! connection, the lane's connections could together hold many times the
+//! bound, and a command of many small arguments costs Redis several times
+//! its size, so each argument is weighed with what Redis keeps for it.
 
 use crate::consumers::Consumers;
 use crate::meter::Meter;
 use crate::resp::error_reply;
 use oxidepm_lanes::LimitsConfig;
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What the client is told when EXEC ends a transaction the proxy refused
 /// a command of (Redis's own words).
 pub const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
 /// What goes upstream instead of EXEC then.
 pub const DISCARD: &[u8] = b"*1\r\n$7\r\nDISCARD\r\n";
+
+/// What Redis keeps for one queued argument besides its bytes: its object
+/// (16 bytes, its string's header and allocator rounding) and its place
+/// in the argument vector, which may be twice the arguments.
+pub const ARG_COST: usize = 48;
+
+/// The weight of a queued command of `bytes` and `args` arguments.
+fn weight(bytes: usize, args: usize) -> usize {
+    bytes.saturating_add(args.saturating_mul(ARG_COST))
+}
+
+/// What a lane's open transactions have queued in Redis, weighed by
+/// [`weight`]; shared by the lane's connections.
+#[derive(Debug, Default)]
+pub struct Queued(AtomicUsize);
+
+impl Queued {
+    /// Adds `w` if the total stays within `max`.
+    fn take(&self, w: usize, max: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+                q.checked_add(w).filter(|&t| t <= max)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `w` (a transaction ended).
+    fn give(&self, w: usize) {
+        self.0.fetch_sub(w, Ordering::Relaxed);
+    }
+
+    /// The weight queued now.
+    #[cfg(test)]
+    pub fn total(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
 
 /// Accounting admitted for a command that has not run yet.
 #[derive(Debug)]
@@ -61,8 +105,8 @@ struct Transaction {
     aborted: bool,
     /// Commands queued upstream so far.
     commands: usize,
-    /// Their bytes.
-    bytes: usize,
+    /// Their weight, held in the lane's [`Queued`].
+    weight: usize,
     /// Admitted accounting of the queued commands.
     held: Vec<Admitted>,
 }
@@ -81,6 +125,7 @@ pub struct Ending {
 pub struct Session<'a> {
     meter: &'a Meter,
     consumers: &'a Consumers,
+    queued: &'a Queued,
     /// `CLIENT SETNAME`'s or `HELLO … SETNAME`'s name.
     pub name: Option<Vec<u8>>,
     /// The connection said `HELLO 3`.
@@ -90,10 +135,11 @@ pub struct Session<'a> {
 
 impl<'a> Session<'a> {
     /// A new connection's state.
-    pub fn new(meter: &'a Meter, consumers: &'a Consumers) -> Session<'a> {
+    pub fn new(meter: &'a Meter, consumers: &'a Consumers, queued: &'a Queued) -> Session<'a> {
         Session {
             meter,
             consumers,
+            queued,
             name: None,
             resp3: false,
             tx: None,
@@ -111,9 +157,15 @@ impl<'a> Session<'a> {
         self.tx.get_or_insert_with(Transaction::default);
     }
 
-    /// Inside a transaction, a command of `bytes` is about to be queued
-    /// upstream: `Err` is the refusal's text when it would pass a bound.
-    pub fn queue(&mut self, bytes: usize, limits: &LimitsConfig) -> Result<(), String> {
+    /// Inside a transaction, a command of `bytes` and `args` arguments is
+    /// about to be queued upstream: `Err` is the refusal's text when it
+    /// would pass a bound.
+    pub fn queue(
+        &mut self,
+        bytes: usize,
+        args: usize,
+        limits: &LimitsConfig,
+    ) -> Result<(), String> {
         let Some(tx) = &mut self.tx else {
             return Ok(());
         };
@@ -125,16 +177,18 @@ impl<'a> Session<'a> {
                 limits.max_transaction_commands
             ));
         }
-        if tx.bytes.saturating_add(bytes) > limits.max_transaction_bytes {
+        let w = weight(bytes, args);
+        if !self.queued.take(w, limits.max_transaction_bytes) {
             return Err(format!(
-                "OXIDEPM transaction: more than {} bytes in one transaction \
-                 (lanes.limits.max_transaction_bytes); the transaction is discarded, \
-                 send smaller ones",
+                "OXIDEPM transaction: more than {} bytes queued in the agent's open \
+                 transactions (lanes.limits.max_transaction_bytes; each argument counts \
+                 {ARG_COST} bytes more, what Redis keeps for it); the transaction is \
+                 discarded, send smaller ones or end the others first",
                 limits.max_transaction_bytes
             ));
         }
         tx.commands += 1;
-        tx.bytes += bytes;
+        tx.weight += w;
         Ok(())
     }
 
@@ -161,6 +215,8 @@ impl<'a> Session<'a> {
     /// EXEC or DISCARD: how the open transaction ends, if one is open.
     pub fn end(&mut self, exec: bool) -> Option<Ending> {
         let mut tx = self.tx.take()?;
+        // Redis frees the queue as it runs EXEC (or DISCARD), next.
+        self.queued.give(tx.weight);
         Some(Ending {
             replace: (exec && tx.aborted).then_some(Cow::Borrowed(EXECABORT)),
             held: std::mem::take(&mut tx.held),
@@ -184,6 +240,7 @@ impl<'a> Session<'a> {
 impl Drop for Session<'_> {
     fn drop(&mut self) {
         if let Some(tx) = self.tx.take() {
+            self.queued.give(tx.weight);
             for a in tx.held {
                 a.release(self.meter, self.consumers);
             }
@@ -207,7 +264,8 @@ mod tests {
     #[test]
     fn a_refusal_turns_exec_into_execabort_and_discard_clears() {
         let (meter, consumers) = lane();
-        let mut s = Session::new(&meter, &consumers);
+        let queued = Queued::default();
+        let mut s = Session::new(&meter, &consumers, &queued);
         assert!(
             s.end(true).is_none(),
             "EXEC without MULTI is Redis's to answer"
@@ -231,7 +289,8 @@ mod tests {
     #[test]
     fn admitted_accounting_is_held_until_the_end() {
         let (meter, consumers) = lane();
-        let mut s = Session::new(&meter, &consumers);
+        let queued = Queued::default();
+        let mut s = Session::new(&meter, &consumers, &queued);
         assert!(s.admitted(Admitted::Consumer(b"c".to_vec())).is_some());
         s.multi();
         assert!(s.admitted(Admitted::Consumer(b"c".to_vec())).is_none());
@@ -252,16 +311,43 @@ mod tests {
             max_transaction_bytes: 100,
             ..LimitsConfig::default()
         };
-        let mut s = Session::new(&meter, &consumers);
-        assert!(s.queue(1000, &limits).is_ok(), "outside a transaction");
+        let queued = Queued::default();
+        let mut s = Session::new(&meter, &consumers, &queued);
+        assert!(s.queue(1000, 9, &limits).is_ok(), "outside a transaction");
         s.multi();
-        s.queue(10, &limits).unwrap();
-        s.queue(10, &limits).unwrap();
-        let e = s.queue(10, &limits).unwrap_err();
+        s.queue(10, 0, &limits).unwrap();
+        s.queue(10, 0, &limits).unwrap();
+        let e = s.queue(10, 0, &limits).unwrap_err();
         assert!(e.contains("max_transaction_commands"), "{e}");
         s.end(false);
+        assert_eq!(queued.total(), 0);
         s.multi();
-        let e = s.queue(101, &limits).unwrap_err();
+        let e = s.queue(101, 0, &limits).unwrap_err();
         assert!(e.contains("max_transaction_bytes"), "{e}");
+        let e = s.queue(10, 2, &limits).unwrap_err();
+        assert!(e.contains("max_transaction_bytes"), "arguments weigh: {e}");
+    }
+
+    #[test]
+    fn the_bytes_bound_is_the_lanes_and_given_back_at_the_end() {
+        let (meter, consumers) = lane();
+        let limits = LimitsConfig {
+            max_transaction_bytes: 100,
+            ..LimitsConfig::default()
+        };
+        let queued = Queued::default();
+        let mut a = Session::new(&meter, &consumers, &queued);
+        let mut b = Session::new(&meter, &consumers, &queued);
+        a.multi();
+        b.multi();
+        a.queue(60, 0, &limits).unwrap();
+        assert!(
+            b.queue(60, 0, &limits).is_err(),
+            "the lane's, not each one's"
+        );
+        a.end(true);
+        b.queue(60, 0, &limits).unwrap();
+        drop(b);
+        assert_eq!(queued.total(), 0, "a connection's end gives it back");
     }
 }

@@ -107,7 +107,8 @@ pub struct LimitsConfig {
     /// Most commands one transaction (MULTI … EXEC) may queue (default
     /// 1024): Redis holds them, unbounded, until EXEC.
     pub max_transaction_commands: usize,
-    /// Most bytes of commands one transaction may queue (default 4 MiB).
+    /// Most bytes of commands a lane's open transactions may queue together,
+    /// each argument weighed with what Redis keeps for it (default 4 MiB).
     pub max_transaction_bytes: usize,
 }
 
