@@ -66,10 +66,13 @@ pub fn hello(cmd: &Command<'_>) -> Verdict {
             }
         }
     }
-    Verdict::Hello {
-        protover: (cmd.len() > 1).then_some(1),
-        name,
+    // Redis refuses any other version before it reads the options: then
+    // the name must not be kept either (Redis answers the error).
+    let protover = (cmd.len() > 1).then_some(1);
+    if protover.is_some() && !matches!(cmd.arg(1), b"2" | b"3") {
+        name = None;
     }
+    Verdict::Hello { protover, name }
 }
 
 /// Validates a client name as Redis does, and bounds its length.
@@ -185,6 +188,14 @@ mod tests {
         );
         assert!(error(&run(&["HELLO", "3", "SETNAME", "a b"])).starts_with("-ERR Client names"));
         assert!(error(&run(&["HELLO", "3", "FOO"])).starts_with("-ERR Syntax error"));
+        assert_eq!(
+            run(&["HELLO", "4", "SETNAME", "w"]),
+            Verdict::Hello {
+                protover: Some(1),
+                name: None
+            },
+            "Redis refuses the version: no name is kept"
+        );
     }
 
     #[test]

@@ -55,3 +55,23 @@ fn open_transactions_of_one_agent_do_not_fill_redis_for_the_others() {
     assert!(matches!(r, Value::Bulk(_)), "bob's XADD: {r:?}");
     drop(held);
 }
+
+#[test]
+fn a_refused_hello_sets_no_name_and_no_protocol() {
+    let redis = Redis::start(&["alice"]);
+    let proxy = TestProxy::start(&redis, &[Agent::new("alice")]);
+    let mut a = proxy.client("alice");
+    for bad in [
+        &["HELLO", "4", "SETNAME", "w"][..],
+        &["HELLO", "abc", "SETNAME", "w"],
+        &["HELLO", "03", "SETNAME", "w"],
+        &["HELLO", "3", "SETNAME"],
+        &["HELLO", "3", "SETNAME", "a b"],
+    ] {
+        let r = a.cmd(bad);
+        assert!(matches!(r, Value::Error(_)), "{bad:?}: {r:?}");
+        // Redis changed nothing for it: neither does the proxy.
+        assert_eq!(a.cmd(&["CLIENT", "GETNAME"]), Value::Nil, "after {bad:?}");
+    }
+    assert_eq!(a.cmd(&["PING"]), Value::Simple("PONG".into()));
+}
