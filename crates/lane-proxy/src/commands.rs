@@ -95,7 +95,19 @@ pub async fn pump_commands(
             completed = true;
             let cmd = parser.command(&buf[start..start + n]);
             let mut verdict = decide(&cmd, &policy);
-            if costs_rate(&verdict) && !rate_ok(s) {
+            if matches!(verdict, Verdict::Multi) && !session.in_transaction() && s.rate.is_some() {
+                // What came before goes out before this waits.
+                if forwarded > 0 {
+                    send(Slot::Upstream(forwarded))?;
+                    forwarded = 0;
+                }
+                if !up.is_empty() {
+                    uw.write_all(&up).await?;
+                    up.clear();
+                }
+                rate_wait(s).await;
+            }
+            if costs_rate(&verdict, session.in_transaction()) && !rate_ok(s) {
                 verdict = Verdict::Reply(Cow::Owned(error_reply(&format!(
                     "OXIDEPM rate: agent '{}' sends more than its {} commands per second \
                      (lanes.rate_limit); slow down",
@@ -394,18 +406,43 @@ pub async fn pump_commands(
     }
 }
 
-/// Whether `v` sends work upstream, and so takes from the rate limit.
-/// MULTI, EXEC and DISCARD do not: refusing one of them would run the
-/// commands around it outside the transaction the client asked for.
-fn costs_rate(v: &Verdict) -> bool {
-    matches!(
-        v,
+/// Whether `v` sends work upstream, and so takes from the rate limit
+/// (refused past it). The MULTI that opens a transaction, and the EXEC or
+/// DISCARD that ends it, do not: refusing one of them would run the
+/// commands around it outside the transaction the client asked for; that
+/// MULTI waits for its token instead ([`rate_wait`]). A nested MULTI, or
+/// EXEC or DISCARD without a transaction, is a plain error of Redis's,
+/// work like any other.
+fn costs_rate(v: &Verdict, in_transaction: bool) -> bool {
+    match v {
         Verdict::Forward
-            | Verdict::Append { .. }
-            | Verdict::Consume { .. }
-            | Verdict::DelConsumer
-            | Verdict::Hello { .. }
-    )
+        | Verdict::Append { .. }
+        | Verdict::Consume { .. }
+        | Verdict::DelConsumer
+        | Verdict::Hello { .. } => true,
+        Verdict::Multi => in_transaction,
+        Verdict::Exec | Verdict::Discard => !in_transaction,
+        _ => false,
+    }
+}
+
+/// Waits for a token of the lane's rate limit, and takes it: how the
+/// MULTI that opens a transaction is limited without being refused
+/// (otherwise empty transactions would pass the limit).
+async fn rate_wait(s: &LaneSettings) {
+    let Some(rate) = &s.rate else {
+        return;
+    };
+    loop {
+        let wait = match rate.lock() {
+            Ok(mut b) => b.take_or_wait(Instant::now()),
+            Err(_) => None,
+        };
+        match wait {
+            None => return,
+            Some(d) => tokio::time::sleep(d).await,
+        }
+    }
 }
 
 /// Inside a transaction: what the proxy would answer itself is refused

@@ -1,7 +1,7 @@
 //! A token bucket: an agent's commands per second (Redis has no per-user
 //! quota). Shared by all of one agent's connections.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 pub struct TokenBucket {
@@ -30,14 +30,19 @@ impl TokenBucket {
 
     /// Takes one token if there is one.
     pub fn try_take(&mut self, now: Instant) -> bool {
+        self.take_or_wait(now).is_none()
+    }
+
+    /// Takes one token if there is one, else says how long until there is.
+    pub fn take_or_wait(&mut self, now: Instant) -> Option<Duration> {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = now;
         self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
-            true
+            None
         } else {
-            false
+            Some(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
         }
     }
 }
@@ -45,7 +50,6 @@ impl TokenBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn burst_then_refill() {
@@ -67,5 +71,7 @@ mod tests {
         assert!(b.try_take(t0));
         assert!(!b.try_take(t0 + Duration::from_secs(1)));
         assert!(b.try_take(t0 + Duration::from_secs(2)));
+        let wait = b.take_or_wait(t0 + Duration::from_millis(2500)).unwrap();
+        assert_eq!(wait, Duration::from_millis(1500));
     }
 }

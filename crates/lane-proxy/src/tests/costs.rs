@@ -75,3 +75,58 @@ fn a_refused_hello_sets_no_name_and_no_protocol() {
     }
     assert_eq!(a.cmd(&["PING"]), Value::Simple("PONG".into()));
 }
+
+/// `calls` of `cmd` in Redis's command statistics, as `sys` reads them.
+fn calls(redis: &Redis, cmd: &str) -> u64 {
+    let Value::Bulk(info) = redis.admin().cmd(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats")
+    };
+    let info = String::from_utf8_lossy(&info).into_owned();
+    let prefix = format!("cmdstat_{cmd}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn transaction_commands_do_not_pass_the_rate_limit() {
+    let redis = Redis::start(&["alice"]);
+    let proxy = TestProxy::start(&redis, &[Agent::new("alice").with(r#""rate_limit": 5"#)]);
+    let mut a = proxy.client("alice");
+    // EXEC and DISCARD without a transaction, and a nested MULTI, are
+    // plain errors of Redis: each is work for Redis like PING.
+    let mut sent: Vec<&[&str]> = Vec::new();
+    sent.extend(std::iter::repeat_n(&["EXEC"][..], 40));
+    sent.extend(std::iter::repeat_n(&["DISCARD"][..], 40));
+    for args in &sent {
+        a.send(args);
+    }
+    let limited = sent
+        .iter()
+        .filter(|_| a.read().error_starts("OXIDEPM rate"))
+        .count();
+    assert!(limited >= 70, "{limited} of 80 limited");
+    assert!(calls(&redis, "exec") + calls(&redis, "discard") <= 10);
+}
+
+#[test]
+fn empty_transactions_wait_for_the_rate_limit() {
+    let redis = Redis::start(&["alice"]);
+    // One command each two seconds, a burst of one.
+    let proxy = TestProxy::start(&redis, &[Agent::new("alice").with(r#""rate_limit": 0.5"#)]);
+    let mut a = proxy.client("alice");
+    for _ in 0..3 {
+        a.send(&["MULTI"]);
+        a.send(&["EXEC"]);
+    }
+    assert_eq!(a.read(), Value::Simple("OK".into()));
+    assert_eq!(a.read(), Value::Array(Vec::new()));
+    // The next MULTI waits for its token (this fails wrongly only if
+    // reading the statistics takes two seconds)...
+    assert_eq!(calls(&redis, "multi"), 1);
+    // ... and is then answered, not refused.
+    assert_eq!(a.read(), Value::Simple("OK".into()));
+    assert_eq!(a.read(), Value::Array(Vec::new()));
+}
