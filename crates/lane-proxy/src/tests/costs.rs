@@ -3,6 +3,11 @@
 //! Redis.
 
 use super::harness::{Agent, Redis, TestProxy, Value};
+use std::time::Duration;
+
+fn wait_for<R: oxidepm_testkit::Ready>(what: &str, ok: impl FnMut() -> R) -> R::Output {
+    oxidepm_testkit::eventually(Duration::from_secs(30), what, ok)
+}
 
 /// Redis's `used_memory`, as `sys` reads it.
 fn used_memory(redis: &Redis) -> u64 {
@@ -129,4 +134,55 @@ fn empty_transactions_wait_for_the_rate_limit() {
     // ... and is then answered, not refused.
     assert_eq!(a.read(), Value::Simple("OK".into()));
     assert_eq!(a.read(), Value::Array(Vec::new()));
+}
+
+#[test]
+fn a_transaction_left_open_gives_its_bounds_back_when_its_connection_ends() {
+    let redis = Redis::start(&["alice"]);
+    let proxy = TestProxy::start_with(
+        &redis,
+        &[Agent::new("alice").with(r#""maxlen": 3"#)],
+        r#""limits": {"max_transaction_bytes": 1000}"#,
+        Vec::new(),
+    );
+    let xadd: &[&str] = &["XADD", "alice:webhook:outbox", "*", "n", "x"];
+    let transaction = |c: &mut super::harness::Client| {
+        for args in [&["MULTI"][..], xadd, xadd, xadd] {
+            c.send(args);
+        }
+        (0..4).map(|_| c.read()).collect::<Vec<_>>()
+    };
+    // Three ways to leave: QUIT, hanging up, and hanging up halfway
+    // through the next command.
+    for leave in 0..3 {
+        let mut a = proxy.client("alice");
+        let r = transaction(&mut a);
+        assert!(
+            r[1..].iter().all(|v| *v == Value::Simple("QUEUED".into())),
+            "{r:?}"
+        );
+        // While it is open, it holds the bounds.
+        let mut b = proxy.client("alice");
+        let r = transaction(&mut b);
+        assert!(r.iter().any(|v| matches!(v, Value::Error(_))), "{r:?}");
+        assert_eq!(b.cmd(&["DISCARD"]), Value::Simple("OK".into()));
+        match leave {
+            0 => assert_eq!(a.cmd(&["QUIT"]), Value::Simple("OK".into())),
+            1 => {}
+            _ => a.send_raw(b"*1\r\n$4\r\nEX"),
+        }
+        drop(a);
+        // Another connection's transaction of three fits again: the
+        // outbox's in-flight entries and the queued bytes were given back.
+        wait_for("the bounds given back", || {
+            let mut b = proxy.client("alice");
+            let mut r = transaction(&mut b);
+            r.push(b.cmd(&["DISCARD"]));
+            r.iter().all(|v| !matches!(v, Value::Error(_)))
+        });
+    }
+    assert_eq!(
+        redis.admin().cmd(&["XLEN", "alice:webhook:outbox"]),
+        Value::Int(0)
+    );
 }
