@@ -186,3 +186,77 @@ fn a_transaction_left_open_gives_its_bounds_back_when_its_connection_ends() {
         Value::Int(0)
     );
 }
+
+#[test]
+fn transactions_pipelined_across_read_and_batch_boundaries_stay_whole() {
+    let redis = Redis::start(&["alice"]);
+    let proxy = TestProxy::start(&redis, &[Agent::new("alice")]);
+    let mut a = proxy.client("alice");
+    // Values around the proxy's read and batch size (64 KiB), to the
+    // shared form of the outbox (rewritten on the way) and to its own;
+    // every third transaction has a refused command in the middle.
+    let sizes = [1, 30_000, 65_000, 66_000, 100_000, 7];
+    let mut out = Vec::new();
+    let mut expect = Vec::new();
+    for t in 0..24 {
+        let mut replies = vec![Value::Simple("OK".into())];
+        crate::resp::encode_args(&mut out, &["MULTI"]);
+        for (i, size) in sizes.iter().enumerate() {
+            let key = if i % 2 == 0 {
+                "webhook:outbox"
+            } else {
+                "alice:webhook:outbox"
+            };
+            let v = "v".repeat(*size + t);
+            crate::resp::encode_args(&mut out, &["XADD", key, "*", "v", &v]);
+            replies.push(Value::Simple("QUEUED".into()));
+            if t % 3 == 0 && i == 2 {
+                crate::resp::encode_args(&mut out, &["KEYS", "*"]);
+                replies.push(Value::Error(String::new()));
+            }
+        }
+        crate::resp::encode_args(&mut out, &["EXEC"]);
+        expect.push((t % 3 == 0, replies));
+    }
+    let mut w = a.stream.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        w.write_all(&out).unwrap();
+    });
+    for (t, (aborted, replies)) in expect.iter().enumerate() {
+        for want in replies {
+            let got = a.read();
+            match want {
+                Value::Error(_) => assert!(matches!(got, Value::Error(_)), "{t}: {got:?}"),
+                want => assert_eq!(&got, want, "transaction {t}"),
+            }
+        }
+        let exec = a.read();
+        if *aborted {
+            assert!(exec.error_starts("EXECABORT"), "{t}: {exec:?}");
+        } else {
+            assert!(
+                matches!(&exec, Value::Array(v) if v.len() == sizes.len()),
+                "{t}: {exec:?}"
+            );
+        }
+    }
+    writer.join().unwrap();
+    let Value::Array(all) = redis
+        .admin()
+        .cmd(&["XRANGE", "alice:webhook:outbox", "-", "+"])
+    else {
+        panic!("XRANGE")
+    };
+    assert_eq!(all.len(), 16 * sizes.len());
+    // In order, each value whole.
+    let lens: Vec<usize> = all
+        .iter()
+        .map(|e| e.strings().last().map_or(0, |v| v.len()))
+        .collect();
+    let want: Vec<usize> = (0..24)
+        .filter(|t| t % 3 != 0)
+        .flat_map(|t| sizes.iter().map(move |s| s + t))
+        .collect();
+    assert_eq!(lens, want);
+}
