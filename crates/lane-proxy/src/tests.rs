@@ -4,9 +4,9 @@
 //! reads outboxes with its own rules; `sys` inspects.
 
 mod activated;
+mod attacks;
 mod bounds;
 mod consumers;
-mod costs;
 mod handshakes;
 mod harness;
 mod lane_commands;

@@ -1,6 +1,7 @@
-//! What one agent's connections can cost the other agents, and the state
-//! a refused handshake leaves: attacks through a lane, against a real
-//! Redis.
+//! Attacks through a lane, against a real Redis: what one agent's
+//! connections can cost the other agents (memory, rate), the state a
+//! refused handshake leaves, and transactions and RESP3 replies across
+//! the proxy's read, batch and reply boundaries.
 
 use super::harness::{Agent, Redis, TestProxy, Value};
 use std::time::Duration;
@@ -259,4 +260,67 @@ fn transactions_pipelined_across_read_and_batch_boundaries_stay_whole() {
         .flat_map(|t| sizes.iter().map(move |s| s + t))
         .collect();
     assert_eq!(lens, want);
+}
+
+#[test]
+fn resp3_replies_of_every_shape_stay_in_step_with_local_answers() {
+    let redis = Redis::start(&["alice"]);
+    let proxy = TestProxy::start(&redis, &[Agent::new("alice")]);
+    let inbox = "alice:webhook:inbox";
+    let r = redis
+        .admin()
+        .cmd(&["XGROUP", "CREATE", inbox, "alice", "0", "MKSTREAM"]);
+    assert_eq!(r, Value::Simple("OK".into()));
+    for i in 0..3 {
+        redis
+            .bridge()
+            .cmd(&["XADD", inbox, "*", "n", &i.to_string()]);
+    }
+    let mut a = proxy.client("alice");
+    assert!(matches!(a.cmd(&["HELLO", "3"]), Value::Map(_)));
+    let pipeline: &[&[&str]] = &[
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "alice",
+            "c",
+            "COUNT",
+            "2",
+            "STREAMS",
+            inbox,
+            ">",
+        ],
+        &["CLIENT", "GETNAME"],
+        &["XINFO", "STREAM", inbox, "FULL"],
+        &["INFO"],
+        &["XAUTOCLAIM", inbox, "alice", "d", "0", "0"],
+        &["MULTI"],
+        &["XPENDING", inbox, "alice"],
+        &["KEYS", "*"],
+        &["EXEC"],
+        &["MULTI"],
+        &["XINFO", "GROUPS", inbox],
+        &["EXEC"],
+        &["PING"],
+    ];
+    for args in pipeline {
+        a.send(args);
+    }
+    let r: Vec<Value> = pipeline.iter().map(|_| a.read()).collect();
+    assert!(matches!(&r[0], Value::Map(m) if m.len() == 2), "{:?}", r[0]);
+    assert_eq!(r[1], Value::Nil);
+    assert!(matches!(&r[2], Value::Map(_)), "{:?}", r[2]);
+    assert!(matches!(&r[3], Value::Bulk(_)), "{:?}", r[3]);
+    assert!(
+        matches!(&r[4], Value::Array(v) if v.len() == 3),
+        "{:?}",
+        r[4]
+    );
+    assert!(r[8].error_starts("EXECABORT"), "{:?}", r[8]);
+    assert!(
+        matches!(&r[11], Value::Array(v) if v.len() == 1),
+        "{:?}",
+        r[11]
+    );
+    assert_eq!(r[12], Value::Simple("PONG".into()));
 }
