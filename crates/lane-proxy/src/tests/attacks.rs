@@ -118,6 +118,25 @@ fn transaction_commands_do_not_pass_the_rate_limit() {
 }
 
 #[test]
+fn a_command_over_the_rate_limit_discards_its_transaction() {
+    let redis = Redis::start(&["alice"]);
+    let proxy = TestProxy::start(&redis, &[Agent::new("alice").with(r#""rate_limit": 3"#)]);
+    let mut a = proxy.client("alice");
+    let xadd: &[&str] = &["XADD", "alice:webhook:outbox", "*", "n", "x"];
+    let sent: Vec<&[&str]> = vec![&["MULTI"], xadd, xadd, xadd, xadd, xadd, &["EXEC"]];
+    for args in &sent {
+        a.send(args);
+    }
+    let r: Vec<Value> = sent.iter().map(|_| a.read()).collect();
+    assert!(r.iter().any(|v| v.error_starts("OXIDEPM rate")), "{r:?}");
+    assert!(r[6].error_starts("EXECABORT"), "{r:?}");
+    assert_eq!(
+        redis.admin().cmd(&["XLEN", "alice:webhook:outbox"]),
+        Value::Int(0)
+    );
+}
+
+#[test]
 fn empty_transactions_wait_for_the_rate_limit() {
     let redis = Redis::start(&["alice"]);
     // One command each two seconds, a burst of one.
