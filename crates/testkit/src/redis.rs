@@ -28,7 +28,7 @@ pub fn private_redis(dir: &Path, acl: &str) -> (Child, PathBuf) {
     let conf = format!(
         "port 0\nunixsocket {sock}\nunixsocketperm 700\naclfile {dir}/users.acl\n\
          dir {dir}\nsave \"\"\nappendonly no\ndaemonize no\nlogfile {dir}/redis.log\n\
-         maxmemory-policy noeviction\nenable-debug-command no\n\
+         maxmemory-policy noeviction\nmaxmemory-clients 25%\nenable-debug-command no\n\
          enable-module-command no\nenable-protected-configs no\n",
         sock = socket.display(),
         dir = dir.display()

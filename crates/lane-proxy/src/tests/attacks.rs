@@ -343,3 +343,57 @@ fn resp3_replies_of_every_shape_stay_in_step_with_local_answers() {
     );
     assert_eq!(r[12], Value::Simple("PONG".into()));
 }
+
+/// Redis's `evicted_clients`: connections it closed to stay within
+/// `maxmemory-clients`.
+fn evicted_clients(redis: &Redis) -> u64 {
+    let Value::Bulk(info) = redis.admin().cmd(&["INFO", "stats"]) else {
+        panic!("INFO stats")
+    };
+    let info = String::from_utf8_lossy(&info).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix("evicted_clients:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("evicted_clients in INFO")
+}
+
+#[test]
+fn replies_a_client_never_reads_do_not_fill_redis_for_the_others() {
+    let redis = Redis::start(&["alice", "bob"]);
+    let proxy = TestProxy::start(&redis, &[Agent::new("alice"), Agent::new("bob")]);
+    let bound = used_memory(&redis) + (64 << 20);
+    let r = redis
+        .admin()
+        .cmd(&["CONFIG", "SET", "maxmemory", &bound.to_string()]);
+    assert_eq!(r, Value::Simple("OK".into()));
+    // Eighteen bytes each, and some 170 KiB of reply each, that Redis
+    // keeps while the proxy does not read them, which it does not while
+    // alice does not.
+    let mut a = proxy.client("alice");
+    for _ in 0..1000 {
+        a.send(&["COMMAND", "DOCS"]);
+    }
+    // Redis ran them all, passed its bound, or closed alice's connection.
+    wait_for("the pipeline's end", || {
+        calls(&redis, "command|docs") >= 1000
+            || used_memory(&redis) > bound
+            || evicted_clients(&redis) > 0
+    });
+    let mut b = proxy.client("bob");
+    let r = b.cmd(&["XADD", "bob:webhook:outbox", "*", "text", "hi"]);
+    assert!(matches!(r, Value::Bulk(_)), "bob's XADD: {r:?}");
+    // Alice's connection is the one closed: what was relayed, then the end
+    // (a read that times out is an error, and fails this).
+    use std::io::Read;
+    let mut sink = vec![0u8; 1 << 20];
+    loop {
+        match a.stream.read(&mut sink) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
+                break;
+            }
+        }
+    }
+}

@@ -264,6 +264,11 @@ impl Lanes {
         } else {
             700
         };
+        // maxmemory-clients: Redis keeps the replies a lane client leaves
+        // unread (the proxy reads them only as the client does), and a few
+        // bytes of COMMAND DOCS ask for 170 KiB; past a quarter of
+        // maxmemory, Redis closes the connections holding the most, not
+        // the other agents' writes.
         let conf = format!(
             "# Written by oxidepmd; changes are overwritten.\n\
              port 0\n\
@@ -277,6 +282,7 @@ impl Lanes {
              appendfsync {fsync}\n\
              maxmemory {maxmemory}\n\
              maxmemory-policy noeviction\n\
+             maxmemory-clients 25%\n\
              enable-debug-command no\n\
              enable-module-command no\n\
              enable-protected-configs no\n\

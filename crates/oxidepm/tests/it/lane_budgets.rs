@@ -53,6 +53,9 @@ fn redis_has_a_memory_bound_and_a_writer_past_it_gets_oom_while_others_read() {
     let mut admin = as_user(&env, "sys");
     assert_eq!(config_get(&mut admin, "maxmemory"), "33554432");
     assert_eq!(config_get(&mut admin, "maxmemory-policy"), "noeviction");
+    // Replies a client leaves unread are bounded too: past a quarter of
+    // maxmemory, Redis closes the connection holding the most.
+    assert_eq!(config_get(&mut admin, "maxmemory-clients"), "25%");
     assert!(read(&env.home.join("redis/redis.conf")).contains("\nmaxmemory 33554432\n"));
     let mut bridge = as_user(&env, "bridge");
     run(
