@@ -66,6 +66,20 @@ pub struct WriterConfig {
     pub max_bytes: u64,
     /// Rotated files kept (`<path>.1` … `<path>.<keep>`).
     pub keep: u32,
+    /// Also send each line to the journal, when set.
+    pub journal: Option<JournalTarget>,
+    /// Write the log files (false only with a journal: `log_target = "journald"`).
+    pub files: bool,
+}
+
+/// Where and under what name an app's lines go to the journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalTarget {
+    /// `SYSLOG_IDENTIFIER` and `OXIDEPM_APP` of each entry: the app's name.
+    pub identifier: String,
+    /// The journal's socket (the writer starts with an empty environment,
+    /// so the daemon passes it).
+    pub socket: PathBuf,
 }
 
 impl WriterConfig {
@@ -84,6 +98,15 @@ impl WriterConfig {
         if self.timestamps {
             args.push("--timestamps".into());
         }
+        if let Some(j) = &self.journal {
+            args.push("--journal".into());
+            args.push(j.identifier.clone().into());
+            args.push("--journal-socket".into());
+            args.push(j.socket.clone().into_os_string());
+        }
+        if !self.files {
+            args.push("--no-files".into());
+        }
         args
     }
 
@@ -98,11 +121,16 @@ impl WriterConfig {
                 })
         }
         let (mut out, mut err, mut max_bytes, mut keep) = (None, None, None, None);
-        let mut timestamps = false;
+        let (mut timestamps, mut files) = (false, true);
+        let (mut ident, mut socket) = (None, None);
         let mut it = args.iter();
         while let Some(arg) = it.next() {
             if arg == "--timestamps" {
                 timestamps = true;
+                continue;
+            }
+            if arg == "--no-files" {
+                files = false;
                 continue;
             }
             let v = it
@@ -113,6 +141,18 @@ impl WriterConfig {
                 Some("--err") => err = Some(PathBuf::from(v)),
                 Some("--max-bytes") => max_bytes = Some(parse(arg, v)?),
                 Some("--keep") => keep = Some(parse(arg, v)?),
+                Some("--journal") => {
+                    ident =
+                        Some(
+                            v.to_str()
+                                .map(str::to_owned)
+                                .ok_or_else(|| ArgsError::BadValue {
+                                    arg: arg.clone(),
+                                    value: v.clone(),
+                                })?,
+                        )
+                }
+                Some("--journal-socket") => socket = Some(PathBuf::from(v)),
                 _ => return Err(ArgsError::Unknown { arg: arg.clone() }),
             }
         }
@@ -120,7 +160,27 @@ impl WriterConfig {
             Some(p) if !p.as_os_str().is_empty() => Ok(p),
             _ => Err(ArgsError::Missing { option }),
         };
+        let journal = match (ident, socket) {
+            (Some(identifier), socket) => Some(JournalTarget {
+                identifier,
+                socket: socket.unwrap_or_else(|| PathBuf::from(crate::journal::DEFAULT_SOCKET)),
+            }),
+            (None, Some(_)) => {
+                return Err(ArgsError::Missing {
+                    option: "--journal",
+                })
+            }
+            (None, None) => None,
+        };
+        if !files && journal.is_none() {
+            // Output with nowhere to go would be lost: refused.
+            return Err(ArgsError::Missing {
+                option: "--journal",
+            });
+        }
         Ok(WriterConfig {
+            journal,
+            files,
             out_path: path(out, "--out")?,
             err_path: path(err, "--err")?,
             timestamps,

@@ -69,6 +69,11 @@ impl LogFile {
         }
     }
 
+    /// Whether lines get a timestamp.
+    pub(crate) fn timestamps(&self) -> bool {
+        self.timestamps
+    }
+
     /// Appends one line to `out`, first writing out and rotating when the
     /// line would take the file past `max_bytes`.
     pub(crate) fn push_line(&mut self, out: &mut Vec<u8>, stamp: &[u8], line: &[u8]) {

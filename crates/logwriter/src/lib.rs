@@ -19,11 +19,13 @@ use std::time::Duration;
 
 mod config;
 mod file;
+pub mod journal;
+mod journal_out;
 mod names;
 mod stamp;
 mod stream;
 
-pub use config::{ArgsError, WriterConfig, MARKER};
+pub use config::{ArgsError, JournalTarget, WriterConfig, MARKER};
 pub use file::read_total;
 pub use names::{dropped_name, rotated_name, split};
 pub use stream::{copy_stream, MAX_LINE, READ_CHUNK};
@@ -65,9 +67,14 @@ pub fn run(cfg: &WriterConfig) -> io::Result<()> {
     let _ = oxidepm_sys::signal::new_session();
     ignore_signals()?;
     let mut inputs = [Some(take_fd(0)?), Some(take_fd(ERR_INPUT_FD)?)];
+    let journal = cfg.journal.as_ref().map(journal_out::JournalOut::new);
+    let sink = |path: &std::path::Path, stderr: bool| {
+        let log = file::LogFile::new(path, cfg.timestamps, cfg.max_bytes, cfg.keep);
+        journal_out::Sink::new(log, journal.clone(), stderr, cfg.files)
+    };
     let mut streams = [
-        Stream::new(&cfg.out_path, cfg.timestamps, cfg.max_bytes, cfg.keep),
-        Stream::new(&cfg.err_path, cfg.timestamps, cfg.max_bytes, cfg.keep),
+        Stream::to_sink(sink(&cfg.out_path, false)),
+        Stream::to_sink(sink(&cfg.err_path, true)),
     ];
     let mut buf = vec![0u8; READ_CHUNK];
     let mut out = Vec::new();

@@ -6,6 +6,7 @@ use std::io::{self, Read};
 use std::path::Path;
 
 use crate::file::LogFile;
+use crate::journal_out::Sink;
 use crate::stamp;
 
 /// Longest line content written as one line; longer lines are cut into pieces this long.
@@ -20,7 +21,7 @@ const KEEP_CAPACITY: usize = 16 * 1024;
 
 /// One stream being copied into its log.
 pub(crate) struct Stream {
-    log: LogFile,
+    log: Sink,
     timestamps: bool,
     /// The unfinished last line (at most MAX_LINE bytes between reads).
     held: Vec<u8>,
@@ -30,8 +31,19 @@ pub(crate) struct Stream {
 impl Stream {
     /// A stream written to `path`.
     pub(crate) fn new(path: &Path, timestamps: bool, max_bytes: u64, keep: u32) -> Stream {
+        Stream::to_sink(Sink::new(
+            LogFile::new(path, timestamps, max_bytes, keep),
+            None,
+            false,
+            true,
+        ))
+    }
+
+    /// A stream written to `sink` (files, journal or both).
+    pub(crate) fn to_sink(log: Sink) -> Stream {
+        let timestamps = log.log.timestamps();
         Stream {
-            log: LogFile::new(path, timestamps, max_bytes, keep),
+            log,
             timestamps,
             held: Vec::new(),
             stamp: Vec::new(),
@@ -47,7 +59,7 @@ impl Stream {
             stamp::push_rfc3339(&mut self.stamp, stamp::now_ms());
             self.stamp.push(b' ');
         }
-        self.log.stalled = false;
+        self.log.log.stalled = false;
         let mut rest = data;
         while let Some(i) = rest.iter().position(|&b| b == b'\n') {
             if self.held.is_empty() {
@@ -67,7 +79,7 @@ impl Stream {
             start += MAX_LINE;
         }
         self.held.drain(..start);
-        self.log.write_out(out);
+        self.log.log.write_out(out);
         give_back(&mut self.held);
         give_back(out);
     }
@@ -75,10 +87,10 @@ impl Stream {
     /// The input ended: writes the unfinished line, if any.
     pub(crate) fn finish(&mut self, out: &mut Vec<u8>) {
         if !self.held.is_empty() {
-            self.log.stalled = false;
+            self.log.log.stalled = false;
             self.log.push_line(out, &self.stamp, &self.held);
             self.held = Vec::new();
-            self.log.write_out(out);
+            self.log.log.write_out(out);
         }
     }
 }
@@ -92,7 +104,7 @@ fn give_back(buf: &mut Vec<u8>) {
 
 /// Cuts at MAX_LINE from the line's start, so the result does not depend on
 /// how the line was split across reads.
-fn push_cut(log: &mut LogFile, out: &mut Vec<u8>, stamp: &[u8], mut line: &[u8]) {
+fn push_cut(log: &mut Sink, out: &mut Vec<u8>, stamp: &[u8], mut line: &[u8]) {
     while line.len() > MAX_LINE {
         log.push_line(out, stamp, &line[..MAX_LINE]);
         line = &line[MAX_LINE..];

@@ -73,13 +73,24 @@ fn pieces(data: &[u8], size: usize) -> impl Read + '_ {
 
 #[test]
 fn args_round_trip() {
-    for timestamps in [true, false] {
+    let journal = Some(crate::JournalTarget {
+        identifier: "web".into(),
+        socket: "/tmp/j sock".into(),
+    });
+    for (timestamps, journal, files) in [
+        (true, None, true),
+        (false, None, true),
+        (true, journal.clone(), true),
+        (false, journal, false),
+    ] {
         let cfg = WriterConfig {
             out_path: "/l/a b-out.log".into(),
             err_path: "/l/a b-err.log".into(),
             timestamps,
             max_bytes: 10 << 20,
             keep: 7,
+            journal,
+            files,
         };
         assert_eq!(WriterConfig::from_args(&cfg.to_args()).unwrap(), cfg);
     }
@@ -88,6 +99,9 @@ fn args_round_trip() {
         "--out a --err b --max-bytes x --keep 1",
         "--out a --err b --max-bytes 1 --keep 1 -v",
         "--out a --max-bytes 1 --keep 1",
+        // Files off with no journal: the output would go nowhere.
+        "--out a --err b --max-bytes 1 --keep 1 --no-files",
+        "--out a --err b --max-bytes 1 --keep 1 --journal-socket /s",
         "--out",
     ] {
         let args: Vec<OsString> = bad.split(' ').map(OsString::from).collect();
