@@ -227,6 +227,9 @@ pub struct AppSpec {
     /// Rotated log files kept per stream.
     #[serde(default = "defaults::log_keep")]
     pub log_keep: u32,
+    /// Where the app's output goes; unset: `log_target` of daemon.toml.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_target: Option<LogTarget>,
     /// Restart when the app's process tree uses more resident memory than this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_memory_bytes: Option<u64>,
@@ -242,6 +245,33 @@ pub struct AppSpec {
     /// Start the app as soon as it is defined.
     #[serde(default = "defaults::yes")]
     pub autostart: bool,
+}
+
+/// Where an app's output goes: its log files, the systemd journal, or both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogTarget {
+    /// The app's log files only.
+    #[default]
+    Files,
+    /// The journal only (a line the journal refuses still goes to the file).
+    Journald,
+    /// The journal and the log files.
+    Both,
+}
+
+impl LogTarget {
+    /// Parses the name used in app files and daemon.toml.
+    pub fn parse(s: &str) -> Result<LogTarget, String> {
+        match s {
+            "files" => Ok(LogTarget::Files),
+            "journald" => Ok(LogTarget::Journald),
+            "both" => Ok(LogTarget::Both),
+            _ => Err(format!(
+                "unknown log_target {s:?}; use \"files\", \"journald\" or \"both\""
+            )),
+        }
+    }
 }
 
 /// Default values of [`AppSpec`] fields, shared with config-file parsing.
@@ -303,6 +333,7 @@ impl AppSpec {
             log_timestamps: true,
             log_max_bytes: defaults::log_max_bytes(),
             log_keep: defaults::log_keep(),
+            log_target: None,
             max_memory_bytes: None,
             cron_restart: None,
             health: None,

@@ -16,6 +16,7 @@ pub mod route;
 pub mod wire;
 
 pub use actor::{Actor, Class, Tier};
+pub use app::LogTarget;
 pub use app::{
     check_app_name, AppInfo, AppKind, AppSpec, Dependency, DependencyCondition, HealthProbe,
     HealthSpec, HealthState, RestartPolicy, Status,

@@ -121,6 +121,10 @@ pub struct Config {
     /// Rotated daemon.log files kept (default 3, at most 100).
     #[serde(default = "three")]
     pub daemon_log_keep: u32,
+    /// Where the output of apps without their own `log_target` goes:
+    /// `"files"` (default), `"journald"` or `"both"`.
+    #[serde(default)]
+    pub log_target: oxidepm_proto::LogTarget,
     /// How long events and audit rows are kept; how many refusals are written.
     #[serde(default)]
     pub retention: super::retention::RetentionSettings,

@@ -2,6 +2,7 @@
 //! the log writer of one app run (`oxidepmd __logshim …`).
 
 use crate::daemon::daemon_log::DaemonLog;
+use crate::daemon::journal_log;
 use crate::daemon::{self, Options};
 use crate::paths::lock::{DaemonLock, LockError};
 use crate::paths::Home;
@@ -95,7 +96,19 @@ pub fn main() -> ExitCode {
             ),
         }
     }
-    logger.init();
+    if journal_log::stderr_is_journal() {
+        match journal_log::JournalLogger::connect() {
+            Ok(j) => {
+                let _ = journal_log::JournalLogger::new(logger.build(), j).install();
+            }
+            Err(e) => {
+                eprintln!("oxidepmd: cannot log to the journal ({e}); logging to stderr");
+                logger.init();
+            }
+        }
+    } else {
+        logger.init();
+    }
     if let Err(e) = config {
         eprintln!("oxidepmd: {e}");
         return ExitCode::FAILURE;

@@ -8,6 +8,7 @@ mod detach;
 pub mod entry;
 mod errors;
 mod handler;
+pub mod journal_log;
 mod ops;
 mod refusals;
 pub mod retention;
@@ -254,6 +255,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
             crate::supervise::cgroup::Containment::detect(home.root(), root.as_deref());
         s.set_containment(containment);
         s.agents_share_uid = config.agents_share_uid;
+        s.log_output = crate::supervise::logshim::LogOutput::new(config.log_target);
     }
     if let Err(e) = reaper::become_subreaper() {
         log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");

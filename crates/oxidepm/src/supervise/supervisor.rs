@@ -6,7 +6,6 @@
 use super::app::{App, Runtime};
 use super::cgroup::Containment;
 use super::logfile;
-use super::logshim::ShimConfig;
 use super::policy::{self, Decision, Exit};
 use super::spawn::{self, Creds, SpawnError};
 use super::Error;
@@ -84,6 +83,8 @@ pub struct Supervisor {
     /// `agents_share_uid` of daemon.toml: a root daemon may run agents as
     /// root.
     pub agents_share_uid: bool,
+    /// Where apps' output goes: daemon.toml's `log_target` and the journal's socket.
+    pub log_output: super::logshim::LogOutput,
     /// This home's id in the run markers of its processes.
     home_id: String,
     /// Live runs of apps the state does not know, by app name.
@@ -116,6 +117,7 @@ impl Supervisor {
                 shutting_down: false,
                 lane_env: None,
                 agents_share_uid: false,
+                log_output: Default::default(),
                 restarts: Default::default(),
             })
         })
@@ -251,6 +253,7 @@ impl Supervisor {
             .map(|a| a.spec.name.as_str())
             .unwrap_or("?");
         log::info!(
+            app = name, actor:% = actor, event = kind.as_str();
             "{name}: {kind} by {actor}{}{detail}",
             if detail.is_empty() { "" } else { ": " }
         );
@@ -374,13 +377,7 @@ impl Supervisor {
                 extra.push(self.marker_of(id, run_id, &spec.name));
                 let env = spawn::app_env(&spec, &env_creds, &extra);
                 let [out, errp] = self.log_paths(&spec.name);
-                let shim = ShimConfig {
-                    out_path: out,
-                    err_path: errp,
-                    timestamps: spec.log_timestamps,
-                    max_bytes: spec.log_max_bytes,
-                    keep: spec.log_keep,
-                };
+                let shim = self.log_output.shim_config(&spec, out, errp);
                 let spawned = self.new_run(id).and_then(|r| {
                     let (run, dir) = match r {
                         Some(r) => (Some(r.path), Some(r.dir)),

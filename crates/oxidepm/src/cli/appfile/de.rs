@@ -324,6 +324,16 @@ impl<'de> Visitor<'de> for App<'_, '_> {
                     raw.log_max_bytes =
                         Some(ctx.value(m, &key, Amount::bytes(1 << 10, u64::MAX))?)
                 }
+                "log_target" => {
+                    raw.log_target = Some(ctx.value(
+                        m,
+                        &key,
+                        Str {
+                            check: oxidepm_proto::LogTarget::parse,
+                            expecting: "\"files\", \"journald\" or \"both\"",
+                        },
+                    )?)
+                }
                 "log_files_kept" => {
                     raw.log_keep = Some(u32_of(ctx.value(m, &key, Amount::count(0, 1000))?))
                 }

@@ -33,6 +33,7 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("time", "time"),
     ("log_max_size", "log_max_size"),
     ("log_files_kept", "log_files_kept"),
+    ("log_target", "log_target"),
     ("tags", "tags"),
     ("namespace", "namespace"),
     ("user", "user"),

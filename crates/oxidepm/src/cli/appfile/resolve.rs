@@ -29,6 +29,7 @@ pub(super) struct RawApp {
     pub log_timestamps: Option<bool>,
     pub log_max_bytes: Option<u64>,
     pub log_keep: Option<u32>,
+    pub log_target: Option<oxidepm_proto::LogTarget>,
     pub tags: Vec<String>,
     pub namespace: Option<String>,
     pub user: Option<String>,
@@ -127,6 +128,9 @@ pub(super) fn resolve(
     set(&mut spec.log_timestamps, raw.log_timestamps);
     set(&mut spec.log_max_bytes, raw.log_max_bytes);
     set(&mut spec.log_keep, raw.log_keep);
+    if raw.log_target.is_some() {
+        spec.log_target = raw.log_target;
+    }
     set(&mut spec.autostart, raw.autostart);
     Ok(spec)
 }
