@@ -9,6 +9,7 @@ mod connections;
 mod containment;
 mod harness;
 mod home;
+mod journal;
 mod lane_budgets;
 mod lane_transactions;
 mod lanes;
