@@ -192,6 +192,10 @@ pub struct StartArgs {
     /// Do not prefix log lines with a timestamp.
     #[arg(long)]
     pub no_timestamps: bool,
+    /// Where the app's output goes: files, journald or both (default:
+    /// daemon.toml's log_target).
+    #[arg(long, value_name = "TARGET", value_parser = oxidepm_proto::LogTarget::parse)]
+    pub log_target: Option<oxidepm_proto::LogTarget>,
 }
 
 /// `route` subcommands.

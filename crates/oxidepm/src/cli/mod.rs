@@ -314,6 +314,7 @@ fn spec_from_args(a: &StartArgs, command: Vec<String>) -> Result<AppSpec, Error>
     spec.user = a.user.clone();
     spec.protected = a.protected;
     spec.log_timestamps = !a.no_timestamps;
+    spec.log_target = a.log_target;
     spec.kind = match a.kind.as_deref() {
         None | Some("app") => AppKind::App,
         Some("agent") => AppKind::Agent,

@@ -63,7 +63,7 @@ impl Daemon {
                     self.audit(&caller, "kill", &apps, Some(&e));
                     return sink.send(&Response::err(id, e)).await;
                 }
-                log::info!("kill by {} via {}", caller.actor, caller.socket.as_str());
+                log::info!(actor:% = caller.actor; "kill by {} via {}", caller.actor, caller.socket.as_str());
                 // A shutdown, once begun, completes whatever the client
                 // does: it runs in a task of its own, which the connection
                 // going away does not cancel, and which lets the daemon

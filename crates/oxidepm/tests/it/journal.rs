@@ -255,3 +255,37 @@ fn journal_stream_inherited_by_a_daemon_whose_stderr_is_elsewhere_is_ignored() {
     assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
     stop(&env, child);
 }
+
+#[test]
+fn the_start_flag_sends_an_app_to_the_journal_and_a_bad_value_is_refused() {
+    let env = Env::new();
+    let (rx, sock) = journal(&env);
+    start_daemon(&env, &sock);
+    let err = env.fails(&[
+        "start",
+        "--log-target",
+        "syslog",
+        "--name",
+        "x",
+        "--",
+        "true",
+    ]);
+    assert!(err.contains("journald"), "{err}");
+    assert!(env.status().is_empty(), "nothing may start");
+
+    // A line as long as the writer's longest arrives whole, unmangled.
+    let long = "z".repeat(60_000);
+    let script = env.script("long.sh", &format!("echo {long}\nexec sleep 100000"));
+    env.ok(&[
+        "start",
+        "--log-target",
+        "journald",
+        "--name",
+        "long",
+        "--",
+        &script,
+    ]);
+    let e = next(&rx);
+    assert_eq!(text(&e, "SYSLOG_IDENTIFIER"), "long");
+    assert_eq!(text(&e, "MESSAGE"), long);
+}
