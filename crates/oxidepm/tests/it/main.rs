@@ -10,6 +10,7 @@ mod containment;
 mod harness;
 mod home;
 mod journal;
+mod journal_real;
 mod lane_budgets;
 mod lane_transactions;
 mod lanes;
