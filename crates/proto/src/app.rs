@@ -261,6 +261,15 @@ pub enum LogTarget {
 }
 
 impl LogTarget {
+    /// The name used in app files and daemon.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogTarget::Files => "files",
+            LogTarget::Journald => "journald",
+            LogTarget::Both => "both",
+        }
+    }
+
     /// Parses the name used in app files and daemon.toml.
     pub fn parse(s: &str) -> Result<LogTarget, String> {
         match s {

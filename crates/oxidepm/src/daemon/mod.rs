@@ -256,6 +256,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         s.set_containment(containment);
         s.agents_share_uid = config.agents_share_uid;
         s.log_output = crate::supervise::logshim::LogOutput::new(config.log_target);
+        s.log_output.check();
     }
     if let Err(e) = reaper::become_subreaper() {
         log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");

@@ -35,6 +35,20 @@ impl LogOutput {
         }
     }
 
+    /// Warns when daemon.toml sends apps to a journal that is not there
+    /// (their output then goes to their log files).
+    pub fn check(&self) {
+        if self.default != LogTarget::Files && !self.socket.exists() {
+            log::warn!(
+                "log_target = \"{}\" in daemon.toml, but there is no journal socket at {} \
+                 (is systemd-journald running? OXIDEPM_JOURNAL_SOCKET moves it); \
+                 app output goes to the log files until it appears",
+                self.default.as_str(),
+                self.socket.display()
+            );
+        }
+    }
+
     /// The writer's configuration for one run of `spec`.
     pub fn shim_config(&self, spec: &AppSpec, out_path: PathBuf, err_path: PathBuf) -> ShimConfig {
         let target = spec.log_target.unwrap_or(self.default);

@@ -171,6 +171,23 @@ fn without_a_journal_the_output_of_a_journald_app_still_reaches_its_files() {
 }
 
 #[test]
+fn a_daemon_toml_journald_without_a_journal_keeps_every_line_in_the_files() {
+    let env = Env::new();
+    env.daemon_toml("log_target = \"journald\"\n");
+    let absent = env.path("no-journal.sock");
+    start_daemon(&env, &absent);
+    // Said at start, before any app writes.
+    assert!(read(&env.home.join("daemon.log")).contains(&absent.display().to_string()));
+    env.ok(&["start", "--name", "api", "--", &talker(&env)]);
+    let (out, err) = (log(&env, "api", "out"), log(&env, "api", "err"));
+    env.wait(20, "the lines in the files", || {
+        lossy(&out).contains("hello out")
+            && lossy(&out).contains("bin ")
+            && lossy(&err).contains("hello err")
+    });
+}
+
+#[test]
 fn a_bad_log_target_is_refused_with_the_values_to_use() {
     let env = Env::new();
     let cfg = app_file(&env, "web", "/bin/true", "log_target = \"syslog\"\n");
