@@ -12,6 +12,9 @@ mod term;
 mod theme;
 mod view;
 
+#[cfg(test)]
+mod tests;
+
 pub use term::TermError;
 
 use model::{Model, Step};

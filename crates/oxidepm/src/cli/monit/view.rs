@@ -159,7 +159,9 @@ fn draw_apps(f: &mut Frame, area: Rect, m: &Model, t: &Theme) {
     let table = Table::new(rows, widths)
         .header(header)
         .block(block)
-        .row_highlight_style(t.selected());
+        .row_highlight_style(t.selected())
+        .highlight_symbol("› ")
+        .highlight_spacing(ratatui::widgets::HighlightSpacing::Always);
     let mut state = TableState::default().with_selected(Some(m.selected));
     f.render_stateful_widget(table, area, &mut state);
 }
