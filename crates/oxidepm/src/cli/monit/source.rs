@@ -201,24 +201,15 @@ pub fn spawn(mut source: impl Source + 'static, interval: Duration, want: Want) 
             {
                 return;
             }
-            let until = Instant::now() + interval;
-            loop {
-                let left = until.saturating_duration_since(Instant::now());
-                match ask_rx.recv_timeout(left) {
-                    Ok(Ask::Want(w)) => {
-                        want = w;
-                        break;
+            match ask_rx.recv_timeout(interval) {
+                Ok(Ask::Want(w)) => want = w,
+                Ok(Ask::Act(a)) => {
+                    if up_tx.send(Update::Done(source.act(&a))).is_err() {
+                        return;
                     }
-                    Ok(Ask::Act(a)) => {
-                        let done = source.act(&a);
-                        if up_tx.send(Update::Done(done)).is_err() {
-                            return;
-                        }
-                        break;
-                    }
-                    Err(RecvTimeoutError::Timeout) => break,
-                    Err(RecvTimeoutError::Disconnected) => return,
                 }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
             }
         }
     });

@@ -172,7 +172,11 @@ fn arrows_move_the_selection_within_the_apps_and_ask_for_its_log() {
         logs: Some(("worker".into(), LOG_LINES)),
     };
     assert_eq!(m.key(key(KeyCode::Down)), Step::Want(want));
-    assert_eq!(m.key(key(KeyCode::Down)), Step::Stay, "already at the bottom");
+    assert_eq!(
+        m.key(key(KeyCode::Down)),
+        Step::Stay,
+        "already at the bottom"
+    );
     assert_eq!(m.selected_app(), Some("worker"));
 }
 
@@ -219,7 +223,10 @@ fn with_no_app_r_and_s_send_nothing() {
 #[test]
 fn f_pauses_and_resumes_the_log_tail() {
     let mut m = model();
-    assert_eq!(m.key(key(KeyCode::Char('f'))), Step::Want(Want { logs: None }));
+    assert_eq!(
+        m.key(key(KeyCode::Char('f'))),
+        Step::Want(Want { logs: None })
+    );
     let (lines, _) = render(&m, Theme { color: false });
     row(&lines, "logs: web (paused)");
     row(&lines, "listening on :8080");
