@@ -255,3 +255,31 @@ fn monit_without_a_terminal_says_so_and_starts_nothing() {
     assert!(err.contains("terminal"), "{err}");
     assert!(!env.home.join("daemon.sock").exists(), "no daemon started");
 }
+
+#[test]
+fn monit_shows_each_agents_inbox_from_the_lanes_report() {
+    let env = Env::new();
+    crate::lanes::start_agents(&env, &["alice"]);
+    let mut bridge = crate::lanes::host_conn(&env, "bridge");
+    for text in ["one", "two", "three"] {
+        crate::lanes::run(
+            &mut bridge,
+            &["XADD", "alice:webhook:inbox", "*", "text", text],
+        )
+        .unwrap();
+    }
+    let Some(t) = Tmux::start(&env, None) else {
+        return;
+    };
+    t.monit(&env, "alice");
+    // agent, inbox, pending, outbox, dead.
+    let s = t.wait_for(&env, "alice's lane with 3 in her inbox", |s| {
+        s.lines().any(|l| {
+            let cells: Vec<&str> = l.split(['│', ' ']).filter(|c| !c.is_empty()).collect();
+            cells == ["alice", "3", "0", "0", "0"]
+        })
+    });
+    assert!(s.contains("┌lanes"), "{s}");
+    t.keys(&["q"]);
+    t.assert_shell_back(&env);
+}

@@ -233,8 +233,8 @@ fn lane_sums(a: &AgentLaneReport) -> [i64; 4] {
 fn draw_lanes(f: &mut Frame, area: Rect, agents: &[AgentLaneReport], m: &Model, t: &Theme) {
     let title = match m.rates {
         Some(r) => format!(
-            "lanes  routed {:.1}/s  unrouted {:.1}/s  delivered {:.1}/s  retried {:.1}/s  dead {:.1}/s",
-            r.routed, r.unrouted, r.delivered, r.retried, r.dead
+            "lanes: routed {:.1}/s delivered {:.1}/s unrouted {:.1}/s retried {:.1}/s dead {:.1}/s",
+            r.routed, r.delivered, r.unrouted, r.retried, r.dead
         ),
         None => "lanes".into(),
     };
