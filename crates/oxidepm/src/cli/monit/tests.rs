@@ -247,3 +247,38 @@ fn q_esc_and_ctrl_c_quit() {
     assert_eq!(m.key(ctrl_c), Step::Quit);
     assert_eq!(m.key(key(KeyCode::Char('x'))), Step::Stay);
 }
+
+#[test]
+fn a_crowded_host_still_shows_every_pane_and_the_log_at_80x24() {
+    let apps: Vec<AppInfo> = (1..=12)
+        .map(|i| app(i, &format!("app{i}"), "online", Some(100 + i as u32)))
+        .collect();
+    let mut s = snapshot(apps);
+    s.logs = Some((
+        "app1".into(),
+        Ok((0..30)
+            .map(|i| line("app1", &format!("line {i}")))
+            .collect()),
+    ));
+    s.lanes = Some(Ok(serde_json::from_value(json!({
+        "agents": (0..6).map(|i| json!({"acl_user": format!("agent_a{i}"), "agent": format!("a{i}"),
+            "socket": "/x", "streams": []})).collect::<Vec<_>>(),
+        "bridge": {"counters": {}, "default_agent": null, "routes": []}
+    }))
+    .unwrap()));
+    let mut m = Model::default();
+    m.apply(s);
+    let (lines, _) = render(&m, Theme { color: false });
+    for pane in ["┌apps", "┌logs: app1", "┌events", "┌lanes", "q quit"] {
+        row(&lines, pane);
+    }
+    for i in 25..30 {
+        row(&lines, &format!("line {i}"));
+    }
+    row(&lines, "› app1");
+    for _ in 0..11 {
+        m.key(key(KeyCode::Down));
+    }
+    let (lines, _) = render(&m, Theme { color: false });
+    row(&lines, "› app12");
+}

@@ -46,23 +46,70 @@ fn or_dash<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
+/// Lines a pane wants, and the fewest it can do with.
+struct Want {
+    rows: u16,
+    min: u16,
+}
+
+/// The heights of the apps, events and lanes panes (borders and headers
+/// included) in `height` lines: each gets its rows while the log keeps
+/// `LOG_ROOM` lines, then they shrink in turn down to their minimum, so
+/// that 80×24 still shows every pane.
+fn heights(height: u16, apps: Want, events: Want, lanes: Want) -> [u16; 3] {
+    // Title, status and help lines, and the log pane's borders.
+    let fixed = 3 + 2;
+    let mut h = [apps.rows, events.rows, lanes.rows];
+    let mins = [apps.min, events.min, lanes.min];
+    let chrome = [3, 2, 3];
+    let total = |h: &[u16; 3]| {
+        h.iter()
+            .zip(chrome)
+            .map(|(&r, c)| if r == 0 { 0 } else { r + c })
+            .sum::<u16>()
+    };
+    // Shrink the lanes first, then the events, then the apps, one line at a time.
+    for i in [2, 1, 0] {
+        while h[i] > mins[i] && fixed + total(&h) + LOG_ROOM > height {
+            h[i] -= 1;
+        }
+    }
+    let mut out = [0; 3];
+    for i in 0..3 {
+        out[i] = if h[i] == 0 { 0 } else { h[i] + chrome[i] };
+    }
+    out
+}
+
+/// Log lines kept when the other panes shrink.
+const LOG_ROOM: u16 = 5;
+
 /// Draws the whole screen.
 pub fn draw(f: &mut Frame, m: &Model, t: &Theme) {
     let agents = match &m.lanes {
-        Some(Ok(r)) if !r.agents.is_empty() => r.agents.len() as u16,
+        Some(Ok(r)) => r.agents.len() as u16,
         _ => 0,
     };
-    let apps_h = (m.apps.len() as u16).clamp(1, MAX_APP_ROWS) + 3;
-    let lanes_h = if agents > 0 {
-        agents.min(MAX_AGENT_ROWS) + 3
-    } else {
-        0
-    };
+    let [apps_h, events_h, lanes_h] = heights(
+        f.area().height,
+        Want {
+            rows: (m.apps.len() as u16).clamp(1, MAX_APP_ROWS),
+            min: 1,
+        },
+        Want {
+            rows: EVENT_ROWS,
+            min: 2,
+        },
+        Want {
+            rows: agents.min(MAX_AGENT_ROWS),
+            min: agents.min(1),
+        },
+    );
     let [title, apps, logs, events, lanes, status, help] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(apps_h),
         Constraint::Min(3),
-        Constraint::Length(EVENT_ROWS + 2),
+        Constraint::Length(events_h),
         Constraint::Length(lanes_h),
         Constraint::Length(1),
         Constraint::Length(1),
@@ -142,7 +189,7 @@ fn draw_apps(f: &mut Frame, area: Rect, m: &Model, t: &Theme) {
         Constraint::Length(3),
         Constraint::Length(6),
         Constraint::Length(7),
-        Constraint::Length(14),
+        Constraint::Length(13),
     ];
     let header = Row::new(vec![
         "name",
