@@ -38,6 +38,21 @@ pub struct Rates {
     pub dead: f64,
 }
 
+/// The log request answers each stream's tail in turn; a tail reads in
+/// time order, so when every line carries its timestamp the two streams
+/// are merged by it (a stable sort keeps each stream's own order).
+fn interleave(lines: &mut [LogLine]) {
+    // `2026-11-30T18:04:11.123Z `: RFC 3339 in UTC sorts as text.
+    let stamp = |l: &LogLine| {
+        let b = l.line.as_bytes();
+        (b.len() >= 24 && b[4] == b'-' && b[10] == b'T' && b[23] == b'Z')
+            .then(|| l.line[..24].to_string())
+    };
+    if lines.iter().all(|l| stamp(l).is_some()) {
+        lines.sort_by_cached_key(|l| stamp(l));
+    }
+}
+
 /// Everything on the screen.
 #[derive(Debug, Default)]
 pub struct Model {
@@ -115,7 +130,8 @@ impl Model {
         if let Some((app, logs)) = s.logs {
             self.log_app = Some(app);
             match logs {
-                Ok(lines) => {
+                Ok(mut lines) => {
+                    interleave(&mut lines);
                     self.logs = lines;
                     self.logs_error = None;
                 }

@@ -282,3 +282,23 @@ fn a_crowded_host_still_shows_every_pane_and_the_log_at_80x24() {
     let (lines, _) = render(&m, Theme { color: false });
     row(&lines, "› app12");
 }
+
+#[test]
+fn stdout_and_stderr_tails_are_merged_by_their_timestamps() {
+    let mut s = snapshot(vec![app(1, "web", "online", Some(101))]);
+    let err = |t: &str| -> LogLine {
+        serde_json::from_value(json!({"app": "web", "stream": "err", "line": t})).unwrap()
+    };
+    s.logs = Some((
+        "web".into(),
+        Ok(vec![
+            line("web", "2026-11-30T18:00:01.000Z out one"),
+            line("web", "2026-11-30T18:00:03.000Z out two"),
+            err("2026-11-30T18:00:02.000Z err one"),
+        ]),
+    ));
+    let mut m = Model::default();
+    m.apply(s);
+    let text: Vec<&str> = m.logs.iter().map(|l| &l.line[25..]).collect();
+    assert_eq!(text, ["out one", "err one", "out two"]);
+}

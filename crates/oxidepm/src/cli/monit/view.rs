@@ -47,7 +47,7 @@ fn or_dash<T: ToString>(v: Option<T>) -> String {
 }
 
 /// Lines a pane wants, and the fewest it can do with.
-struct Want {
+struct Fit {
     rows: u16,
     min: u16,
 }
@@ -56,7 +56,7 @@ struct Want {
 /// included) in `height` lines: each gets its rows while the log keeps
 /// `LOG_ROOM` lines, then they shrink in turn down to their minimum, so
 /// that 80×24 still shows every pane.
-fn heights(height: u16, apps: Want, events: Want, lanes: Want) -> [u16; 3] {
+fn heights(height: u16, apps: Fit, events: Fit, lanes: Fit) -> [u16; 3] {
     // Title, status and help lines, and the log pane's borders.
     let fixed = 3 + 2;
     let mut h = [apps.rows, events.rows, lanes.rows];
@@ -92,15 +92,15 @@ pub fn draw(f: &mut Frame, m: &Model, t: &Theme) {
     };
     let [apps_h, events_h, lanes_h] = heights(
         f.area().height,
-        Want {
+        Fit {
             rows: (m.apps.len() as u16).clamp(1, MAX_APP_ROWS),
             min: 1,
         },
-        Want {
+        Fit {
             rows: EVENT_ROWS,
             min: 2,
         },
-        Want {
+        Fit {
             rows: agents.min(MAX_AGENT_ROWS),
             min: agents.min(1),
         },
