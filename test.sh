@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/need.sh
 
-need_packages redis-server:redis-server redis-cli:redis-tools \
+need_packages redis-server:redis-server redis-cli:redis-tools tmux:tmux \
   systemd-socket-activate:systemd useradd:passwd curl:curl python3:python3 pip3:python3-pip \
   node:nodejs npm:npm
 need_python aiosmtpd redis

@@ -112,6 +112,8 @@ pub enum Command {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
+    /// A live dashboard: apps, the selected app's log, events, lanes.
+    Monit,
     /// Agent lanes: sockets, ACL users, streams with length and pending.
     Lanes,
     /// The bridge's routes: list, add, rm.

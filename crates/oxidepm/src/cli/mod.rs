@@ -4,6 +4,7 @@ pub mod appfile;
 mod args;
 mod connect;
 mod error;
+mod monit;
 mod output;
 mod startup;
 mod terminal;
@@ -27,6 +28,9 @@ use std::process::ExitCode;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = cli.json;
+    if let Command::Monit = cli.command {
+        return monit::main();
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -181,6 +185,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 }
             }
         }
+        Command::Monit => return Ok(()),
         Command::Lanes => out.lanes(&connect::client(true)?.call_as(Op::Lanes)?),
         Command::Startup { user, write } => {
             let home = crate::paths::Home::from_env();

@@ -18,6 +18,7 @@ mod lanes_security;
 mod lifecycle;
 mod logs_big;
 mod logwriter;
+mod monit;
 mod ops;
 mod ops_limits;
 mod recovery;
