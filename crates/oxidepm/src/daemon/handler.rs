@@ -4,11 +4,12 @@ use super::errors::OpError;
 use super::refusals::{thousands, Kind, Refusals, Verdict};
 use super::Daemon;
 use crate::access::{policy, Caller, Peer};
+use crate::bus::Published;
 use crate::server::Sink;
 use crate::store::NewAudit;
 use crate::supervise::{control, lock};
 use crate::timefmt::{now_ms, rfc3339_ms};
-use oxidepm_proto::{ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response};
+use oxidepm_proto::{AuditRecord, ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response};
 use std::sync::Arc;
 
 /// How long a failing request past the written few of its kind waits
@@ -55,6 +56,31 @@ impl Daemon {
                     actor: caller.actor.to_string(),
                 };
                 self.stream_logs(id, ask, sink).await
+            }
+            Op::Subscribe {
+                ref target,
+                ref kinds,
+            } => {
+                let mut apps = Vec::new();
+                let only = match self.authorize(&caller, &req.op, &mut apps) {
+                    Ok(only) => only,
+                    Err(e) => {
+                        let e = ErrorBody::from(e);
+                        self.audit(&caller, "subscribe", &apps, Some(&e));
+                        return sink.send(&Response::err(id, e)).await;
+                    }
+                };
+                log::debug!(
+                    "subscribe by {} via {}",
+                    caller.actor,
+                    caller.socket.as_str()
+                );
+                let ask = super::ops::SubscribeAsk {
+                    target: target.clone(),
+                    kinds: kinds.clone(),
+                    only,
+                };
+                self.stream_subscription(id, &caller, ask, sink).await
             }
             Op::Kill => {
                 let mut apps = Vec::new();
@@ -169,6 +195,11 @@ impl Daemon {
                 op: op.to_string(),
                 code: outcome.to_string(),
             };
+            // Every refusal is streamed to the admins watching, even one
+            // that is only counted here: they see a flood as it happens.
+            if is_refusal(e.code) {
+                self.publish_refusal(caller, op, apps, e);
+            }
             if self.refusals().admit(kind, now_ms()) == Verdict::Count {
                 return false;
             }
@@ -231,6 +262,21 @@ impl Daemon {
                 message: &message,
             });
         }
+    }
+
+    /// Publishes a refused request on the bus (for admins' subscriptions).
+    fn publish_refusal(&self, caller: &Caller, op: &str, apps: &[String], e: &ErrorBody) {
+        let bus = lock(&self.sup).bus.clone();
+        bus.publish(Published::Refusal(AuditRecord {
+            seq: 0,
+            at: rfc3339_ms(now_ms()),
+            actor: caller.actor.clone(),
+            socket: caller.socket.as_str().to_string(),
+            op: op.to_string(),
+            apps: apps.to_vec(),
+            outcome: e.code.as_str().to_string(),
+            message: e.message.clone(),
+        }));
     }
 
     fn refusals(&self) -> std::sync::MutexGuard<'_, Refusals> {

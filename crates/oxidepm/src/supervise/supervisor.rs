@@ -10,6 +10,7 @@ use super::logshim::ShimConfig;
 use super::policy::{self, Decision, Exit};
 use super::spawn::{self, Creds, SpawnError};
 use super::Error;
+use crate::bus::Bus;
 use crate::paths::Home;
 use crate::store::{RuntimeRow, Store, StoreError};
 use crate::timefmt::now_ms;
@@ -29,6 +30,7 @@ pub type LaneEnv = Box<dyn Fn(&str) -> Option<Vec<(String, String)>> + Send>;
 mod agents;
 mod members;
 mod orphans;
+mod record;
 mod restarts;
 mod select;
 mod starting;
@@ -91,6 +93,8 @@ pub struct Supervisor {
     /// Automatic restarts waiting for the restart task, and each app's
     /// recent restarts.
     pub(crate) restarts: super::restarts::RestartQueue,
+    /// Where every recorded event is published as it happens.
+    pub bus: Arc<Bus>,
 }
 
 impl Supervisor {
@@ -117,6 +121,7 @@ impl Supervisor {
                 lane_env: None,
                 agents_share_uid: false,
                 restarts: Default::default(),
+                bus: Bus::new(),
             })
         })
     }
@@ -240,25 +245,6 @@ impl Supervisor {
                     self.store.check_file(false);
                 }
             }
-        }
-    }
-
-    /// Records a lifecycle event of an app.
-    pub fn event(&self, id: u64, kind: EventKind, actor: &Actor, detail: &str) {
-        let name = self
-            .apps
-            .get(&id)
-            .map(|a| a.spec.name.as_str())
-            .unwrap_or("?");
-        log::info!(
-            "{name}: {kind} by {actor}{}{detail}",
-            if detail.is_empty() { "" } else { ": " }
-        );
-        if let Err(e) = self
-            .store
-            .record_event(id, name, kind.as_str(), actor, detail)
-        {
-            log::error!("cannot record event {kind} of {name} (kept in memory, retried): {e}");
         }
     }
 
