@@ -69,10 +69,19 @@ pub enum Next {
 /// Whether a subscriber wants (and may see) a record.
 pub type Filter = Box<dyn Fn(&Published) -> bool + Send + Sync>;
 
+/// Subscribers at once of one peer (its quota key, as for connections).
+pub const MAX_PER_PEER: usize = 4;
+
 /// Why a subscription was not made.
 #[derive(Debug, thiserror::Error)]
-#[error("{MAX_SUBSCRIBERS} subscribers are already streaming; close one (or poll `events`) and try again")]
-pub struct Full;
+pub enum Full {
+    /// Every subscriber slot is taken.
+    #[error("{MAX_SUBSCRIBERS} subscribers are already streaming; close one (or poll `events`) and try again")]
+    All,
+    /// The peer already holds its share.
+    #[error("{MAX_PER_PEER} subscriptions of {0} are already streaming; close one and try again")]
+    Peer(String),
+}
 
 enum Entry {
     Record(Arc<Published>),
@@ -87,6 +96,7 @@ struct Queue {
 }
 
 struct Subscriber {
+    owner: String,
     filter: Filter,
     queue: Mutex<Queue>,
     ready: Notify,
@@ -153,14 +163,19 @@ impl Bus {
         }
     }
 
-    /// Adds a subscriber that receives what `filter` takes from now on;
-    /// it is removed when the returned handle is dropped.
-    pub fn subscribe(self: &Arc<Self>, filter: Filter) -> Result<Subscription, Full> {
+    /// Adds a subscriber of `owner` (whose quota it counts against) that
+    /// receives what `filter` takes from now on; it is removed when the
+    /// returned handle is dropped.
+    pub fn subscribe(self: &Arc<Self>, owner: &str, filter: Filter) -> Result<Subscription, Full> {
         let mut subs = self.subscribers();
         if subs.len() >= MAX_SUBSCRIBERS {
-            return Err(Full);
+            return Err(Full::All);
+        }
+        if subs.iter().filter(|s| s.owner == owner).count() >= MAX_PER_PEER {
+            return Err(Full::Peer(owner.to_string()));
         }
         let sub = Arc::new(Subscriber {
+            owner: owner.to_string(),
             filter,
             queue: Mutex::new(Queue::default()),
             ready: Notify::new(),
@@ -245,7 +260,7 @@ mod tests {
     #[test]
     fn a_full_queue_ends_in_one_gap_marker_then_goes_on() {
         let bus = Bus::new();
-        let sub = bus.subscribe(Box::new(|_| true)).unwrap();
+        let sub = bus.subscribe("p", Box::new(|_| true)).unwrap();
         let over = 10;
         for i in 0..(QUEUE_RECORDS + over) as u64 {
             bus.publish(event("web", i));
@@ -276,13 +291,25 @@ mod tests {
     }
 
     #[test]
-    fn subscribers_are_bounded() {
+    fn subscribers_are_bounded_per_peer_and_in_all() {
         let bus = Bus::new();
-        let subs: Vec<_> = (0..MAX_SUBSCRIBERS)
-            .map(|_| bus.subscribe(Box::new(|_| true)).unwrap())
+        let all = |_: &Published| true;
+        let mine: Vec<_> = (0..MAX_PER_PEER)
+            .map(|_| bus.subscribe("me", Box::new(all)).unwrap())
             .collect();
-        assert!(bus.subscribe(Box::new(|_| true)).is_err());
-        drop(subs);
-        assert!(bus.subscribe(Box::new(|_| true)).is_ok());
+        assert!(matches!(
+            bus.subscribe("me", Box::new(all)),
+            Err(Full::Peer(_))
+        ));
+        let others: Vec<_> = (MAX_PER_PEER..MAX_SUBSCRIBERS)
+            .map(|i| bus.subscribe(&format!("p{i}"), Box::new(all)).unwrap())
+            .collect();
+        assert!(matches!(
+            bus.subscribe("new", Box::new(all)),
+            Err(Full::All)
+        ));
+        drop(others);
+        drop(mine);
+        assert!(bus.subscribe("me", Box::new(all)).is_ok());
     }
 }

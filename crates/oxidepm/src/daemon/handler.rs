@@ -79,6 +79,7 @@ impl Daemon {
                     target: target.clone(),
                     kinds: kinds.clone(),
                     only,
+                    owner: super::holder(peer).key.0,
                 };
                 self.stream_subscription(id, &caller, ask, sink).await
             }

@@ -369,3 +369,41 @@ fn a_malformed_subscribe_gets_a_clear_error_and_the_connection_goes_on() {
     let r = ai.call(json!({"id": 5, "op": "subscribe", "kinds": ["refusal"]}));
     assert_eq!(r["error"]["code"], "E_POLICY_DENIED", "{r}");
 }
+
+#[test]
+fn one_peer_holds_a_bounded_number_of_subscriptions_and_a_closed_one_is_given_back() {
+    let env = Env::new();
+    env.ok(&["ping"]);
+    let req = json!({"id": 1, "op": "subscribe"});
+    let mut held: Vec<Raw> = (0..4)
+        .map(|_| subscribe(&env, "daemon.sock", req.clone()))
+        .collect();
+    let mut extra = env.raw("daemon.sock");
+    let r = extra.call(req.clone());
+    assert_eq!(r["error"]["code"], "E_UNAVAILABLE", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("close one"),
+        "{r}"
+    );
+    // The refused one is still a working connection.
+    assert_eq!(extra.call(json!({"id": 2, "op": "ping"}))["ok"], true);
+    // A subscriber that hangs up gives its place back.
+    let gone = held.pop().unwrap();
+    drop(gone);
+    env.wait(20, "the closed subscription's place", || {
+        let mut again = env.raw("daemon.sock");
+        again.send(&req.to_string());
+        again
+            .recv()
+            .is_some_and(|r| r["stream"]["subscribed"].is_object())
+    });
+    // Those still held keep streaming.
+    env.ok(&["start", "--name", "web", "--", "sleep", "1000"]);
+    for raw in &mut held {
+        let mut got = Got::default();
+        got.read_until(raw, |g| g.events.iter().any(|e| e["app"] == "web"));
+    }
+}

@@ -26,6 +26,8 @@ pub struct SubscribeAsk {
     pub kinds: Vec<String>,
     /// The apps the caller's grant narrowed a request without a selector to.
     pub only: Option<Vec<String>>,
+    /// Whose quota the subscription counts against (the connection's).
+    pub owner: String,
 }
 
 /// The decided filter of one subscription.
@@ -128,7 +130,7 @@ impl Daemon {
             refusals: wanted.refusals,
         };
         let filter: Filter = Box::new(move |p| wanted.takes(p));
-        let sub = match bus.subscribe(filter) {
+        let sub = match bus.subscribe(&ask.owner, filter) {
             Ok(s) => s,
             Err(e) => return sink.send(&Response::err(id, OpError::from(e).into())).await,
         };
