@@ -278,9 +278,10 @@ mod tests {
     fn filters_decide_and_a_dropped_subscription_is_removed() {
         let bus = Bus::new();
         let sub = bus
-            .subscribe(Box::new(
-                |p| matches!(p, Published::Event { record, .. } if record.app == "web"),
-            ))
+            .subscribe(
+                "p",
+                Box::new(|p| matches!(p, Published::Event { record, .. } if record.app == "web")),
+            )
             .unwrap();
         bus.publish(event("db", 1));
         bus.publish(event("web", 2));
