@@ -227,6 +227,39 @@ impl Drop for Subscription {
     }
 }
 
+/// Each agent's subscription through its `ops` lane (one at most: a new
+/// one replaces the old), drained into its `ops` inbox by the lane's
+/// worker.
+#[derive(Clone, Default)]
+pub struct Feeds {
+    by_agent: Arc<Mutex<std::collections::HashMap<String, Subscription>>>,
+}
+
+impl Feeds {
+    fn map(&self) -> MutexGuard<'_, std::collections::HashMap<String, Subscription>> {
+        self.by_agent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets `agent`'s subscription, ending the one it had.
+    pub fn set(&self, agent: &str, sub: Subscription) {
+        self.map().insert(agent.to_string(), sub);
+    }
+
+    /// Ends `agent`'s subscription, if any.
+    pub fn remove(&self, agent: &str) {
+        self.map().remove(agent);
+    }
+
+    /// Up to `max` records (or gap markers) queued for `agent`.
+    pub fn drain(&self, agent: &str, max: usize) -> Vec<Next> {
+        let map = self.map();
+        let Some(sub) = map.get(agent) else {
+            return Vec::new();
+        };
+        std::iter::from_fn(|| sub.try_next()).take(max).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,12 +4,14 @@ use super::errors::OpError;
 use super::refusals::{thousands, Kind, Refusals, Verdict};
 use super::Daemon;
 use crate::access::{policy, Caller, Peer};
-use crate::bus::Published;
+use crate::bus::{Feeds, Published};
 use crate::server::Sink;
 use crate::store::NewAudit;
 use crate::supervise::{control, lock};
 use crate::timefmt::{now_ms, rfc3339_ms};
-use oxidepm_proto::{AuditRecord, ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response};
+use oxidepm_proto::{
+    AuditRecord, ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response, Streamed,
+};
 use std::sync::Arc;
 
 /// How long a failing request past the written few of its kind waits
@@ -121,6 +123,44 @@ impl Daemon {
                 let resp = self.answer(&caller, req).await;
                 sink.send(&resp).await
             }
+        }
+    }
+
+    /// Answers one request that came through an agent's `ops` lane: a
+    /// `subscribe` sets the agent's feed (its records go to its inbox),
+    /// anything else is answered as on a socket.
+    pub async fn answer_lane(&self, caller: &Caller, req: Request, feeds: &Feeds) -> Response {
+        let Op::Subscribe {
+            ref target,
+            ref kinds,
+        } = req.op
+        else {
+            return self.answer(caller, req).await;
+        };
+        let mut apps = Vec::new();
+        let only = match self.authorize(caller, &req.op, &mut apps) {
+            Ok(only) => only,
+            Err(e) => {
+                let e = ErrorBody::from(e);
+                self.audit(caller, "subscribe", &apps, Some(&e));
+                return Response::err(req.id, e);
+            }
+        };
+        let ask = super::ops::SubscribeAsk {
+            target: target.clone(),
+            kinds: kinds.clone(),
+            only,
+            owner: format!("lane {}", caller.actor.label),
+        };
+        match self.subscription(caller, ask) {
+            Ok((head, sub)) => {
+                feeds.set(&caller.actor.label, sub);
+                match serde_json::to_value(Streamed::Subscribed(head)) {
+                    Ok(v) => Response::ok(req.id, v),
+                    Err(e) => Response::err(req.id, OpError::Answer(e).into()),
+                }
+            }
+            Err(e) => Response::err(req.id, e.into()),
         }
     }
 

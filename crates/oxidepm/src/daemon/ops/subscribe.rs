@@ -5,7 +5,7 @@
 //! is an admin, and a `missed` marker wherever its queue overflowed.
 
 use crate::access::{Caller, Scope};
-use crate::bus::{Filter, Next, Published};
+use crate::bus::{Filter, Next, Published, Subscription};
 use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
 use crate::server::Sink;
@@ -109,6 +109,24 @@ impl Daemon {
         })
     }
 
+    /// Subscribes `caller` to what `ask` wants of what it may see; returns
+    /// the `subscribed` record and the subscription.
+    pub(in crate::daemon) fn subscription(
+        &self,
+        caller: &Caller,
+        ask: SubscribeAsk,
+    ) -> Result<(Subscribed, Subscription), OpError> {
+        let wanted = self.wanted(caller, &ask)?;
+        let bus = lock(&self.sup).bus.clone();
+        let head = Subscribed {
+            apps: ask.target.map(|t| vec![t]).or(ask.only),
+            kinds: wanted.kinds.iter().flatten().cloned().collect(),
+            refusals: wanted.refusals,
+        };
+        let filter: Filter = Box::new(move |p| wanted.takes(p));
+        Ok((head, bus.subscribe(&ask.owner, filter)?))
+    }
+
     /// `subscribe` on a socket: a `subscribed` item, then every record the
     /// subscriber may see as it is published, until the client goes. The
     /// publisher never waits for it: a client that does not keep up is
@@ -120,19 +138,9 @@ impl Daemon {
         ask: SubscribeAsk,
         sink: &mut Sink,
     ) -> std::io::Result<()> {
-        let (wanted, bus) = match self.wanted(caller, &ask) {
-            Ok(w) => (w, lock(&self.sup).bus.clone()),
-            Err(e) => return sink.send(&Response::err(id, e.into())).await,
-        };
-        let head = Subscribed {
-            apps: ask.target.map(|t| vec![t]).or(ask.only),
-            kinds: wanted.kinds.iter().flatten().cloned().collect(),
-            refusals: wanted.refusals,
-        };
-        let filter: Filter = Box::new(move |p| wanted.takes(p));
-        let sub = match bus.subscribe(&ask.owner, filter) {
+        let (head, sub) = match self.subscription(caller, ask) {
             Ok(s) => s,
-            Err(e) => return sink.send(&Response::err(id, OpError::from(e).into())).await,
+            Err(e) => return sink.send(&Response::err(id, e.into())).await,
         };
         send(sink, id, &Streamed::Subscribed(head)).await?;
         loop {
