@@ -23,6 +23,7 @@ pub const EVENT_KINDS: &[&str] = &[
     "unhealthy",
     "cron",
     "orphan",
+    "health",
 ];
 
 /// One streamed record of `subscribe`, as `{"<kind>": …}`.

@@ -407,3 +407,60 @@ fn one_peer_holds_a_bounded_number_of_subscriptions_and_a_closed_one_is_given_ba
         got.read_until(raw, |g| g.events.iter().any(|e| e["app"] == "web"));
     }
 }
+
+#[test]
+fn a_subscriber_to_health_sees_an_app_turn_healthy_then_unhealthy() {
+    let env = Env::new();
+    env.ok(&["ping"]);
+    let flag = env.path("up");
+    let cfg = env.path("apps.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[apps]]\nname = \"web\"\nscript = \"sleep\"\nargs = [\"1000\"]\n[apps.health]\ncommand = [\"test\", \"-e\", \"{}\"]\ninterval = \"200ms\"\nretries = 100\nstart_period = \"0s\"\n",
+            flag.display()
+        ),
+    )
+    .unwrap();
+    let mut raw = subscribe(
+        &env,
+        "daemon.sock",
+        json!({"id": 1, "op": "subscribe", "kinds": ["health"]}),
+    );
+    env.ok(&["start", cfg.to_str().unwrap()]);
+    let mut got = Got::default();
+    got.read_until(&mut raw, |g| !g.events.is_empty());
+    assert!(
+        got.events[0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("unhealthy"),
+        "{:?}",
+        got.events
+    );
+    std::fs::write(&flag, "").unwrap();
+    got.read_until(&mut raw, |g| g.events.len() >= 2);
+    std::fs::remove_file(&flag).unwrap();
+    got.read_until(&mut raw, |g| g.events.len() >= 3);
+    let details: Vec<&str> = got
+        .events
+        .iter()
+        .map(|e| e["detail"].as_str().unwrap())
+        .collect();
+    assert_eq!(details[1], "healthy", "{details:?}");
+    assert!(details[2].starts_with("unhealthy"), "{details:?}");
+    for e in &got.events {
+        assert_eq!(
+            (e["kind"].as_str(), e["actor"].as_str()),
+            (Some("health"), Some("system:health"))
+        );
+    }
+    // Only changes are events: the checks in between are not.
+    assert_eq!(
+        env.daemon_events("web")
+            .iter()
+            .filter(|e| e["kind"] == "health")
+            .count(),
+        3
+    );
+}
