@@ -69,6 +69,9 @@ pub enum Next {
 /// Whether a subscriber wants (and may see) a record.
 pub type Filter = Box<dyn Fn(&Published) -> bool + Send + Sync>;
 
+/// Of `MAX_SUBSCRIBERS`, places only a person may take (as connection
+/// slots are kept for persons): apps and agents cannot take them all.
+pub const KEPT_FOR_PERSONS: usize = 8;
 /// Subscribers at once of one peer (its quota key, as for connections).
 pub const MAX_PER_PEER: usize = 4;
 
@@ -163,12 +166,23 @@ impl Bus {
         }
     }
 
-    /// Adds a subscriber of `owner` (whose quota it counts against) that
-    /// receives what `filter` takes from now on; it is removed when the
-    /// returned handle is dropped.
-    pub fn subscribe(self: &Arc<Self>, owner: &str, filter: Filter) -> Result<Subscription, Full> {
+    /// Adds a subscriber of `owner` (whose quota it counts against; a
+    /// `person` may take the places kept for persons) that receives what
+    /// `filter` takes from now on; it is removed when the returned handle
+    /// is dropped.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        owner: &str,
+        person: bool,
+        filter: Filter,
+    ) -> Result<Subscription, Full> {
         let mut subs = self.subscribers();
-        if subs.len() >= MAX_SUBSCRIBERS {
+        let cap = if person {
+            MAX_SUBSCRIBERS
+        } else {
+            MAX_SUBSCRIBERS - KEPT_FOR_PERSONS
+        };
+        if subs.len() >= cap {
             return Err(Full::All);
         }
         if subs.iter().filter(|s| s.owner == owner).count() >= MAX_PER_PEER {
@@ -293,7 +307,7 @@ mod tests {
     #[test]
     fn a_full_queue_ends_in_one_gap_marker_then_goes_on() {
         let bus = Bus::new();
-        let sub = bus.subscribe("p", Box::new(|_| true)).unwrap();
+        let sub = bus.subscribe("p", true, Box::new(|_| true)).unwrap();
         let over = 10;
         for i in 0..(QUEUE_RECORDS + over) as u64 {
             bus.publish(event("web", i));
@@ -313,6 +327,7 @@ mod tests {
         let sub = bus
             .subscribe(
                 "p",
+                true,
                 Box::new(|p| matches!(p, Published::Event { record, .. } if record.app == "web")),
             )
             .unwrap();
@@ -329,21 +344,35 @@ mod tests {
         let bus = Bus::new();
         let all = |_: &Published| true;
         let mine: Vec<_> = (0..MAX_PER_PEER)
-            .map(|_| bus.subscribe("me", Box::new(all)).unwrap())
+            .map(|_| bus.subscribe("me", false, Box::new(all)).unwrap())
             .collect();
         assert!(matches!(
-            bus.subscribe("me", Box::new(all)),
+            bus.subscribe("me", false, Box::new(all)),
             Err(Full::Peer(_))
         ));
-        let others: Vec<_> = (MAX_PER_PEER..MAX_SUBSCRIBERS)
-            .map(|i| bus.subscribe(&format!("p{i}"), Box::new(all)).unwrap())
+        let others: Vec<_> = (MAX_PER_PEER..MAX_SUBSCRIBERS - KEPT_FOR_PERSONS)
+            .map(|i| {
+                bus.subscribe(&format!("p{i}"), false, Box::new(all))
+                    .unwrap()
+            })
             .collect();
         assert!(matches!(
-            bus.subscribe("new", Box::new(all)),
+            bus.subscribe("app", false, Box::new(all)),
             Err(Full::All)
         ));
+        let persons: Vec<_> = (0..KEPT_FOR_PERSONS)
+            .map(|i| {
+                bus.subscribe(&format!("person{i}"), true, Box::new(all))
+                    .unwrap()
+            })
+            .collect();
+        assert!(matches!(
+            bus.subscribe("person", true, Box::new(all)),
+            Err(Full::All)
+        ));
+        drop(persons);
         drop(others);
         drop(mine);
-        assert!(bus.subscribe("me", Box::new(all)).is_ok());
+        assert!(bus.subscribe("me", false, Box::new(all)).is_ok());
     }
 }

@@ -77,11 +77,13 @@ impl Daemon {
                     caller.actor,
                     caller.socket.as_str()
                 );
+                let holder = super::holder(peer);
                 let ask = super::ops::SubscribeAsk {
                     target: target.clone(),
                     kinds: kinds.clone(),
                     only,
-                    owner: super::holder(peer).key.0,
+                    owner: holder.key.0,
+                    person: holder.person,
                 };
                 self.stream_subscription(id, &caller, ask, sink).await
             }
@@ -151,6 +153,7 @@ impl Daemon {
             kinds: kinds.clone(),
             only,
             owner: format!("lane {}", caller.actor.label),
+            person: false,
         };
         match self.subscription(caller, ask) {
             Ok((head, sub)) => {

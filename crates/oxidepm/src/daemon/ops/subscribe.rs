@@ -28,6 +28,9 @@ pub struct SubscribeAsk {
     pub only: Option<Vec<String>>,
     /// Whose quota the subscription counts against (the connection's).
     pub owner: String,
+    /// Whether the owner is a person, who may take the places kept for
+    /// persons.
+    pub person: bool,
 }
 
 /// The decided filter of one subscription.
@@ -124,7 +127,7 @@ impl Daemon {
             refusals: wanted.refusals,
         };
         let filter: Filter = Box::new(move |p| wanted.takes(p));
-        Ok((head, bus.subscribe(&ask.owner, filter)?))
+        Ok((head, bus.subscribe(&ask.owner, ask.person, filter)?))
     }
 
     /// `subscribe` on a socket: a `subscribed` item, then every record the
