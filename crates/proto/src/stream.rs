@@ -54,3 +54,26 @@ pub struct Subscribed {
     /// Whether refusals are streamed.
     pub refusals: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_one_key_objects() {
+        let v = serde_json::to_value(Streamed::Missed(3)).unwrap();
+        assert_eq!(v, serde_json::json!({"missed": 3}));
+        let head = Streamed::Subscribed(Subscribed {
+            apps: None,
+            kinds: vec!["started".into()],
+            refusals: false,
+        });
+        let v = serde_json::to_value(&head).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"subscribed": {"kinds": ["started"], "refusals": false}})
+        );
+        let back: Streamed = serde_json::from_value(v).unwrap();
+        assert!(matches!(back, Streamed::Subscribed(s) if s.kinds == ["started"]));
+    }
+}
