@@ -7,6 +7,7 @@
 //! this crate but their entry points, so unused code shows.
 
 mod access;
+mod bus;
 mod cli;
 mod client;
 mod daemon;

@@ -13,6 +13,7 @@ pub mod record;
 pub mod reply;
 pub mod report;
 pub mod route;
+pub mod stream;
 pub mod wire;
 
 pub use actor::{Actor, Class, Tier};
@@ -31,6 +32,7 @@ pub use report::{
     StreamReport,
 };
 pub use route::{Route, RouteError};
+pub use stream::{Streamed, Subscribed, EVENT_KINDS, REFUSAL_KIND};
 pub use wire::{ErrorBody, ErrorCode, Op, Request, Response};
 
 /// Largest request line the daemon accepts on its main socket.

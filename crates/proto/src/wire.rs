@@ -93,6 +93,20 @@ pub enum Op {
         #[serde(default = "default_events")]
         limit: usize,
     },
+    /// Streams what happens as it happens, under the caller's read scope
+    /// (the apps `events` would show it): one [`Response`] item per
+    /// [`crate::Streamed`] record, first `subscribed`, then `event`s,
+    /// `refusal`s (to admins) and `missed` markers, until the client
+    /// closes. Never a final line unless the request is refused.
+    Subscribe {
+        /// Selector; every app in the caller's scope when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+        /// Event kinds (`started`, `exited`, …, and `refusal`); all when
+        /// empty.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kinds: Vec<String>,
+    },
     /// Empties log files.
     Flush {
         /// Selector; every app when absent.
@@ -167,6 +181,7 @@ impl Op {
             Op::Delete { .. } => "delete",
             Op::Logs { .. } => "logs",
             Op::Events { .. } => "events",
+            Op::Subscribe { .. } => "subscribe",
             Op::Flush { .. } => "flush",
             Op::Save { .. } => "save",
             Op::Resurrect { .. } => "resurrect",

@@ -17,6 +17,7 @@ mod start;
 mod start1000;
 mod status;
 mod storm;
+mod subscribe;
 
 use crate::report::Row;
 use crate::sandbox::{Bins, Result, Sandbox};
@@ -154,6 +155,11 @@ pub const ALL: &[Scenario] = &[
         name: "storm",
         about: "800 crash-looping apps: status latency during the storm, time until all errored",
         run: storm::run,
+    },
+    Scenario {
+        name: "subscribe",
+        about: "status round trip during a crash storm, without and with a subscriber that never reads",
+        run: subscribe::run,
     },
     Scenario {
         name: "kill2000",

@@ -173,6 +173,7 @@ pub fn required_tier(op: &Op) -> Tier {
         | Op::Show { .. }
         | Op::Logs { .. }
         | Op::Events { .. }
+        | Op::Subscribe { .. }
         | Op::Lanes
         | Op::Routes
         | Op::Audit { .. } => Tier::Read,

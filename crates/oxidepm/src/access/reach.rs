@@ -124,6 +124,10 @@ pub fn plan<A: AppIndex + ?Sized>(apps: &A, scope: &Scope, op: &Op) -> Result<Pl
             target: Some(target),
             ..
         }
+        | Op::Subscribe {
+            target: Some(target),
+            ..
+        }
         | Op::Flush {
             target: Some(target),
         } => p.before = apps.select(target)?,
@@ -133,7 +137,7 @@ pub fn plan<A: AppIndex + ?Sized>(apps: &A, scope: &Scope, op: &Op) -> Result<Pl
             p.started = starts(apps, &roots, &[]);
         }
         Op::Flush { target: None } => narrow(&mut p, scope, apps.all()),
-        Op::Events { target: None, .. } => {
+        Op::Events { target: None, .. } | Op::Subscribe { target: None, .. } => {
             // Every app's events for a caller without a grant: nothing to
             // weigh, and nothing worth naming in the audit.
             if matches!(scope, Scope::Only(_)) {

@@ -77,6 +77,13 @@ pub enum Command {
         /// Most recent events.
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Stream new events as they happen (until Ctrl-C) instead.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// With --follow: only these kinds (`started`, `exited`, …,
+        /// `refusal`); repeat or separate with commas.
+        #[arg(long = "kind", value_delimiter = ',', requires = "follow")]
+        kinds: Vec<String>,
     },
     /// Empty log files.
     Flush {

@@ -133,10 +133,24 @@ fn run(cli: Cli) -> Result<(), Error> {
             let _: Option<LogsDone> =
                 c.call_stream_as(op, |line: LogLine| out.log_line(&mut stdout, &line))?;
         }
-        Command::Events { target, limit } => {
+        Command::Events {
+            target,
+            limit,
+            follow: false,
+            ..
+        } => {
             let events: Vec<EventRecord> =
                 connect::client(true)?.call_as(Op::Events { target, limit })?;
             out.events(&events);
+        }
+        Command::Events { target, kinds, .. } => {
+            let mut c = connect::client(true)?;
+            let mut stdout = std::io::stdout().lock();
+            // Ends when stdout is closed (quietly) or on Ctrl-C.
+            let _: Option<serde_json::Value> = c.call_stream_as(
+                Op::Subscribe { target, kinds },
+                |item: oxidepm_proto::Streamed| out.streamed(&mut stdout, &item),
+            )?;
         }
         Command::Flush { target } => {
             let flushed: Flushed = connect::client(true)?.call_as(Op::Flush { target })?;

@@ -11,7 +11,7 @@ use super::terminal::escape_controls;
 use crate::timefmt::short_duration;
 use oxidepm_proto::{
     AppAction, AppInfo, AuditRecord, Counters, Defined, EventRecord, Identity, LanesReport,
-    LogLine, LogStream, RoutesReport, Status, Stopped,
+    LogLine, LogStream, RoutesReport, Status, Stopped, Streamed,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -327,6 +327,41 @@ impl Printer {
                 LogStream::Out => "out",
             };
             writeln!(out, "{}|{tag}| {}", item.app, self.text(&item.line))
+        };
+        r.and_then(|_| out.flush()).is_ok()
+    }
+
+    /// Prints one record of `events --follow`; false when stdout is closed.
+    pub fn streamed(&self, out: &mut impl Write, item: &Streamed) -> bool {
+        let r = if self.json {
+            writeln!(out, "{}", to_value(item))
+        } else {
+            match item {
+                Streamed::Subscribed(_) => Ok(()),
+                Streamed::Event(e) => writeln!(
+                    out,
+                    "{} {} {} by {}{}{}",
+                    e.at,
+                    e.app,
+                    e.kind,
+                    e.actor,
+                    if e.detail.is_empty() { "" } else { ": " },
+                    self.text(&e.detail)
+                ),
+                Streamed::Refusal(a) => writeln!(
+                    out,
+                    "{} refused {} by {} via {}: {}",
+                    a.at,
+                    a.op,
+                    a.actor,
+                    a.socket,
+                    self.text(&a.message)
+                ),
+                Streamed::Missed(n) => writeln!(
+                    out,
+                    "… {n} events missed here (this terminal did not read fast enough)"
+                ),
+            }
         };
         r.and_then(|_| out.flush()).is_ok()
     }

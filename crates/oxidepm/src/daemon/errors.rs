@@ -35,6 +35,28 @@ pub enum OpError {
     /// `kill` through an agent's lane.
     #[error("kill is only available on the daemon's sockets")]
     KillOffSocket,
+    /// `subscribe` through an agent's lane.
+    #[error("subscribe is only available on the daemon's sockets; poll `events` through the lane")]
+    SubscribeOffSocket,
+    /// `subscribe` with an event kind this daemon does not know.
+    #[error("unknown event kind {kind:?}; the kinds are: {known}")]
+    BadKind {
+        /// The kind as given.
+        kind: String,
+        /// The kinds there are.
+        known: String,
+    },
+    /// `subscribe` to refusals by a caller below the admin tier.
+    #[error("refusals are streamed to admins only ({actor} has tier {tier}); subscribe without the `refusal` kind")]
+    RefusalsForAdmins {
+        /// Who asked.
+        actor: oxidepm_proto::Actor,
+        /// Its tier.
+        tier: oxidepm_proto::Tier,
+    },
+    /// Every subscriber slot is taken.
+    #[error(transparent)]
+    SubscribersFull(#[from] crate::bus::Full),
     /// `audit --since` with a time that does not parse.
     #[error("--since {since:?} is not an RFC 3339 time such as 2026-01-31T12:00:00Z")]
     BadSince {
@@ -252,6 +274,8 @@ impl From<OpError> for ErrorBody {
             E::Lanes(e) => return e.into(),
             E::NothingToDefine
             | E::KillOffSocket
+            | E::SubscribeOffSocket
+            | E::BadKind { .. }
             | E::BadSince { .. }
             | E::BadSnapshotName { .. } => ErrorCode::BadRequest,
             E::NoSnapshot { .. } | E::NoSuchRoute { .. } => ErrorCode::NotFound,
@@ -260,6 +284,8 @@ impl From<OpError> for ErrorBody {
             }
             E::Flush { .. } | E::Answer(_) => ErrorCode::Internal,
             E::RateLimited { .. } => ErrorCode::RateLimited,
+            E::RefusalsForAdmins { .. } => ErrorCode::PolicyDenied,
+            E::SubscribersFull(_) => ErrorCode::Unavailable,
             E::Unsaved { .. } => ErrorCode::Storage,
         };
         body(code, e)

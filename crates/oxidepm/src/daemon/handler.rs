@@ -4,11 +4,14 @@ use super::errors::OpError;
 use super::refusals::{thousands, Kind, Refusals, Verdict};
 use super::Daemon;
 use crate::access::{policy, Caller, Peer};
+use crate::bus::{Feeds, Published};
 use crate::server::Sink;
 use crate::store::NewAudit;
 use crate::supervise::{control, lock};
 use crate::timefmt::{now_ms, rfc3339_ms};
-use oxidepm_proto::{ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response};
+use oxidepm_proto::{
+    AuditRecord, ErrorBody, ErrorCode, Killed, Op, Reply, Request, Response, Streamed,
+};
 use std::sync::Arc;
 
 /// How long a failing request past the written few of its kind waits
@@ -56,6 +59,34 @@ impl Daemon {
                 };
                 self.stream_logs(id, ask, sink).await
             }
+            Op::Subscribe {
+                ref target,
+                ref kinds,
+            } => {
+                let mut apps = Vec::new();
+                let only = match self.authorize(&caller, &req.op, &mut apps) {
+                    Ok(only) => only,
+                    Err(e) => {
+                        let e = ErrorBody::from(e);
+                        self.audit(&caller, "subscribe", &apps, Some(&e));
+                        return sink.send(&Response::err(id, e)).await;
+                    }
+                };
+                log::debug!(
+                    "subscribe by {} via {}",
+                    caller.actor,
+                    caller.socket.as_str()
+                );
+                let holder = super::holder(peer);
+                let ask = super::ops::SubscribeAsk {
+                    target: target.clone(),
+                    kinds: kinds.clone(),
+                    only,
+                    owner: holder.key.0,
+                    person: holder.person,
+                };
+                self.stream_subscription(id, &caller, ask, sink).await
+            }
             Op::Kill => {
                 let mut apps = Vec::new();
                 if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
@@ -94,6 +125,45 @@ impl Daemon {
                 let resp = self.answer(&caller, req).await;
                 sink.send(&resp).await
             }
+        }
+    }
+
+    /// Answers one request that came through an agent's `ops` lane: a
+    /// `subscribe` sets the agent's feed (its records go to its inbox),
+    /// anything else is answered as on a socket.
+    pub async fn answer_lane(&self, caller: &Caller, req: Request, feeds: &Feeds) -> Response {
+        let Op::Subscribe {
+            ref target,
+            ref kinds,
+        } = req.op
+        else {
+            return self.answer(caller, req).await;
+        };
+        let mut apps = Vec::new();
+        let only = match self.authorize(caller, &req.op, &mut apps) {
+            Ok(only) => only,
+            Err(e) => {
+                let e = ErrorBody::from(e);
+                self.audit(caller, "subscribe", &apps, Some(&e));
+                return Response::err(req.id, e);
+            }
+        };
+        let ask = super::ops::SubscribeAsk {
+            target: target.clone(),
+            kinds: kinds.clone(),
+            only,
+            owner: format!("lane {}", caller.actor.label),
+            person: false,
+        };
+        match self.subscription(caller, ask) {
+            Ok((head, sub)) => {
+                feeds.set(&caller.actor.label, sub);
+                match serde_json::to_value(Streamed::Subscribed(head)) {
+                    Ok(v) => Response::ok(req.id, v),
+                    Err(e) => Response::err(req.id, OpError::Answer(e).into()),
+                }
+            }
+            Err(e) => Response::err(req.id, e.into()),
         }
     }
 
@@ -169,6 +239,11 @@ impl Daemon {
                 op: op.to_string(),
                 code: outcome.to_string(),
             };
+            // Every refusal is streamed to the admins watching, even one
+            // that is only counted here: they see a flood as it happens.
+            if is_refusal(e.code) {
+                self.publish_refusal(caller, op, apps, e);
+            }
             if self.refusals().admit(kind, now_ms()) == Verdict::Count {
                 return false;
             }
@@ -231,6 +306,21 @@ impl Daemon {
                 message: &message,
             });
         }
+    }
+
+    /// Publishes a refused request on the bus (for admins' subscriptions).
+    fn publish_refusal(&self, caller: &Caller, op: &str, apps: &[String], e: &ErrorBody) {
+        let bus = lock(&self.sup).bus.clone();
+        bus.publish(Published::Refusal(AuditRecord {
+            seq: 0,
+            at: rfc3339_ms(now_ms()),
+            actor: caller.actor.clone(),
+            socket: caller.socket.as_str().to_string(),
+            op: op.to_string(),
+            apps: apps.to_vec(),
+            outcome: e.code.as_str().to_string(),
+            message: e.message.clone(),
+        }));
     }
 
     fn refusals(&self) -> std::sync::MutexGuard<'_, Refusals> {

@@ -312,14 +312,22 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
             timeout: Duration::from_secs(config.ops_timeout_secs.max(1)),
             max_reply: config.ops_max_reply_bytes,
         };
-        lane_ops::spawn(daemon.lanes.layout.clone(), sup.clone(), tx, settings);
+        let feeds = crate::bus::Feeds::default();
+        lane_ops::spawn(
+            daemon.lanes.layout.clone(),
+            sup.clone(),
+            tx,
+            settings,
+            feeds.clone(),
+        );
         let d = daemon.clone();
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {
                 let d = d.clone();
+                let feeds = feeds.clone();
                 tokio::spawn(async move {
                     let caller = d.gate.lane_caller(&r.agent);
-                    let _ = r.reply.send(d.answer(&caller, r.req).await);
+                    let _ = r.reply.send(d.answer_lane(&caller, r.req, &feeds).await);
                 });
             }
         });

@@ -20,16 +20,22 @@
 //! has not answered within `ops_timeout_secs` gets an `E_TIMEOUT` reply,
 //! and a reply over `ops_max_reply_bytes` is cut (a list, oldest items
 //! first) with a `truncated` field saying so.
+//!
+//! A `subscribe` through the lane makes the agent's feed (one at most; a
+//! new one replaces it): the records it may see are added to its `ops`
+//! inbox as entries with a `stream` field (a `subscribe` record as JSON),
+//! within a second, under the inbox's length bound.
 
 mod entry;
 
 use super::error::{ConnectError, Error};
 use super::layout::Layout;
+use crate::bus::{Feeds, Next, Published};
 use crate::supervise::{lock, Shared};
 use entry::Entry;
 use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::{AclUser, AgentName, Secret, SecretError, StreamKey};
-use oxidepm_proto::{AppKind, ErrorBody, Request, Response};
+use oxidepm_proto::{AppKind, ErrorBody, Request, Response, Streamed};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -50,6 +56,8 @@ const BLOCK_MS: u64 = 1000;
 /// never reads them loses the oldest instead of filling Redis, which all
 /// agents share (at most about this many × `ops_max_reply_bytes`).
 const INBOX_MAXLEN: u64 = 100;
+/// Feed records moved into an inbox at once.
+const FEED_BATCH: usize = 64;
 
 /// One request for the daemon to answer.
 pub struct OpsRequest {
@@ -75,10 +83,10 @@ type ToDaemon = tokio::sync::mpsc::UnboundedSender<OpsRequest>;
 
 /// Runs the responder until `tx` is closed: a thread that keeps one
 /// worker thread per agent with a lane.
-pub fn spawn(layout: Layout, shared: Shared, tx: ToDaemon, settings: OpsSettings) {
+pub fn spawn(layout: Layout, shared: Shared, tx: ToDaemon, settings: OpsSettings, feeds: Feeds) {
     let spawned = std::thread::Builder::new()
         .name("ops-responder".into())
-        .spawn(move || manage(&layout, &shared, &tx, settings));
+        .spawn(move || manage(&layout, &shared, &tx, settings, &feeds));
     if let Err(e) = spawned {
         log::error!("cannot start the ops responder: {e}");
     }
@@ -90,7 +98,7 @@ struct Worker {
     thread: std::thread::JoinHandle<()>,
 }
 
-fn manage(layout: &Layout, shared: &Shared, tx: &ToDaemon, settings: OpsSettings) {
+fn manage(layout: &Layout, shared: &Shared, tx: &ToDaemon, settings: OpsSettings, feeds: &Feeds) {
     let mut workers: HashMap<AgentName, Worker> = HashMap::new();
     while !tx.is_closed() {
         let current = if layout.redis_socket().exists() {
@@ -117,6 +125,7 @@ fn manage(layout: &Layout, shared: &Shared, tx: &ToDaemon, settings: OpsSettings
                 tx: tx.clone(),
                 settings,
                 stop: stop.clone(),
+                feeds: feeds.clone(),
             };
             let spawned = std::thread::Builder::new()
                 .name(format!("ops-{agent}"))
@@ -197,6 +206,7 @@ struct Lane {
     tx: ToDaemon,
     settings: OpsSettings,
     stop: Arc<AtomicBool>,
+    feeds: Feeds,
 }
 
 impl Lane {
@@ -213,9 +223,10 @@ impl Lane {
             // making the group again would make its outbox again.
             std::thread::sleep(Duration::from_secs(1));
             if !agents(&self.shared).contains(&self.agent) {
-                return;
+                break;
             }
         }
+        self.feeds.remove(self.agent.as_str());
     }
 
     fn serve(&self) -> Result<(), ServeError> {
@@ -245,6 +256,7 @@ impl Lane {
         while !self.stopped() {
             let fresh = self.read(&mut con, &key, ">", Some(BLOCK_MS))?;
             self.answer_all(&mut con, &key, fresh)?;
+            self.forward_feed(&mut con)?;
         }
         Ok(())
     }
@@ -303,6 +315,39 @@ impl Lane {
         Ok(())
     }
 
+    /// Moves what the agent's feed holds into its inbox, oldest first.
+    fn forward_feed(&self, con: &mut redis::Connection) -> Result<(), ServeError> {
+        loop {
+            let batch = self.feeds.drain(self.agent.as_str(), FEED_BATCH);
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let mut pipe = redis::pipe();
+            for next in batch {
+                let json = match serde_json::to_string(&streamed(next)) {
+                    Ok(j) => j,
+                    Err(e) => {
+                        log::warn!("ops feed of {}: a record not encoded: {e}", self.agent);
+                        continue;
+                    }
+                };
+                pipe.cmd("XADD")
+                    .arg(StreamKey::inbox(&self.agent, NAME).to_string())
+                    .arg("MAXLEN")
+                    .arg("~")
+                    .arg(INBOX_MAXLEN)
+                    .arg("*")
+                    .arg("stream")
+                    .arg(json)
+                    .ignore();
+            }
+            pipe.query::<()>(con).map_err(|source| ServeError::Reply {
+                agent: self.agent.clone(),
+                source,
+            })?;
+        }
+    }
+
     fn reply(
         &self,
         con: &mut redis::Connection,
@@ -329,6 +374,17 @@ impl Lane {
                 source,
             })?;
         Ok(())
+    }
+}
+
+/// A feed's record as the `subscribe` stream has it.
+fn streamed(next: Next) -> Streamed {
+    match next {
+        Next::Missed(n) => Streamed::Missed(n),
+        Next::Record(r) => match &*r {
+            Published::Event { record, .. } => Streamed::Event(record.clone()),
+            Published::Refusal(a) => Streamed::Refusal(a.clone()),
+        },
     }
 }
 

@@ -379,7 +379,8 @@ impl Store {
             .map(|_| ())
     }
 
-    /// Records a lifecycle event (owed to the disk when that fails).
+    /// Records a lifecycle event (owed to the disk when that fails);
+    /// returns its sequence number.
     pub fn record_event(
         &self,
         app_id: u64,
@@ -387,7 +388,7 @@ impl Store {
         kind: &str,
         actor: &Actor,
         detail: &str,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let at = now_ms();
         let detail = cut(detail, MAX_TEXT);
         let r = self
@@ -416,7 +417,7 @@ impl Store {
                 detail: detail.to_string(),
             })
         })
-        .map(|_| ())
+        .map(|_| self.conn.last_insert_rowid() as u64)
     }
 
     /// The most recent `limit` events (of the given apps, or all), oldest first.

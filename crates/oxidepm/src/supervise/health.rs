@@ -224,6 +224,9 @@ async fn command(shared: &Shared, id: u64, cmd: &[String], t: Duration) -> Resul
     }
 }
 
+/// The kind of the event recorded when an app's health changes.
+pub const HEALTH_KIND: &str = "health";
+
 /// Checks app `id` every `interval` while its spec keeps the same check
 /// (`epoch` changes when the spec does); after `retries` failures in a row
 /// the app is restarted by `system:health`.
@@ -252,7 +255,8 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
             if a.rt.status != Status::Online {
                 continue;
             }
-            match &result {
+            let before = a.health;
+            let restart = match &result {
                 Ok(()) => {
                     failures = 0;
                     a.health = Some(HealthState::Healthy);
@@ -264,7 +268,22 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
                     a.health = Some(HealthState::Unhealthy);
                     (failures >= h.retries.max(1)).then(|| why.to_string())
                 }
+            };
+            // A change of health is an event (each check is not): what a
+            // watcher waits for, and what `events` shows after.
+            if a.health != before {
+                let detail = match &result {
+                    Ok(()) => "healthy".to_string(),
+                    Err(why) => format!("unhealthy: {why}"),
+                };
+                s.event(
+                    id,
+                    EventKind::Other(HEALTH_KIND.into()),
+                    &Actor::system("health"),
+                    &detail,
+                );
             }
+            restart
         };
         if let Some(why) = restart {
             failures = 0;

@@ -9,6 +9,7 @@ use super::logfile;
 use super::policy::{self, Decision, Exit};
 use super::spawn::{self, Creds, SpawnError};
 use super::Error;
+use crate::bus::Bus;
 use crate::paths::Home;
 use crate::store::{RuntimeRow, Store, StoreError};
 use crate::timefmt::now_ms;
@@ -28,6 +29,7 @@ pub type LaneEnv = Box<dyn Fn(&str) -> Option<Vec<(String, String)>> + Send>;
 mod agents;
 mod members;
 mod orphans;
+mod record;
 mod restarts;
 mod select;
 mod starting;
@@ -92,6 +94,8 @@ pub struct Supervisor {
     /// Automatic restarts waiting for the restart task, and each app's
     /// recent restarts.
     pub(crate) restarts: super::restarts::RestartQueue,
+    /// Where every recorded event is published as it happens.
+    pub bus: Arc<Bus>,
 }
 
 impl Supervisor {
@@ -119,6 +123,7 @@ impl Supervisor {
                 agents_share_uid: false,
                 log_output: Default::default(),
                 restarts: Default::default(),
+                bus: Bus::new(),
             })
         })
     }
@@ -242,26 +247,6 @@ impl Supervisor {
                     self.store.check_file(false);
                 }
             }
-        }
-    }
-
-    /// Records a lifecycle event of an app.
-    pub fn event(&self, id: u64, kind: EventKind, actor: &Actor, detail: &str) {
-        let name = self
-            .apps
-            .get(&id)
-            .map(|a| a.spec.name.as_str())
-            .unwrap_or("?");
-        log::info!(
-            app = name, actor:% = actor, event = kind.as_str();
-            "{name}: {kind} by {actor}{}{detail}",
-            if detail.is_empty() { "" } else { ": " }
-        );
-        if let Err(e) = self
-            .store
-            .record_event(id, name, kind.as_str(), actor, detail)
-        {
-            log::error!("cannot record event {kind} of {name} (kept in memory, retried): {e}");
         }
     }
 

@@ -7,6 +7,8 @@ mod bridge;
 mod compat;
 mod connections;
 mod containment;
+mod event_feed;
+mod event_stream;
 mod harness;
 mod home;
 mod journal;

@@ -9,6 +9,7 @@ mod logs;
 mod read_rate;
 mod records;
 mod snapshots;
+mod subscribe;
 
 use super::errors::OpError;
 use super::Daemon;
@@ -17,6 +18,7 @@ use oxidepm_proto::{Op, Reply};
 
 pub(super) use logs::LogsAsk;
 pub use read_rate::ReadRate;
+pub(super) use subscribe::SubscribeAsk;
 
 impl Daemon {
     /// Runs an authorized request. `only`: the apps the gate narrowed a
@@ -80,6 +82,7 @@ impl Daemon {
             Op::RouteAdd { route } => self.route_add(route).await.map(Into::into),
             Op::RouteRm { route } => self.route_rm(route).await.map(Into::into),
             Op::Kill => Err(OpError::KillOffSocket),
+            Op::Subscribe { .. } => Err(OpError::SubscribeOffSocket),
         }
     }
 }

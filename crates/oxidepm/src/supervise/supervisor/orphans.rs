@@ -10,7 +10,7 @@
 use super::Supervisor;
 use crate::supervise::marker::{self, Marker};
 use crate::supervise::procfs::{self, ProcStat};
-use oxidepm_proto::Actor;
+use oxidepm_proto::{Actor, EventKind};
 use oxidepm_sys::cgroup;
 use std::path::PathBuf;
 
@@ -114,9 +114,8 @@ impl Supervisor {
         );
         log::warn!("orphan: {detail}");
         let actor = Actor::system("recovery");
-        if let Err(e) = self.store.record_event(0, &name, "orphan", &actor, &detail) {
-            log::error!("cannot record the orphan {name}: {e}");
-        }
+        let orphan = EventKind::Other("orphan".into());
+        self.record(0, &name, Vec::new(), orphan, &actor, &detail);
         // An app defined later must never get the id the orphan's cgroup
         // and marker carry.
         if let Err(e) = self.store.reserve_app_ids(keep.marker.app) {
