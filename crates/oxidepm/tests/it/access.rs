@@ -222,6 +222,8 @@ fn a_client_that_never_reads_is_dropped_while_others_are_served() {
         match stuck.read(&mut sink) {
             Ok(0) => break,
             Ok(n) => total += n,
+            // Closed with requests of ours still unread: reset, also closed.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
             Err(e) => panic!("the connection was not closed ({e}) after {total} bytes"),
         }
     }
