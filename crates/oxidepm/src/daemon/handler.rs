@@ -104,6 +104,7 @@ impl Daemon {
         let id = req.id;
         let op_name = req.op.name();
         let read = policy::is_read(&req.op);
+        let began = std::time::Instant::now();
         // Names of the apps the request touches, for the audit and messages.
         let mut apps: Vec<String> = Vec::new();
         let answer = match self.authorize(caller, &req.op, &mut apps) {
@@ -134,6 +135,17 @@ impl Daemon {
             }
         };
         let answer = answer.map_err(ErrorBody::from);
+        let (result, refused) = match &answer {
+            Ok(_) => ("ok", false),
+            Err(e) => (e.code.as_str(), is_refusal(e.code)),
+        };
+        self.metrics.request(
+            caller.actor.class.as_str(),
+            op_name,
+            result,
+            refused,
+            began.elapsed(),
+        );
         if (!read || answer.is_err()) && !self.audit(caller, op_name, &apps, answer.as_ref().err())
         {
             // A flood of failing requests: answering it at full speed

@@ -8,6 +8,7 @@ mod detach;
 pub mod entry;
 mod errors;
 mod handler;
+pub mod metrics;
 mod ops;
 mod refusals;
 pub mod retention;
@@ -54,6 +55,9 @@ pub struct Daemon {
     pub log_reads: ops::ReadRate,
     /// The largest answer through an agent's `ops` lane, in bytes.
     pub ops_max_reply: usize,
+    /// What is counted of requests for `/metrics` (counted when it is off
+    /// too: a few counters, cheaper than asking).
+    pub metrics: metrics::Metrics,
     started: Instant,
 }
 
@@ -195,6 +199,14 @@ pub enum StartError {
         /// The failure.
         source: std::io::Error,
     },
+    /// `metrics` of daemon.toml cannot be bound (in use, no permission).
+    #[error("cannot serve metrics on {at}: {source} (change or remove `metrics` in daemon.toml)")]
+    Metrics {
+        /// The address or path, as written.
+        at: String,
+        /// The failure.
+        source: std::io::Error,
+    },
     /// SIGTERM or SIGINT cannot be caught.
     #[error("{0}")]
     Signals(#[source] std::io::Error),
@@ -297,9 +309,22 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         refusals: std::sync::Mutex::new(refusals::Refusals::new(config.retention.refusal_limits())),
         log_reads: ops::ReadRate::new(config.logs_read_mib_per_sec),
         ops_max_reply: config.ops_max_reply_bytes,
+        metrics: metrics::Metrics::default(),
         started: Instant::now(),
     });
     tokio::spawn(retention::run(daemon.clone(), config.retention.clone()));
+    // Checked when daemon.toml was loaded.
+    if let Ok(Some(at)) = config.metrics_listen() {
+        let listener = metrics::http::bind(&at).map_err(|source| StartError::Metrics {
+            at: config.metrics.clone().unwrap_or_default(),
+            source,
+        })?;
+        log::info!(
+            "serving metrics on {}",
+            config.metrics.as_deref().unwrap_or("")
+        );
+        tokio::spawn(metrics::http::run(listener, daemon.clone()));
+    }
 
     if config.lanes.backend == Backend::Redis
         && config.lanes.responders.iter().any(|r| r == lane_ops::NAME)
