@@ -16,6 +16,7 @@ mod lanes_security;
 mod lifecycle;
 mod logs_big;
 mod logwriter;
+mod metrics;
 mod ops;
 mod ops_limits;
 mod recovery;

@@ -1,20 +1,24 @@
 //! The smallest HTTP/1.x server that answers `GET /metrics`. Bound to TCP
 //! it is reachable from the network, so everything a client can make it
-//! hold is bounded: a few connections at once (more are closed at accept),
-//! a request head of at most [`MAX_HEAD`] bytes read within [`HEAD_TIME`]
-//! (slowloris), one request per connection, and the answer written within
-//! [`WRITE_TIME`] (a client that does not read).
+//! hold is bounded: [`MAX_CONNECTIONS`] at once, a request head of at most
+//! [`MAX_HEAD`] bytes read within [`HEAD_TIME`], one request per
+//! connection, and the answer written within [`WRITE_TIME`] (a client that
+//! does not read). When all connections are taken, a newcomer closes the
+//! oldest: clients that hold connections open (slowloris) cannot keep a
+//! scraper out, since a scrape is over in a few milliseconds.
 
 use super::text::CONTENT_TYPE;
 use super::Listen;
 use crate::daemon::Daemon;
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::Semaphore;
+use tokio::sync::Notify;
 
 /// Connections served at once; a scraper needs one.
-pub const MAX_CONNECTIONS: usize = 4;
+pub const MAX_CONNECTIONS: usize = 16;
 /// Largest request head read; a scraper's is a few hundred bytes.
 pub const MAX_HEAD: usize = 8 * 1024;
 /// Time a client has to send its request head.
@@ -52,9 +56,43 @@ pub fn bind(at: &Listen) -> std::io::Result<Listener> {
     }
 }
 
+/// The open connections, oldest first, each with what closes it.
+#[derive(Default)]
+struct Open {
+    conns: Mutex<VecDeque<(u64, Arc<Notify>)>>,
+}
+
+impl Open {
+    /// Registers connection `id`, closing the oldest when all are taken.
+    fn admit(&self, id: u64) -> Arc<Notify> {
+        let mut c = self
+            .conns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if c.len() >= MAX_CONNECTIONS {
+            if let Some((_, oldest)) = c.pop_front() {
+                oldest.notify_one();
+            }
+        }
+        let close = Arc::new(Notify::new());
+        c.push_back((id, close.clone()));
+        close
+    }
+
+    /// Forgets connection `id` (done, or closed by a newcomer).
+    fn leave(&self, id: u64) {
+        let mut c = self
+            .conns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        c.retain(|(i, _)| *i != id);
+    }
+}
+
 /// Serves scrapes until the daemon exits.
 pub async fn run(listener: Listener, daemon: Arc<Daemon>) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let open = Arc::new(Open::default());
+    let mut next_id = 0u64;
     loop {
         let accepted: std::io::Result<Box<dyn Conn>> = match &listener {
             Listener::Tcp(l) => l.accept().await.map(|(s, _)| {
@@ -72,16 +110,16 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>) {
                 continue;
             }
         };
-        // Over the cap the connection is closed at once: holding it would
-        // let many idle clients cost memory and descriptors.
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            drop(conn);
-            continue;
-        };
-        let daemon = daemon.clone();
+        next_id += 1;
+        let id = next_id;
+        let close = open.admit(id);
+        let (daemon, open) = (daemon.clone(), open.clone());
         tokio::spawn(async move {
-            serve(conn, &daemon).await;
-            drop(permit);
+            tokio::select! {
+                _ = serve(conn, &daemon) => {}
+                _ = close.notified() => {}
+            }
+            open.leave(id);
         });
     }
 }
