@@ -295,3 +295,34 @@ fn promtool_accepts_the_example_alert_rules() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn metrics_on_a_unix_socket_only_its_owner_can_reach() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixStream;
+    let env = Env::new();
+    let sock = env.path("metrics.sock");
+    env.daemon_toml(&format!("metrics = \"{}\"\n", sock.display()));
+    env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let mut s = UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+    assert_eq!(
+        value(&out, "oxidepm_app_up{app=\"web\"}"),
+        Some(1.0),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_bad_metrics_address_stops_the_daemon_with_what_to_write() {
+    let env = Env::new();
+    env.daemon_toml("metrics = \"localhost\"\n");
+    let out = env.fails(&["status"]);
+    assert!(out.contains("metrics must be an address and port"), "{out}");
+}

@@ -225,6 +225,14 @@ async fn lanes(t: &mut Text, d: &Daemon) {
             for (name, v) in c.entries() {
                 bridge_counter(t, name, v);
             }
+            let name = "oxidepm_bridge_delivery_seconds";
+            t.family(
+                name,
+                Kind::Summary,
+                "Time from an outbox entry's XADD to its delivery (rate of _sum over rate of _count: the mean).",
+            );
+            t.sample(&format!("{name}_sum"), &[], c.delivery_ms as f64 / 1000.0);
+            t.sample(&format!("{name}_count"), &[], c.delivered as f64);
         }
     }
 }

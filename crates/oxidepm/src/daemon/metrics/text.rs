@@ -15,6 +15,8 @@ pub enum Kind {
     Gauge,
     /// Buckets, sum and count.
     Histogram,
+    /// Sum and count (no quantiles).
+    Summary,
 }
 
 /// A scrape being written.
@@ -37,6 +39,7 @@ impl Text {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
             Kind::Histogram => "histogram",
+            Kind::Summary => "summary",
         };
         let _ = writeln!(self.out, "# HELP {name} {help}");
         let _ = writeln!(self.out, "# TYPE {name} {kind}");
