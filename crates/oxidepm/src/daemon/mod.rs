@@ -242,6 +242,18 @@ fn raise_fd_limit() {
 
 async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     let home = opts.home.clone();
+    // Bound before anything starts: a port in use stops the daemon before
+    // it has started or adopted any app. (The address was checked when
+    // daemon.toml was loaded.)
+    let metrics_listener = match config.metrics_listen() {
+        Ok(Some(at)) => Some(
+            metrics::http::bind(&at).map_err(|source| StartError::Metrics {
+                at: config.metrics.clone().unwrap_or_default(),
+                source,
+            })?,
+        ),
+        _ => None,
+    };
     let store =
         crate::store::Store::open_for_daemon(&home.state_db(), config.allow_read_only_state)?;
     let shim_exe = std::env::current_exe().map_err(StartError::OwnExe)?;
@@ -313,16 +325,9 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         started: Instant::now(),
     });
     tokio::spawn(retention::run(daemon.clone(), config.retention.clone()));
-    // Checked when daemon.toml was loaded.
-    if let Ok(Some(at)) = config.metrics_listen() {
-        let listener = metrics::http::bind(&at).map_err(|source| StartError::Metrics {
-            at: config.metrics.clone().unwrap_or_default(),
-            source,
-        })?;
-        log::info!(
-            "serving metrics on {}",
-            config.metrics.as_deref().unwrap_or("")
-        );
+    if let Some(listener) = metrics_listener {
+        let at = config.metrics.as_deref().unwrap_or("");
+        log::info!("serving metrics on {at}");
         tokio::spawn(metrics::http::run(listener, daemon.clone()));
     }
 

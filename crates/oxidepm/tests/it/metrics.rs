@@ -326,3 +326,14 @@ fn a_bad_metrics_address_stops_the_daemon_with_what_to_write() {
     let out = env.fails(&["status"]);
     assert!(out.contains("metrics must be an address and port"), "{out}");
 }
+
+#[test]
+fn a_metrics_path_naming_a_file_does_not_remove_it() {
+    let env = Env::new();
+    let file = env.path("precious.txt");
+    std::fs::write(&file, "keep me").unwrap();
+    env.daemon_toml(&format!("metrics = \"{}\"\n", file.display()));
+    let out = env.fails(&["status"]);
+    assert!(out.contains("is not a socket"), "{out}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+}

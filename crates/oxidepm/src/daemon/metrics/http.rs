@@ -43,16 +43,9 @@ pub fn bind(at: &Listen) -> std::io::Result<Listener> {
             std.set_nonblocking(true)?;
             Ok(Listener::Tcp(tokio::net::TcpListener::from_std(std)?))
         }
-        Listen::Unix(path) => {
-            use std::os::unix::fs::PermissionsExt;
-            match std::fs::remove_file(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-            let l = tokio::net::UnixListener::bind(path)?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-            Ok(Listener::Unix(l))
-        }
+        // As the daemon's own sockets: 0600 from birth, and a file that
+        // is not a socket is never removed to make room.
+        Listen::Unix(path) => crate::server::bind(path).map(Listener::Unix),
     }
 }
 
