@@ -145,7 +145,12 @@ fn an_app_restarted_twice_counts_two_and_a_stopped_app_is_down() {
         "exit 3",
     ]);
     env.wait_status("crashy", "errored");
-    let m = scrape(&addr);
+    // Scrapes within 100 ms of each other share one text.
+    let m = env.wait(30, "the errored app in a scrape", || {
+        let m = scrape(&addr);
+        m.contains("oxidepm_app_status{app=\"crashy\",status=\"errored\"} 1")
+            .then_some(m)
+    });
     assert!(
         value(
             &m,

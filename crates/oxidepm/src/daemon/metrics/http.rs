@@ -137,7 +137,7 @@ async fn serve(mut conn: Box<dyn Conn>, daemon: &Daemon) {
         _ => return,
     };
     let (status, body, ctype) = match parse(&head) {
-        Ask::Metrics => ("200 OK", super::scrape::render(daemon).await, CONTENT_TYPE),
+        Ask::Metrics => ("200 OK", super::scrape::current(daemon).await, CONTENT_TYPE),
         Ask::NotFound => (
             "404 Not Found",
             "only /metrics is served\n".into(),

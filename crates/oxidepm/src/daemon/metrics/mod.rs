@@ -8,8 +8,8 @@ pub mod scrape;
 pub mod text;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Upper bounds of the request latency histogram, in seconds.
 pub const LATENCY_BUCKETS: [f64; 14] = [
@@ -46,6 +46,8 @@ type RequestKey = (&'static str, &'static str, &'static str);
 #[derive(Debug, Default)]
 pub struct Metrics {
     inner: Mutex<Counts>,
+    /// The last scrape and when it was written.
+    last: Mutex<Option<(Instant, Arc<str>)>>,
 }
 
 #[derive(Debug, Default)]
@@ -115,6 +117,27 @@ impl Metrics {
             refusals: c.refusals.iter().map(|(k, v)| (*k, *v)).collect(),
             latency: c.latency.clone(),
         }
+    }
+
+    /// The last scrape, if it is younger than `fresh`.
+    pub fn recent(&self, fresh: Duration) -> Option<Arc<str>> {
+        let last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*last {
+            Some((at, text)) if at.elapsed() < fresh => Some(text.clone()),
+            _ => None,
+        }
+    }
+
+    /// Keeps `text` as the last scrape.
+    pub fn keep(&self, text: Arc<str>) {
+        let mut last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *last = Some((Instant::now(), text));
     }
 
     fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {

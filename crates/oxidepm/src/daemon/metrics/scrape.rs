@@ -8,11 +8,15 @@ use crate::daemon::Daemon;
 use crate::lanes::settings::Backend;
 use crate::supervise::lock;
 use oxidepm_proto::{Counters, HealthState, Status};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a scrape waits for the private Redis before it leaves the
 /// lanes out (a scrape of the apps is still worth having).
 const LANES_WAIT: Duration = Duration::from_secs(2);
+
+/// How long a scrape is served again to the next scrapers.
+pub const FRESH: Duration = Duration::from_millis(100);
 
 /// Bytes a scrape reserves for each app (its samples are about that long).
 const BYTES_PER_APP: usize = 640;
@@ -27,6 +31,18 @@ struct AppRow {
     memory: u64,
     health: Option<HealthState>,
     uptime: f64,
+}
+
+/// A scrape at most [`FRESH`] old: scrapes closer together than that get
+/// the same text, so a client scraping in a loop cannot take the daemon's
+/// one thread (a scraper asks every few seconds).
+pub async fn current(d: &Daemon) -> Arc<str> {
+    if let Some(text) = d.metrics.recent(FRESH) {
+        return text;
+    }
+    let text: Arc<str> = render(d).await.into();
+    d.metrics.keep(text.clone());
+    text
 }
 
 /// Writes the whole scrape.
@@ -178,8 +194,21 @@ fn requests(t: &mut Text, s: &Snapshot) {
 }
 
 async fn lanes(t: &mut Text, d: &Daemon) {
+    // Without agents the private Redis does not run: nothing to show, and
+    // nothing that should look down.
+    if d.lanes.agents(&d.sup).is_empty() {
+        return;
+    }
     let agents = tokio::time::timeout(LANES_WAIT, d.lanes.report(&d.sup)).await;
-    let up = matches!(agents, Ok(Ok(_)));
+    let routes = tokio::time::timeout(LANES_WAIT, d.lanes.routes_report(&d.sup)).await;
+    let counters = match routes {
+        Ok(Ok(r)) => match r.counters {
+            Some(Counters::Read(c)) => Some(c),
+            _ => None,
+        },
+        _ => None,
+    };
+    let up = matches!(agents, Ok(Ok(_))) && counters.is_some();
     t.family(
         "oxidepm_lanes_up",
         Kind::Gauge,
@@ -219,21 +248,18 @@ async fn lanes(t: &mut Text, d: &Daemon) {
             }
         }
     }
-    let routes = tokio::time::timeout(LANES_WAIT, d.lanes.routes_report(&d.sup)).await;
-    if let Ok(Ok(r)) = routes {
-        if let Some(Counters::Read(c)) = r.counters {
-            for (name, v) in c.entries() {
-                bridge_counter(t, name, v);
-            }
-            let name = "oxidepm_bridge_delivery_seconds";
-            t.family(
-                name,
-                Kind::Summary,
-                "Time from an outbox entry's XADD to its delivery (rate of _sum over rate of _count: the mean).",
-            );
-            t.sample(&format!("{name}_sum"), &[], c.delivery_ms as f64 / 1000.0);
-            t.sample(&format!("{name}_count"), &[], c.delivered as f64);
+    if let Some(c) = counters {
+        for (name, v) in c.entries() {
+            bridge_counter(t, name, v);
         }
+        let name = "oxidepm_bridge_delivery_seconds";
+        t.family(
+            name,
+            Kind::Summary,
+            "Time from an outbox entry's XADD to its delivery (rate of _sum over rate of _count: the mean).",
+        );
+        t.sample(&format!("{name}_sum"), &[], c.delivery_ms as f64 / 1000.0);
+        t.sample(&format!("{name}_count"), &[], c.delivered as f64);
     }
 }
 
