@@ -43,9 +43,11 @@ impl Daemon {
                 let mut apps = Vec::new();
                 if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
                     let e = ErrorBody::from(e);
+                    self.count(&caller, "logs", Some(&e));
                     self.audit(&caller, "logs", &apps, Some(&e));
                     return sink.send(&Response::err(id, e)).await;
                 }
+                self.count(&caller, "logs", None);
                 log::debug!("logs by {} via {}", caller.actor, caller.socket.as_str());
                 let ask = super::ops::LogsAsk {
                     target,
@@ -60,6 +62,7 @@ impl Daemon {
                 let mut apps = Vec::new();
                 if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
                     let e = ErrorBody::from(e);
+                    self.count(&caller, "kill", Some(&e));
                     self.audit(&caller, "kill", &apps, Some(&e));
                     return sink.send(&Response::err(id, e)).await;
                 }
@@ -144,7 +147,7 @@ impl Daemon {
             op_name,
             result,
             refused,
-            began.elapsed(),
+            Some(began.elapsed()),
         );
         if (!read || answer.is_err()) && !self.audit(caller, op_name, &apps, answer.as_ref().err())
         {
@@ -161,6 +164,17 @@ impl Daemon {
             return self.with_warning(resp);
         }
         resp
+    }
+
+    /// Counts a request answered outside [`Daemon::answer`] (`logs`, a
+    /// refused `kill`) for the metrics; not timed.
+    fn count(&self, caller: &Caller, op: &'static str, error: Option<&ErrorBody>) {
+        let (result, refused) = match error {
+            None => ("ok", false),
+            Some(e) => (e.code.as_str(), is_refusal(e.code)),
+        };
+        let class = caller.actor.class.as_str();
+        self.metrics.request(class, op, result, refused, None);
     }
 
     /// Writes the audit row of a request: `ok`, or the code and message

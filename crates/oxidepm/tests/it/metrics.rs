@@ -342,3 +342,33 @@ fn a_metrics_path_naming_a_file_does_not_remove_it() {
     assert!(out.contains("is not a socket"), "{out}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
 }
+
+#[test]
+fn refusals_are_counted_by_class_and_change_nothing() {
+    let env = Env::new();
+    let addr = with_metrics(&env, "");
+    env.ok(&["start", "--name", "db", "--", "sleep", "100000"]);
+    let pid = env.pid("db");
+    let mut ai = env.raw("agent.sock");
+    for i in 0..3 {
+        let r = ai.call(serde_json::json!({"id": i, "op": "delete", "target": "db"}));
+        assert_eq!(r["error"]["code"], "E_POLICY_DENIED", "{r}");
+    }
+    let r = ai.call(serde_json::json!({"id": 9, "op": "kill"}));
+    assert_eq!(r["error"]["code"], "E_POLICY_DENIED", "{r}");
+    let m = scrape(&addr);
+    assert_eq!(
+        value(&m, "oxidepm_refusals_total{class=\"ai\"}"),
+        Some(4.0),
+        "{m}"
+    );
+    assert_eq!(
+        value(
+            &m,
+            "oxidepm_requests_total{class=\"ai\",op=\"delete\",result=\"E_POLICY_DENIED\"}"
+        ),
+        Some(3.0),
+        "{m}"
+    );
+    assert_eq!(env.pid("db"), pid);
+}

@@ -93,20 +93,23 @@ pub struct Snapshot {
 impl Metrics {
     /// Counts one answered request of an actor of `class`: `result` is `ok`
     /// or the error code; a refusal (policy, protected) is counted apart too.
+    /// `took` is `None` for a stream (`logs`), whose length is the client's.
     pub fn request(
         &self,
         class: &'static str,
         op: &'static str,
         result: &'static str,
         refused: bool,
-        took: Duration,
+        took: Option<Duration>,
     ) {
         let mut c = self.counts();
         *c.requests.entry((class, op, result)).or_default() += 1;
         if refused {
             *c.refusals.entry(class).or_default() += 1;
         }
-        c.latency.observe(took.as_secs_f64());
+        if let Some(took) = took {
+            c.latency.observe(took.as_secs_f64());
+        }
     }
 
     /// The counts as they are now.
@@ -169,7 +172,7 @@ mod tests {
     #[test]
     fn requests_and_refusals_are_counted_by_their_labels() {
         let m = Metrics::default();
-        let ms = Duration::from_micros(300);
+        let ms = Some(Duration::from_micros(300));
         m.request("human", "status", "ok", false, ms);
         m.request("human", "status", "ok", false, ms);
         m.request(
@@ -184,6 +187,7 @@ mod tests {
             s.requests,
             vec![
                 (("ai", "stop", "E_POLICY_DENIED"), 1),
+                (("human", "logs", "ok"), 1),
                 (("human", "status", "ok"), 2)
             ]
         );

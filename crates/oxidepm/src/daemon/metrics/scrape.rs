@@ -59,20 +59,29 @@ pub async fn render(d: &Daemon) -> String {
 
 fn app_rows(d: &Daemon) -> Vec<AppRow> {
     let now = Instant::now();
+    let now_ms = crate::timefmt::now_ms();
     let s = lock(&d.sup);
     s.apps()
-        .map(|a| AppRow {
-            name: a.spec.name.to_string(),
-            status: a.rt.status,
-            restarts: a.rt.restarts,
-            by_reason: a.restart_reasons.clone(),
-            cpu_ticks: a.sample.cpu_ticks,
-            memory: a.sample.memory_bytes,
-            health: a.health,
-            uptime: match (a.rt.status, a.started) {
-                (Status::Online, Some(at)) => now.duration_since(at).as_secs_f64(),
+        .map(|a| {
+            let online = a.rt.status == Status::Online;
+            // As `status` reports them: an app re-adopted from an earlier
+            // daemon has only its recorded start time.
+            let uptime = match (online, a.started, a.rt.started_at_ms) {
+                (true, Some(at), _) => now.duration_since(at).as_secs_f64(),
+                (true, None, Some(ms)) => (now_ms - ms).max(0) as f64 / 1000.0,
                 _ => 0.0,
-            },
+            };
+            AppRow {
+                name: a.spec.name.to_string(),
+                status: a.rt.status,
+                restarts: a.rt.restarts,
+                by_reason: a.restart_reasons.clone(),
+                cpu_ticks: a.sample.cpu_ticks,
+                // A stopped app's last sample is not what it holds now.
+                memory: if online { a.sample.memory_bytes } else { 0 },
+                health: a.health,
+                uptime,
+            }
         })
         .collect()
 }
