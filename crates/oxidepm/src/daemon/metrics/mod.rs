@@ -180,8 +180,9 @@ mod tests {
             "stop",
             "E_POLICY_DENIED",
             true,
-            Duration::from_secs(60),
+            Some(Duration::from_secs(60)),
         );
+        m.request("human", "logs", "ok", false, None);
         let s = m.snapshot();
         assert_eq!(
             s.requests,
