@@ -4,7 +4,8 @@
 # a fresh Debian machine with only the Rust toolchain:
 # redis-server and redis-cli (lanes), systemd-socket-activate (socket
 # activation), useradd (agents as their own users), python3 with aiosmtpd (a
-# real SMTP sink) and redis-py, node with ioredis and node-redis (the agents
+# real SMTP sink) and redis-py, promtool (checks /metrics and the example
+# alert rules), node with ioredis and node-redis (the agents
 # of the compatibility suite, tests/compat/).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -12,10 +13,12 @@ cd "$(dirname "$0")"
 
 need_packages redis-server:redis-server redis-cli:redis-tools tmux:tmux \
   systemd-socket-activate:systemd useradd:passwd curl:curl python3:python3 pip3:python3-pip \
-  node:nodejs npm:npm
+  node:nodejs npm:npm promtool:prometheus
 need_python aiosmtpd redis
 # With aiosmtpd installed, the email tests must not skip.
 export OXIDEPM_REQUIRE_SMTP_SINK=1
+# With promtool installed, the metrics checks must not skip.
+export OXIDEPM_REQUIRE_PROMTOOL=1
 # The majors the compatibility suite was checked with; the suite finds them
 # in target/compat, and with every library installed it must not skip.
 need_npm target/compat ioredis@6 redis@6

@@ -341,6 +341,17 @@ enum Finish<'a> {
     Refused(String, Vec<(Vec<u8>, Vec<u8>)>, Counter, usize),
 }
 
+/// Milliseconds from an entry's XADD (its id's first part) to now, for the
+/// delivery latency. An agent may choose its ids, so one entry counts at
+/// most a day, and an id from the future counts nothing.
+fn delivery_ms(id: &str) -> i64 {
+    const DAY_MS: i64 = 86_400_000;
+    let Some(added) = id.split('-').next().and_then(|ms| ms.parse::<i64>().ok()) else {
+        return 0;
+    };
+    (chrono::Utc::now().timestamp_millis() - added).clamp(0, DAY_MS)
+}
+
 /// Writes the outcome (dead letter, ack, counter) in one pipeline, trying
 /// again until Redis takes it: an entry is never acknowledged without
 /// having been delivered or dead-lettered. False if the bridge stopped
@@ -383,7 +394,10 @@ async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Fin
         .arg(id)
         .ignore();
     match how {
-        Finish::Delivered => Counter::Delivered.add_to(&mut pipe, 1),
+        Finish::Delivered => {
+            Counter::Delivered.add_to(&mut pipe, 1);
+            Counter::DeliveryMs.add_to(&mut pipe, delivery_ms(id));
+        }
         Finish::Dead(..) => Counter::Dead.add_to(&mut pipe, 1),
         Finish::Refused(_, _, what, _) => {
             Counter::Dead.add_to(&mut pipe, 1);
@@ -409,5 +423,20 @@ async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Fin
                 wait = (wait * 2).min(Duration::from_secs(2));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod latency_tests {
+    use super::delivery_ms;
+
+    #[test]
+    fn delivery_latency_is_bounded_whatever_id_an_agent_chose() {
+        let now = chrono::Utc::now().timestamp_millis();
+        let recent = delivery_ms(&format!("{}-0", now - 250));
+        assert!((250..60_000).contains(&recent), "{recent}");
+        assert_eq!(delivery_ms("0-1"), 86_400_000);
+        assert_eq!(delivery_ms(&format!("{}-0", now + 3_600_000)), 0);
+        assert_eq!(delivery_ms("not-an-id"), 0);
     }
 }

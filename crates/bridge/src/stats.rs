@@ -27,6 +27,9 @@ pub enum Counter {
     Malformed,
     /// Delivered (or dead-lettered) entries trimmed from the outboxes.
     Trimmed,
+    /// Milliseconds from each delivered entry's XADD to its delivery,
+    /// added up (with `delivered`, the mean delivery latency).
+    DeliveryMs,
 }
 
 impl Counter {
@@ -41,6 +44,7 @@ impl Counter {
             Counter::TooLarge => "too_large",
             Counter::Malformed => "malformed",
             Counter::Trimmed => "trimmed",
+            Counter::DeliveryMs => "delivery_ms",
         }
     }
 

@@ -103,6 +103,14 @@ pub struct BridgeCounters {
     pub unrouted: i64,
     /// Entries in `bridge:unrouted`.
     pub unrouted_stream: i64,
+    /// Milliseconds from XADD to delivery, summed over the delivered
+    /// entries (not one of [`BridgeCounters::entries`]: a sum, for metrics).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delivery_ms: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 impl BridgeCounters {

@@ -80,6 +80,11 @@ fn sched_ns(pid: u32) -> Option<Vec<(u32, u64)>> {
     Some(v)
 }
 
+/// The on-CPU nanoseconds of all of `pid`'s threads now.
+pub(super) fn sched_ns_total(pid: u32) -> Option<u64> {
+    Some(sched_ns(pid)?.iter().map(|x| x.1).sum())
+}
+
 /// Measures the CPU of `pid` over `span` (sleeping meanwhile).
 pub(super) fn cpu_over(pid: u32, span: Duration) -> Result<Cpu> {
     let gone = || format!("the daemon (pid {pid}) is gone");

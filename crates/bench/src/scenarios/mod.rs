@@ -9,6 +9,7 @@ mod logs;
 mod logs_read;
 mod logwriter;
 mod memwatch;
+mod metrics;
 mod proxy;
 mod respawn;
 mod rss;
@@ -130,6 +131,11 @@ pub const ALL: &[Scenario] = &[
         name: "memwatch",
         about: "daemon CPU of max_memory_restart on N apps vs none, per app per second",
         run: memwatch::run,
+    },
+    Scenario {
+        name: "metrics",
+        about: "daemon CPU per /metrics scrape with N apps (target < 1 ms); idle RSS with metrics off and on",
+        run: metrics::run,
     },
     Scenario {
         name: "agentsock",

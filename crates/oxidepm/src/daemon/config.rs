@@ -56,6 +56,14 @@ pub enum ConfigError {
         /// What is wrong and what to write instead.
         reason: &'static str,
     },
+    /// `metrics` is neither an address nor an absolute path.
+    #[error("{}: metrics {reason}", path.display())]
+    Metrics {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and what to write instead.
+        reason: &'static str,
+    },
     /// The `[lanes]` settings are inconsistent.
     #[error("{}: {source}", path.display())]
     Lanes {
@@ -151,6 +159,10 @@ pub struct Config {
     /// Automatic restarts allowed at once after a quiet spell (default 200).
     #[serde(default = "two_hundred")]
     pub restart_burst: u32,
+    /// Serve Prometheus metrics at `/metrics` on this TCP address
+    /// (`127.0.0.1:9464`) or unix socket path; off when absent.
+    #[serde(default)]
+    pub metrics: Option<String>,
 }
 
 fn hundred() -> u32 {
@@ -241,6 +253,10 @@ impl Config {
                 key,
                 reason,
             })?;
+        c.metrics_listen().map_err(|reason| ConfigError::Metrics {
+            path: path_buf(),
+            reason,
+        })?;
         c.lanes.check().map_err(|source| ConfigError::Lanes {
             path: path_buf(),
             source,
@@ -250,6 +266,14 @@ impl Config {
 }
 
 impl Config {
+    /// Where to serve `/metrics`, if anywhere.
+    pub fn metrics_listen(&self) -> Result<Option<super::metrics::Listen>, &'static str> {
+        self.metrics
+            .as_deref()
+            .map(super::metrics::Listen::parse)
+            .transpose()
+    }
+
     /// The daemon-wide restart rate limit.
     pub fn restart_rate(&self) -> crate::supervise::restarts::RateSettings {
         crate::supervise::restarts::RateSettings {

@@ -46,9 +46,11 @@ impl Daemon {
                 let mut apps = Vec::new();
                 if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
                     let e = ErrorBody::from(e);
+                    self.count(&caller, "logs", Some(&e));
                     self.audit(&caller, "logs", &apps, Some(&e));
                     return sink.send(&Response::err(id, e)).await;
                 }
+                self.count(&caller, "logs", None);
                 log::debug!("logs by {} via {}", caller.actor, caller.socket.as_str());
                 let ask = super::ops::LogsAsk {
                     target,
@@ -91,6 +93,7 @@ impl Daemon {
                 let mut apps = Vec::new();
                 if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
                     let e = ErrorBody::from(e);
+                    self.count(&caller, "kill", Some(&e));
                     self.audit(&caller, "kill", &apps, Some(&e));
                     return sink.send(&Response::err(id, e)).await;
                 }
@@ -174,6 +177,7 @@ impl Daemon {
         let id = req.id;
         let op_name = req.op.name();
         let read = policy::is_read(&req.op);
+        let began = std::time::Instant::now();
         // Names of the apps the request touches, for the audit and messages.
         let mut apps: Vec<String> = Vec::new();
         let answer = match self.authorize(caller, &req.op, &mut apps) {
@@ -204,6 +208,17 @@ impl Daemon {
             }
         };
         let answer = answer.map_err(ErrorBody::from);
+        let (result, refused) = match &answer {
+            Ok(_) => ("ok", false),
+            Err(e) => (e.code.as_str(), is_refusal(e.code)),
+        };
+        self.metrics.request(
+            caller.actor.class.as_str(),
+            op_name,
+            result,
+            refused,
+            Some(began.elapsed()),
+        );
         if (!read || answer.is_err()) && !self.audit(caller, op_name, &apps, answer.as_ref().err())
         {
             // A flood of failing requests: answering it at full speed
@@ -219,6 +234,17 @@ impl Daemon {
             return self.with_warning(resp);
         }
         resp
+    }
+
+    /// Counts a request answered outside [`Daemon::answer`] (`logs`, a
+    /// refused `kill`) for the metrics; not timed.
+    fn count(&self, caller: &Caller, op: &'static str, error: Option<&ErrorBody>) {
+        let (result, refused) = match error {
+            None => ("ok", false),
+            Some(e) => (e.code.as_str(), is_refusal(e.code)),
+        };
+        let class = caller.actor.class.as_str();
+        self.metrics.request(class, op, result, refused, None);
     }
 
     /// Writes the audit row of a request: `ok`, or the code and message

@@ -9,6 +9,7 @@ pub mod entry;
 mod errors;
 mod handler;
 pub mod journal_log;
+pub mod metrics;
 mod ops;
 mod refusals;
 pub mod retention;
@@ -55,6 +56,9 @@ pub struct Daemon {
     pub log_reads: ops::ReadRate,
     /// The largest answer through an agent's `ops` lane, in bytes.
     pub ops_max_reply: usize,
+    /// What is counted of requests for `/metrics` (counted when it is off
+    /// too: a few counters, cheaper than asking).
+    pub metrics: metrics::Metrics,
     started: Instant,
 }
 
@@ -196,6 +200,14 @@ pub enum StartError {
         /// The failure.
         source: std::io::Error,
     },
+    /// `metrics` of daemon.toml cannot be bound (in use, no permission).
+    #[error("cannot serve metrics on {at}: {source} (change or remove `metrics` in daemon.toml)")]
+    Metrics {
+        /// The address or path, as written.
+        at: String,
+        /// The failure.
+        source: std::io::Error,
+    },
     /// SIGTERM or SIGINT cannot be caught.
     #[error("{0}")]
     Signals(#[source] std::io::Error),
@@ -231,6 +243,18 @@ fn raise_fd_limit() {
 
 async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     let home = opts.home.clone();
+    // Bound before anything starts: a port in use stops the daemon before
+    // it has started or adopted any app. (The address was checked when
+    // daemon.toml was loaded.)
+    let metrics_listener = match config.metrics_listen() {
+        Ok(Some(at)) => Some(
+            metrics::http::bind(&at).map_err(|source| StartError::Metrics {
+                at: config.metrics.clone().unwrap_or_default(),
+                source,
+            })?,
+        ),
+        _ => None,
+    };
     let store =
         crate::store::Store::open_for_daemon(&home.state_db(), config.allow_read_only_state)?;
     let shim_exe = std::env::current_exe().map_err(StartError::OwnExe)?;
@@ -300,9 +324,15 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         refusals: std::sync::Mutex::new(refusals::Refusals::new(config.retention.refusal_limits())),
         log_reads: ops::ReadRate::new(config.logs_read_mib_per_sec),
         ops_max_reply: config.ops_max_reply_bytes,
+        metrics: metrics::Metrics::default(),
         started: Instant::now(),
     });
     tokio::spawn(retention::run(daemon.clone(), config.retention.clone()));
+    if let Some(listener) = metrics_listener {
+        let at = config.metrics.as_deref().unwrap_or("");
+        log::info!("serving metrics on {at}");
+        tokio::spawn(metrics::http::run(listener, daemon.clone()));
+    }
 
     if config.lanes.backend == Backend::Redis
         && config.lanes.responders.iter().any(|r| r == lane_ops::NAME)

@@ -360,6 +360,7 @@ impl Lanes {
                         .arg(UNROUTED_KEY)
                         .query::<i64>(&mut con)
                         .unwrap_or(0),
+                    delivery_ms: stat("delivery_ms"),
                 });
                 (counters, reload_error)
             })

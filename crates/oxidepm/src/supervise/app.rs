@@ -154,9 +154,27 @@ pub struct App {
     pub cgroup: Option<String>,
     /// The leaf of the current run inside it.
     pub run_cgroup: Option<String>,
+    /// Restarts since this daemon started, by reason (see
+    /// [`App::count_restart`]); `rt.restarts` holds them all.
+    pub restart_reasons: Vec<(String, u64)>,
 }
 
 impl App {
+    /// Counts one restart asked for by `actor` and by whom: the daemon's
+    /// own reason (`crash`, `health`, …) or the requester's class, so the
+    /// reasons stay a small fixed set.
+    pub fn count_restart(&mut self, actor: &Actor) {
+        self.rt.restarts += 1;
+        let reason = match actor.class {
+            Class::System => actor.label.as_str(),
+            c => c.as_str(),
+        };
+        match self.restart_reasons.iter_mut().find(|(r, _)| r == reason) {
+            Some((_, n)) => *n += 1,
+            None => self.restart_reasons.push((reason.to_string(), 1)),
+        }
+    }
+
     /// A new in-memory app.
     pub fn new(id: u64, spec: AppSpec, defined_by: Actor, rt: Runtime) -> App {
         let health = spec.health.as_ref().map(|_| HealthState::Unknown);
@@ -173,6 +191,7 @@ impl App {
             sample: Sample::default(),
             health,
             auto_epoch: 0,
+            restart_reasons: Vec::new(),
             cgroup: None,
             run_cgroup: None,
         }

@@ -252,7 +252,7 @@ async fn launch(
             Ok(true) => {
                 if kind == EventKind::Restarted {
                     if let Some(a) = s.app_mut(id) {
-                        a.rt.restarts += 1;
+                        a.count_restart(actor);
                     }
                 }
                 let pid = s.spawn_now(id, actor, kind)?;
@@ -298,7 +298,7 @@ async fn spawn_when_ready(shared: Shared, id: u64, generation: u64, actor: Actor
             Ok(true) => {
                 if kind == EventKind::Restarted {
                     if let Some(a) = s.app_mut(id) {
-                        a.rt.restarts += 1;
+                        a.count_restart(&actor);
                     }
                 }
                 let _ = s.spawn_now(id, &actor, kind);

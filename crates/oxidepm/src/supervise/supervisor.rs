@@ -548,7 +548,7 @@ impl Supervisor {
         let Some(app) = self.apps.get_mut(&id) else {
             return;
         };
-        app.rt.restarts += 1;
+        app.count_restart(actor);
         app.rt.status = Status::Starting;
         app.generation += 1;
         let generation = app.generation;

@@ -20,6 +20,7 @@ mod lanes_security;
 mod lifecycle;
 mod logs_big;
 mod logwriter;
+mod metrics;
 mod monit;
 mod ops;
 mod ops_limits;

@@ -129,6 +129,7 @@ fn reports_keep_their_shape() {
         malformed: 8,
         too_large: 9,
         trimmed: 10,
+        delivery_ms: 0,
     };
     let lanes = LanesReport {
         agents: vec![AgentLaneReport {
