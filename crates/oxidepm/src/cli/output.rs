@@ -28,11 +28,13 @@ pub struct Printer {
 }
 
 /// A table cell for a value that may be missing.
-fn or_dash<T: Display>(v: Option<T>) -> String {
+/// A value, or `-` when there is none.
+pub(crate) fn or_dash<T: Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
-fn bytes(n: u64) -> String {
+/// `512b`, `3.1mb`.
+pub(crate) fn bytes(n: u64) -> String {
     const K: f64 = 1024.0;
     let f = n as f64;
     if f < K {

@@ -3,6 +3,7 @@
 
 use super::model::Model;
 use super::theme::Theme;
+use crate::cli::output::{bytes, or_dash};
 use crate::cli::terminal::escape_controls;
 use crate::timefmt::short_duration;
 use oxidepm_proto::{AgentLaneReport, HealthState, LogStream, Status};
@@ -25,25 +26,6 @@ const HELP: &str = "↑↓ select  r restart  s stop  f follow logs  q quit";
 /// App-controlled text made harmless for the terminal.
 fn safe(s: &str) -> Cow<'_, str> {
     escape_controls(s.as_bytes())
-}
-
-/// `512b`, `3.1mb`.
-fn bytes(n: u64) -> String {
-    const K: f64 = 1024.0;
-    let f = n as f64;
-    if f < K {
-        format!("{n}b")
-    } else if f < K * K {
-        format!("{:.1}kb", f / K)
-    } else if f < K * K * K {
-        format!("{:.1}mb", f / K / K)
-    } else {
-        format!("{:.2}gb", f / K / K / K)
-    }
-}
-
-fn or_dash<T: ToString>(v: Option<T>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
 /// Lines a pane wants, and the fewest it can do with.
