@@ -275,12 +275,9 @@ pub(crate) fn upper<'b>(s: &[u8], buf: &'b mut [u8; 16]) -> &'b [u8] {
     &buf[..s.len()]
 }
 
-/// A command name for an error message: printable ASCII, at most 40 chars.
+/// An argument for an error message (see [`crate::resp::printable`]).
 fn printable(s: &[u8]) -> String {
-    s.iter()
-        .take(40)
-        .map(|&b| if b.is_ascii_graphic() { b as char } else { '?' })
-        .collect()
+    crate::resp::printable(s, 40)
 }
 
 #[cfg(test)]

@@ -148,12 +148,9 @@ fn own_list(dir: Dir, policy: &Policy<'_>) -> String {
         .join(", ")
 }
 
-/// An argument for an error message: printable ASCII, at most 60 chars.
+/// An argument for an error message (see [`crate::resp::printable`]).
 fn printable(s: &[u8]) -> String {
-    s.iter()
-        .take(60)
-        .map(|&b| if b.is_ascii_graphic() { b as char } else { '?' })
-        .collect()
+    crate::resp::printable(s, 60)
 }
 
 #[cfg(test)]

@@ -125,12 +125,9 @@ fn bulk(b: &[u8]) -> Vec<u8> {
     out
 }
 
-/// An argument for an error message: printable ASCII, at most 40 chars.
+/// An argument for an error message (see [`crate::resp::printable`]).
 fn printable(s: &[u8]) -> String {
-    s.iter()
-        .take(40)
-        .map(|&b| if b.is_ascii_graphic() { b as char } else { '?' })
-        .collect()
+    crate::resp::printable(s, 40)
 }
 
 #[cfg(test)]

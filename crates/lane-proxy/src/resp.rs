@@ -403,6 +403,15 @@ fn push_header(out: &mut Vec<u8>, ty: u8, n: usize) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// An argument for an error message: printable ASCII (`?` for anything
+/// else), at most `max` characters.
+pub(crate) fn printable(s: &[u8], max: usize) -> String {
+    s.iter()
+        .take(max)
+        .map(|&b| if b.is_ascii_graphic() { b as char } else { '?' })
+        .collect()
+}
+
 /// An error reply, `-<text>\r\n`, with CR and LF in `text` replaced.
 pub fn error_reply(text: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len() + 3);
