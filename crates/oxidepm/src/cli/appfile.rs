@@ -40,17 +40,66 @@ pub enum Format {
     Yaml,
     /// JSON, pm2's ecosystem shape or a list of apps.
     Json,
+    /// A pm2 `ecosystem.config.js` (`.cjs`, `.mjs`), evaluated with `node`.
+    EcosystemJs,
+    /// A supervisord INI file with `[program:x]` sections.
+    Supervisord,
+    /// A systemd unit with a `[Service]` section.
+    Systemd,
 }
 
 impl Format {
-    /// The format of a file, from its extension (`ecosystem.config.json` is JSON).
+    /// The format of a file, from its extension (`ecosystem.config.json` is
+    /// JSON, `*.service` a systemd unit, `*.conf`/`*.ini` supervisord's).
     pub fn from_path(p: &Path) -> Option<Format> {
         let extension = p.extension()?.to_str()?.to_ascii_lowercase();
         match extension.as_str() {
             "toml" => Some(Format::Toml),
             "yaml" | "yml" => Some(Format::Yaml),
             "json" => Some(Format::Json),
+            "js" | "cjs" | "mjs" => Some(Format::EcosystemJs),
+            "conf" | "ini" => Some(Format::Supervisord),
+            "service" => Some(Format::Systemd),
             _ => None,
+        }
+    }
+}
+
+/// How a file is read: pm2's `--env <name>` and `--only a,b`.
+#[derive(Debug, Default, Clone)]
+pub struct LoadOptions {
+    /// Apply the `env_<name>` sections (pm2's `--env production`).
+    pub env: Option<String>,
+    /// Only these apps of the file (pm2's `--only`); all when empty.
+    pub only: Vec<String>,
+}
+
+/// A file's apps, and what of it was taken differently or not at all.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// The apps, resolved and validated.
+    pub apps: Vec<AppSpec>,
+    /// Fields with no exact equivalent (printed as warnings by `start`,
+    /// as comments by `import`).
+    pub notes: Vec<Note>,
+}
+
+/// A field of a file that has no exact equivalent in oxidepm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// The app (program, unit) it belongs to, when it belongs to one.
+    pub app: Option<String>,
+    /// The field as written in the file (`pid_file`, `StartLimitBurst`).
+    pub field: String,
+    /// What oxidepm does with it instead, in one line.
+    pub message: String,
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match &self.app {
+            Some(app) => write!(f, "app {app:?}: {}: {}", self.field, self.message),
+            None => write!(f, "{}: {}", self.field, self.message),
         }
     }
 }
@@ -96,21 +145,67 @@ impl fmt::Display for AppFileError {
 
 impl std::error::Error for AppFileError {}
 
-/// Loads every app of a config file, resolved and validated, or a clear error.
-pub fn load(path: &Path) -> Result<Vec<AppSpec>, AppFileError> {
+/// Loads a config file of any supported format with pm2's options, all of
+/// it or nothing.
+pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileError> {
     let Some(format) = Format::from_path(path) else {
-        let name = path.to_string_lossy();
-        let message = if [".js", ".cjs", ".mjs"].iter().any(|e| name.ends_with(e)) {
-            "JavaScript config files cannot be read; write the object that the file exports \
-             as JSON in ecosystem.config.json, or use TOML or YAML"
-        } else {
-            "unknown config file type; name it *.toml, *.yaml, *.yml or *.json"
-        };
-        return Err(AppFileError::new(path, message));
+        return Err(AppFileError::new(
+            path,
+            "unknown config file type; name it *.toml, *.yaml, *.yml, *.json, \
+             ecosystem.config.js, a supervisord *.conf or a systemd *.service",
+        ));
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
-    parse(&text, format, path)
+    let mut loaded = match format {
+        Format::Toml | Format::Yaml | Format::Json => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
+            Loaded {
+                apps: parse(&text, format, path)?,
+                notes: Vec::new(),
+            }
+        }
+        Format::EcosystemJs | Format::Supervisord | Format::Systemd => {
+            return Err(AppFileError::new(
+                path,
+                "this kind of file cannot be read yet; write its apps as TOML",
+            ))
+        }
+    };
+    if let Some(env) = &options.env {
+        loaded.notes.push(Note {
+            app: None,
+            field: format!("env_{env}"),
+            message: "environment sections are not applied to this file".into(),
+        });
+    }
+    select_only(path, &mut loaded, &options.only)?;
+    Ok(loaded)
+}
+
+/// Keeps the apps named in `only` (pm2's `--only a,b`); a name that is not
+/// in the file is an error naming those that are.
+fn select_only(path: &Path, loaded: &mut Loaded, only: &[String]) -> Result<(), AppFileError> {
+    if only.is_empty() {
+        return Ok(());
+    }
+    if let Some(missing) = only
+        .iter()
+        .find(|n| !loaded.apps.iter().any(|a| &a.name == *n))
+    {
+        let names: Vec<&str> = loaded.apps.iter().map(|a| a.name.as_str()).collect();
+        return Err(AppFileError::new(
+            path,
+            format!(
+                "--only: no app {missing:?} in this file; its apps are {}",
+                names.join(", ")
+            ),
+        ));
+    }
+    loaded.apps.retain(|a| only.contains(&a.name));
+    loaded
+        .notes
+        .retain(|n| n.app.as_ref().is_none_or(|a| only.contains(a)));
+    Ok(())
 }
 
 /// Parses the text of a config file; `origin` is its path (for messages and as the base of relative paths).
@@ -154,6 +249,11 @@ pub fn parse(text: &str, format: Format, origin: &Path) -> Result<Vec<AppSpec>, 
         Format::Yaml => de::Root(&ctx)
             .deserialize(serde_yaml_ng::Deserializer::from_str(text))
             .map_err(yaml_error),
+        Format::EcosystemJs | Format::Supervisord | Format::Systemd => Err((
+            "this format is not read from text; load the file instead".to_string(),
+            None,
+            None,
+        )),
     };
     match parsed {
         Ok(apps) if apps.is_empty() => Err(no_apps(origin, format)),
@@ -199,6 +299,8 @@ fn no_apps(origin: &Path, format: Format) -> AppFileError {
         origin,
         match format {
             Format::Toml => "no apps in this file; add an [[apps]] table with a script",
+            Format::Supervisord => "no [program:x] section in this file",
+            Format::Systemd => "no [Service] section with ExecStart in this unit",
             _ => "no apps in this file; add an \"apps\" list with at least one app",
         },
     )
@@ -270,6 +372,7 @@ fn app_name_at(text: &str, format: Format, index: usize) -> Option<String> {
         Format::Toml => toml::from_str(text).ok()?,
         Format::Yaml => serde_yaml_ng::from_str(text).ok()?,
         Format::Json => serde_json::from_str(text).ok()?,
+        Format::EcosystemJs | Format::Supervisord | Format::Systemd => return None,
     };
     let apps = value.get("apps").unwrap_or(&value).as_array()?;
     let app = apps.get(index)?;

@@ -243,8 +243,12 @@ fn start_op(a: StartArgs) -> Result<Op, Error> {
     let path = Path::new(&target);
     if path.is_file() {
         if appfile::Format::from_path(path).is_some() {
-            let apps = appfile::load(path).map_err(LocalError::from)?;
-            return Ok(Op::Define { apps });
+            let loaded = appfile::load_with(path, &appfile::LoadOptions::default())
+                .map_err(LocalError::from)?;
+            for note in &loaded.notes {
+                eprintln!("oxidepm: warning: {note}");
+            }
+            return Ok(Op::Define { apps: loaded.apps });
         }
         let spec = spec_from_args(&a, vec![target])?;
         return Ok(Op::Define { apps: vec![spec] });

@@ -12,7 +12,7 @@ fn parse_err(text: &str, format: Format) -> String {
     let origin = match format {
         Format::Toml => "/srv/demo/apps.toml",
         Format::Yaml => "/srv/demo/apps.yaml",
-        Format::Json => "/srv/demo/apps.json",
+        _ => "/srv/demo/apps.json",
     };
     match parse(text, format, Path::new(origin)) {
         Ok(apps) => panic!("expected an error, got {apps:?}"),
@@ -545,11 +545,20 @@ fn formats_come_from_the_extension() {
         Format::from_path(Path::new("ecosystem.config.json")),
         Some(Format::Json)
     );
-    assert_eq!(Format::from_path(Path::new("ecosystem.config.js")), None);
+    assert_eq!(
+        Format::from_path(Path::new("ecosystem.config.js")),
+        Some(Format::EcosystemJs)
+    );
+    assert_eq!(
+        Format::from_path(Path::new("web.service")),
+        Some(Format::Systemd)
+    );
+    assert_eq!(
+        Format::from_path(Path::new("supervisord.conf")),
+        Some(Format::Supervisord)
+    );
     assert_eq!(Format::from_path(Path::new("toml")), None);
-    let e = load(Path::new("/nowhere/ecosystem.config.js")).unwrap_err();
-    assert!(e.to_string().contains("ecosystem.config.json"), "{e}");
-    let e = load(Path::new("/nowhere/apps.toml")).unwrap_err();
+    let e = load_with(Path::new("/nowhere/apps.toml"), &LoadOptions::default()).unwrap_err();
     assert!(
         e.to_string()
             .starts_with("/nowhere/apps.toml: cannot read: "),
@@ -562,7 +571,7 @@ fn load_reads_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ecosystem.config.yaml");
     std::fs::write(&path, "apps:\n  - name: web\n    script: server.js\n").unwrap();
-    let apps = load(&path).unwrap();
+    let apps = load_with(&path, &LoadOptions::default()).unwrap().apps;
     assert_eq!(
         apps[0].args,
         [dir.path().join("server.js").to_string_lossy()]
