@@ -178,6 +178,10 @@ pub fn required_tier(op: &Op) -> Tier {
         | Op::Routes
         | Op::Audit { .. } => Tier::Read,
         Op::Start { .. } | Op::Stop { .. } | Op::Restart { .. } => Tier::Control,
+        // What restart does, to the same apps: the same tier.
+        Op::Signal { .. } | Op::Reload { .. } | Op::Reset { .. } => Tier::Control,
+        // Defines and deletes instances.
+        Op::Scale { .. } => Tier::Manage,
         Op::Define { .. }
         | Op::Delete { .. }
         | Op::Flush { .. }

@@ -266,7 +266,9 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
                 Err(why) => {
                     failures += 1;
                     a.health = Some(HealthState::Unhealthy);
-                    (failures >= h.retries.max(1)).then(|| why.to_string())
+                    // During a reload the reload decides: it keeps the
+                    // old process and stops the new one.
+                    (failures >= h.retries.max(1) && !a.reloading).then(|| why.to_string())
                 }
             };
             // A change of health is an event (each check is not): what a
