@@ -30,3 +30,4 @@ mod routes;
 mod storage;
 mod storms;
 mod supervision;
+mod verbs;
