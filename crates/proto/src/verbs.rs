@@ -112,3 +112,65 @@ pub fn instance_of(spec: &crate::app::AppSpec) -> Option<(&str, u32)> {
     let base = spec.name.strip_suffix(&format!("-{i}"))?;
     (!base.is_empty()).then_some((base, i))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::AppSpec;
+    use crate::wire::{Op, Request, SignalName};
+
+    #[test]
+    fn an_instance_knows_its_group_and_number() {
+        let mut web = AppSpec::new("web", "node", vec!["app.js".into()]);
+        web.tags = vec!["front".into()];
+        let third = instance_spec(&web, "web", 2);
+        assert_eq!(third.name, "web-2");
+        assert_eq!(third.env.get(INSTANCE_VAR).map(String::as_str), Some("2"));
+        assert_eq!(third.tags, ["front", "web"]);
+        assert_eq!(instance_of(&third), Some(("web", 2)));
+        assert_eq!(
+            instance_of(&instance_spec(&third, "web", 0)),
+            Some(("web", 0))
+        );
+        // A name that looks like an instance is not one without the variable,
+        // nor with a variable that does not match it.
+        assert_eq!(instance_of(&AppSpec::new("web-2", "x", vec![])), None);
+        let mut odd = third.clone();
+        odd.name = "web-3".into();
+        assert_eq!(instance_of(&odd), None);
+        odd.name = "-2".into();
+        assert_eq!(instance_of(&odd), None);
+    }
+
+    #[test]
+    fn the_verbs_on_the_wire() {
+        let r: Request =
+            serde_json::from_str(r#"{"op":"signal","target":"web","signal":"USR1"}"#).unwrap();
+        assert!(matches!(r.op, Op::Signal { signal: SignalName::Name(ref s), .. } if s == "USR1"));
+        let r: Request =
+            serde_json::from_str(r#"{"op":"signal","target":"web","signal":10}"#).unwrap();
+        assert!(matches!(
+            r.op,
+            Op::Signal {
+                signal: SignalName::Number(10),
+                ..
+            }
+        ));
+        assert_eq!(r.op.name(), "signal");
+        let r: Request =
+            serde_json::from_str(r#"{"op":"scale","target":"web","instances":3}"#).unwrap();
+        assert_eq!(r.op.name(), "scale");
+        for op in ["reload", "reset"] {
+            let r: Request =
+                serde_json::from_str(&format!(r#"{{"op":"{op}","target":"web"}}"#)).unwrap();
+            assert_eq!(r.op.name(), op);
+        }
+        for how in [
+            ReloadHow::Reloaded,
+            ReloadHow::Restarted,
+            ReloadHow::Started,
+        ] {
+            assert_eq!(serde_json::to_value(how).unwrap(), how.as_str());
+        }
+    }
+}

@@ -318,3 +318,42 @@ async fn retire(shared: &Shared, id: u64, run: &OldRun, members: Option<Members>
     }
     lock(shared).retired_gone(id, run);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oxidepm_proto::HealthProbe;
+
+    #[test]
+    fn signals_by_name_or_number() {
+        let name = |s: &str| parse_signal(&SignalName::Name(s.into())).map_err(|e| e.to_string());
+        for s in ["SIGUSR1", "USR1", "usr1", " sigusr1 ", "10"] {
+            assert_eq!(name(s), Ok(Signal::SIGUSR1), "{s}");
+        }
+        assert_eq!(
+            parse_signal(&SignalName::Number(9)).unwrap(),
+            Signal::SIGKILL
+        );
+        for bad in ["SIGFOO", "", "0", "99", "-1"] {
+            let e = name(bad).unwrap_err();
+            assert!(e.contains("unknown signal"), "{bad}: {e}");
+        }
+        assert!(parse_signal(&SignalName::Number(u32::MAX)).is_err());
+    }
+
+    #[test]
+    fn a_reload_waits_as_long_as_the_check_takes_and_no_longer() {
+        let mut h = HealthSpec {
+            probe: HealthProbe::Tcp("127.0.0.1:1".into()),
+            expect_status: None,
+            interval_ms: 100,
+            timeout_ms: 1000,
+            retries: 3,
+            start_period_ms: 2000,
+        };
+        // The start period, 4 checks of 1.1 s, a second to spare.
+        assert_eq!(reload_wait(&h), Duration::from_millis(2000 + 4400 + 1000));
+        h.interval_ms = u64::MAX;
+        assert_eq!(reload_wait(&h), MAX_RELOAD_WAIT);
+    }
+}
