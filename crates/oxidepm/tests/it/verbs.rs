@@ -554,3 +554,64 @@ fn an_ai_cannot_signal_reload_reset_or_scale_a_protected_app() {
         assert!(rows.iter().any(|r| r == want), "{want} not in {rows:?}");
     }
 }
+
+#[test]
+fn an_agent_uses_the_verbs_through_its_ops_lane_as_on_a_socket() {
+    let env = Env::new();
+    env.daemon_toml("[agents.alice]\napps = [\"web\", \"db\"]\n");
+    env.ok(&[
+        "start",
+        "--name",
+        "db",
+        "--protected",
+        "--",
+        "sleep",
+        "100000",
+    ]);
+    env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
+    crate::lanes::start_agents(&env, &["alice"]);
+    let db = env.pid("db");
+    let web = env.pid("web");
+    let mut alice = crate::lanes::conn(&env.home.join("lanes/alice.sock"));
+    let ask = |c: &mut redis::Connection, req: &str| crate::ops::ops_answer(c, "alice", req);
+
+    for req in [
+        r#"{"op":"signal","target":"db","signal":"KILL"}"#,
+        r#"{"op":"reload","target":"db"}"#,
+        r#"{"op":"reset","target":"db"}"#,
+    ] {
+        let r = ask(&mut alice, req);
+        assert_eq!(r["error"]["code"], "E_PROTECTED", "{req}: {r}");
+        assert!(r["error"]["message"].as_str().unwrap().contains("ai:alice"));
+    }
+    assert_eq!(env.pid("db"), db);
+    // A stream entry's fields, the number as the lane reads it.
+    let id: String = redis::cmd("XADD")
+        .arg("alice:ops:outbox")
+        .arg("*")
+        .arg("op")
+        .arg("signal")
+        .arg("target")
+        .arg("web")
+        .arg("signal")
+        .arg("18")
+        .query(&mut alice)
+        .unwrap();
+    assert!(!id.is_empty());
+    env.wait(20, "SIGCONT reported", || {
+        env.daemon_events("web").iter().any(|e| {
+            e["kind"] == "signal"
+                && e["actor"] == "ai:alice"
+                && e["detail"] == format!("SIGCONT to pid {web}")
+        })
+    });
+    let r = ask(&mut alice, r#"{"op":"reload","target":"web"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(
+        r["result"][0]["how"],
+        "restarted (no health check: not zero-downtime)"
+    );
+    assert_ne!(env.pid("web"), web);
+    let r = ask(&mut alice, r#"{"op":"scale","target":"web","instances":2}"#);
+    assert_eq!(r["error"]["code"], "E_POLICY_DENIED", "{r}");
+}
