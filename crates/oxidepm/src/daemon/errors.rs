@@ -305,7 +305,10 @@ fn verb_body(e: supervise::verbs::VerbError) -> ErrorBody {
     let code = match e {
         V::Supervise(e) => return e.into(),
         V::UnknownSignal { .. } => ErrorCode::BadRequest,
-        V::NotRunning { .. } | V::ReloadBusy { .. } | V::ReloadFailed { .. } => ErrorCode::Conflict,
+        V::NotRunning { .. }
+        | V::ReloadBusy { .. }
+        | V::ReloadFailed { .. }
+        | V::ReloadInterrupted { .. } => ErrorCode::Conflict,
         V::Gone { .. } => ErrorCode::NotFound,
         V::SignalFailed { .. } => ErrorCode::Spawn,
     };

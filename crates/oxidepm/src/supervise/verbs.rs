@@ -79,6 +79,14 @@ pub enum VerbError {
         /// The apps reloaded before this one, as a sentence end.
         done: String,
     },
+    /// A request stopped, restarted or deleted the app during the reload.
+    #[error("reload of {app} interrupted: {why}")]
+    ReloadInterrupted {
+        /// The app.
+        app: String,
+        /// What happened.
+        why: String,
+    },
     /// Starting the new process (or the app) failed.
     #[error(transparent)]
     Supervise(#[from] Error),
@@ -249,7 +257,8 @@ async fn reload_one(shared: &Shared, id: u64, actor: &Actor) -> Result<Reloaded,
             retire(shared, id, &old, m).await;
             Ok(answer(ReloadHow::Reloaded, Some(new_pid)))
         }
-        Err(why) => {
+        Err(NotHealthy::Interrupted(why)) => Err(VerbError::ReloadInterrupted { app: name, why }),
+        Err(NotHealthy::Failed(why)) => {
             let undone = lock(shared).reload_undo(id, &old, actor, &why);
             if let Some((new, m)) = undone {
                 retire(shared, id, &new, Some(m)).await;
@@ -264,32 +273,50 @@ async fn reload_one(shared: &Shared, id: u64, actor: &Actor) -> Result<Reloaded,
     }
 }
 
-/// Waits until the new process `pid` of app `id` is healthy; `Err` says
-/// why it will not be (it exited, the app was stopped, time ran out).
-async fn wait_healthy(shared: &Shared, id: u64, pid: u32, within: Duration) -> Result<(), String> {
+/// Why a reload's new process is not healthy.
+enum NotHealthy {
+    /// It exited, or was not healthy in time: the old process is kept.
+    Failed(String),
+    /// The app was stopped, restarted or deleted meanwhile: that request
+    /// decided what runs.
+    Interrupted(String),
+}
+
+/// Waits until the new process `pid` of app `id` is healthy.
+async fn wait_healthy(
+    shared: &Shared,
+    id: u64,
+    pid: u32,
+    within: Duration,
+) -> Result<(), NotHealthy> {
     let until = tokio::time::Instant::now() + within;
     loop {
         {
             let mut s = lock(shared);
             let Some(a) = s.app_mut(id) else {
-                return Err("the app was deleted".into());
+                return Err(NotHealthy::Interrupted("the app was deleted".into()));
             };
-            if !a.reloading {
-                return Err("the new process exited before it was healthy".into());
-            }
             if a.rt.pid != Some(pid) || a.rt.status != Status::Online {
-                a.reloading = false;
-                return Err(format!("the app was {} meanwhile", a.rt.status.as_str()));
+                if a.reloading {
+                    a.reloading = false;
+                    return Err(NotHealthy::Interrupted(format!(
+                        "the app was {} meanwhile (`oxidepm status` shows what runs)",
+                        a.rt.status.as_str()
+                    )));
+                }
+                return Err(NotHealthy::Failed(
+                    "the new process exited before it was healthy".into(),
+                ));
             }
             if a.health == Some(HealthState::Healthy) {
                 return Ok(());
             }
         }
         if tokio::time::Instant::now() >= until {
-            return Err(format!(
+            return Err(NotHealthy::Failed(format!(
                 "the new process (pid {pid}) was not healthy within {:.1} s (the health check's start period, retries and timeouts)",
                 within.as_secs_f64()
-            ));
+            )));
         }
         tokio::time::sleep(RELOAD_POLL).await;
     }

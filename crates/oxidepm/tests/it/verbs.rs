@@ -63,13 +63,13 @@ command = ["sh", "-c", "test -f {dir}/ready.$OXIDEPM_PID"]
 interval = "100ms"
 timeout = "1s"
 retries = 3
-start_period = "0s"
+start_period = "10s"
 "#
         ),
     )
     .unwrap();
     env.ok(&["start", file.to_str().unwrap()]);
-    env.wait(20, "web healthy", || {
+    env.wait(60, "web healthy", || {
         env.daemon_app("web")["health"] == "healthy"
     });
 }
@@ -134,7 +134,7 @@ fn reload_with_a_health_check_keeps_serving_and_ends_with_a_new_pid() {
         let (stop, seen) = (stop.clone(), seen.clone());
         std::thread::spawn(move || poll(port, stop, seen))
     };
-    env.wait(20, "answers from the old process", || {
+    env.wait(60, "answers from the old process", || {
         count(&seen, old) >= 20
     });
 
@@ -144,7 +144,7 @@ fn reload_with_a_health_check_keeps_serving_and_ends_with_a_new_pid() {
     assert_eq!(r[0]["old_pid"], old, "{r}");
     assert_ne!(new, old);
     // The answer comes once the old process is stopped; the new one serves.
-    env.wait(20, "answers from the new process", || {
+    env.wait(60, "answers from the new process", || {
         count(&seen, new) >= 20
     });
     stop.store(true, Ordering::Relaxed);
@@ -159,7 +159,7 @@ fn reload_with_a_health_check_keeps_serving_and_ends_with_a_new_pid() {
     // Resets of a connection queued on the old listener as it closed are
     // possible with SO_REUSEPORT; refusals are not.
     assert!(seen.other_errors.len() <= 2, "{:?}", seen.other_errors);
-    env.wait(10, "the old process gone", || !alive(old));
+    env.wait(60, "the old process gone", || !alive(old));
     let app = env.daemon_app("web");
     assert_eq!(app["pid"], new);
     assert_eq!(app["status"], "online");
@@ -213,7 +213,7 @@ fn reload_of_a_new_version_that_never_gets_healthy_keeps_the_old_pid() {
         .and_then(|e| e["detail"].as_str()?.strip_prefix("pid ")?.parse().ok())
         .expect("the new process was started");
     assert_ne!(new, old);
-    env.wait(15, "the broken process gone", || !alive(new));
+    env.wait(60, "the broken process gone", || !alive(new));
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     let mut s = String::new();
@@ -225,7 +225,7 @@ fn reload_of_a_new_version_that_never_gets_healthy_keeps_the_old_pid() {
         "human:cli",
         &format!("pid {old} kept")
     ));
-    env.wait(20, "healthy again", || {
+    env.wait(60, "healthy again", || {
         env.daemon_app("web")["health"] == "healthy"
     });
 }
@@ -261,13 +261,13 @@ fn signal_reaches_the_main_process_by_name_or_number() {
     );
     env.ok(&["start", "--name", "trap", "--", &script]);
     let pid = env.pid("trap");
-    env.wait(10, "the trap set", || ready.exists());
+    env.wait(60, "the trap set", || ready.exists());
     // One at a time: a second USR1 pending beside the first is one signal.
     for (n, sig) in ["SIGUSR1", "usr1", "10"].iter().enumerate() {
         let r = env.json(&["signal", sig, "trap"]);
         assert_eq!(r[0]["pid"], pid);
         assert_eq!(r[0]["signal"], "SIGUSR1");
-        env.wait(10, "the USR1 trapped", || {
+        env.wait(60, "the USR1 trapped", || {
             read(&got).lines().count() == n + 1
         });
     }
@@ -281,7 +281,7 @@ fn signal_reaches_the_main_process_by_name_or_number() {
 
     // SIGKILL is allowed; the exit is handled as any other (restarted).
     env.ok(&["signal", "KILL", "trap"]);
-    env.wait(10, "a new process", || {
+    env.wait(60, "a new process", || {
         env.daemon_app("trap")["pid"]
             .as_u64()
             .is_some_and(|p| p != u64::from(pid))
@@ -343,7 +343,7 @@ fn instances_in_a_file_and_scale_up_and_down() {
     let pids: Vec<u32> = (0..3).map(|i| env.pid(&format!("web-{i}"))).collect();
     for (i, pid) in pids.iter().enumerate() {
         let p = env.path(&format!("i.{i}"));
-        env.wait(10, "the instance's file", || {
+        env.wait(60, "the instance's file", || {
             read(&p).trim() == pid.to_string()
         });
     }
@@ -358,7 +358,7 @@ fn instances_in_a_file_and_scale_up_and_down() {
         .collect();
     assert_eq!(names, ["web-3", "web-4"]);
     let p4 = env.pid("web-4");
-    env.wait(10, "instance 4's file", || {
+    env.wait(60, "instance 4's file", || {
         read(&env.path("i.4")).trim() == p4.to_string()
     });
 
@@ -427,7 +427,7 @@ fn a_periodic_job_runs_again_on_schedule_until_a_person_stops_it() {
     )
     .unwrap();
     env.ok(&["start", file.to_str().unwrap()]);
-    env.wait(20, "three runs", || read(&runs).lines().count() >= 3);
+    env.wait(60, "three runs", || read(&runs).lines().count() >= 3);
     let ev = env.events("job");
     assert!(has_event(&ev, "cron", "system:cron", "scheduled by"));
     assert!(has_event(&ev, "started", "system:cron", "pid"));
@@ -461,7 +461,7 @@ fn waiting_shows_reason_and_time_left_and_start_cuts_it_short() {
         "--",
         &script,
     ]);
-    env.wait(10, "waiting", || env.daemon_app("w")["waiting"].is_object());
+    env.wait(60, "waiting", || env.daemon_app("w")["waiting"].is_object());
     let app = env.daemon_app("w");
     assert_eq!(app["status"], "starting");
     assert_eq!(app["waiting"]["reason"], "after exit code 3");
@@ -598,7 +598,7 @@ fn an_agent_uses_the_verbs_through_its_ops_lane_as_on_a_socket() {
         .query(&mut alice)
         .unwrap();
     assert!(!id.is_empty());
-    env.wait(20, "SIGCONT reported", || {
+    env.wait(60, "SIGCONT reported", || {
         env.daemon_events("web").iter().any(|e| {
             e["kind"] == "signal"
                 && e["actor"] == "ai:alice"
