@@ -148,6 +148,7 @@ pub enum Command {
         targets: Vec<String>,
     },
     /// Send a signal to apps' main processes (`signal USR1 web`).
+    #[command(alias = "sendSignal")]
     Signal {
         /// SIGUSR1, USR1, usr1 or a number.
         signal: String,

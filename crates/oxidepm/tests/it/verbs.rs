@@ -385,6 +385,15 @@ fn instances_in_a_file_and_scale_up_and_down() {
     assert!(err.contains("scale to 0"), "{err}");
     let err = env.fails(&["scale", "web", "300"]);
     assert!(err.contains("at most 256"), "{err}");
+    // An app that only has an instance's name is never redefined.
+    env.ok(&["start", "--name", "web-2", "--", "sleep", "1000"]);
+    let other = env.pid("web-2");
+    let err = env.fails(&["scale", "web", "3"]);
+    assert!(
+        err.contains("web-2 is the name of an app that is not an instance of web"),
+        "{err}"
+    );
+    assert_eq!(env.pid("web-2"), other);
     env.ok(&["start", "--name", "single", "--", "sleep", "1000"]);
     let err = env.fails(&["scale", "single", "3"]);
     assert!(

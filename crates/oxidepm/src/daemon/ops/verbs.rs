@@ -29,6 +29,14 @@ pub enum ScaleError {
         /// The app.
         app: String,
     },
+    /// An instance's name is taken by an app outside the group.
+    #[error("{name} is the name of an app that is not an instance of {base}; rename or delete it before scaling {base} past it")]
+    NameTaken {
+        /// The name.
+        name: String,
+        /// The group.
+        base: String,
+    },
     /// Agents, adapters and system apps are one of a kind.
     #[error("{app} is of kind {kind}, which has one instance only (each agent has its own lane)")]
     Kind {
@@ -120,6 +128,13 @@ impl Daemon {
                 .filter(|(i, _)| *i >= n)
                 .map(|(_, id)| *id)
                 .collect();
+            // Never redefine an app of that name that is not an instance.
+            for i in (0..n).filter(|i| !have.contains(i)) {
+                let name = oxidepm_proto::instance_name(&base, i);
+                if s.apps().any(|a| a.spec.name == name) {
+                    return Err(ScaleError::NameTaken { name, base }.into());
+                }
+            }
             (first.spec.clone(), running, have, extra)
         };
         let mut out = Vec::new();
