@@ -25,6 +25,7 @@ mod monit;
 mod ops;
 mod ops_limits;
 mod recovery;
+mod reload;
 mod retention;
 mod routes;
 mod storage;
