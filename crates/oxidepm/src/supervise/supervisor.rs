@@ -562,6 +562,9 @@ impl Supervisor {
     pub fn schedule_restart(&mut self, id: u64, delay_ms: u64, actor: &Actor) {
         let why = match actor.label.as_str() {
             "retry" => "after a spawn failure that may pass".to_string(),
+            "health" => "after failed health checks".to_string(),
+            "limit" => "after the memory limit".to_string(),
+            "cron" => "on its cron schedule".to_string(),
             label => format!("for {label}"),
         };
         self.schedule_restart_after(id, delay_ms, actor, why);

@@ -256,6 +256,29 @@ fn waiting_shows_reason_and_time_left_and_start_cuts_it_short() {
     assert_eq!(app["status"], "online");
     assert!(app["waiting"].is_null());
     assert_eq!(app["pid"], r[0]["pid"]);
+
+    // `restart` cuts the wait short too.
+    env.ok(&[
+        "start",
+        "--name",
+        "w2",
+        "--restart-delay",
+        "60s",
+        "--",
+        "sh",
+        "-c",
+        "exit 4",
+    ]);
+    env.wait(60, "w2 waiting", || {
+        env.daemon_app("w2")["waiting"].is_object()
+    });
+    let before = env.daemon_events("w2").len();
+    let r = env.json(&["restart", "w2"]);
+    assert!(r[0]["pid"].is_u64(), "{r}");
+    let ev = env.daemon_events("w2");
+    assert!(ev[before..]
+        .iter()
+        .any(|e| e["kind"] == "started" && e["actor"] == "human:cli"));
 }
 
 #[test]
