@@ -1,12 +1,13 @@
 //! What the daemon does on its own while an app runs: scheduled (cron)
-//! restarts (and starts of an app that ended by itself: a periodic job), health checks and the memory limit. Each is a task tied to the
+//! restarts (and starts of a periodic job that ended by itself), health
+//! checks and the memory limit. Each is a task tied to the
 //! app's automation epoch, which changes whenever the spec does, so a task
 //! armed for an older spec ends by itself.
 
 use super::supervisor::{lock, Shared};
 use chrono::Local;
 use croner::parser::{CronParser, Seconds, Year};
-use oxidepm_proto::{Actor, EventKind, Status};
+use oxidepm_proto::{Actor, EventKind, RestartPolicy, Status};
 use std::time::Duration;
 
 /// Why a cron expression was refused.
@@ -65,10 +66,11 @@ pub async fn cron_loop(shared: Shared, id: u64, epoch: u64, cron: croner::Cron, 
             match s.app(id) {
                 Some(a) if a.auto_epoch == epoch => (
                     a.rt.status == Status::Online,
-                    // It ended by itself (a periodic job, `restart =
-                    // "never"`, or one that errored): run it again, as pm2
-                    // does. One a request stopped stays stopped.
-                    matches!(a.rt.status, Status::Stopped | Status::Errored)
+                    // A periodic job (not restarted when it exits) that
+                    // ended by itself runs again, as in pm2. One a request
+                    // stopped stays stopped until a start.
+                    a.spec.restart != RestartPolicy::Always
+                        && matches!(a.rt.status, Status::Stopped | Status::Errored)
                         && a.rt.stopped_by.is_none()
                         && !s.shutting_down,
                 ),
