@@ -467,6 +467,10 @@ pub struct AppInfo {
     /// stdout and stderr together (`show` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_dropped_bytes: Option<u64>,
+    /// Set while the app waits to restart (status `waiting`): why, and
+    /// how long still.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::verbs::Waiting>,
 }
 
 /// Checks an app name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with

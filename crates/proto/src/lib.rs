@@ -14,6 +14,7 @@ pub mod reply;
 pub mod report;
 pub mod route;
 pub mod stream;
+pub mod verbs;
 pub mod wire;
 
 pub use actor::{Actor, Class, Tier};
@@ -33,7 +34,11 @@ pub use report::{
 };
 pub use route::{Route, RouteError};
 pub use stream::{Streamed, Subscribed, EVENT_KINDS, REFUSAL_KIND};
-pub use wire::{ErrorBody, ErrorCode, Op, Request, Response};
+pub use verbs::{
+    instance_name, instance_of, instance_spec, ReloadHow, Reloaded, ResetDone, Signalled, Waiting,
+    INSTANCE_VAR, MAX_INSTANCES,
+};
+pub use wire::{ErrorBody, ErrorCode, Op, Request, Response, SignalName};
 
 /// Largest request line the daemon accepts on its main socket.
 pub const MAX_LINE: usize = 1 << 20;

@@ -238,6 +238,12 @@ pub enum Reply {
     RouteRemoved(RouteRemoved),
     /// `kill`.
     Killed(Killed),
+    /// `signal`.
+    Signalled(Vec<crate::verbs::Signalled>),
+    /// `reset`.
+    Reset(Vec<crate::verbs::ResetDone>),
+    /// `reload`.
+    Reloaded(Vec<crate::verbs::Reloaded>),
 }
 
 impl Reply {
@@ -275,6 +281,9 @@ reply_from! {
     RouteAdded => RouteAdded,
     RouteRemoved => RouteRemoved,
     Killed => Killed,
+    Vec<crate::verbs::Signalled> => Signalled,
+    Vec<crate::verbs::ResetDone> => Reset,
+    Vec<crate::verbs::Reloaded> => Reloaded,
 }
 
 #[cfg(test)]

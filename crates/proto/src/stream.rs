@@ -24,6 +24,9 @@ pub const EVENT_KINDS: &[&str] = &[
     "cron",
     "orphan",
     "health",
+    "reload",
+    "signal",
+    "reset",
 ];
 
 /// One streamed record of `subscribe`, as `{"<kind>": …}`.

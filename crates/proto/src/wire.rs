@@ -156,6 +156,52 @@ pub enum Op {
     },
     /// Stops every app, then the daemon.
     Kill,
+    /// Sends a signal to the main process of each selected app.
+    Signal {
+        /// Selector.
+        target: String,
+        /// Signal name (`SIGUSR1`, `USR1`, `usr1`) or number.
+        signal: SignalName,
+    },
+    /// Zeroes restart counters and turns `errored` into `stopped`.
+    Reset {
+        /// Selector.
+        target: String,
+    },
+    /// Replaces each selected app's process without downtime when it has a
+    /// health check (new one healthy, then the old one stopped); a restart
+    /// otherwise.
+    Reload {
+        /// Selector.
+        target: String,
+    },
+    /// Runs `instances` copies of an app (`<name>-0` … `<name>-N-1`).
+    Scale {
+        /// The app (or instance group) to scale.
+        target: String,
+        /// How many instances to run.
+        instances: u32,
+    },
+}
+
+/// A signal as a request names it: a name, or a number (the `ops` lane
+/// reads a field that looks like a number as one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SignalName {
+    /// `SIGUSR1`, `USR1`, `usr1` or `10`.
+    Name(String),
+    /// `10`.
+    Number(u32),
+}
+
+impl fmt::Display for SignalName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SignalName::Name(s) => f.write_str(s),
+            SignalName::Number(n) => write!(f, "{n}"),
+        }
+    }
 }
 
 fn default_lines() -> usize {
@@ -191,6 +237,10 @@ impl Op {
             Op::RouteAdd { .. } => "route-add",
             Op::RouteRm { .. } => "route-rm",
             Op::Kill => "kill",
+            Op::Signal { .. } => "signal",
+            Op::Reset { .. } => "reset",
+            Op::Reload { .. } => "reload",
+            Op::Scale { .. } => "scale",
         }
     }
 }

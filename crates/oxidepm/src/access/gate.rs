@@ -222,6 +222,12 @@ fn check_op(caller: &Caller, op: &Op, plan: &Plan, touched: &[String]) -> Result
         Op::Stop { .. } | Op::Restart { .. } | Op::Delete { .. } => {
             policy::check_protected(caller, op.name(), &protected(&plan.before))
         }
+        // A signal can stop an app, a reload restarts it, a reset starts its
+        // crash count again, a scale changes and deletes instances: only a
+        // human does these to a protected app.
+        Op::Signal { .. } | Op::Reload { .. } | Op::Reset { .. } | Op::Scale { .. } => {
+            policy::check_protected(caller, op.name(), &protected(&plan.before))
+        }
         Op::Define { apps: specs } => {
             policy::check_definition(caller, specs)?;
             policy::check_protected(caller, "change", &protected(&plan.before))?;

@@ -178,6 +178,10 @@ pub fn required_tier(op: &Op) -> Tier {
         | Op::Routes
         | Op::Audit { .. } => Tier::Read,
         Op::Start { .. } | Op::Stop { .. } | Op::Restart { .. } => Tier::Control,
+        // What restart does, to the same apps: the same tier.
+        Op::Signal { .. } | Op::Reload { .. } | Op::Reset { .. } => Tier::Control,
+        // Defines and deletes instances.
+        Op::Scale { .. } => Tier::Manage,
         Op::Define { .. }
         | Op::Delete { .. }
         | Op::Flush { .. }
@@ -447,6 +451,25 @@ mod tests {
         assert!(check_tier(&ai, &Op::Kill, &[]).is_err());
         let human = caller(Class::Human, Tier::Admin);
         assert!(check_tier(&human, &Op::Kill, &[]).is_ok());
+        // The daily verbs: what restart needs, and scale what define needs.
+        let target = || "web".to_string();
+        for op in [
+            Op::Reload { target: target() },
+            Op::Reset { target: target() },
+            Op::Signal {
+                target: target(),
+                signal: oxidepm_proto::SignalName::Name("USR1".into()),
+            },
+        ] {
+            assert_eq!(required_tier(&op), Tier::Control, "{}", op.name());
+            assert!(check_tier(&ai, &op, &[]).is_ok());
+        }
+        let scale = Op::Scale {
+            target: target(),
+            instances: 3,
+        };
+        assert_eq!(required_tier(&scale), Tier::Manage);
+        assert!(check_tier(&ai, &scale, &[]).is_err());
     }
 
     #[test]

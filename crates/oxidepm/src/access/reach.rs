@@ -131,7 +131,20 @@ pub fn plan<A: AppIndex + ?Sized>(apps: &A, scope: &Scope, op: &Op) -> Result<Pl
         | Op::Flush {
             target: Some(target),
         } => p.before = apps.select(target)?,
-        Op::Start { target } | Op::Restart { target } => {
+        Op::Signal { target, .. } | Op::Reset { target } => p.before = apps.select(target)?,
+        Op::Scale { target, instances } => {
+            p.before = apps.select(target)?;
+            // The instances a scale up defines, as the group's first is.
+            let tags = p.before.first().map(|a| a.tags.clone()).unwrap_or_default();
+            let base = target.trim_start_matches('@');
+            for i in 0..(*instances).min(oxidepm_proto::MAX_INSTANCES) {
+                let name = oxidepm_proto::instance_name(base, i);
+                if !p.before.iter().any(|a| a.name == name) {
+                    p.after.push((name, tags.clone()));
+                }
+            }
+        }
+        Op::Start { target } | Op::Restart { target } | Op::Reload { target } => {
             p.before = apps.select(target)?;
             let roots: Vec<String> = p.before.iter().map(|a| a.name.clone()).collect();
             p.started = starts(apps, &roots, &[]);

@@ -6,8 +6,10 @@
 //! `.yaml` loads as it is. pm2 fields that only make sense in pm2 (watching,
 //! cluster mode, log formatting, keymetrics, `deploy`) are accepted and change
 //! nothing; pm2's `env_<name>` sections (`env_production`, ...) are accepted but
-//! **not applied**: only `env` (and `env_file`) reach the app. pm2 fields whose
-//! meaning oxidepm cannot honour (`instances` > 1, cluster `exec_mode`,
+//! **not applied**: only `env` (and `env_file`) reach the app. `instances = N`
+//! makes N apps `<name>-0` … `<name>-N-1` of one spec (separate processes,
+//! each with `OXIDEPM_INSTANCE`). pm2 fields whose
+//! meaning oxidepm cannot honour (`instances = "max"`, cluster `exec_mode`,
 //! `watch: true`, log and pid file paths, ...) are errors that say what to do,
 //! and so is any unknown field. In YAML, anchors may live under top-level
 //! `x-*` keys, and merge keys (`<<: *anchor`) are applied.

@@ -140,6 +140,35 @@ pub enum Command {
         #[arg(long)]
         write: bool,
     },
+    /// Replace apps' processes: zero-downtime for an app with a health
+    /// check (the new one healthy before the old one stops), else a restart.
+    Reload {
+        /// Apps to reload.
+        #[arg(required = true)]
+        targets: Vec<String>,
+    },
+    /// Send a signal to apps' main processes (`signal USR1 web`).
+    #[command(alias = "sendSignal")]
+    Signal {
+        /// SIGUSR1, USR1, usr1 or a number.
+        signal: String,
+        /// Apps to signal.
+        #[arg(required = true)]
+        targets: Vec<String>,
+    },
+    /// Zero apps' restart counters; an errored app becomes stopped.
+    Reset {
+        /// Apps to reset.
+        #[arg(required = true)]
+        targets: Vec<String>,
+    },
+    /// Run N instances of an app (`<name>-0` … `<name>-N-1`).
+    Scale {
+        /// The instance group (its name, or `@name`).
+        target: String,
+        /// How many instances.
+        instances: u32,
+    },
 }
 
 /// Arguments of `start`.

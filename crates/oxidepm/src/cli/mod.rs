@@ -8,6 +8,7 @@ mod monit;
 mod output;
 mod startup;
 mod terminal;
+mod verbs;
 
 pub use connect::ConnectError;
 pub use error::{Error, LocalError};
@@ -211,6 +212,10 @@ fn run(cli: Cli) -> Result<(), Error> {
                 print!("{text}");
             }
         }
+        Command::Reload { .. }
+        | Command::Signal { .. }
+        | Command::Reset { .. }
+        | Command::Scale { .. } => verbs::run(cli.command, &out)?,
         Command::Kill => match connect::client(false) {
             Ok(mut c) => {
                 let killed: Killed = c.call_as(Op::Kill)?;

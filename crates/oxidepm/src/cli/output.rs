@@ -230,6 +230,9 @@ impl Printer {
             .iter()
             .map(|a| {
                 let mut status = a.status.as_str().to_string();
+                if let Some(w) = &a.waiting {
+                    status = super::verbs::waiting(w);
+                }
                 if let Some(h) = a.health {
                     status = format!("{status} ({})", h.as_str());
                 }
@@ -262,7 +265,10 @@ impl Printer {
         }
         for a in apps {
             println!("{} [{}]", a.name, a.id);
-            field("status", a.status.as_str());
+            match &a.waiting {
+                Some(w) => field("status", super::verbs::waiting(w)),
+                None => field("status", a.status.as_str()),
+            }
             if let Some(p) = a.pid {
                 field("pid", p);
             }

@@ -131,6 +131,12 @@ pub enum OpError {
         /// When it may read again.
         wait: std::time::Duration,
     },
+    /// `signal`, `reset` or `reload` refused or failed.
+    #[error(transparent)]
+    Verb(#[from] supervise::verbs::VerbError),
+    /// `scale` refused.
+    #[error(transparent)]
+    Scale(#[from] super::ops::ScaleError),
 }
 
 impl OpError {
@@ -287,9 +293,26 @@ impl From<OpError> for ErrorBody {
             E::RefusalsForAdmins { .. } => ErrorCode::PolicyDenied,
             E::SubscribersFull(_) => ErrorCode::Unavailable,
             E::Unsaved { .. } => ErrorCode::Storage,
+            E::Verb(e) => return verb_body(e),
+            E::Scale(_) => ErrorCode::BadRequest,
         };
         body(code, e)
     }
+}
+
+fn verb_body(e: supervise::verbs::VerbError) -> ErrorBody {
+    use supervise::verbs::VerbError as V;
+    let code = match e {
+        V::Supervise(e) => return e.into(),
+        V::UnknownSignal { .. } => ErrorCode::BadRequest,
+        V::NotRunning { .. }
+        | V::ReloadBusy { .. }
+        | V::ReloadFailed { .. }
+        | V::ReloadInterrupted { .. } => ErrorCode::Conflict,
+        V::Gone { .. } => ErrorCode::NotFound,
+        V::SignalFailed { .. } => ErrorCode::Spawn,
+    };
+    body(code, e)
 }
 
 #[cfg(test)]

@@ -157,6 +157,44 @@ pub struct App {
     /// Restarts since this daemon started, by reason (see
     /// [`App::count_restart`]); `rt.restarts` holds them all.
     pub restart_reasons: Vec<(String, u64)>,
+    /// The restart the app waits for, while it waits (see
+    /// [`App::waiting`]).
+    pub wait: Option<WaitFor>,
+    /// Set while a `reload` waits for the new process to be healthy: the
+    /// reload, not the restart policy, decides what an exit of it means.
+    pub reloading: bool,
+    /// Runs taken out of the app's slot by a `reload` (the one replaced,
+    /// or a new one that never got healthy) until their exit is seen.
+    pub retiring: Vec<OldRun>,
+}
+
+/// A queued restart, as `status` tells it.
+#[derive(Debug, Clone)]
+pub struct WaitFor {
+    /// When it is due.
+    pub at: Instant,
+    /// Why it waits (`after exit code 3`).
+    pub reason: String,
+    /// The app's generation when it was queued.
+    pub generation: u64,
+}
+
+/// A run a `reload` took out of the app's slot: what the app's runtime
+/// held for it.
+#[derive(Debug, Clone)]
+pub struct OldRun {
+    /// Its main process.
+    pub pid: u32,
+    /// That process's start time (clock ticks since boot).
+    pub pid_start: Option<u64>,
+    /// Its run row.
+    pub run_id: Option<i64>,
+    /// Unix ms when it started.
+    pub started_at_ms: Option<i64>,
+    /// When it started (monotonic), when this daemon started it.
+    pub started: Option<Instant>,
+    /// Its run's cgroup leaf.
+    pub run_cgroup: Option<String>,
 }
 
 impl App {
@@ -194,7 +232,18 @@ impl App {
             restart_reasons: Vec::new(),
             cgroup: None,
             run_cgroup: None,
+            wait: None,
+            reloading: false,
+            retiring: Vec::new(),
         }
+    }
+
+    /// The queued restart the app waits for: only while it is `starting`
+    /// for exactly that restart.
+    pub fn waiting(&self) -> Option<&WaitFor> {
+        self.wait
+            .as_ref()
+            .filter(|w| self.rt.status == Status::Starting && w.generation == self.generation)
     }
 
     /// Whether a process of the app is (or may be) alive.
@@ -244,6 +293,10 @@ impl App {
             log_files,
             containment: None,
             log_dropped_bytes: None,
+            waiting: self.waiting().map(|w| oxidepm_proto::Waiting {
+                due_in_ms: w.at.saturating_duration_since(Instant::now()).as_millis() as u64,
+                reason: w.reason.clone(),
+            }),
         }
     }
 }

@@ -1,12 +1,13 @@
 //! What the daemon does on its own while an app runs: scheduled (cron)
-//! restarts, health checks and the memory limit. Each is a task tied to the
+//! restarts (and starts of a periodic job that ended by itself), health
+//! checks and the memory limit. Each is a task tied to the
 //! app's automation epoch, which changes whenever the spec does, so a task
 //! armed for an older spec ends by itself.
 
 use super::supervisor::{lock, Shared};
 use chrono::Local;
 use croner::parser::{CronParser, Seconds, Year};
-use oxidepm_proto::{Actor, EventKind, Status};
+use oxidepm_proto::{Actor, EventKind, RestartPolicy, Status};
 use std::time::Duration;
 
 /// Why a cron expression was refused.
@@ -60,16 +61,25 @@ pub async fn cron_loop(shared: Shared, id: u64, epoch: u64, cron: croner::Cron, 
         };
         let wait = (next - now).to_std().unwrap_or(Duration::ZERO);
         tokio::time::sleep(wait).await;
-        let online = {
+        let (online, idle) = {
             let s = lock(&shared);
             match s.app(id) {
-                Some(a) if a.auto_epoch == epoch => a.rt.status == Status::Online,
+                Some(a) if a.auto_epoch == epoch => (
+                    a.rt.status == Status::Online,
+                    // A periodic job (not restarted when it exits) that
+                    // ended by itself runs again, as in pm2. One a request
+                    // stopped stays stopped until a start.
+                    a.spec.restart != RestartPolicy::Always
+                        && matches!(a.rt.status, Status::Stopped | Status::Errored)
+                        && a.rt.stopped_by.is_none()
+                        && !s.shutting_down,
+                ),
                 _ => return,
             }
         };
+        let detail = format!("scheduled by {expr:?}");
         if online {
             let shared = shared.clone();
-            let detail = format!("scheduled by {expr:?}");
             tokio::spawn(async move {
                 super::control::restart_by_daemon(
                     &shared,
@@ -80,6 +90,15 @@ pub async fn cron_loop(shared: Shared, id: u64, epoch: u64, cron: croner::Cron, 
                     false,
                 )
                 .await;
+            });
+        } else if idle {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let actor = Actor::system("cron");
+                lock(&shared).event(id, EventKind::Cron, &actor, &detail);
+                if let Err(e) = super::control::start(&shared, &[id], &actor).await {
+                    log::warn!("app {id}: the scheduled start failed: {e}");
+                }
             });
         }
     }

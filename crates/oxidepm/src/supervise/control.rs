@@ -222,7 +222,10 @@ async fn launch(
         let mut s = lock(shared);
         let Some(app) = s.app(id) else { continue };
         let name = app.spec.name.clone();
+        // A start by request cuts a queued restart's wait short.
+        let waiting = s.waits_for_restart(id);
         match app.rt.status {
+            Status::Starting if waiting => {}
             Status::Online | Status::Starting => {
                 out.push(AppAction {
                     action: Action::AlreadyRunning,

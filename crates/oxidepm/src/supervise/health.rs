@@ -234,7 +234,7 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
     let mut failures = 0u32;
     loop {
         tokio::time::sleep(Duration::from_millis(h.interval_ms.max(10))).await;
-        let in_grace = {
+        let (in_grace, generation) = {
             let s = lock(&shared);
             let Some(a) = s.app(id).filter(|a| a.auto_epoch == epoch) else {
                 return;
@@ -243,8 +243,10 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
                 failures = 0;
                 continue;
             }
-            a.started
-                .is_some_and(|st| st.elapsed() < Duration::from_millis(h.start_period_ms))
+            let grace = a
+                .started
+                .is_some_and(|st| st.elapsed() < Duration::from_millis(h.start_period_ms));
+            (grace, a.generation)
         };
         let result = probe(&shared, id, &h).await;
         let restart = {
@@ -252,7 +254,9 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
             let Some(a) = s.app_mut(id).filter(|a| a.auto_epoch == epoch) else {
                 return;
             };
-            if a.rt.status != Status::Online {
+            // A check that began before the app's process changed (a
+            // restart, a reload's new process) says nothing of the new one.
+            if a.rt.status != Status::Online || a.generation != generation {
                 continue;
             }
             let before = a.health;
@@ -266,7 +270,9 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
                 Err(why) => {
                     failures += 1;
                     a.health = Some(HealthState::Unhealthy);
-                    (failures >= h.retries.max(1)).then(|| why.to_string())
+                    // During a reload the reload decides: it keeps the
+                    // old process and stops the new one.
+                    (failures >= h.retries.max(1) && !a.reloading).then(|| why.to_string())
                 }
             };
             // A change of health is an event (each check is not): what a

@@ -22,6 +22,7 @@ pub mod snapshot;
 pub mod spawn;
 pub mod supervisor;
 pub mod validate;
+pub mod verbs;
 
 pub use error::{Error, SelectError};
 pub use supervisor::{lock, Shared, Supervisor};

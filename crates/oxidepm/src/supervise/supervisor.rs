@@ -35,6 +35,7 @@ mod select;
 mod starting;
 mod stopping;
 pub mod storage;
+mod verbs;
 mod waiting;
 
 pub use members::{Members, Membership};
@@ -178,7 +179,13 @@ impl Supervisor {
         let spec = app.spec.clone();
         let creds = self.creds_for(&spec)?;
         let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
-        let env = spawn::app_env(&spec, &env_creds, &self.app_extra_env(&spec));
+        let mut extra = self.app_extra_env(&spec);
+        // The process being checked: where instances share a port (a
+        // reload's old and new process), a command check can ask it alone.
+        if let Some(pid) = app.rt.pid {
+            extra.push(("OXIDEPM_PID".to_string(), pid.to_string()));
+        }
+        let env = spawn::app_env(&spec, &env_creds, &extra);
         let cgroup = self.run_dir(id)?;
         let pid = spawn::spawn_probe(cmd, spec.cwd.as_deref(), env, cgroup, creds.as_ref())?;
         let (tx, rx) = oneshot::channel();
@@ -468,6 +475,8 @@ impl Supervisor {
     /// restart is queued for the restart task, never spawned here.
     pub fn handle_seen_exit(&mut self, e: SeenExit) {
         if !self.exit_current(&e) {
+            // A run a reload took aside (or nothing of ours any more).
+            self.retired_exit(&e);
             return;
         }
         let SeenExit { id, pid, exit, .. } = e;
@@ -487,6 +496,9 @@ impl Supervisor {
         if status == Status::Stopping {
             // The stopper finishes the transition.
             self.persist(id);
+            return;
+        }
+        if self.reload_new_exited(id, exit) {
             return;
         }
         let app = self.apps.get(&id).expect("present");
@@ -517,7 +529,10 @@ impl Supervisor {
         let app = self.apps.get_mut(&id).expect("present");
         app.unstable = unstable;
         match decision {
-            Decision::Restart { delay_ms } => self.schedule_restart(id, delay_ms, &crash),
+            Decision::Restart { delay_ms } => {
+                let why = format!("after {}", exit.describe());
+                self.schedule_restart_after(id, delay_ms, &crash, why)
+            }
             Decision::Rest(st) => {
                 app.rt.status = st;
                 app.rt.desired_running = false;
@@ -545,6 +560,19 @@ impl Supervisor {
     /// task and the rate limit allow when 0), counting it and crediting it
     /// to `actor`. The app is `starting` until then.
     pub fn schedule_restart(&mut self, id: u64, delay_ms: u64, actor: &Actor) {
+        let why = match actor.label.as_str() {
+            "retry" => "after a spawn failure that may pass".to_string(),
+            "health" => "after failed health checks".to_string(),
+            "limit" => "after the memory limit".to_string(),
+            "cron" => "on its cron schedule".to_string(),
+            label => format!("for {label}"),
+        };
+        self.schedule_restart_after(id, delay_ms, actor, why);
+    }
+
+    /// [`Self::schedule_restart`], saying why (`status` shows it while
+    /// the app waits).
+    pub fn schedule_restart_after(&mut self, id: u64, delay_ms: u64, actor: &Actor, why: String) {
         let Some(app) = self.apps.get_mut(&id) else {
             return;
         };
@@ -552,8 +580,13 @@ impl Supervisor {
         app.rt.status = Status::Starting;
         app.generation += 1;
         let generation = app.generation;
-        self.persist(id);
         let at = Instant::now() + Duration::from_millis(delay_ms);
+        app.wait = Some(super::app::WaitFor {
+            at,
+            reason: why,
+            generation,
+        });
+        self.persist(id);
         self.restarts.push(at, id, generation, actor.clone());
     }
 }

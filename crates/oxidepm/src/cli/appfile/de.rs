@@ -31,6 +31,8 @@ pub(super) struct Ctx<'a> {
     pub field: RefCell<Vec<String>>,
     /// Names of the apps read so far.
     pub names: RefCell<BTreeSet<String>>,
+    /// `instances` of the app being read (1 when not given).
+    pub instances: Cell<u32>,
 }
 
 impl<'a> Ctx<'a> {
@@ -42,6 +44,7 @@ impl<'a> Ctx<'a> {
             app_name: RefCell::new(None),
             field: RefCell::new(Vec::new()),
             names: RefCell::new(BTreeSet::new()),
+            instances: Cell::new(1),
         }
     }
 
@@ -204,11 +207,17 @@ impl<'de> Visitor<'de> for Apps<'_, '_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<AppSpec>, A::Error> {
         let mut apps = Vec::new();
-        while let Some(app) = seq.next_element_seed(App {
-            ctx: self.0,
-            index: apps.len(),
-        })? {
-            apps.push(app);
+        let mut index = 0;
+        while let Some(app) = seq.next_element_seed(App { ctx: self.0, index })? {
+            index += 1;
+            // `instances = N`: N apps <name>-0 … <name>-N-1 of one spec.
+            match self.0.instances.replace(1) {
+                n if n > 1 => {
+                    let base = app.name.clone();
+                    apps.extend((0..n).map(|i| oxidepm_proto::instance_spec(&app, &base, i)));
+                }
+                _ => apps.push(app),
+            }
             self.0.app.set(None);
         }
         Ok(apps)
@@ -381,7 +390,7 @@ impl<'de> Visitor<'de> for App<'_, '_> {
                 "autostart" => raw.autostart = Some(ctx.value(m, &key, Bool)?),
                 "health" => raw.health = Some(ctx.value(m, &key, Health(ctx))?),
                 "depends_on" => raw.depends_on = ctx.value(m, &key, DependsOn)?,
-                "instances" => ctx.value(m, &key, Instances)?,
+                "instances" => ctx.instances.set(ctx.value(m, &key, Instances)?),
                 "exec_mode" => ctx.value(
                     m,
                     &key,

@@ -43,8 +43,9 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("autostart", "autostart"),
     ("health", "health"),
     ("depends_on", "depends_on"),
-    // pm2 fields whose only accepted values mean what oxidepm does anyway.
+    // pm2's instances (N separate processes, never cluster mode).
     ("instances", "instances"),
+    // pm2 fields whose only accepted values mean what oxidepm does anyway.
     ("exec_mode", "exec_mode"),
     ("watch", "watch"),
     ("shutdown_with_message", "shutdown_with_message"),

@@ -431,8 +431,8 @@ fn env_files_merge_under_env() {
 fn pm2_fields_that_cannot_be_honoured_are_refused() {
     let cases = [
         (
-            "instances = 4",
-            "instances > 1 (cluster mode) is not supported; define one app per instance",
+            "instances = 300",
+            "instances = 300 is too many; at most 256",
         ),
         ("instances = \"max\"", "cluster mode"),
         ("instances = 0", "cluster mode"),
@@ -593,4 +593,23 @@ fn yaml_anchors_and_merge_keys() {
         e.starts_with("/srv/demo/apps.yaml: app \"web\": unknown field \"colour\""),
         "{e}"
     );
+}
+
+#[test]
+fn instances_make_one_app_each() {
+    let text = format!(
+        "{}\n[[apps]]\nname = \"db\"\nscript = \"db\"\n",
+        toml_app("instances = \"3\"\nexec_mode = \"fork\"\ntags = [\"front\"]")
+    );
+    let apps = parse_ok(&text, Format::Toml);
+    let names: Vec<&str> = apps.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["web-0", "web-1", "web-2", "db"]);
+    for (i, a) in apps[..3].iter().enumerate() {
+        assert_eq!(a.env.get("OXIDEPM_INSTANCE"), Some(&i.to_string()));
+        assert_eq!(a.tags, ["front", "web"]);
+        assert_eq!(oxidepm_proto::instance_of(a), Some(("web", i as u32)));
+    }
+    assert_eq!(oxidepm_proto::instance_of(&apps[3]), None);
+    let e = parse_err(&toml_app("exec_mode = \"cluster\""), Format::Toml);
+    assert!(e.contains("oxidepm runs separate processes"), "{e}");
 }

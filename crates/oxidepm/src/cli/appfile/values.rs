@@ -377,50 +377,62 @@ impl<'de> Visitor<'de> for OnlyBool {
     }
 }
 
-const CLUSTER: &str = "instances > 1 (cluster mode) is not supported; define one app per instance";
+const CLUSTER: &str = "pm2's cluster mode is not supported: oxidepm runs separate processes; \
+     give instances a number N (apps <name>-0 … <name>-N-1, each told its number in \
+     OXIDEPM_INSTANCE) with a port per instance or SO_REUSEPORT";
 
-/// pm2's `instances`: only 1 (one process, which is what oxidepm runs).
+/// pm2's `instances`: a number of separate processes, 1 to
+/// [`oxidepm_proto::MAX_INSTANCES`] (pm2's "max", 0 and -1 mean one per CPU
+/// in cluster mode, which is refused).
 pub(super) struct Instances;
 
 impl<'de> DeserializeSeed<'de> for Instances {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+    type Value = u32;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u32, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for Instances {
-    type Value = ();
+    type Value = u32;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("1")
+        write!(f, "a number from 1 to {}", oxidepm_proto::MAX_INSTANCES)
     }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
-        if v == 1 {
-            Ok(())
-        } else {
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<u32, E> {
+        let max = oxidepm_proto::MAX_INSTANCES;
+        match u32::try_from(v) {
             // pm2 reads 0 as "one per CPU".
-            Err(E::custom(CLUSTER))
+            Ok(0) => Err(E::custom(CLUSTER)),
+            Ok(n) if n <= max => Ok(n),
+            _ => Err(E::custom(format!(
+                "instances = {v} is too many; at most {max}"
+            ))),
         }
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<u32, E> {
         self.visit_u64(u64::try_from(v).unwrap_or(0))
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-        self.visit_u64(if v == 1.0 { 1 } else { 0 })
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<u32, E> {
+        if v.fract() == 0.0 && v >= 0.0 {
+            self.visit_u64(v as u64)
+        } else {
+            Err(E::custom(format!("instances = {v} is not a whole number")))
+        }
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<u32, E> {
         // pm2 accepts "max" and numeric strings from the command line.
-        self.visit_u64(if v.trim() == "1" { 1 } else { 0 })
+        match v.trim().parse::<i64>() {
+            Ok(n) => self.visit_i64(n),
+            Err(_) => Err(E::custom(CLUSTER)),
+        }
     }
 }
 
-/// pm2's `exec_mode`: only fork mode.
+/// pm2's `exec_mode`: only fork mode (separate processes).
 pub(super) fn exec_mode(s: &str) -> Result<(), String> {
     match s {
         "fork" | "fork_mode" => Ok(()),
-        "cluster" | "cluster_mode" => Err(format!(
-            "exec_mode {s:?} (cluster mode) is not supported; define one app per instance"
-        )),
+        "cluster" | "cluster_mode" => Err(format!("exec_mode {s:?}: {CLUSTER}")),
         _ => Err(format!(
             "unknown exec_mode {s:?}; only \"fork\" is supported"
         )),

@@ -10,6 +10,7 @@ mod read_rate;
 mod records;
 mod snapshots;
 mod subscribe;
+mod verbs;
 
 use super::errors::OpError;
 use super::Daemon;
@@ -19,6 +20,7 @@ use oxidepm_proto::{Op, Reply};
 pub(super) use logs::LogsAsk;
 pub use read_rate::ReadRate;
 pub(super) use subscribe::SubscribeAsk;
+pub use verbs::ScaleError;
 
 impl Daemon {
     /// Runs an authorized request. `only`: the apps the gate narrowed a
@@ -83,6 +85,12 @@ impl Daemon {
             Op::RouteRm { route } => self.route_rm(route).await.map(Into::into),
             Op::Kill => Err(OpError::KillOffSocket),
             Op::Subscribe { .. } => Err(OpError::SubscribeOffSocket),
+            Op::Signal { target, signal } => self.signal(&target, &signal, actor).map(Into::into),
+            Op::Reset { target } => self.reset(&target, actor).map(Into::into),
+            Op::Reload { target } => self.reload(&target, actor).await.map(Into::into),
+            Op::Scale { target, instances } => {
+                self.scale(&target, instances, actor).await.map(Into::into)
+            }
         }
     }
 }

@@ -321,7 +321,7 @@ impl Supervisor {
         }
     }
 
-    fn forget_session(&mut self, id: u64, sid: u32) {
+    pub(super) fn forget_session(&mut self, id: u64, sid: u32) {
         self.sessions.remove(&sid);
         if let Err(e) = self.store.remove_session(id, sid) {
             log::error!("cannot forget session {sid}: {e}");

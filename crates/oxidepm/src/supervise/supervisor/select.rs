@@ -1,5 +1,6 @@
 //! Selectors: which apps a request names (`name`, id, `all`, `@tag`, or a
-//! comma-separated list of them).
+//! comma-separated list of them). A name no app has selects the instances
+//! of that name (`web` → `web-0`, `web-1`, …).
 
 use super::Supervisor;
 use crate::supervise::SelectError;
@@ -30,11 +31,17 @@ impl Supervisor {
                     .into_iter()
                     .collect()
             } else {
-                self.apps
+                let named: Vec<u64> = self
+                    .apps
                     .values()
                     .filter(|a| a.spec.name == part)
                     .map(|a| a.id)
-                    .collect()
+                    .collect();
+                if named.is_empty() {
+                    self.instances_of(part)
+                } else {
+                    named
+                }
             };
             if found.is_empty() {
                 return Err(if part == "all" {
@@ -54,6 +61,16 @@ impl Supervisor {
         ids.sort_unstable();
         ids.dedup();
         Ok(ids)
+    }
+
+    /// The instances of group `base` (`<base>-0` …), in id order: what a
+    /// name selects when no app has that name, as in pm2.
+    pub fn instances_of(&self, base: &str) -> Vec<u64> {
+        self.apps
+            .values()
+            .filter(|a| oxidepm_proto::instance_of(&a.spec).is_some_and(|(b, _)| b == base))
+            .map(|a| a.id)
+            .collect()
     }
 
     /// Names of the apps `ids`.

@@ -10,9 +10,10 @@ impl Supervisor {
     /// Handles the exit of a process that is not our child (adopted), whose
     /// exit status went to its real parent.
     pub fn handle_exit_unowned(&mut self, id: u64, pid: u32) {
-        if let Some(a) = self.apps.get_mut(&id) {
-            // Uptime since adoption is unknown; count the run as stable so
-            // one death after a long run is not taken for a crash loop.
+        // Uptime since adoption is unknown; count the run as stable so one
+        // death after a long run is not taken for a crash loop. Only for
+        // the app's current process: a run a reload took aside is not it.
+        if let Some(a) = self.apps.get_mut(&id).filter(|a| a.rt.pid == Some(pid)) {
             a.started = None;
         }
         self.handle_exit(id, pid, Exit::UNKNOWN);
