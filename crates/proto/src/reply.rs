@@ -199,6 +199,27 @@ pub struct Killed {
     pub stopped: bool,
 }
 
+/// Answer to `reload_daemon_config`: what changed in daemon.toml and what
+/// became of each change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigReloaded {
+    /// The file read.
+    pub path: String,
+    /// Changed keys now in force (dotted, as in the file).
+    pub applied: Vec<String>,
+    /// Changed keys that take effect at the next daemon start, each with why.
+    pub not_applied: Vec<NotApplied>,
+}
+
+/// A changed daemon.toml key the running daemon cannot take on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotApplied {
+    /// The key, dotted (`lanes.enabled`).
+    pub key: String,
+    /// Why it waits for the next start.
+    pub reason: String,
+}
+
 /// Every answer the daemon gives, as the `result` of a final line. It is
 /// written without a tag: the operation asked tells which variant to read.
 #[derive(Debug, Clone, Serialize)]
@@ -238,6 +259,8 @@ pub enum Reply {
     RouteRemoved(RouteRemoved),
     /// `kill`.
     Killed(Killed),
+    /// `reload_daemon_config`.
+    ConfigReloaded(ConfigReloaded),
 }
 
 impl Reply {
@@ -275,6 +298,7 @@ reply_from! {
     RouteAdded => RouteAdded,
     RouteRemoved => RouteRemoved,
     Killed => Killed,
+    ConfigReloaded => ConfigReloaded,
 }
 
 #[cfg(test)]

@@ -156,6 +156,10 @@ pub enum Op {
     },
     /// Stops every app, then the daemon.
     Kill,
+    /// Reads daemon.toml again and applies what can change without a
+    /// restart; answers with the keys applied and those that wait for the
+    /// next start.
+    ReloadDaemonConfig,
 }
 
 fn default_lines() -> usize {
@@ -191,6 +195,7 @@ impl Op {
             Op::RouteAdd { .. } => "route-add",
             Op::RouteRm { .. } => "route-rm",
             Op::Kill => "kill",
+            Op::ReloadDaemonConfig => "reload-daemon-config",
         }
     }
 }

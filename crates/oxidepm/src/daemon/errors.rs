@@ -131,6 +131,9 @@ pub enum OpError {
         /// When it may read again.
         wait: std::time::Duration,
     },
+    /// `reload-daemon-config` found daemon.toml unusable; nothing changed.
+    #[error("{0}; the daemon keeps the configuration it had, nothing was changed")]
+    Config(#[source] super::config::ConfigError),
 }
 
 impl OpError {
@@ -278,6 +281,7 @@ impl From<OpError> for ErrorBody {
             | E::BadKind { .. }
             | E::BadSince { .. }
             | E::BadSnapshotName { .. } => ErrorCode::BadRequest,
+            E::Config(_) => ErrorCode::BadRequest,
             E::NoSnapshot { .. } | E::NoSuchRoute { .. } => ErrorCode::NotFound,
             E::EmptySnapshot { .. } | E::RouteExists { .. } | E::RouteInConfig { .. } => {
                 ErrorCode::Conflict

@@ -12,6 +12,7 @@ pub mod journal_log;
 pub mod metrics;
 mod ops;
 mod refusals;
+pub mod reload;
 pub mod retention;
 mod views;
 
@@ -44,8 +45,13 @@ pub struct Daemon {
     pub sup: Shared,
     /// Home directory.
     pub home: Home,
-    /// Who is asking, and what they may do.
-    pub gate: Gate,
+    /// Who is asking, and what they may do (replaced whole when daemon.toml
+    /// is reloaded; see [`Daemon::gate`]).
+    gate: std::sync::RwLock<Arc<Gate>>,
+    /// The part of daemon.toml in force (see [`reload`]).
+    live: std::sync::Mutex<reload::Live>,
+    /// The restart rate limit, for the restart task.
+    restart_rate: tokio::sync::watch::Sender<crate::supervise::restarts::RateSettings>,
     /// Notified when a `kill` request asks the daemon to exit.
     pub exit: Notify,
     /// The agents' lanes.
@@ -168,7 +174,15 @@ impl Daemon {
         apps: &mut Vec<String>,
     ) -> Result<Option<Vec<String>>, AuthorizeError> {
         let s = crate::supervise::lock(&self.sup);
-        self.gate.authorize(&*s, caller, op, apps)
+        self.gate().authorize(&*s, caller, op, apps)
+    }
+
+    /// The gate in force.
+    pub fn gate(&self) -> Arc<Gate> {
+        self.gate
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Milliseconds since the daemon started.
@@ -215,13 +229,13 @@ pub enum StartError {
 
 /// Runs the daemon in the foreground until `kill` or SIGTERM/SIGINT.
 pub fn run(opts: Options, lock: DaemonLock) -> Result<(), StartError> {
-    let config = Config::load(&opts.home.config())?;
+    let (config, keys) = reload::read(&opts.home.config())?;
     raise_fd_limit();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(StartError::Runtime)?;
-    let result = rt.block_on(serve(opts, config));
+    let result = rt.block_on(serve(opts, config, keys));
     drop(lock);
     result
 }
@@ -241,7 +255,7 @@ fn raise_fd_limit() {
     }
 }
 
-async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
+async fn serve(opts: Options, config: Config, keys: reload::Keys) -> Result<(), StartError> {
     let home = opts.home.clone();
     // Bound before anything starts: a port in use stops the daemon before
     // it has started or adopted any app. (The address was checked when
@@ -286,10 +300,8 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");
     }
     tokio::spawn(reaper::run(sup.clone()));
-    tokio::spawn(crate::supervise::restarts::run(
-        sup.clone(),
-        config.restart_rate(),
-    ));
+    let (restart_rate, rate_rx) = tokio::sync::watch::channel(config.restart_rate());
+    tokio::spawn(crate::supervise::restarts::run(sup.clone(), rate_rx));
     // Writers started by an earlier daemon: watched again, so that their
     // death is survived too.
     let regained = crate::supervise::logwriters::regain(&home.logs_dir(), &shim_exe_path());
@@ -314,11 +326,13 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     let daemon = Arc::new(Daemon {
         sup: sup.clone(),
         home: home.clone(),
-        gate: Gate::new(
+        gate: std::sync::RwLock::new(Arc::new(Gate::new(
             config.tiers.clone(),
             config.adapters.clone(),
             config.agents.clone(),
-        ),
+        ))),
+        live: std::sync::Mutex::new(reload::Live::new(keys, &config)),
+        restart_rate,
         exit: Notify::new(),
         lanes,
         refusals: std::sync::Mutex::new(refusals::Refusals::new(config.retention.refusal_limits())),
@@ -327,7 +341,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         metrics: metrics::Metrics::default(),
         started: Instant::now(),
     });
-    tokio::spawn(retention::run(daemon.clone(), config.retention.clone()));
+    tokio::spawn(retention::run(daemon.clone()));
     if let Some(listener) = metrics_listener {
         let at = config.metrics.as_deref().unwrap_or("");
         log::info!("serving metrics on {at}");
@@ -356,7 +370,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
                 let d = d.clone();
                 let feeds = feeds.clone();
                 tokio::spawn(async move {
-                    let caller = d.gate.lane_caller(&r.agent);
+                    let caller = d.gate().lane_caller(&r.agent);
                     let _ = r.reply.send(d.answer_lane(&caller, r.req, &feeds).await);
                 });
             }
@@ -440,6 +454,17 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         .map_err(StartError::Signals)?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(StartError::Signals)?;
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(StartError::Signals)?;
+    {
+        let daemon = daemon.clone();
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                log::info!("SIGHUP received: reading daemon.toml again");
+                daemon.reload_on_signal();
+            }
+        });
+    }
     let by = tokio::select! {
         _ = daemon.exit.notified() => None,
         _ = term.recv() => Some("SIGTERM"),

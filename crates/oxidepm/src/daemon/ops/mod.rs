@@ -83,6 +83,10 @@ impl Daemon {
             Op::RouteRm { route } => self.route_rm(route).await.map(Into::into),
             Op::Kill => Err(OpError::KillOffSocket),
             Op::Subscribe { .. } => Err(OpError::SubscribeOffSocket),
+            Op::ReloadDaemonConfig => self
+                .reload_config()
+                .map(Into::into)
+                .map_err(OpError::Config),
         }
     }
 }
