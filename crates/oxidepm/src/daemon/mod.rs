@@ -1,6 +1,7 @@
 //! The daemon: start-up (home, lock, state, recovery), the listeners, and
 //! shutdown. Requests are answered in [`handler`] and [`ops`].
 
+pub mod attach;
 pub mod config;
 pub mod daemon_log;
 mod degraded;
@@ -121,12 +122,14 @@ fn holder(peer: &Peer) -> server::Holder {
 }
 
 /// Options of `oxidepmd`.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Options {
     /// Home directory.
     pub home: Home,
     /// Start the apps that were running at the last stop.
     pub resurrect: bool,
+    /// Container mode: the file whose apps to run in the foreground.
+    pub attach: Option<attach::Attach>,
 }
 
 /// Checks the home before anything is written in it (see
@@ -227,8 +230,10 @@ pub enum StartError {
     Signals(#[source] std::io::Error),
 }
 
-/// Runs the daemon in the foreground until `kill` or SIGTERM/SIGINT.
-pub fn run(opts: Options, lock: DaemonLock) -> Result<(), StartError> {
+/// Runs the daemon in the foreground until `kill` or SIGTERM/SIGINT (or,
+/// attached to a file, until its apps have ended); the process's exit
+/// status (0 unless attached).
+pub fn run(opts: Options, lock: DaemonLock) -> Result<u8, StartError> {
     let (config, keys) = reload::read(&opts.home.config())?;
     raise_fd_limit();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -255,7 +260,7 @@ fn raise_fd_limit() {
     }
 }
 
-async fn serve(opts: Options, config: Config, keys: reload::Keys) -> Result<(), StartError> {
+async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<u8, StartError> {
     let home = opts.home.clone();
     // Bound before anything starts: a port in use stops the daemon before
     // it has started or adopted any app. (The address was checked when
@@ -450,6 +455,19 @@ async fn serve(opts: Options, config: Config, keys: reload::Keys) -> Result<(), 
     );
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 
+    let mut attached = None;
+    let mut failed_to_attach = false;
+    if let Some(a) = opts.attach.take() {
+        match attach::begin(&daemon, a).await {
+            Ok(a) => attached = Some(a),
+            Err((a, e)) => {
+                log::error!("{e}");
+                attached = Some(a);
+                failed_to_attach = true;
+            }
+        }
+    }
+
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(StartError::Signals)?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
@@ -465,23 +483,43 @@ async fn serve(opts: Options, config: Config, keys: reload::Keys) -> Result<(), 
             }
         });
     }
+    let all_ended = async {
+        match attached.as_mut() {
+            Some(a) if !failed_to_attach => a.all_ended(&daemon).await,
+            Some(_) => {}
+            None => std::future::pending().await,
+        }
+    };
     let by = tokio::select! {
         _ = daemon.exit.notified() => None,
         _ = term.recv() => Some("SIGTERM"),
         _ = int.recv() => Some("SIGINT"),
+        _ = all_ended => Some("ended"),
     };
-    if let Some(sig) = by {
-        log::info!("{sig} received: stopping every app, then the daemon");
+    if let Some(why) = by {
+        if why == "ended" {
+            log::info!("every attached app has ended: stopping the daemon");
+        } else {
+            log::info!("{why} received: stopping every app, then the daemon");
+        }
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
         control::shutdown(&sup, &Actor::system("shutdown")).await;
     }
+    let status = match attached {
+        Some(a) if failed_to_attach => {
+            a.finish(&daemon, true);
+            1
+        }
+        Some(a) => a.finish(&daemon, by != Some("ended")),
+        None => 0,
+    };
     let _ = std::fs::remove_file(home.daemon_socket());
     let _ = std::fs::remove_file(home.agent_socket());
     crate::supervise::supervisor::storage::backup_at_exit(&sup);
     // What was only counted is written before the daemon goes.
     daemon.close_refusal_windows(true);
     log::info!("oxidepmd stopped");
-    Ok(())
+    Ok(status)
 }
 
 /// The daemon's own program (the log writers are found beside it).

@@ -157,6 +157,9 @@ pub struct App {
     /// Restarts since this daemon started, by reason (see
     /// [`App::count_restart`]); `rt.restarts` holds them all.
     pub restart_reasons: Vec<(String, u64)>,
+    /// The signal that ended the last run, when one did (its code is
+    /// `rt.last_exit`); not stored, container mode's exit status reads it.
+    pub last_signal: Option<i32>,
 }
 
 impl App {
@@ -194,6 +197,7 @@ impl App {
             restart_reasons: Vec::new(),
             cgroup: None,
             run_cgroup: None,
+            last_signal: None,
         }
     }
 

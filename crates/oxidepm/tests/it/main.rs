@@ -2,6 +2,7 @@
 //! Each test gets its own OXIDEPM_HOME and stops everything it started.
 
 mod access;
+mod attach;
 mod authority;
 mod bridge;
 mod compat;
