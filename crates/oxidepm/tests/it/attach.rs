@@ -204,3 +204,72 @@ fn a_stdout_nobody_reads_stops_neither_the_apps_nor_the_daemon() {
     assert_eq!(exited(&env, &mut child).code(), Some(0));
     assert!(!alive(pid));
 }
+
+#[test]
+fn only_runs_the_named_apps_of_the_file() {
+    let env = Env::new();
+    let marker = env.path("a-ran");
+    let file = write(
+        &env,
+        "apps.toml",
+        &format!(
+            "[[apps]]\nname = \"a\"\nscript = \"touch\"\nargs = [\"{}\"]\nrestart = \"never\"\n\n\
+             [[apps]]\nname = \"b\"\nscript = \"sh\"\nargs = [\"-c\", \"echo b ran\"]\nrestart = \"never\"\n",
+            marker.display()
+        ),
+    );
+    let mut child = daemon(&env, &file, &["--only", "b"]).spawn().unwrap();
+    let out = Seen::collect(lines(child.stdout.take().unwrap()));
+    let _err = Seen::collect(lines(child.stderr.take().unwrap()));
+    assert_eq!(exited(&env, &mut child).code(), Some(0));
+    assert!(out.has("b | b ran"));
+    assert!(!marker.exists(), "--only b ran a");
+}
+
+#[test]
+fn an_app_that_ignores_its_stop_signal_is_killed_and_the_status_says_so() {
+    let env = Env::new();
+    let file = write(
+        &env,
+        "apps.toml",
+        "[[apps]]\nname = \"stubborn\"\nscript = \"sh\"\nargs = [\"-c\", \"trap '' TERM; echo up; while :; do sleep 1; done\"]\nkill_timeout = \"300ms\"\n",
+    );
+    let mut child = daemon(&env, &file, &[]).spawn().unwrap();
+    let out = Seen::collect(lines(child.stdout.take().unwrap()));
+    let _err = Seen::collect(lines(child.stderr.take().unwrap()));
+    env.wait(20, "stubborn to be up", || out.has("stubborn | up"));
+    let pid = env.pid("stubborn");
+    kill(child.id(), libc::SIGINT);
+    // Killed with SIGKILL after its kill_timeout: 128 + 9.
+    assert_eq!(exited(&env, &mut child).code(), Some(137));
+    assert!(!alive(pid));
+}
+
+#[test]
+fn an_app_that_cannot_start_stops_the_others_and_exits_1() {
+    let env = Env::new();
+    let file = write(
+        &env,
+        "apps.toml",
+        "[[apps]]\nname = \"good\"\nscript = \"sleep\"\nargs = [\"100000\"]\n\n\
+         [[apps]]\nname = \"bad\"\nscript = \"/nonexistent/program\"\n",
+    );
+    let mut child = daemon(&env, &file, &[]).spawn().unwrap();
+    let _out = Seen::collect(lines(child.stdout.take().unwrap()));
+    let err = Seen::collect(lines(child.stderr.take().unwrap()));
+    assert_eq!(exited(&env, &mut child).code(), Some(1));
+    assert!(err.any("bad"), "{:?}", err.0.lock().unwrap());
+    assert!(!sleeping_in(&env), "good was left running");
+}
+
+/// Whether a `sleep 100000` of this test's home is alive (its cgroup or
+/// its environment would tell; its command line is enough here as each
+/// test home runs its own).
+fn sleeping_in(env: &Env) -> bool {
+    let home = format!("OXIDEPM_HOME={}", env.home.display());
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        cmd == b"sleep\x00100000\x00" && String::from_utf8_lossy(&environ).contains(&home)
+    })
+}

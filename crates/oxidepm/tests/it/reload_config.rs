@@ -106,3 +106,16 @@ fn reload_never_starts_a_daemon() {
     assert!(e.contains("no daemon"), "{e}");
     assert!(!env.home.join("daemon.sock").exists());
 }
+
+#[test]
+fn an_agent_may_not_make_the_daemon_reload_its_policy() {
+    let env = Env::new();
+    let pid = started(&env);
+    env.daemon_toml(&format!("{BASE}[tiers]\nai = \"read\"\n"));
+    let r = env
+        .raw("daemon.sock")
+        .call(json!({"id": 1, "op": "reload_daemon_config", "claim": "ai:bot"}));
+    assert_eq!(r["error"]["code"], "E_POLICY_DENIED", "{r}");
+    assert_eq!(ai_tier(&env), "control", "the refused reload applied");
+    assert_eq!(env.pid("web"), pid);
+}
