@@ -111,7 +111,14 @@ pub async fn begin(daemon: &Arc<Daemon>, attach: Attach) -> Result<Attached, (At
         apps,
         outputs,
     } = attach;
-    let names: Vec<String> = apps.iter().map(|a| a.name.clone()).collect();
+    let all: Vec<String> = apps.iter().map(|a| a.name.clone()).collect();
+    // An app the file does not start (`autostart = false`) is not waited
+    // for: it has not begun, so it cannot end.
+    let names: Vec<String> = apps
+        .iter()
+        .filter(|a| a.autostart)
+        .map(|a| a.name.clone())
+        .collect();
     let sources = {
         let s = lock(&daemon.sup);
         apps.iter()
@@ -135,15 +142,17 @@ pub async fn begin(daemon: &Arc<Daemon>, attach: Attach) -> Result<Attached, (At
     };
     let actor = Actor::system("attach");
     let result = control::define(&daemon.sup, apps, &actor).await;
+    let result =
+        result.map_err(|e| oxidepm_proto::ErrorBody::from(super::errors::OpError::from(e)));
     let (outcome, message) = match &result {
         Ok(_) => ("ok".to_string(), format!("attached {}", file.display())),
-        Err(e) => ("E_SPAWN".to_string(), e.to_string()),
+        Err(e) => (e.code.as_str().to_string(), e.message.clone()),
     };
     let row = NewAudit {
         actor: &actor,
         socket: "attach",
         op: "define",
-        apps: &attached.names,
+        apps: &all,
         outcome: &outcome,
         message: &message,
     };
@@ -152,11 +161,11 @@ pub async fn begin(daemon: &Arc<Daemon>, attach: Attach) -> Result<Attached, (At
     }
     match result {
         Ok(_) => {
-            log::info!("attached {}: {}", file.display(), attached.names.join(", "));
+            log::info!("attached {}: {}", file.display(), all.join(", "));
             Ok(attached)
         }
         Err(e) => {
-            let e = format!("cannot start the apps of {}: {e}", file.display());
+            let e = format!("cannot start the apps of {}: {}", file.display(), e.message);
             attached.seen(daemon);
             Err((attached, e))
         }
@@ -199,8 +208,12 @@ impl Attached {
         }
     }
 
-    /// Resolves once every attached app has ended for good.
+    /// Resolves once every attached app has ended for good (never when
+    /// the file starts none: then only a signal or `kill` ends the daemon).
     pub async fn all_ended(&mut self, daemon: &Daemon) {
+        if self.names.is_empty() {
+            return std::future::pending().await;
+        }
         loop {
             self.seen(daemon);
             if self.ended.len() >= self.names.len() {
