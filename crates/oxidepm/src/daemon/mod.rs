@@ -455,19 +455,6 @@ async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<
     );
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 
-    let mut attached = None;
-    let mut failed_to_attach = false;
-    if let Some(a) = opts.attach.take() {
-        match attach::begin(&daemon, a).await {
-            Ok(a) => attached = Some(a),
-            Err((a, e)) => {
-                log::error!("{e}");
-                attached = Some(a);
-                failed_to_attach = true;
-            }
-        }
-    }
-
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(StartError::Signals)?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
@@ -483,6 +470,19 @@ async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<
             }
         });
     }
+    // After the handlers: a SIGTERM while the file's apps start stops them.
+    let mut attached = None;
+    let mut failed_to_attach = false;
+    if let Some(a) = opts.attach.take() {
+        match attach::begin(&daemon, a).await {
+            Ok(a) => attached = Some(a),
+            Err((a, e)) => {
+                log::error!("{e}; stopping the daemon");
+                attached = Some(a);
+                failed_to_attach = true;
+            }
+        }
+    }
     let all_ended = async {
         match attached.as_mut() {
             Some(a) if !failed_to_attach => a.all_ended(&daemon).await,
@@ -497,9 +497,9 @@ async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<
         _ = all_ended => Some("ended"),
     };
     if let Some(why) = by {
-        if why == "ended" {
+        if why == "ended" && !failed_to_attach {
             log::info!("every attached app has ended: stopping the daemon");
-        } else {
+        } else if why != "ended" {
             log::info!("{why} received: stopping every app, then the daemon");
         }
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
