@@ -82,6 +82,17 @@ fn a_broken_file_changes_nothing_and_names_its_line() {
 fn sighup_to_the_daemon_reloads_and_is_audited() {
     let env = Env::new();
     let pid = started(&env);
+    // A broken file first: audited as failed, and nothing changes.
+    env.daemon_toml(&format!("{BASE}[tiers]\nai = \"sudo\"\n"));
+    kill(env.daemon_pid(), libc::SIGHUP);
+    env.wait(10, "the failed SIGHUP reload in the audit", || {
+        env.json(&["audit", "--limit", "20"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["op"] == "reload-daemon-config" && a["outcome"] == "E_BAD_REQUEST")
+    });
+    assert_eq!(ai_tier(&env), "control");
     env.daemon_toml(&format!("{BASE}[tiers]\nai = \"read\"\n"));
     kill(env.daemon_pid(), libc::SIGHUP);
     env.wait(10, "the SIGHUP reload", || ai_tier(&env) == "read");
