@@ -273,3 +273,26 @@ fn sleeping_in(env: &Env) -> bool {
         cmd == b"sleep\x00100000\x00" && String::from_utf8_lossy(&environ).contains(&home)
     })
 }
+
+#[test]
+fn a_daemon_whose_stdout_is_never_read_still_stops_when_told() {
+    let env = Env::new();
+    let file = write(
+        &env,
+        "apps.toml",
+        "[[apps]]\nname = \"chatty\"\nscript = \"sh\"\nargs = [\"-c\", \
+         \"i=0; while [ $i -lt 5000 ]; do echo line $i of a chatty app that says a lot; i=$((i+1)); done; \
+         echo all said; exec sleep 100000\"]\n",
+    );
+    let mut child = daemon(&env, &file, &[]).spawn().unwrap();
+    let _stdout: ChildStdout = child.stdout.take().unwrap();
+    let _err = Seen::collect(lines(child.stderr.take().unwrap()));
+    let log = env.home.join("logs/chatty-out.log");
+    env.wait(60, "chatty to say everything", || {
+        log.exists() && read(&log).contains("all said")
+    });
+    let pid = env.pid("chatty");
+    kill(child.id(), libc::SIGTERM);
+    assert_eq!(exited(&env, &mut child).code(), Some(0));
+    assert!(!alive(pid));
+}
