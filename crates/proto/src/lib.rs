@@ -28,6 +28,7 @@ pub use reply::{
     Action, AppAction, Defined, Flushed, Identity, Killed, LogsDone, Pong, Reply, RouteAdded,
     RouteRemoved, Saved, Stopped,
 };
+pub use reply::{ConfigReloaded, NotApplied};
 pub use report::{
     AgentLaneReport, BridgeCounters, Counters, LanesReport, RouteOrigin, RouteReport, RoutesReport,
     StreamReport,

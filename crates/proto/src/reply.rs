@@ -199,6 +199,27 @@ pub struct Killed {
     pub stopped: bool,
 }
 
+/// Answer to `reload_daemon_config`: what changed in daemon.toml and what
+/// became of each change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigReloaded {
+    /// The file read.
+    pub path: String,
+    /// Changed keys now in force (dotted, as in the file).
+    pub applied: Vec<String>,
+    /// Changed keys that take effect at the next daemon start, each with why.
+    pub not_applied: Vec<NotApplied>,
+}
+
+/// A changed daemon.toml key the running daemon cannot take on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotApplied {
+    /// The key, dotted (`lanes.enabled`).
+    pub key: String,
+    /// Why it waits for the next start.
+    pub reason: String,
+}
+
 /// Every answer the daemon gives, as the `result` of a final line. It is
 /// written without a tag: the operation asked tells which variant to read.
 #[derive(Debug, Clone, Serialize)]
@@ -244,6 +265,8 @@ pub enum Reply {
     Reset(Vec<crate::verbs::ResetDone>),
     /// `reload`.
     Reloaded(Vec<crate::verbs::Reloaded>),
+    /// `reload_daemon_config`.
+    ConfigReloaded(ConfigReloaded),
 }
 
 impl Reply {
@@ -284,6 +307,7 @@ reply_from! {
     Vec<crate::verbs::Signalled> => Signalled,
     Vec<crate::verbs::ResetDone> => Reset,
     Vec<crate::verbs::Reloaded> => Reloaded,
+    ConfigReloaded => ConfigReloaded,
 }
 
 #[cfg(test)]

@@ -182,6 +182,10 @@ pub enum Op {
         /// How many instances to run.
         instances: u32,
     },
+    /// Reads daemon.toml again and applies what can change without a
+    /// restart; answers with the keys applied and those that wait for the
+    /// next start.
+    ReloadDaemonConfig,
 }
 
 /// A signal as a request names it: a name, or a number (the `ops` lane
@@ -241,6 +245,7 @@ impl Op {
             Op::Reset { .. } => "reset",
             Op::Reload { .. } => "reload",
             Op::Scale { .. } => "scale",
+            Op::ReloadDaemonConfig => "reload-daemon-config",
         }
     }
 }

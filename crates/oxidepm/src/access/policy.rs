@@ -188,6 +188,9 @@ pub fn required_tier(op: &Op) -> Tier {
         | Op::Save { .. }
         | Op::Resurrect { .. } => Tier::Manage,
         Op::Kill | Op::RouteAdd { .. } | Op::RouteRm { .. } => Tier::Admin,
+        // It can change the tiers, the grants and the protected apps: only
+        // who could stop the daemon may make it read them again.
+        Op::ReloadDaemonConfig => Tier::Admin,
     }
 }
 

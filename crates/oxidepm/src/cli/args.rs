@@ -139,6 +139,10 @@ pub enum Command {
         /// Write the unit and enable it, instead of printing it.
         #[arg(long)]
         write: bool,
+        /// The account a system unit runs the daemon as (default: you);
+        /// the line `startup` prints for `sudo` passes it.
+        #[arg(long, value_name = "USER")]
+        run_as: Option<String>,
     },
     /// Replace apps' processes: zero-downtime for an app with a health
     /// check (the new one healthy before the old one stops), else a restart.
@@ -169,6 +173,19 @@ pub enum Command {
         /// How many instances.
         instances: u32,
     },
+    /// Disable and remove the unit `startup --write` installed.
+    Unstartup {
+        /// The user unit instead of the system one.
+        #[arg(long)]
+        user: bool,
+        /// The account whose system unit to remove (default: you).
+        #[arg(long, value_name = "USER")]
+        run_as: Option<String>,
+    },
+    /// Make the daemon read daemon.toml again without stopping any app
+    /// (as SIGHUP does); it says what it applied and what waits for the
+    /// next start.
+    ReloadDaemonConfig,
 }
 
 /// Arguments of `start`.

@@ -6,6 +6,7 @@ mod connect;
 mod error;
 mod monit;
 mod output;
+mod reload;
 mod startup;
 mod terminal;
 mod verbs;
@@ -202,20 +203,21 @@ fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Monit => return Ok(()),
         Command::Lanes => out.lanes(&connect::client(true)?.call_as(Op::Lanes)?),
-        Command::Startup { user, write } => {
-            let home = crate::paths::Home::from_env();
-            let text = startup::unit(&home, &startup::daemon_path(), user);
-            if write {
-                let said = startup::install(&text, user).map_err(LocalError::from)?;
-                print!("{said}");
-            } else {
-                print!("{text}");
-            }
+        Command::Startup {
+            user,
+            write,
+            run_as,
+        } => {
+            startup::run(user, write, run_as.as_deref()).map_err(LocalError::from)?;
         }
         Command::Reload { .. }
         | Command::Signal { .. }
         | Command::Reset { .. }
         | Command::Scale { .. } => verbs::run(cli.command, &out)?,
+        Command::Unstartup { user, run_as } => {
+            startup::uninstall(user, run_as.as_deref()).map_err(LocalError::from)?;
+        }
+        Command::ReloadDaemonConfig => return reload::run(&out),
         Command::Kill => match connect::client(false) {
             Ok(mut c) => {
                 let killed: Killed = c.call_as(Op::Kill)?;

@@ -231,7 +231,13 @@ impl Config {
                 })
             }
         };
-        let c: Config = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        Config::parse(path, &text)
+    }
+
+    /// Parses and checks the text of daemon.toml (`path` names it in errors).
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let path_buf = || path.to_path_buf();
+        let c: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
             path: path_buf(),
             source,
         })?;

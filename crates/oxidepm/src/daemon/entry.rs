@@ -28,6 +28,18 @@ struct Args {
     /// detaching parent, which points stdout and stderr there too).
     #[arg(long, hide = true)]
     daemon_log: bool,
+    /// Container mode (like pm2-runtime): run this app file's apps in the
+    /// foreground, their output on stdout/stderr as `app | line`; SIGTERM
+    /// stops them; exits with their status once they have all ended (78
+    /// when the file cannot be used).
+    #[arg(long, value_name = "FILE")]
+    attach: Option<PathBuf>,
+    /// With --attach: apply the file's `env_<NAME>` sections.
+    #[arg(long = "env", value_name = "NAME", requires = "attach")]
+    env_name: Option<String>,
+    /// With --attach: only these apps of the file.
+    #[arg(long, value_name = "A,B", requires = "attach", value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 /// `oxidepmd`: parses the command line, then runs the daemon (or, as
@@ -38,6 +50,18 @@ pub fn main() -> ExitCode {
         return run_shim(&argv[2..]);
     }
     let args = Args::parse();
+    // The file is read before anything else: a file that cannot be used
+    // starts nothing, not even the daemon.
+    let attach = match &args.attach {
+        Some(file) => match daemon::attach::load(file, args.env_name.clone(), args.only.clone()) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                eprintln!("oxidepmd: {e}");
+                return ExitCode::from(daemon::attach::EX_CONFIG);
+            }
+        },
+        None => None,
+    };
     let home = match args.home {
         Some(h) => Home::at(h),
         None => Home::from_env(),
@@ -63,7 +87,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if !args.foreground {
+    if !args.foreground && attach.is_none() {
         drop(lock);
         return daemon::detach(&home, args.resurrect);
     }
@@ -96,7 +120,11 @@ pub fn main() -> ExitCode {
             ),
         }
     }
-    if journal_log::stderr_is_journal() {
+    if let Some(a) = &attach {
+        // Never blocking on a stderr nobody reads.
+        logger.target(env_logger::Target::Pipe(Box::new(a.outputs.log_writer())));
+    }
+    if attach.is_none() && journal_log::stderr_is_journal() {
         match journal_log::JournalLogger::connect() {
             Ok(j) => {
                 let _ = journal_log::JournalLogger::new(logger.build(), j).install();
@@ -117,10 +145,11 @@ pub fn main() -> ExitCode {
         Options {
             home,
             resurrect: args.resurrect,
+            attach,
         },
         lock,
     ) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => ExitCode::from(status),
         Err(e) => {
             log::error!("{e}");
             eprintln!("oxidepmd: {e}");

@@ -137,6 +137,9 @@ pub enum OpError {
     /// `scale` refused.
     #[error(transparent)]
     Scale(#[from] super::ops::ScaleError),
+    /// `reload-daemon-config` found daemon.toml unusable; nothing changed.
+    #[error("{0}; the daemon keeps the configuration it had, nothing was changed")]
+    Config(#[source] super::config::ConfigError),
 }
 
 impl OpError {
@@ -284,6 +287,7 @@ impl From<OpError> for ErrorBody {
             | E::BadKind { .. }
             | E::BadSince { .. }
             | E::BadSnapshotName { .. } => ErrorCode::BadRequest,
+            E::Config(_) => ErrorCode::BadRequest,
             E::NoSnapshot { .. } | E::NoSuchRoute { .. } => ErrorCode::NotFound,
             E::EmptySnapshot { .. } | E::RouteExists { .. } | E::RouteInConfig { .. } => {
                 ErrorCode::Conflict

@@ -33,7 +33,7 @@ impl Daemon {
     ) -> std::io::Result<()> {
         let caller = {
             let s = lock(&self.sup);
-            self.gate.caller(&*s, peer, req.claim.as_deref())
+            self.gate().caller(&*s, peer, req.claim.as_deref())
         };
         let id = req.id;
         match req.op {

@@ -1,6 +1,7 @@
 //! The daemon: start-up (home, lock, state, recovery), the listeners, and
 //! shutdown. Requests are answered in [`handler`] and [`ops`].
 
+pub mod attach;
 pub mod config;
 pub mod daemon_log;
 mod degraded;
@@ -12,6 +13,7 @@ pub mod journal_log;
 pub mod metrics;
 mod ops;
 mod refusals;
+pub mod reload;
 pub mod retention;
 mod views;
 
@@ -44,8 +46,13 @@ pub struct Daemon {
     pub sup: Shared,
     /// Home directory.
     pub home: Home,
-    /// Who is asking, and what they may do.
-    pub gate: Gate,
+    /// Who is asking, and what they may do (replaced whole when daemon.toml
+    /// is reloaded; see [`Daemon::gate`]).
+    gate: std::sync::RwLock<Arc<Gate>>,
+    /// The part of daemon.toml in force (see [`reload`]).
+    live: std::sync::Mutex<reload::Live>,
+    /// The restart rate limit, for the restart task.
+    restart_rate: tokio::sync::watch::Sender<crate::supervise::restarts::RateSettings>,
     /// Notified when a `kill` request asks the daemon to exit.
     pub exit: Notify,
     /// The agents' lanes.
@@ -115,12 +122,14 @@ fn holder(peer: &Peer) -> server::Holder {
 }
 
 /// Options of `oxidepmd`.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Options {
     /// Home directory.
     pub home: Home,
     /// Start the apps that were running at the last stop.
     pub resurrect: bool,
+    /// Container mode: the file whose apps to run in the foreground.
+    pub attach: Option<attach::Attach>,
 }
 
 /// Checks the home before anything is written in it (see
@@ -168,7 +177,15 @@ impl Daemon {
         apps: &mut Vec<String>,
     ) -> Result<Option<Vec<String>>, AuthorizeError> {
         let s = crate::supervise::lock(&self.sup);
-        self.gate.authorize(&*s, caller, op, apps)
+        self.gate().authorize(&*s, caller, op, apps)
+    }
+
+    /// The gate in force.
+    pub fn gate(&self) -> Arc<Gate> {
+        self.gate
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Milliseconds since the daemon started.
@@ -213,15 +230,17 @@ pub enum StartError {
     Signals(#[source] std::io::Error),
 }
 
-/// Runs the daemon in the foreground until `kill` or SIGTERM/SIGINT.
-pub fn run(opts: Options, lock: DaemonLock) -> Result<(), StartError> {
-    let config = Config::load(&opts.home.config())?;
+/// Runs the daemon in the foreground until `kill` or SIGTERM/SIGINT (or,
+/// attached to a file, until its apps have ended); the process's exit
+/// status (0 unless attached).
+pub fn run(opts: Options, lock: DaemonLock) -> Result<u8, StartError> {
+    let (config, keys) = reload::read(&opts.home.config())?;
     raise_fd_limit();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(StartError::Runtime)?;
-    let result = rt.block_on(serve(opts, config));
+    let result = rt.block_on(serve(opts, config, keys));
     drop(lock);
     result
 }
@@ -241,7 +260,7 @@ fn raise_fd_limit() {
     }
 }
 
-async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
+async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<u8, StartError> {
     let home = opts.home.clone();
     // Bound before anything starts: a port in use stops the daemon before
     // it has started or adopted any app. (The address was checked when
@@ -286,10 +305,8 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         log::warn!("cannot become a child subreaper ({e}); orphans of apps will be reaped by init");
     }
     tokio::spawn(reaper::run(sup.clone()));
-    tokio::spawn(crate::supervise::restarts::run(
-        sup.clone(),
-        config.restart_rate(),
-    ));
+    let (restart_rate, rate_rx) = tokio::sync::watch::channel(config.restart_rate());
+    tokio::spawn(crate::supervise::restarts::run(sup.clone(), rate_rx));
     // Writers started by an earlier daemon: watched again, so that their
     // death is survived too.
     let regained = crate::supervise::logwriters::regain(&home.logs_dir(), &shim_exe_path());
@@ -314,11 +331,13 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
     let daemon = Arc::new(Daemon {
         sup: sup.clone(),
         home: home.clone(),
-        gate: Gate::new(
+        gate: std::sync::RwLock::new(Arc::new(Gate::new(
             config.tiers.clone(),
             config.adapters.clone(),
             config.agents.clone(),
-        ),
+        ))),
+        live: std::sync::Mutex::new(reload::Live::new(keys, &config)),
+        restart_rate,
         exit: Notify::new(),
         lanes,
         refusals: std::sync::Mutex::new(refusals::Refusals::new(config.retention.refusal_limits())),
@@ -327,7 +346,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         metrics: metrics::Metrics::default(),
         started: Instant::now(),
     });
-    tokio::spawn(retention::run(daemon.clone(), config.retention.clone()));
+    tokio::spawn(retention::run(daemon.clone()));
     if let Some(listener) = metrics_listener {
         let at = config.metrics.as_deref().unwrap_or("");
         log::info!("serving metrics on {at}");
@@ -356,7 +375,7 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
                 let d = d.clone();
                 let feeds = feeds.clone();
                 tokio::spawn(async move {
-                    let caller = d.gate.lane_caller(&r.agent);
+                    let caller = d.gate().lane_caller(&r.agent);
                     let _ = r.reply.send(d.answer_lane(&caller, r.req, &feeds).await);
                 });
             }
@@ -440,23 +459,67 @@ async fn serve(opts: Options, config: Config) -> Result<(), StartError> {
         .map_err(StartError::Signals)?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(StartError::Signals)?;
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(StartError::Signals)?;
+    {
+        let daemon = daemon.clone();
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                log::info!("SIGHUP received: reading daemon.toml again");
+                daemon.reload_on_signal();
+            }
+        });
+    }
+    // After the handlers: a SIGTERM while the file's apps start stops them.
+    let mut attached = None;
+    let mut failed_to_attach = false;
+    if let Some(a) = opts.attach.take() {
+        match attach::begin(&daemon, a).await {
+            Ok(a) => attached = Some(a),
+            Err((a, e)) => {
+                log::error!("{e}; stopping the daemon");
+                attached = Some(a);
+                failed_to_attach = true;
+            }
+        }
+    }
+    let all_ended = async {
+        match attached.as_mut() {
+            Some(a) if !failed_to_attach => a.all_ended(&daemon).await,
+            Some(_) => {}
+            None => std::future::pending().await,
+        }
+    };
     let by = tokio::select! {
         _ = daemon.exit.notified() => None,
         _ = term.recv() => Some("SIGTERM"),
         _ = int.recv() => Some("SIGINT"),
+        _ = all_ended => Some("ended"),
     };
-    if let Some(sig) = by {
-        log::info!("{sig} received: stopping every app, then the daemon");
+    if let Some(why) = by {
+        if why == "ended" && !failed_to_attach {
+            log::info!("every attached app has ended: stopping the daemon");
+        } else if why != "ended" {
+            log::info!("{why} received: stopping every app, then the daemon");
+        }
         let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
         control::shutdown(&sup, &Actor::system("shutdown")).await;
     }
+    let status = match attached {
+        Some(a) if failed_to_attach => {
+            a.finish(&daemon, true);
+            1
+        }
+        Some(a) => a.finish(&daemon, by != Some("ended")),
+        None => 0,
+    };
     let _ = std::fs::remove_file(home.daemon_socket());
     let _ = std::fs::remove_file(home.agent_socket());
     crate::supervise::supervisor::storage::backup_at_exit(&sup);
     // What was only counted is written before the daemon goes.
     daemon.close_refusal_windows(true);
     log::info!("oxidepmd stopped");
-    Ok(())
+    Ok(status)
 }
 
 /// The daemon's own program (the log writers are found beside it).

@@ -88,6 +88,11 @@ pub struct Refusals {
 const OTHERS: &str = "refusals";
 
 impl Refusals {
+    /// Counts with `limits` from now on (a reloaded daemon.toml).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// No window open yet.
     pub fn new(limits: Limits) -> Refusals {
         Refusals {

@@ -125,17 +125,18 @@ impl RetentionSettings {
 
 /// Every second: closes the refusal windows that are over; every
 /// `prune_interval_secs` (and at start): prunes the history tables.
-pub async fn run(daemon: Arc<Daemon>, settings: RetentionSettings) {
+pub async fn run(daemon: Arc<Daemon>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let every = Duration::from_secs(settings.prune_interval_secs);
     let mut next_prune = Instant::now();
     loop {
         tick.tick().await;
         daemon.close_refusal_windows(false);
         if Instant::now() >= next_prune {
+            // Read each time: `reload-daemon-config` may have changed them.
+            let settings = daemon.retention_settings();
             prune(&daemon.sup, &settings).await;
-            next_prune = Instant::now() + every;
+            next_prune = Instant::now() + Duration::from_secs(settings.prune_interval_secs);
         }
     }
 }

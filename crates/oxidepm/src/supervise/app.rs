@@ -166,6 +166,9 @@ pub struct App {
     /// Runs taken out of the app's slot by a `reload` (the one replaced,
     /// or a new one that never got healthy) until their exit is seen.
     pub retiring: Vec<OldRun>,
+    /// The signal that ended the last run, when one did (its code is
+    /// `rt.last_exit`); not stored, container mode's exit status reads it.
+    pub last_signal: Option<i32>,
 }
 
 /// A queued restart, as `status` tells it.
@@ -235,6 +238,7 @@ impl App {
             wait: None,
             reloading: false,
             retiring: Vec::new(),
+            last_signal: None,
         }
     }
 

@@ -154,11 +154,15 @@ impl RestartQueue {
 
 /// Spawns the queued restarts as they fall due, forever: at most
 /// `PER_WAKEUP` per lock hold, then it yields to requests and to the
-/// reaper; never faster than `rate` allows.
-pub async fn run(shared: Shared, rate: RateSettings) {
+/// reaper; never faster than `rate` allows (a new rate, from a reloaded
+/// daemon.toml, starts a full bucket of its own).
+pub async fn run(shared: Shared, mut rate: tokio::sync::watch::Receiver<RateSettings>) {
     let wake = lock(&shared).restarts.waker();
-    let mut bucket = TokenBucket::new(rate, Instant::now());
+    let mut bucket = TokenBucket::new(*rate.borrow_and_update(), Instant::now());
     loop {
+        if rate.has_changed().unwrap_or(false) {
+            bucket = TokenBucket::new(*rate.borrow_and_update(), Instant::now());
+        }
         let next = lock(&shared).restarts.next_at();
         let now = Instant::now();
         match next {

@@ -485,6 +485,7 @@ impl Supervisor {
         let pid_start = app.rt.pid_start.take();
         app.rt.pid = None;
         app.rt.last_exit = exit.code;
+        app.last_signal = exit.signal;
         let run = app.rt.run_id.take();
         app.exits.send_modify(|n| *n += 1);
         let status = app.rt.status;

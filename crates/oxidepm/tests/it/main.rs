@@ -2,6 +2,7 @@
 //! Each test gets its own OXIDEPM_HOME and stops everything it started.
 
 mod access;
+mod attach;
 mod authority;
 mod bridge;
 mod compat;
@@ -26,8 +27,10 @@ mod ops;
 mod ops_limits;
 mod recovery;
 mod reload;
+mod reload_config;
 mod retention;
 mod routes;
+mod startup;
 mod storage;
 mod storms;
 mod supervision;

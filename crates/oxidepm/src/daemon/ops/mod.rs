@@ -91,6 +91,10 @@ impl Daemon {
             Op::Scale { target, instances } => {
                 self.scale(&target, instances, actor).await.map(Into::into)
             }
+            Op::ReloadDaemonConfig => self
+                .reload_config()
+                .map(Into::into)
+                .map_err(OpError::Config),
         }
     }
 }

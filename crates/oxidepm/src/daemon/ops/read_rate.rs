@@ -3,6 +3,7 @@
 //! and the daemon's time from everyone else.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -17,10 +18,10 @@ struct Bucket {
 
 /// Per-actor byte budgets for log reads.
 pub struct ReadRate {
-    /// Bytes a second; 0: no limit.
-    rate: f64,
-    /// Bytes an idle actor may read at once.
-    burst: f64,
+    /// Bytes a second (an f64's bits, so daemon.toml can change it while
+    /// reads go on); 0: no limit. An idle actor may read a second's worth
+    /// at once.
+    rate: AtomicU64,
     buckets: Mutex<HashMap<String, Bucket>>,
 }
 
@@ -28,40 +29,50 @@ impl ReadRate {
     /// `mib_per_sec` MiB a second per actor, with a second's worth at
     /// once; 0 means no limit.
     pub fn new(mib_per_sec: u64) -> ReadRate {
-        let rate = mib_per_sec as f64 * 1024.0 * 1024.0;
         ReadRate {
-            rate,
-            burst: rate,
+            rate: AtomicU64::new(bytes_per_sec(mib_per_sec).to_bits()),
             buckets: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Sets a new rate (a reloaded daemon.toml); buckets keep what they
+    /// hold, capped at the new burst on their next use.
+    pub fn set_mib_per_sec(&self, mib_per_sec: u64) {
+        self.rate
+            .store(bytes_per_sec(mib_per_sec).to_bits(), Ordering::Relaxed);
+    }
+
+    fn rate(&self) -> f64 {
+        f64::from_bits(self.rate.load(Ordering::Relaxed))
     }
 
     fn with<T>(&self, actor: &str, f: impl FnOnce(&mut Bucket) -> T) -> T {
         let mut map = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         if map.len() >= PRUNE_AT {
-            let (rate, burst) = (self.rate, self.burst);
+            let (rate, burst) = (self.rate(), self.rate());
             map.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * rate < burst);
         }
+        let rate = self.rate();
         let b = map.entry(actor.to_string()).or_insert(Bucket {
-            tokens: self.burst,
+            tokens: rate,
             at: now,
         });
-        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * self.rate).min(self.burst);
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * rate).min(rate);
         b.at = now;
         f(b)
     }
 
     /// `Err(wait)` when `actor` is in debt: it may read again after `wait`.
     pub fn check(&self, actor: &str) -> Result<(), Duration> {
-        if self.rate == 0.0 {
+        if self.rate() == 0.0 {
             return Ok(());
         }
         self.with(actor, |b| {
             if b.tokens >= 0.0 {
                 Ok(())
             } else {
-                Err(Duration::from_secs_f64(-b.tokens / self.rate))
+                Err(Duration::from_secs_f64(-b.tokens / self.rate()))
             }
         })
     }
@@ -69,7 +80,7 @@ impl ReadRate {
     /// Charges `bytes` read by `actor`; returns how long it should wait
     /// before reading more (zero while within its budget).
     pub fn charge(&self, actor: &str, bytes: u64) -> Duration {
-        if self.rate == 0.0 {
+        if self.rate() == 0.0 {
             return Duration::ZERO;
         }
         self.with(actor, |b| {
@@ -77,10 +88,14 @@ impl ReadRate {
             if b.tokens >= 0.0 {
                 Duration::ZERO
             } else {
-                Duration::from_secs_f64(-b.tokens / self.rate)
+                Duration::from_secs_f64(-b.tokens / self.rate())
             }
         })
     }
+}
+
+fn bytes_per_sec(mib_per_sec: u64) -> f64 {
+    mib_per_sec as f64 * 1024.0 * 1024.0
 }
 
 #[cfg(test)]

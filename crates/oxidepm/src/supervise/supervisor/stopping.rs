@@ -71,6 +71,12 @@ impl Supervisor {
         if app.rt.status != Status::Stopping {
             return;
         }
+        if app.rt.pid.is_some() && how.starts_with("killed") {
+            // Its exit is not handled yet (and will not be, once stopped):
+            // the run ended by the SIGKILL, not as the last one did.
+            app.rt.last_exit = None;
+            app.last_signal = Some(Signal::SIGKILL as i32);
+        }
         if let Some(pid) = app.rt.pid.take() {
             // Stopped but never reaped here (adopted, or the exit is still
             // queued): forget the pid so it is never signalled again.
