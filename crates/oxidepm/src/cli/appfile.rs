@@ -1,14 +1,16 @@
-//! App config files (TOML, YAML, JSON): parsing them into validated [`AppSpec`]s.
+//! App config files (TOML, YAML, JSON, pm2's `ecosystem.config.js`): parsing
+//! them into validated [`AppSpec`]s.
 //!
 //! A file holds a list of apps: `[[apps]]` tables in TOML; in YAML and JSON an
 //! object with an `apps` list (pm2's ecosystem shape) or a bare list. Field
-//! names are pm2's wherever pm2 has one, so a pm2 `ecosystem.config.json` or
-//! `.yaml` loads as it is. pm2 fields that only make sense in pm2 (watching,
-//! cluster mode, log formatting, keymetrics, `deploy`) are accepted and change
-//! nothing; pm2's `env_<name>` sections (`env_production`, ...) are accepted but
-//! **not applied**: only `env` (and `env_file`) reach the app. pm2 fields whose
-//! meaning oxidepm cannot honour (`instances` > 1, cluster `exec_mode`,
-//! `watch: true`, log and pid file paths, ...) are errors that say what to do,
+//! names are pm2's wherever pm2 has one, so a pm2 ecosystem file loads as it
+//! is; an `ecosystem.config.js` is evaluated with `node` (`ecosystem_js`) and
+//! read as the JSON it exports. pm2 fields that only make sense in pm2
+//! (watching, cluster mode, log formatting, keymetrics, `deploy`) are accepted
+//! and change nothing; pm2's `env_<name>` sections are merged over `env` when
+//! `--env <name>` selects one; log and pid file paths are accepted with a note
+//! (`pm2`). pm2 fields whose meaning oxidepm cannot honour (`instances` > 1,
+//! cluster `exec_mode`, `watch: true`, ...) are errors that say what to do,
 //! and so is any unknown field. In YAML, anchors may live under top-level
 //! `x-*` keys, and merge keys (`<<: *anchor`) are applied.
 //!
@@ -17,8 +19,10 @@
 //! whole file is valid.
 
 mod de;
+mod ecosystem_js;
 mod fields;
 mod nested;
+mod pm2;
 mod resolve;
 mod text;
 mod values;
@@ -159,27 +163,45 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileEr
         Format::Toml | Format::Yaml | Format::Json => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
-            Loaded {
-                apps: parse(&text, format, path)?,
-                notes: Vec::new(),
-            }
+            from_text(&text, format, path, options)?
         }
-        Format::EcosystemJs | Format::Supervisord | Format::Systemd => {
+        Format::EcosystemJs => {
+            let json = ecosystem_js::evaluate(path)?;
+            // Lines and columns would be those of node's output, not of the
+            // file: the error names the app and the field instead.
+            from_text(&json, Format::Json, path, options).map_err(|e| AppFileError {
+                line: None,
+                column: None,
+                ..e
+            })?
+        }
+        Format::Supervisord | Format::Systemd => {
             return Err(AppFileError::new(
                 path,
                 "this kind of file cannot be read yet; write its apps as TOML",
             ))
         }
     };
-    if let Some(env) = &options.env {
-        loaded.notes.push(Note {
-            app: None,
-            field: format!("env_{env}"),
-            message: "environment sections are not applied to this file".into(),
-        });
-    }
     select_only(path, &mut loaded, &options.only)?;
     Ok(loaded)
+}
+
+/// The apps of a TOML, YAML or JSON text with pm2's `--env <name>` applied,
+/// and the notes about the fields taken differently.
+fn from_text(
+    text: &str,
+    format: Format,
+    path: &Path,
+    options: &LoadOptions,
+) -> Result<Loaded, AppFileError> {
+    let (apps, extras) = parse_with(text, format, path, options.env.as_deref())?;
+    if let Some(env) = &options.env {
+        pm2::check_env_section(path, env, &extras.env_sections)?;
+    }
+    Ok(Loaded {
+        apps,
+        notes: extras.notes,
+    })
 }
 
 /// Keeps the apps named in `only` (pm2's `--only a,b`); a name that is not
@@ -209,13 +231,25 @@ fn select_only(path: &Path, loaded: &mut Loaded, only: &[String]) -> Result<(), 
 }
 
 /// Parses the text of a config file; `origin` is its path (for messages and as the base of relative paths).
+#[cfg(test)]
 pub fn parse(text: &str, format: Format, origin: &Path) -> Result<Vec<AppSpec>, AppFileError> {
+    parse_with(text, format, origin, None).map(|(apps, _)| apps)
+}
+
+/// [`parse`], applying the `env_<name>` section `env`; also returns what
+/// pm2's habits added (sections seen, notes, rotation for every app).
+fn parse_with(
+    text: &str,
+    format: Format,
+    origin: &Path,
+    env: Option<&str>,
+) -> Result<(Vec<AppSpec>, pm2::FileExtras), AppFileError> {
     let base = base_dir(origin)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim().is_empty() {
         return Err(no_apps(origin, format));
     }
-    let ctx = de::Ctx::new(&base);
+    let ctx = de::Ctx::with_env(&base, env);
     let parsed = match format {
         Format::Toml => de::Root(&ctx)
             .deserialize(toml::Deserializer::new(text))
@@ -257,7 +291,11 @@ pub fn parse(text: &str, format: Format, origin: &Path) -> Result<Vec<AppSpec>, 
     };
     match parsed {
         Ok(apps) if apps.is_empty() => Err(no_apps(origin, format)),
-        Ok(apps) => Ok(apps),
+        Ok(mut apps) => {
+            let extras = ctx.extras.take();
+            extras.apply_rotation(&mut apps);
+            Ok((apps, extras))
+        }
         Err((message, line, column)) => {
             let mut context = String::new();
             if let Some(index) = ctx.app.get() {
@@ -385,3 +423,5 @@ fn app_name_at(text: &str, format: Format, index: usize) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pm2;
