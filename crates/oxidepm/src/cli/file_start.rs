@@ -32,7 +32,12 @@ pub(super) fn apps(a: &StartArgs, path: &Path) -> Result<Vec<AppSpec>, Error> {
         only: a.only.clone(),
     };
     let loaded = appfile::load_with(path, &options).map_err(LocalError::from)?;
+    // The home's own path, so that a pm2 user can `tail -f` what is named.
+    let logs = crate::paths::Home::from_env().logs_dir();
     for note in &loaded.notes {
+        let note = note
+            .to_string()
+            .replace("$OXIDEPM_HOME/logs", &logs.display().to_string());
         eprintln!("oxidepm: warning: {note}");
     }
     let mut apps = loaded.apps;

@@ -24,6 +24,7 @@ mod metrics;
 mod monit;
 mod ops;
 mod ops_limits;
+mod pm2_files;
 mod recovery;
 mod retention;
 mod routes;

@@ -28,7 +28,8 @@ const ERROR_LINES: usize = 8;
 /// `.mjs` and files of `"type": "module"` packages) and prints the marker,
 /// then the JSON of the export. A function export is not called: pm2 does not
 /// call it either. `process.exit` after the write, since a config file may
-/// leave a timer or a connection open.
+/// leave a timer or a connection open. A failed import is left unhandled:
+/// node then prints the error with the file's line and a caret under it.
 const SCRIPT: &str = r#"
 const [file, marker] = process.argv.slice(1);
 const fail = (message) => process.stderr.write(message + "\n", () => process.exit(3));
@@ -44,7 +45,7 @@ import(require("url").pathToFileURL(file).href).then((ns) => {
     return fail("what the file exports cannot be written as JSON: " + e.message);
   }
   process.stdout.write("\n" + marker + "\n" + json, () => process.exit(0));
-}, (e) => fail(e && e.stack ? String(e.stack) : String(e)));
+});
 "#;
 
 /// What a reader thread saw on one of node's streams.
@@ -248,9 +249,13 @@ fn exported_json(path: &Path, out: &[u8], marker: &str) -> Result<String, AppFil
 /// The first lines of node's error, control characters shown as `?`.
 fn first_lines(err: &[u8]) -> String {
     let text = String::from_utf8_lossy(err);
+    // node's own frames and version say nothing about the file.
     let lines: Vec<String> = text
         .lines()
-        .filter(|l| !l.trim().is_empty())
+        .filter(|l| {
+            let t = l.trim();
+            !t.is_empty() && !t.contains("node:internal") && !t.starts_with("Node.js v")
+        })
         .take(ERROR_LINES)
         .map(|l| {
             let clean: String = l
