@@ -5,12 +5,14 @@
 //! the offending key or value), and so that pm2's `env_<name>` sections can be
 //! accepted next to a strict list of fields.
 
-use super::fields::{self, ENV_SECTION, ERROR_FILE, IGNORED, LOG_FILE, OUT_FILE, PID_FILE};
+use super::fields::{
+    self, DISABLE_LOGS, ENV_SECTION, ERROR_FILE, IGNORED, LOG_FILE, OUT_FILE, PID_FILE,
+};
 use super::nested::{DependsOn, EnvFiles, Health};
 use super::pm2::{self, FileExtras};
 use super::resolve::{resolve, RawApp};
 use super::values::{
-    exec_mode, text, Amount, Bool, EnvMap, Instances, List, OnlyBool, Str, Words, WEEK_MS,
+    exec_mode, text, Amount, Bool, EnvMap, Instances, List, OnlyBool, Scalar, Str, Words, WEEK_MS,
 };
 use oxidepm_proto::AppSpec;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -262,7 +264,8 @@ impl<'de> Visitor<'de> for App<'_, '_> {
         let ctx = self.ctx;
         let mut raw = RawApp::default();
         let mut seen = BTreeMap::new();
-        // (slot, field as written, path) of log and pid file paths.
+        // (slot, field as written, path) of log and pid file paths, and
+        // `disable_logs`: each gets a note.
         let mut paths: Vec<(&str, String, String)> = Vec::new();
         let millis = Amount::millis(0, WEEK_MS);
         while let Some(key) = map.next_key_seed(KeySeed {
@@ -433,6 +436,12 @@ impl<'de> Visitor<'de> for App<'_, '_> {
                               signal (see stop_signal)",
                     },
                 )?,
+                "port" => raw.port = Some(ctx.value(m, &key, Scalar)?),
+                DISABLE_LOGS => {
+                    if ctx.value(m, &key, Bool)? {
+                        paths.push((key.slot, key.name.clone(), String::new()));
+                    }
+                }
                 OUT_FILE | ERROR_FILE | LOG_FILE | PID_FILE => {
                     let path = ctx.value(m, &key, text())?;
                     paths.push((key.slot, key.name.clone(), path));

@@ -14,11 +14,14 @@ pub(super) const ERROR_FILE: &str = "error_file";
 pub(super) const LOG_FILE: &str = "log_file";
 /// Slot of pm2's `pid_file`.
 pub(super) const PID_FILE: &str = "pid_file";
+/// Slot of pm2's `disable_logs`.
+pub(super) const DISABLE_LOGS: &str = "disable_logs";
 
 /// App fields: (name as written, slot it fills). Aliases share a slot.
 pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("name", "name"),
     ("script", "script"),
+    ("exec", "script"),
     ("args", "args"),
     ("cwd", "cwd"),
     ("env", "env"),
@@ -27,6 +30,9 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("exec_interpreter", "interpreter"),
     ("interpreter_args", "interpreter_args"),
     ("node_args", "interpreter_args"),
+    ("interpreterArgs", "interpreter_args"),
+    // pm2's shortcut for a PORT variable.
+    ("port", "port"),
     ("autorestart", "autorestart"),
     ("restart", "restart"),
     ("max_restarts", "max_restarts"),
@@ -73,6 +79,7 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("log", LOG_FILE),
     ("pid_file", PID_FILE),
     ("pid", PID_FILE),
+    ("disable_logs", DISABLE_LOGS),
     // pm2 fields about watching, cluster mode, log formatting, keymetrics or
     // deployment: accepted so that an ecosystem file loads as it is.
     ("ignore_watch", IGNORED),
@@ -97,6 +104,18 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("pmx", IGNORED),
     ("automation", IGNORED),
     ("disable_trace", IGNORED),
+    ("trace", IGNORED),
+    ("v8", IGNORED),
+    ("event_loop_inspector", IGNORED),
+    ("deep_monitoring", IGNORED),
+    ("io", IGNORED),
+    ("install_url", IGNORED),
+    ("execute_command", IGNORED),
+    ("username", IGNORED),
+    ("windowsHide", IGNORED),
+    ("kill_retry_time", IGNORED),
+    ("write", IGNORED),
+    ("version", IGNORED),
 ];
 
 /// The app fields listed in "expected one of" messages: those that do something.

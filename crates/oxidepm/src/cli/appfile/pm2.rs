@@ -3,7 +3,7 @@
 //! pid file paths (accepted, with a note saying where oxidepm keeps them),
 //! and pm2-logrotate's `max_size` / `retain` given once for the whole file.
 
-use super::fields::{ERROR_FILE, LOG_FILE, OUT_FILE, PID_FILE};
+use super::fields::{DISABLE_LOGS, ERROR_FILE, LOG_FILE, OUT_FILE, PID_FILE};
 use super::{AppFileError, Note};
 use oxidepm_proto::AppSpec;
 use std::collections::BTreeSet;
@@ -43,8 +43,8 @@ impl FileExtras {
     }
 }
 
-/// The note for a log or pid file path given to app `app`: what oxidepm does
-/// instead, so that a pm2 user knows where to look.
+/// The note for a log or pid file path (or `disable_logs`) given to app
+/// `app`: what oxidepm does instead, so that a pm2 user knows where to look.
 pub(super) fn path_note(slot: &str, field: &str, app: &str, path: &str) -> Note {
     let message = match slot {
         OUT_FILE => format!(
@@ -60,6 +60,10 @@ pub(super) fn path_note(slot: &str, field: &str, app: &str, path: &str) -> Note 
              $OXIDEPM_HOME/logs; `oxidepm logs {app}` shows them merged"
         ),
         PID_FILE => format!("{path:?} is not written: the pid is in `oxidepm status {app} --json`"),
+        DISABLE_LOGS => format!(
+            "output is still kept, under $OXIDEPM_HOME/logs/{app}-*.log (rotated by \
+             log_max_size and log_files_kept)"
+        ),
         _ => format!("{path:?} is not used"),
     };
     Note {

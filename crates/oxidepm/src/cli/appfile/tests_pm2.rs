@@ -183,3 +183,25 @@ fn only_keeps_the_notes_of_the_apps_kept() {
     assert_eq!(loaded.notes.len(), 1);
     assert_eq!(loaded.notes[0].app.as_deref(), Some("b"));
 }
+
+#[test]
+fn pm2_schema_aliases_and_shortcuts() {
+    let text = r#"{"apps": [
+      {"name": "a", "exec": "a.js", "interpreterArgs": "--no-warnings", "port": 3000,
+       "disable_logs": true, "windowsHide": true, "trace": false},
+      {"name": "b", "script": "b.js", "port": 3000, "env": {"PORT": "4000"},
+       "env_production": {"PORT": 5000}, "disable_logs": false}
+    ]}"#;
+    let loaded = load(text, Some("production")).unwrap();
+    let a = &loaded.apps[0];
+    assert_eq!(a.args, ["--no-warnings", "/srv/shop/a.js"]);
+    assert_eq!(a.env["PORT"], "3000");
+    // env wins over port, and the chosen section over env.
+    assert_eq!(loaded.apps[1].env["PORT"], "5000");
+    let notes: Vec<(&str, &str)> = loaded
+        .notes
+        .iter()
+        .map(|n| (n.app.as_deref().unwrap(), n.field.as_str()))
+        .collect();
+    assert_eq!(notes, [("a", "disable_logs")]);
+}
