@@ -31,7 +31,7 @@ pub use text::{parse_duration_ms, parse_size};
 
 use oxidepm_proto::AppSpec;
 use serde::de::DeserializeSeed;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -159,21 +159,28 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileEr
              ecosystem.config.js, a supervisord *.conf or a systemd *.service",
         ));
     };
+    // The `env_<name>` sections of the file; none in formats without them.
+    let mut sections = BTreeSet::new();
     let mut loaded = match format {
         Format::Toml | Format::Yaml | Format::Json => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
-            from_text(&text, format, path, options)?
+            let (loaded, seen) = from_text(&text, format, path, options)?;
+            sections = seen;
+            loaded
         }
         Format::EcosystemJs => {
             let json = ecosystem_js::evaluate(path)?;
             // Lines and columns would be those of node's output, not of the
             // file: the error names the app and the field instead.
-            from_text(&json, Format::Json, path, options).map_err(|e| AppFileError {
-                line: None,
-                column: None,
-                ..e
-            })?
+            let (loaded, seen) =
+                from_text(&json, Format::Json, path, options).map_err(|e| AppFileError {
+                    line: None,
+                    column: None,
+                    ..e
+                })?;
+            sections = seen;
+            loaded
         }
         Format::Supervisord | Format::Systemd => {
             return Err(AppFileError::new(
@@ -182,26 +189,30 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileEr
             ))
         }
     };
+    if let Some(env) = &options.env {
+        // A `--env production` that changes nothing would start a production
+        // deploy with development settings: refused.
+        pm2::check_env_section(path, env, &sections)?;
+    }
     select_only(path, &mut loaded, &options.only)?;
     Ok(loaded)
 }
 
 /// The apps of a TOML, YAML or JSON text with pm2's `--env <name>` applied,
-/// and the notes about the fields taken differently.
+/// the notes about the fields taken differently, and the names of the
+/// file's `env_<name>` sections.
 fn from_text(
     text: &str,
     format: Format,
     path: &Path,
     options: &LoadOptions,
-) -> Result<Loaded, AppFileError> {
+) -> Result<(Loaded, BTreeSet<String>), AppFileError> {
     let (apps, extras) = parse_with(text, format, path, options.env.as_deref())?;
-    if let Some(env) = &options.env {
-        pm2::check_env_section(path, env, &extras.env_sections)?;
-    }
-    Ok(Loaded {
+    let loaded = Loaded {
         apps,
         notes: extras.notes,
-    })
+    };
+    Ok((loaded, extras.env_sections))
 }
 
 /// Keeps the apps named in `only` (pm2's `--only a,b`); a name that is not

@@ -135,11 +135,21 @@ fn env_production_reaches_the_apps() {
         return;
     }
     let env = Env::new();
+    let js = fixture("ecosystem.config.js");
+    let err = env.fails(&["start", &js, "--env", "production", "--env", "staging"]);
+    assert!(err.contains("give one name"), "{err}");
+    assert!(
+        !env.home.join("daemon.sock").exists(),
+        "refused before anything was sent"
+    );
+    // A KEY=VALUE next to the name is a variable for every app of the file.
     env.ok(&[
         "start",
-        &fixture("ecosystem.config.js"),
+        &js,
         "--env",
         "production",
+        "--env",
+        "LOG_LEVEL=debug",
     ]);
     env.ok(&[
         "start",
@@ -147,6 +157,11 @@ fn env_production_reaches_the_apps() {
         "--env",
         "production",
     ]);
+    for app in ["api", "worker"] {
+        let spec = &env.json(&["show", app])[0]["spec"];
+        assert_eq!(spec["env"]["LOG_LEVEL"], "debug", "{app}");
+        assert_eq!(spec["env"]["NODE_ENV"], "production", "{app}");
+    }
     let api = started(&env, "api");
     assert_eq!(
         (api["NODE_ENV"].as_str(), api["PORT"].as_str()),

@@ -5,12 +5,18 @@ use super::*;
 
 const ORIGIN: &str = "/srv/shop/ecosystem.config.json";
 
+/// Loads `text` as `load_with` loads the file `ORIGIN`.
 fn load(text: &str, env: Option<&str>) -> Result<Loaded, String> {
     let options = LoadOptions {
         env: env.map(str::to_string),
         only: Vec::new(),
     };
-    from_text(text, Format::Json, Path::new(ORIGIN), &options).map_err(|e| e.to_string())
+    let (loaded, sections) =
+        from_text(text, Format::Json, Path::new(ORIGIN), &options).map_err(|e| e.to_string())?;
+    if let Some(env) = env {
+        pm2::check_env_section(Path::new(ORIGIN), env, &sections).map_err(|e| e.to_string())?;
+    }
+    Ok(loaded)
 }
 
 const SECTIONS: &str = r#"{"apps": [
