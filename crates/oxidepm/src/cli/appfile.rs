@@ -159,28 +159,23 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileEr
              ecosystem.config.js, a supervisord *.conf or a systemd *.service",
         ));
     };
-    // The `env_<name>` sections of the file; none in formats without them.
-    let mut sections = BTreeSet::new();
-    let mut loaded = match format {
+    // With the apps, the `env_<name>` sections of the file (none in formats
+    // without them).
+    let (mut loaded, sections) = match format {
         Format::Toml | Format::Yaml | Format::Json => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
-            let (loaded, seen) = from_text(&text, format, path, options)?;
-            sections = seen;
-            loaded
+            from_text(&text, format, path, options)?
         }
         Format::EcosystemJs => {
             let json = ecosystem_js::evaluate(path)?;
             // Lines and columns would be those of node's output, not of the
             // file: the error names the app and the field instead.
-            let (loaded, seen) =
-                from_text(&json, Format::Json, path, options).map_err(|e| AppFileError {
-                    line: None,
-                    column: None,
-                    ..e
-                })?;
-            sections = seen;
-            loaded
+            from_text(&json, Format::Json, path, options).map_err(|e| AppFileError {
+                line: None,
+                column: None,
+                ..e
+            })?
         }
         Format::Supervisord | Format::Systemd => {
             return Err(AppFileError::new(
