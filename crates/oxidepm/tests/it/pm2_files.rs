@@ -313,7 +313,14 @@ fn a_file_that_prints_100_mib_is_stopped() {
         "exports",
         "module.exports = { apps: [{ name: 'a', script: 'a.js', args: 'y'.repeat(100 << 20) }] };\n",
     );
-    for file in [printing, exporting] {
+    let complaining = js_file(
+        &env,
+        "complains",
+        "const mib = 'x'.repeat(1 << 20);\n\
+         for (let i = 0; i < 100; i++) process.stderr.write(mib);\n\
+         module.exports = { apps: [{ name: 'a', script: 'a.js' }] };\n",
+    );
+    for file in [printing, exporting, complaining] {
         let err = env.fails(&["start", &file]);
         assert!(err.contains("more than 16 MiB"), "{err}");
     }

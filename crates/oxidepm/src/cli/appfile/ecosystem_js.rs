@@ -27,7 +27,8 @@ const ERROR_LINES: usize = 8;
 /// Loads the file the way pm2 does (pm2 `require`s it; `import()` also takes
 /// `.mjs` and files of `"type": "module"` packages) and prints the marker,
 /// then the JSON of the export. A function export is not called: pm2 does not
-/// call it either. `process.exit` after the write, since a config file may
+/// call it either. `process.exit` once both streams are flushed (so that
+/// what the file printed counts towards the bound), since a config file may
 /// leave a timer or a connection open. A failed import is left unhandled:
 /// node then prints the error with the file's line and a caret under it.
 const SCRIPT: &str = r#"
@@ -44,7 +45,8 @@ import(require("url").pathToFileURL(file).href).then((ns) => {
   } catch (e) {
     return fail("what the file exports cannot be written as JSON: " + e.message);
   }
-  process.stdout.write("\n" + marker + "\n" + json, () => process.exit(0));
+  const done = () => process.stdout.write("\n" + marker + "\n" + json, () => process.exit(0));
+  process.stderr.write("", done);
 });
 "#;
 
@@ -269,5 +271,45 @@ fn first_lines(err: &[u8]) -> String {
         "  (node printed nothing)".into()
     } else {
         lines.join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_is_what_follows_the_last_marker() {
+        let path = Path::new("/srv/ecosystem.config.js");
+        let out = b"loading\noxidepm-export-x\n{\"a\":1}\n\noxidepm-export-x\n{\"apps\":[]}";
+        assert_eq!(
+            exported_json(path, out, "oxidepm-export-x").unwrap(),
+            "{\"apps\":[]}"
+        );
+        let e = exported_json(path, b"only noise", "oxidepm-export-x").unwrap_err();
+        assert!(e.to_string().contains("process.exit"), "{e}");
+    }
+
+    #[test]
+    fn node_errors_keep_the_files_lines_only() {
+        let err = b"/srv/ecosystem.config.js:3\n  script: x,\n          ^\n\nReferenceError: x is not defined\n    at Object.<anonymous> (/srv/ecosystem.config.js:3:11)\n    at Module._compile (node:internal/modules/cjs/loader:1521:14)\n\nNode.js v20.0.0\n\x1b[31mred\x1b[0m\n";
+        let shown = first_lines(err);
+        assert!(
+            shown.contains("ReferenceError: x is not defined"),
+            "{shown}"
+        );
+        assert!(shown.contains("(/srv/ecosystem.config.js:3:11)"), "{shown}");
+        assert!(!shown.contains("node:internal"), "{shown}");
+        assert!(!shown.contains("Node.js v"), "{shown}");
+        assert!(
+            shown.contains("?[31mred?[0m"),
+            "escapes are not passed to the terminal: {shown}"
+        );
+        assert_eq!(first_lines(b""), "  (node printed nothing)");
+    }
+
+    #[test]
+    fn markers_differ() {
+        assert_ne!(marker().unwrap(), marker().unwrap());
     }
 }
