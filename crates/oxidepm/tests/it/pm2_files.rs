@@ -359,3 +359,39 @@ fn a_js_error_is_nodes_message() {
     );
     unchanged(&env, pid);
 }
+
+#[test]
+fn ctrl_c_while_node_reads_the_file_stops_node_and_what_it_started() {
+    if !node_or_skip() {
+        return;
+    }
+    let env = Env::new();
+    let pid = running_app(&env);
+    let file = js_file(
+        &env,
+        "interrupted",
+        "const c = require('child_process').spawn('sleep', ['1000'], { stdio: 'inherit' });\n\
+         require('fs').writeFileSync(__dirname + '/pids', process.pid + ' ' + c.pid);\n\
+         for (;;) {}\n",
+    );
+    let mut cli = env
+        .cmd()
+        .args(["start", &file])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pids_file = env.path("interrupted/pids");
+    let pids: Vec<u32> = env.wait(10, "node to be running the file", || {
+        let text = std::fs::read_to_string(&pids_file).ok()?;
+        let pids: Vec<u32> = text.split(' ').filter_map(|p| p.parse().ok()).collect();
+        (pids.len() == 2).then_some(pids)
+    });
+    crate::harness::kill(cli.id(), libc::SIGINT);
+    let status = cli.wait().unwrap();
+    assert!(!status.success());
+    for p in pids {
+        env.wait(10, "node and its child to be gone", || !alive(p));
+    }
+    unchanged(&env, pid);
+}

@@ -12,7 +12,8 @@ use super::AppFileError;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// How long the file may take to export its apps.
@@ -23,6 +24,8 @@ const OUTPUT_LIMIT: usize = 16 << 20;
 const STDERR_KEPT: usize = 8 << 10;
 /// Lines of node's error shown.
 const ERROR_LINES: usize = 8;
+/// How often an interruption (Ctrl-C) is looked for while node runs.
+const POLL: Duration = Duration::from_millis(50);
 
 /// Loads the file the way pm2 does (pm2 `require`s it; `import()` also takes
 /// `.mjs` and files of `"type": "module"` packages) and prints the marker,
@@ -83,12 +86,23 @@ pub(super) fn evaluate(path: &Path) -> Result<String, AppFileError> {
         let _ = tx.send(read_stderr(stderr));
     });
 
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let _interrupts = Interrupts::catch(&interrupted);
     let deadline = Instant::now() + TIME_LIMIT;
     let (mut out, mut err) = (None, None);
     while out.is_none() || err.is_none() {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        if interrupted.load(Ordering::SeqCst) {
+            kill(&mut child);
+            return Err(AppFileError::new(
+                path,
+                "interrupted while node read this file",
+            ));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left.min(POLL)) {
             Ok(Stream::Out(bytes)) => out = Some(bytes),
             Ok(Stream::Err(bytes)) => err = Some(bytes),
+            Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => {}
             Ok(Stream::TooMuch) => {
                 kill(&mut child);
                 return Err(AppFileError::new(
@@ -110,7 +124,9 @@ pub(super) fn evaluate(path: &Path) -> Result<String, AppFileError> {
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) if Instant::now() < deadline && !interrupted.load(Ordering::SeqCst) => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
             Ok(None) => {
                 kill(&mut child);
                 return Err(timed_out(path));
@@ -206,6 +222,40 @@ fn read_stderr(mut stderr: impl Read) -> Stream {
                     return Stream::TooMuch;
                 }
             }
+        }
+    }
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP while node runs. node is in a group of its
+/// own, which the terminal does not signal: the CLI catches them, kills the
+/// group and fails. Once node is done with, they end the CLI as before.
+struct Interrupts {
+    done: Arc<AtomicBool>,
+    caught: Vec<signal_hook::SigId>,
+}
+
+impl Interrupts {
+    fn catch(flag: &Arc<AtomicBool>) -> Interrupts {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let done = Arc::new(AtomicBool::new(false));
+        let mut caught = Vec::new();
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
+            // Registered first, so that it runs first: the default action,
+            // but only once `done` is set.
+            let _ = signal_hook::flag::register_conditional_default(signal, Arc::clone(&done));
+            if let Ok(id) = signal_hook::flag::register(signal, Arc::clone(flag)) {
+                caught.push(id);
+            }
+        }
+        Interrupts { done, caught }
+    }
+}
+
+impl Drop for Interrupts {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        for id in self.caught.drain(..) {
+            signal_hook::low_level::unregister(id);
         }
     }
 }
