@@ -55,18 +55,27 @@ pub enum Format {
 impl Format {
     /// The format of a file, from its extension (`ecosystem.config.json` is
     /// JSON, `*.service` a systemd unit, `*.conf`/`*.ini` supervisord's).
+    /// JavaScript is a config file only when named `*.config.js` (`.cjs`,
+    /// `.mjs`), as pm2 decides: `app.js` is a script to run, not to read.
     pub fn from_path(p: &Path) -> Option<Format> {
         let extension = p.extension()?.to_str()?.to_ascii_lowercase();
         match extension.as_str() {
             "toml" => Some(Format::Toml),
             "yaml" | "yml" => Some(Format::Yaml),
             "json" => Some(Format::Json),
-            "js" | "cjs" | "mjs" => Some(Format::EcosystemJs),
+            "js" | "cjs" | "mjs" if is_config_name(p) => Some(Format::EcosystemJs),
             "conf" | "ini" => Some(Format::Supervisord),
             "service" => Some(Format::Systemd),
             _ => None,
         }
     }
+}
+
+/// Whether a file's name before its extension ends in `.config`.
+fn is_config_name(p: &Path) -> bool {
+    p.file_stem()
+        .and_then(|s| s.to_str())
+        .is_some_and(|s| s.to_ascii_lowercase().ends_with(".config"))
 }
 
 /// How a file is read: pm2's `--env <name>` and `--only a,b`.

@@ -211,3 +211,22 @@ fn pm2_schema_aliases_and_shortcuts() {
         .collect();
     assert_eq!(notes, [("a", "disable_logs")]);
 }
+
+#[test]
+fn javascript_is_a_config_file_only_when_named_like_one() {
+    for name in [
+        "ecosystem.config.js",
+        "pm2.config.cjs",
+        "x/ecosystem.config.mjs",
+        "ECO.CONFIG.JS",
+    ] {
+        assert_eq!(
+            Format::from_path(Path::new(name)),
+            Some(Format::EcosystemJs),
+            "{name}"
+        );
+    }
+    for name in ["app.js", "server.mjs", "config.js", "ecosystem.js"] {
+        assert_eq!(Format::from_path(Path::new(name)), None, "{name}");
+    }
+}
