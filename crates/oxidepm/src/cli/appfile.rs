@@ -1,16 +1,18 @@
-//! App config files (TOML, YAML, JSON): parsing them into validated [`AppSpec`]s.
+//! App config files (TOML, YAML, JSON, pm2's `ecosystem.config.js`): parsing
+//! them into validated [`AppSpec`]s.
 //!
 //! A file holds a list of apps: `[[apps]]` tables in TOML; in YAML and JSON an
 //! object with an `apps` list (pm2's ecosystem shape) or a bare list. Field
-//! names are pm2's wherever pm2 has one, so a pm2 `ecosystem.config.json` or
-//! `.yaml` loads as it is. pm2 fields that only make sense in pm2 (watching,
-//! cluster mode, log formatting, keymetrics, `deploy`) are accepted and change
-//! nothing; pm2's `env_<name>` sections (`env_production`, ...) are accepted but
-//! **not applied**: only `env` (and `env_file`) reach the app. `instances = N`
-//! makes N apps `<name>-0` … `<name>-N-1` of one spec (separate processes,
-//! each with `OXIDEPM_INSTANCE`). pm2 fields whose
+//! names are pm2's wherever pm2 has one, so a pm2 ecosystem file loads as it
+//! is; an `ecosystem.config.js` is evaluated with `node` (`ecosystem_js`) and
+//! read as the JSON it exports. pm2 fields that only make sense in pm2
+//! (watching, cluster mode, log formatting, keymetrics, `deploy`) are accepted
+//! and change nothing; pm2's `env_<name>` sections are merged over `env` when
+//! `--env <name>` selects one; log and pid file paths are accepted with a note
+//! (`pm2`). `instances = N` makes N apps `<name>-0` … `<name>-N-1` of one spec
+//! (separate processes, each with `OXIDEPM_INSTANCE`). pm2 fields whose
 //! meaning oxidepm cannot honour (`instances = "max"`, cluster `exec_mode`,
-//! `watch: true`, log and pid file paths, ...) are errors that say what to do,
+//! `watch: true`, ...) are errors that say what to do,
 //! and so is any unknown field. In YAML, anchors may live under top-level
 //! `x-*` keys, and merge keys (`<<: *anchor`) are applied.
 //!
@@ -19,8 +21,10 @@
 //! whole file is valid.
 
 mod de;
+mod ecosystem_js;
 mod fields;
 mod nested;
+mod pm2;
 mod resolve;
 mod text;
 mod values;
@@ -29,7 +33,7 @@ pub use text::{parse_duration_ms, parse_size};
 
 use oxidepm_proto::AppSpec;
 use serde::de::DeserializeSeed;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -53,18 +57,27 @@ pub enum Format {
 impl Format {
     /// The format of a file, from its extension (`ecosystem.config.json` is
     /// JSON, `*.service` a systemd unit, `*.conf`/`*.ini` supervisord's).
+    /// JavaScript is a config file only when named `*.config.js` (`.cjs`,
+    /// `.mjs`), as pm2 decides: `app.js` is a script to run, not to read.
     pub fn from_path(p: &Path) -> Option<Format> {
         let extension = p.extension()?.to_str()?.to_ascii_lowercase();
         match extension.as_str() {
             "toml" => Some(Format::Toml),
             "yaml" | "yml" => Some(Format::Yaml),
             "json" => Some(Format::Json),
-            "js" | "cjs" | "mjs" => Some(Format::EcosystemJs),
+            "js" | "cjs" | "mjs" if is_config_name(p) => Some(Format::EcosystemJs),
             "conf" | "ini" => Some(Format::Supervisord),
             "service" => Some(Format::Systemd),
             _ => None,
         }
     }
+}
+
+/// Whether a file's name before its extension ends in `.config`.
+fn is_config_name(p: &Path) -> bool {
+    p.file_stem()
+        .and_then(|s| s.to_str())
+        .is_some_and(|s| s.to_ascii_lowercase().ends_with(".config"))
 }
 
 /// How a file is read: pm2's `--env <name>` and `--only a,b`.
@@ -157,16 +170,25 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileEr
              ecosystem.config.js, a supervisord *.conf or a systemd *.service",
         ));
     };
-    let mut loaded = match format {
+    // With the apps, the `env_<name>` sections of the file (none in formats
+    // without them).
+    let (mut loaded, sections) = match format {
         Format::Toml | Format::Yaml | Format::Json => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
-            Loaded {
-                apps: parse(&text, format, path)?,
-                notes: Vec::new(),
-            }
+            from_text(&text, format, path, options)?
         }
-        Format::EcosystemJs | Format::Supervisord | Format::Systemd => {
+        Format::EcosystemJs => {
+            let json = ecosystem_js::evaluate(path)?;
+            // Lines and columns would be those of node's output, not of the
+            // file: the error names the app and the field instead.
+            from_text(&json, Format::Json, path, options).map_err(|e| AppFileError {
+                line: None,
+                column: None,
+                ..e
+            })?
+        }
+        Format::Supervisord | Format::Systemd => {
             return Err(AppFileError::new(
                 path,
                 "this kind of file cannot be read yet; write its apps as TOML",
@@ -174,14 +196,29 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileEr
         }
     };
     if let Some(env) = &options.env {
-        loaded.notes.push(Note {
-            app: None,
-            field: format!("env_{env}"),
-            message: "environment sections are not applied to this file".into(),
-        });
+        // A `--env production` that changes nothing would start a production
+        // deploy with development settings: refused.
+        pm2::check_env_section(path, env, &sections)?;
     }
     select_only(path, &mut loaded, &options.only)?;
     Ok(loaded)
+}
+
+/// The apps of a TOML, YAML or JSON text with pm2's `--env <name>` applied,
+/// the notes about the fields taken differently, and the names of the
+/// file's `env_<name>` sections.
+fn from_text(
+    text: &str,
+    format: Format,
+    path: &Path,
+    options: &LoadOptions,
+) -> Result<(Loaded, BTreeSet<String>), AppFileError> {
+    let (apps, extras) = parse_with(text, format, path, options.env.as_deref())?;
+    let loaded = Loaded {
+        apps,
+        notes: extras.notes,
+    };
+    Ok((loaded, extras.env_sections))
 }
 
 /// Keeps the apps named in `only` (pm2's `--only a,b`); a name that is not
@@ -211,13 +248,25 @@ fn select_only(path: &Path, loaded: &mut Loaded, only: &[String]) -> Result<(), 
 }
 
 /// Parses the text of a config file; `origin` is its path (for messages and as the base of relative paths).
+#[cfg(test)]
 pub fn parse(text: &str, format: Format, origin: &Path) -> Result<Vec<AppSpec>, AppFileError> {
+    parse_with(text, format, origin, None).map(|(apps, _)| apps)
+}
+
+/// [`parse`], applying the `env_<name>` section `env`; also returns what
+/// pm2's habits added (sections seen, notes, rotation for every app).
+fn parse_with(
+    text: &str,
+    format: Format,
+    origin: &Path,
+    env: Option<&str>,
+) -> Result<(Vec<AppSpec>, pm2::FileExtras), AppFileError> {
     let base = base_dir(origin)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim().is_empty() {
         return Err(no_apps(origin, format));
     }
-    let ctx = de::Ctx::new(&base);
+    let ctx = de::Ctx::with_env(&base, env);
     let parsed = match format {
         Format::Toml => de::Root(&ctx)
             .deserialize(toml::Deserializer::new(text))
@@ -259,7 +308,11 @@ pub fn parse(text: &str, format: Format, origin: &Path) -> Result<Vec<AppSpec>, 
     };
     match parsed {
         Ok(apps) if apps.is_empty() => Err(no_apps(origin, format)),
-        Ok(apps) => Ok(apps),
+        Ok(mut apps) => {
+            let extras = ctx.extras.take();
+            extras.apply_rotation(&mut apps);
+            Ok((apps, extras))
+        }
         Err((message, line, column)) => {
             let mut context = String::new();
             if let Some(index) = ctx.app.get() {
@@ -387,3 +440,5 @@ fn app_name_at(text: &str, format: Format, index: usize) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pm2;

@@ -202,8 +202,9 @@ pub struct StartArgs {
     /// Working directory (default: the current one).
     #[arg(long)]
     pub cwd: Option<String>,
-    /// Environment variable KEY=VALUE (repeatable).
-    #[arg(long, value_name = "K=V")]
+    /// Environment variable KEY=VALUE (repeatable); with a config file, a
+    /// bare NAME applies its apps' env_NAME sections (pm2's --env production).
+    #[arg(long, value_name = "K=V|NAME")]
     pub env: Vec<String>,
     /// File of KEY=VALUE lines.
     #[arg(long, value_name = "FILE")]
@@ -251,6 +252,9 @@ pub struct StartArgs {
     /// daemon.toml's log_target).
     #[arg(long, value_name = "TARGET", value_parser = oxidepm_proto::LogTarget::parse)]
     pub log_target: Option<oxidepm_proto::LogTarget>,
+    /// With a config file: start only these of its apps (pm2's --only a,b).
+    #[arg(long, value_name = "APPS", value_delimiter = ',')]
+    pub only: Vec<String>,
 }
 
 /// `route` subcommands.

@@ -74,4 +74,18 @@ pub enum LocalError {
     /// `startup --write` could not write the unit.
     #[error(transparent)]
     Install(#[from] InstallError),
+    /// Two `--env <name>` sections asked for one file.
+    #[error("--env {first:?} and --env {second:?}: a file's apps take one env_<name> section; give one name (and KEY=VALUE pairs as needed)")]
+    EnvNames {
+        /// The first name given.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// `--only` without a config file to choose apps from.
+    #[error("--only chooses apps of a config file; give the file (oxidepm start ecosystem.config.js --only {only})")]
+    OnlyWithoutFile {
+        /// The names as given, comma-separated.
+        only: String,
+    },
 }

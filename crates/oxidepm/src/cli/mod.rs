@@ -4,6 +4,7 @@ pub mod appfile;
 mod args;
 mod connect;
 mod error;
+mod file_start;
 mod monit;
 mod output;
 mod reload;
@@ -240,6 +241,7 @@ fn run(cli: Cli) -> Result<(), Error> {
 /// Builds the request for `oxidepm start`: a config file, a command after
 /// `--`, a program path, or a selector of existing apps.
 fn start_op(a: StartArgs) -> Result<Op, Error> {
+    file_start::only_with_a_file(&a)?;
     if !a.command.is_empty() {
         let spec = spec_from_args(&a, a.command.clone())?;
         return Ok(Op::Define { apps: vec![spec] });
@@ -250,12 +252,8 @@ fn start_op(a: StartArgs) -> Result<Op, Error> {
     let path = Path::new(&target);
     if path.is_file() {
         if appfile::Format::from_path(path).is_some() {
-            let loaded = appfile::load_with(path, &appfile::LoadOptions::default())
-                .map_err(LocalError::from)?;
-            for note in &loaded.notes {
-                eprintln!("oxidepm: warning: {note}");
-            }
-            return Ok(Op::Define { apps: loaded.apps });
+            let apps = file_start::apps(&a, path)?;
+            return Ok(Op::Define { apps });
         }
         let spec = spec_from_args(&a, vec![target])?;
         return Ok(Op::Define { apps: vec![spec] });

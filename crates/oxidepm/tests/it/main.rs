@@ -25,6 +25,7 @@ mod metrics;
 mod monit;
 mod ops;
 mod ops_limits;
+mod pm2_files;
 mod recovery;
 mod reload;
 mod reload_config;

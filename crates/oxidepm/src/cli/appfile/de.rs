@@ -5,11 +5,14 @@
 //! the offending key or value), and so that pm2's `env_<name>` sections can be
 //! accepted next to a strict list of fields.
 
-use super::fields::{self, ENV_SECTION, IGNORED};
+use super::fields::{
+    self, DISABLE_LOGS, ENV_SECTION, ERROR_FILE, IGNORED, LOG_FILE, OUT_FILE, PID_FILE,
+};
 use super::nested::{DependsOn, EnvFiles, Health};
+use super::pm2::{self, FileExtras};
 use super::resolve::{resolve, RawApp};
 use super::values::{
-    exec_mode, text, Amount, Bool, EnvMap, Instances, List, OnlyBool, Str, Words, WEEK_MS,
+    exec_mode, text, Amount, Bool, EnvMap, Instances, List, OnlyBool, Scalar, Str, Words, WEEK_MS,
 };
 use oxidepm_proto::AppSpec;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -33,6 +36,10 @@ pub(super) struct Ctx<'a> {
     pub names: RefCell<BTreeSet<String>>,
     /// `instances` of the app being read (1 when not given).
     pub instances: Cell<u32>,
+    /// The `env_<name>` section to apply (`--env <name>`).
+    pub env: Option<String>,
+    /// What pm2's habits added, applied once the apps are read.
+    pub extras: RefCell<FileExtras>,
 }
 
 impl<'a> Ctx<'a> {
@@ -45,6 +52,16 @@ impl<'a> Ctx<'a> {
             field: RefCell::new(Vec::new()),
             names: RefCell::new(BTreeSet::new()),
             instances: Cell::new(1),
+            env: None,
+            extras: RefCell::new(FileExtras::default()),
+        }
+    }
+
+    /// A context that applies the `env_<name>` sections of `env`.
+    pub fn with_env(base: &'a Path, env: Option<&str>) -> Ctx<'a> {
+        Ctx {
+            env: env.map(str::to_string),
+            ..Ctx::new(base)
         }
     }
 
@@ -181,6 +198,14 @@ impl<'de> Visitor<'de> for Root<'_, '_> {
         })? {
             if key.slot == "apps" {
                 apps = map.next_value_seed(Apps(self.0))?;
+            } else if key.slot == "log_max_size" {
+                let max = self
+                    .0
+                    .value(&mut map, &key, Amount::bytes(1 << 10, u64::MAX))?;
+                self.0.extras.borrow_mut().max_size = Some(max);
+            } else if key.slot == "log_files_kept" {
+                let keep = self.0.value(&mut map, &key, Amount::count(0, 1000))?;
+                self.0.extras.borrow_mut().retain = Some(u32_of(keep));
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -248,6 +273,9 @@ impl<'de> Visitor<'de> for App<'_, '_> {
         let ctx = self.ctx;
         let mut raw = RawApp::default();
         let mut seen = BTreeMap::new();
+        // (slot, field as written, path) of log and pid file paths, and
+        // `disable_logs`: each gets a note.
+        let mut paths: Vec<(&str, String, String)> = Vec::new();
         let millis = Amount::millis(0, WEEK_MS);
         while let Some(key) = map.next_key_seed(KeySeed {
             keys: fields::APP_KEYS,
@@ -417,15 +445,48 @@ impl<'de> Visitor<'de> for App<'_, '_> {
                               signal (see stop_signal)",
                     },
                 )?,
+                "port" => raw.port = Some(ctx.value(m, &key, Scalar)?),
+                DISABLE_LOGS => {
+                    if ctx.value(m, &key, Bool)? {
+                        paths.push((key.slot, key.name.clone(), String::new()));
+                    }
+                }
+                OUT_FILE | ERROR_FILE | LOG_FILE | PID_FILE => {
+                    let path = ctx.value(m, &key, text())?;
+                    paths.push((key.slot, key.name.clone(), path));
+                }
+                ENV_SECTION => {
+                    let section = key.name["env_".len()..].to_string();
+                    if ctx.env.as_deref() == Some(section.as_str()) {
+                        raw.env_section = ctx.value(m, &key, EnvMap)?;
+                    } else {
+                        ctx.value(m, &key, PhantomData::<IgnoredAny>)?;
+                    }
+                    ctx.extras.borrow_mut().env_sections.insert(section);
+                }
                 _ => {
-                    debug_assert!(key.slot == IGNORED || key.slot == ENV_SECTION);
+                    debug_assert!(key.slot == IGNORED);
                     ctx.value(m, &key, PhantomData::<IgnoredAny>)?;
                 }
             }
             seen.insert(key.slot, key.name);
         }
+        let own_max_size = raw.log_max_bytes.is_some();
+        let own_retain = raw.log_keep.is_some();
         let app = resolve(raw, ctx.base, &ctx.names.borrow()).map_err(de::Error::custom)?;
         ctx.names.borrow_mut().insert(app.name.clone());
+        let mut extras = ctx.extras.borrow_mut();
+        for (slot, field, path) in paths {
+            extras
+                .notes
+                .push(pm2::path_note(slot, &field, &app.name, &path));
+        }
+        if own_max_size {
+            extras.own_max_size.insert(app.name.clone());
+        }
+        if own_retain {
+            extras.own_retain.insert(app.name.clone());
+        }
         Ok(app)
     }
 }

@@ -4,13 +4,24 @@ use oxidepm_proto::{AppKind, DependencyCondition, RestartPolicy};
 
 /// Slot of pm2 fields that are accepted and change nothing.
 pub(super) const IGNORED: &str = "(ignored)";
-/// Slot of pm2's `env_<name>` sections, which are accepted and not applied.
+/// Slot of pm2's `env_<name>` sections, applied when `--env <name>` selects one.
 pub(super) const ENV_SECTION: &str = "(env section)";
+/// Slot of pm2's `out_file` and its aliases.
+pub(super) const OUT_FILE: &str = "out_file";
+/// Slot of pm2's `error_file` and its aliases.
+pub(super) const ERROR_FILE: &str = "error_file";
+/// Slot of pm2's combined log, `log_file`.
+pub(super) const LOG_FILE: &str = "log_file";
+/// Slot of pm2's `pid_file`.
+pub(super) const PID_FILE: &str = "pid_file";
+/// Slot of pm2's `disable_logs`.
+pub(super) const DISABLE_LOGS: &str = "disable_logs";
 
 /// App fields: (name as written, slot it fills). Aliases share a slot.
 pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("name", "name"),
     ("script", "script"),
+    ("exec", "script"),
     ("args", "args"),
     ("cwd", "cwd"),
     ("env", "env"),
@@ -19,6 +30,9 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("exec_interpreter", "interpreter"),
     ("interpreter_args", "interpreter_args"),
     ("node_args", "interpreter_args"),
+    ("interpreterArgs", "interpreter_args"),
+    // pm2's shortcut for a PORT variable.
+    ("port", "port"),
     ("autorestart", "autorestart"),
     ("restart", "restart"),
     ("max_restarts", "max_restarts"),
@@ -33,6 +47,9 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("time", "time"),
     ("log_max_size", "log_max_size"),
     ("log_files_kept", "log_files_kept"),
+    // pm2-logrotate's names for the same two settings.
+    ("max_size", "log_max_size"),
+    ("retain", "log_files_kept"),
     ("log_target", "log_target"),
     ("tags", "tags"),
     ("namespace", "namespace"),
@@ -49,6 +66,21 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("exec_mode", "exec_mode"),
     ("watch", "watch"),
     ("shutdown_with_message", "shutdown_with_message"),
+    // pm2's log and pid file paths: accepted with a note (see `pm2::path_note`).
+    ("out_file", OUT_FILE),
+    ("out", OUT_FILE),
+    ("output", OUT_FILE),
+    ("out_log", OUT_FILE),
+    ("error_file", ERROR_FILE),
+    ("error", ERROR_FILE),
+    ("err", ERROR_FILE),
+    ("err_file", ERROR_FILE),
+    ("err_log", ERROR_FILE),
+    ("log_file", LOG_FILE),
+    ("log", LOG_FILE),
+    ("pid_file", PID_FILE),
+    ("pid", PID_FILE),
+    ("disable_logs", DISABLE_LOGS),
     // pm2 fields about watching, cluster mode, log formatting, keymetrics or
     // deployment: accepted so that an ecosystem file loads as it is.
     ("ignore_watch", IGNORED),
@@ -73,6 +105,18 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("pmx", IGNORED),
     ("automation", IGNORED),
     ("disable_trace", IGNORED),
+    ("trace", IGNORED),
+    ("v8", IGNORED),
+    ("event_loop_inspector", IGNORED),
+    ("deep_monitoring", IGNORED),
+    ("io", IGNORED),
+    ("install_url", IGNORED),
+    ("execute_command", IGNORED),
+    ("username", IGNORED),
+    ("windowsHide", IGNORED),
+    ("kill_retry_time", IGNORED),
+    ("write", IGNORED),
+    ("version", IGNORED),
 ];
 
 /// The app fields listed in "expected one of" messages: those that do something.
@@ -84,15 +128,7 @@ pub(super) const APP_SHOWN: &str = "name, script, args, cwd, env, env_file, inte
 
 /// pm2 fields that are refused, with the reason.
 pub(super) fn app_refused(key: &str) -> Option<String> {
-    let logs =
-        "oxidepm keeps logs under $OXIDEPM_HOME/logs (see `oxidepm logs`); remove this field";
     Some(match key {
-        "out_file" | "output" | "error_file" | "error" | "err_file" | "log_file" | "log" => {
-            format!("field {key:?} is not supported: {logs}")
-        }
-        "pid_file" | "pid" => format!(
-            "field {key:?} is not supported: oxidepm tracks pids itself (see `oxidepm status`); remove this field"
-        ),
         "gid" => "field \"gid\" is not supported; set \"user\": the app runs with that user's groups".into(),
         "stop_exit_codes" => "field \"stop_exit_codes\" is not supported; use restart = \"on-failure\" so that exit code 0 is not restarted".into(),
         _ => return None,
@@ -126,9 +162,16 @@ pub(super) const DEP_SHOWN: &str = "app, condition";
 
 /// Top-level keys; pm2's `deploy` section is accepted and ignored, and so are
 /// keys starting with `x-`.
-pub(super) const ROOT_KEYS: &[(&str, &str)] = &[("apps", "apps"), ("deploy", IGNORED)];
+pub(super) const ROOT_KEYS: &[(&str, &str)] = &[
+    ("apps", "apps"),
+    ("deploy", IGNORED),
+    // pm2-logrotate's settings, for every app that has none of its own.
+    ("max_size", "log_max_size"),
+    ("retain", "log_files_kept"),
+];
 /// Top-level keys as listed in messages.
-pub(super) const ROOT_SHOWN: &str = "apps (and deploy or x-* keys, which are ignored)";
+pub(super) const ROOT_SHOWN: &str =
+    "apps, max_size, retain (and deploy or x-* keys, which are ignored)";
 
 /// The known key closest to a misspelt one, if any is close.
 pub(super) fn suggest(key: &str, keys: &[(&'static str, &str)]) -> Option<&'static str> {

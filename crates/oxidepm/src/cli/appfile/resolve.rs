@@ -13,6 +13,10 @@ pub(super) struct RawApp {
     pub cwd: Option<String>,
     pub env: BTreeMap<String, String>,
     pub env_file: BTreeMap<String, String>,
+    /// pm2's `port`: a PORT variable under `env`.
+    pub port: Option<String>,
+    /// The `env_<name>` section chosen with `--env <name>`.
+    pub env_section: BTreeMap<String, String>,
     pub interpreter: Option<String>,
     /// With the key it was given under (`interpreter_args` or `node_args`).
     pub interpreter_args: Option<(String, Vec<String>)>,
@@ -97,9 +101,13 @@ pub(super) fn resolve(
         return Err(format!("\"depends_on\" lists {name:?}, the app itself"));
     }
 
-    // `env` is the more specific of the two, so it wins.
-    let mut env = raw.env_file;
+    // `env` is more specific than `env_file`, which is more specific than
+    // `port`; pm2 merges the chosen `env_<name>` section over them all.
+    let mut env: BTreeMap<String, String> =
+        raw.port.map(|p| ("PORT".into(), p)).into_iter().collect();
+    env.extend(raw.env_file);
     env.extend(raw.env);
+    env.extend(raw.env_section);
     let mut tags: Vec<String> = Vec::new();
     for tag in raw.tags.into_iter().chain(raw.namespace) {
         if !tags.contains(&tag) {

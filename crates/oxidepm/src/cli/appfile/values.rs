@@ -72,7 +72,7 @@ pub(super) enum Unit {
     Millis,
     /// Bytes; a string takes units ("200M").
     Bytes,
-    /// A plain count; strings are refused.
+    /// A plain count; a string must be its digits.
     Count,
 }
 
@@ -176,7 +176,11 @@ impl<'de> Visitor<'de> for Amount {
         let n = match self.unit {
             Unit::Millis => parse_duration_ms(v),
             Unit::Bytes => parse_size(v),
-            Unit::Count => return Err(E::invalid_type(de::Unexpected::Str(v), &self)),
+            // pm2 reads a number given as a string ("10") as the number.
+            Unit::Count => match v.trim().parse::<u64>() {
+                Ok(n) => Ok(n),
+                Err(_) => return Err(E::invalid_type(de::Unexpected::Str(v), &self)),
+            },
         };
         self.in_range(n.map_err(E::custom)?)
     }
