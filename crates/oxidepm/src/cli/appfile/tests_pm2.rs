@@ -93,8 +93,16 @@ fn numbers_as_strings_are_numbers_as_in_pm2() {
         e.contains("field \"max_restarts\": invalid type: string \"ten\", expected a whole number"),
         "{e}"
     );
-    let e = load(
+    let apps = load(
         r#"{"apps": [{"name": "a", "script": "a.js", "instances": "4"}]}"#,
+        None,
+    )
+    .unwrap()
+    .apps;
+    let names: Vec<&str> = apps.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["a-0", "a-1", "a-2", "a-3"]);
+    let e = load(
+        r#"{"apps": [{"name": "a", "script": "a.js", "instances": "max"}]}"#,
         None,
     )
     .unwrap_err();
