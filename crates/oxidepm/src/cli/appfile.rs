@@ -18,9 +18,13 @@
 
 mod de;
 mod fields;
+mod ini;
 mod nested;
 mod resolve;
+mod supervisord;
+mod systemd;
 mod text;
+pub mod to_toml;
 mod values;
 
 pub use text::{parse_duration_ms, parse_size};
@@ -145,6 +149,21 @@ impl fmt::Display for AppFileError {
 
 impl std::error::Error for AppFileError {}
 
+/// An error at a 1-based line of a file.
+fn at_line(path: &Path, line: usize, message: impl Into<String>) -> AppFileError {
+    AppFileError {
+        line: Some(line),
+        ..AppFileError::new(path, message)
+    }
+}
+
+/// The machine's host name (`%(host_node_name)s`, `%H`), empty when unknown.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// Loads a config file of any supported format with pm2's options, all of
 /// it or nothing.
 pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileError> {
@@ -164,7 +183,9 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileEr
                 notes: Vec::new(),
             }
         }
-        Format::EcosystemJs | Format::Supervisord | Format::Systemd => {
+        Format::Supervisord => supervisord::load(path)?,
+        Format::Systemd => systemd::load(path)?,
+        Format::EcosystemJs => {
             return Err(AppFileError::new(
                 path,
                 "this kind of file cannot be read yet; write its apps as TOML",

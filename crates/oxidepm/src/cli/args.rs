@@ -140,6 +140,10 @@ pub enum Command {
         #[arg(long)]
         write: bool,
     },
+    /// Print the apps of any app file (supervisord .conf, systemd .service,
+    /// ecosystem file, YAML, JSON) as oxidepm TOML, with a comment for each
+    /// setting that has no exact equivalent.
+    Import(super::import::ImportArgs),
 }
 
 /// Arguments of `start`.

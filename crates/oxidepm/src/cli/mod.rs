@@ -4,6 +4,7 @@ pub mod appfile;
 mod args;
 mod connect;
 mod error;
+mod import;
 mod monit;
 mod output;
 mod startup;
@@ -211,6 +212,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 print!("{text}");
             }
         }
+        Command::Import(a) => import::run(&a)?,
         Command::Kill => match connect::client(false) {
             Ok(mut c) => {
                 let killed: Killed = c.call_as(Op::Kill)?;
