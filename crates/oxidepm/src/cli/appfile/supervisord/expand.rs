@@ -84,9 +84,11 @@ pub(super) fn expand(value: &str, vars: &Vars) -> Result<String, String> {
             ('s' | 'r' | 'd' | 'i' | 'u', Var::Number(n)) => n.to_string(),
             ('d' | 'i' | 'u', Var::Text(t)) => match t.parse::<i64>() {
                 Ok(n) => n.to_string(),
-                Err(_) => return Err(format!(
+                Err(_) => {
+                    return Err(format!(
                     "%({name}){conversion} needs a number, and {name} is {t:?}; write %({name})s"
-                )),
+                ))
+                }
             },
             (c, _) => {
                 return Err(format!(
