@@ -139,7 +139,8 @@ impl Reader<'_> {
         });
     }
 
-    /// The value of an entry with its specifiers replaced.
+    /// The value of an entry with its specifiers replaced (only settings
+    /// that take specifiers in systemd are read through this).
     fn value(&self, entry: &Entry) -> Result<String, AppFileError> {
         self.specifiers
             .apply(&entry.value)
@@ -291,8 +292,7 @@ impl Reader<'_> {
             }
         }
         if let Some(entry) = s.last("KillSignal") {
-            let signal = self.value(entry)?;
-            spec.stop_signal = fields::signal(&signal).map_err(|e| self.error(entry, e))?;
+            spec.stop_signal = fields::signal(&entry.value).map_err(|e| self.error(entry, e))?;
         }
         if let Some(entry) = s.last("KillMode") {
             match entry.value.as_str() {
@@ -305,8 +305,8 @@ impl Reader<'_> {
         }
         for key in ["MemoryMax", "MemoryLimit"] {
             if let Some(entry) = s.last(key) {
-                let value = self.value(entry)?;
-                spec.max_memory_bytes = syntax::memory(&value).map_err(|e| self.error(entry, e))?;
+                spec.max_memory_bytes =
+                    syntax::memory(&entry.value).map_err(|e| self.error(entry, e))?;
                 if let Some(bytes) = spec.max_memory_bytes {
                     if bytes < 1 << 20 {
                         return Err(
@@ -343,8 +343,7 @@ impl Reader<'_> {
     }
 
     fn span(&self, entry: &Entry) -> Result<Option<u64>, AppFileError> {
-        let value = self.value(entry)?;
-        let ms = syntax::timespan_ms(&value).map_err(|e| self.error(entry, e))?;
+        let ms = syntax::timespan_ms(&entry.value).map_err(|e| self.error(entry, e))?;
         if ms.is_some_and(|ms| ms > 7 * 24 * 3600 * 1000) {
             return Err(self.error(entry, "is longer than a week, the longest oxidepm takes"));
         }
