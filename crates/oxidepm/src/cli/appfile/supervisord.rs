@@ -109,8 +109,10 @@ pub(super) fn load_in(
          %(ENV_NAME)s"
             .into(),
     ));
-    let mut loaded = Loaded::default();
-    loaded.notes = notes;
+    let mut loaded = Loaded {
+        apps: Vec::new(),
+        notes,
+    };
     for p in programs {
         loaded.notes.extend(p.notes);
         loaded.apps.push(p.spec);

@@ -251,9 +251,12 @@ fn includes_are_followed_from_the_main_file_only() {
     assert!(has_note(&loaded, None, "[include]", "no file matches"));
 }
 
+/// Files of a case: (name, text).
+type Files<'a> = &'a [(&'a str, &'a str)];
+
 #[test]
 fn errors_name_the_line_and_what_to_do() {
-    let cases: &[(&[(&str, &str)], &str, Option<usize>)] = &[
+    let cases: &[(Files, &str, Option<usize>)] = &[
         (
             &[("a.conf", "[program:a]\ncommand=/bin/app\nenvironment=X=%(ENV_NOT_SET_HERE)s\n")],
             "NOT_SET_HERE is not set in the environment",
