@@ -55,6 +55,24 @@ fn number(n: u64) -> String {
     }
 }
 
+/// A duration as the loader reads it back exactly: `"1m 30s"`, `"500ms"`.
+fn duration(ms: u64) -> String {
+    if ms == 0 {
+        return "0".into();
+    }
+    string(&humantime::format_duration(std::time::Duration::from_millis(ms)).to_string())
+}
+
+/// A size in the largest binary unit that divides it: `"512M"`.
+fn size(bytes: u64) -> String {
+    for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return string(&format!("{}{unit}", bytes >> shift));
+        }
+    }
+    number(bytes)
+}
+
 fn strings(items: &[String]) -> String {
     let array: toml::value::Array = items
         .iter()
@@ -119,8 +137,10 @@ fn render_app(out: &mut String, app: &AppSpec) {
         ("log_max_size", app.log_max_bytes, defaults::log_max_bytes()),
     ];
     for (name, value, default) in ms {
-        if value != default {
-            field(out, name, number(value));
+        if value != default && name == "log_max_size" {
+            field(out, name, size(value));
+        } else if value != default {
+            field(out, name, duration(value));
         }
     }
     if app.max_restarts != defaults::max_restarts() {
@@ -133,7 +153,7 @@ fn render_app(out: &mut String, app: &AppSpec) {
         field(out, "stop_signal", string(&app.stop_signal));
     }
     if let Some(bytes) = app.max_memory_bytes {
-        field(out, "max_memory_restart", number(bytes));
+        field(out, "max_memory_restart", size(bytes));
     }
     if let Some(cron) = &app.cron_restart {
         field(out, "cron_restart", string(cron));
@@ -191,10 +211,10 @@ fn render_app(out: &mut String, app: &AppSpec) {
         if let Some(status) = h.expect_status {
             let _ = writeln!(out, "expect_status = {status}");
         }
-        let _ = writeln!(out, "interval = {}", number(h.interval_ms));
-        let _ = writeln!(out, "timeout = {}", number(h.timeout_ms));
+        let _ = writeln!(out, "interval = {}", duration(h.interval_ms));
+        let _ = writeln!(out, "timeout = {}", duration(h.timeout_ms));
         let _ = writeln!(out, "retries = {}", h.retries);
-        let _ = writeln!(out, "start_period = {}", number(h.start_period_ms));
+        let _ = writeln!(out, "start_period = {}", duration(h.start_period_ms));
     }
 }
 
@@ -215,6 +235,10 @@ mod tests {
         app.env.insert("PLAIN".into(), String::new());
         app.restart = RestartPolicy::OnFailure;
         app.kill_timeout_ms = 0;
+        app.restart_delay_ms = 1_501;
+        app.min_uptime_ms = 7 * 24 * 3600 * 1000;
+        app.log_max_bytes = (3 << 20) + 1;
+        app.max_memory_bytes = Some(1536 << 20);
         app.tags = vec!["t".into()];
         app.autostart = false;
         app.depends_on = vec![oxidepm_proto::Dependency {
@@ -244,6 +268,9 @@ mod tests {
             text.contains("# x: two lines\n[[apps]]\nname = \"web\""),
             "{text}"
         );
+        assert!(text.contains("restart_delay = \"1s 501ms\""), "{text}");
+        assert!(text.contains("max_memory_restart = \"1536M\""), "{text}");
+        assert!(text.contains("log_max_size = 3145729"), "{text}");
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("apps.toml");
         std::fs::write(&file, &text).unwrap();
