@@ -66,7 +66,7 @@ fn duration(ms: u64) -> String {
 /// A size in the largest binary unit that divides it: `"512M"`.
 fn size(bytes: u64) -> String {
     for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return string(&format!("{}{unit}", bytes >> shift));
         }
     }
