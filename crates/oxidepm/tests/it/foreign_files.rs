@@ -165,6 +165,12 @@ fn systemd_units_run_as_under_systemd() {
     assert_eq!(seen["LOG_LEVEL"], "info");
     assert!(shop.join("db.started").exists());
 
+    // Output: in oxidepm's logs (StandardOutput=journal is noted).
+    env.wait(20, "the api's line in its log", || {
+        env.ok(&["logs", "shop-api", "--lines", "20"])
+            .contains("api on port 8080")
+    });
+
     // Restart=on-failure: a crash is followed by a new run.
     let old = env.daemon_app("shop-api")["pid"].as_u64().unwrap();
     kill(old as u32, libc::SIGKILL);

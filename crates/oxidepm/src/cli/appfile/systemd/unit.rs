@@ -469,7 +469,14 @@ impl Reader<'_> {
                 return Err(self.error(entry, "always is not allowed with Type=oneshot"))
             }
             "always" => RestartPolicy::Always,
-            "on-failure" => RestartPolicy::OnFailure,
+            "on-failure" => {
+                self.note(
+                    "Restart",
+                    "on-failure: a death by SIGTERM, SIGINT, SIGHUP or SIGPIPE is restarted too \
+                     (systemd counts those as clean)",
+                );
+                RestartPolicy::OnFailure
+            }
             v @ ("on-abnormal" | "on-abort" | "on-watchdog") => {
                 self.note(
                     "Restart",
