@@ -168,7 +168,11 @@ fn includes(
                 format!("[include] files: {pattern:?} is not a valid glob: {e}"),
             )
         })?;
-        let mut found: Vec<PathBuf> = matches.filter_map(Result::ok).collect();
+        // A glob such as /**/* could walk the whole disk: stop past the bound.
+        let mut found: Vec<PathBuf> = matches
+            .filter_map(Result::ok)
+            .take(MAX_INCLUDED + 1)
+            .collect();
         found.sort();
         if found.is_empty() {
             notes.push(file_note(
@@ -176,12 +180,13 @@ fn includes(
                 format!("no file matches {full:?}; nothing included from it"),
             ));
         }
+        let found_len = found.len();
         for file in found {
             if file.is_file() && !out.contains(&file) {
                 out.push(file);
             }
         }
-        if out.len() > MAX_INCLUDED {
+        if out.len() > MAX_INCLUDED || found_len > MAX_INCLUDED {
             return Err(at_line(
                 &main.path,
                 entry.line,

@@ -201,16 +201,14 @@ pub(super) fn processes(
     let first = reader(0, 1);
     let start = first.number("numprocs_start", 0, 100_000)?;
     let numprocs = first.number("numprocs", 1, 1000)?;
-    if numprocs == 0 {
-        let entry = section.last("numprocs").unwrap_or(&section.entries[0]);
-        return Err(first.error(entry, "must be at least 1"));
-    }
-    if numprocs > 1 {
+    if let Some(entry) = section.last("numprocs") {
+        if numprocs == 0 {
+            return Err(first.error(entry, "must be at least 1"));
+        }
         let named = section
             .last("process_name")
             .is_some_and(|e| e.value.contains("%(process_num)"));
-        if !named {
-            let entry = section.last("numprocs").unwrap_or(&section.entries[0]);
+        if numprocs > 1 && !named {
             return Err(first.error(
                 entry,
                 "numprocs > 1 needs %(process_num) in process_name, as supervisord does; \

@@ -249,6 +249,24 @@ fn includes_are_followed_from_the_main_file_only() {
     assert_eq!(names, ["a", "b"]);
     assert!(has_note(&loaded, None, "[include]", "not followed"));
     assert!(has_note(&loaded, None, "[include]", "no file matches"));
+
+    let mut files = vec![(
+        "main.conf".to_string(),
+        "[include]\nfiles=d/*.conf\n".to_string(),
+    )];
+    for i in 0..=MAX_INCLUDED {
+        files.push((
+            format!("d/{i}.conf"),
+            format!("[program:p{i}]\ncommand=true\n"),
+        ));
+    }
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    let (message, line) = error(&files);
+    assert!(message.contains("more than 256 files"), "{message}");
+    assert_eq!(line, Some(2));
 }
 
 /// Files of a case: (name, text).
@@ -260,6 +278,11 @@ fn errors_name_the_line_and_what_to_do() {
         (
             &[("a.conf", "[program:a]\ncommand=/bin/app\nenvironment=X=%(ENV_NOT_SET_HERE)s\n")],
             "NOT_SET_HERE is not set in the environment",
+            Some(3),
+        ),
+        (
+            &[("a.conf", "[program:a]\ncommand=/bin/app\nnumprocs=0\n")],
+            "must be at least 1",
             Some(3),
         ),
         (
