@@ -320,7 +320,10 @@ fn no_apps(origin: &Path, format: Format) -> AppFileError {
         origin,
         match format {
             Format::Toml => "no apps in this file; add an [[apps]] table with a script",
-            Format::Supervisord => "no [program:x] section in this file",
+            Format::Supervisord => {
+                "no [program:x] section in this file (a *.conf or *.ini file is read as \
+                 supervisord's); add one, or name the file for its format"
+            }
             Format::Systemd => "no [Service] section with ExecStart in this unit",
             _ => "no apps in this file; add an \"apps\" list with at least one app",
         },
