@@ -71,7 +71,10 @@ fn a_service_maps_field_by_field() {
             "one.env",
             "OPTS=\"--verbose  --workers 2\"\nDATABASE_URL=postgres://db/app\n",
         ),
-        ("two.env", "export DATABASE_URL=postgres://db/other\n"),
+        (
+            "two.env",
+            "; systemd's comment\nDATABASE_URL=postgres://db/other\n",
+        ),
     ]);
     let loaded = loaded.unwrap();
     let names: Vec<&str> = loaded.apps.iter().map(|a| a.name.as_str()).collect();
@@ -252,6 +255,12 @@ fn errors_name_the_line_and_what_to_do() {
             "[Service]\nExecStart=/bin/app %Z\n",
             "%Z is not supported",
             Some(2),
+        ),
+        (
+            // The error is in the env file (here the unit itself), at its line.
+            "[Service]\nExecStart=/bin/app\nEnvironmentFile=@DIR@/app.service\n",
+            "app.service:1: expected KEY=VALUE",
+            Some(1),
         ),
         (
             "[Service]\nExecStart=/bin/a ; /bin/b\n",

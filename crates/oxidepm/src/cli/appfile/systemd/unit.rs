@@ -4,7 +4,7 @@
 
 use super::syntax::{self, Specifiers};
 use crate::cli::appfile::ini::{self, Dialect, Entry, Section};
-use crate::cli::appfile::{at_line, fields, read_env_file, AppFileError, Note};
+use crate::cli::appfile::{at_line, fields, text, AppFileError, Note};
 use oxidepm_proto::{AppSpec, RestartPolicy};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -211,7 +211,7 @@ impl Reader<'_> {
                 let Some((key, val)) = word.split_once('=') else {
                     return Err(self.error(entry, format!("{word:?} is not KEY=value")));
                 };
-                crate::cli::appfile::text::check_env_key(key).map_err(|e| self.error(entry, e))?;
+                text::check_env_key(key).map_err(|e| self.error(entry, e))?;
                 env.insert(key.to_string(), val.to_string());
             }
         }
@@ -253,7 +253,7 @@ impl Reader<'_> {
                 );
             }
             for f in present {
-                env.extend(read_env_file(&f)?);
+                env.extend(env_file(&f)?);
                 self.note(
                     "EnvironmentFile",
                     format!(
@@ -530,6 +530,26 @@ impl Reader<'_> {
         }
         Ok(())
     }
+}
+
+/// Reads an `EnvironmentFile=`: oxidepm's env file format, with systemd's
+/// `;` comment lines as well.
+fn env_file(path: &Path) -> Result<BTreeMap<String, String>, AppFileError> {
+    let content = std::fs::read_to_string(path)
+        .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
+    // Blanked rather than removed, so that line numbers stay right.
+    let content: String = content
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with(';') {
+                ""
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    text::parse_env(&content).map_err(|(line, message)| at_line(path, line, message))
 }
 
 /// The home directory of a user, from the password database.
