@@ -187,6 +187,8 @@ fn import_prints_toml_that_starts_the_same_apps() {
     let cases = [
         ("supervisord", "supervisord.conf", None),
         ("supervisord", "conf.d/celery.conf", None),
+        ("supervisord", "conf.d/gunicorn.conf", None),
+        ("systemd", "units/shop-db.service", Some("home")),
         ("systemd", "units/shop-api.service", Some("home")),
     ];
     for (kind, file, home_dir) in cases {

@@ -224,6 +224,26 @@ mod tests {
     use crate::cli::appfile::{load_with, LoadOptions};
 
     #[test]
+    fn the_native_formats_load_back() {
+        let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli/appfile/testdata");
+        for file in [
+            "three.toml",
+            "three.yaml",
+            "three.json",
+            "ecosystem.config.json",
+        ] {
+            let path = testdata.join(file);
+            let loaded = load_with(&path, &LoadOptions::default()).unwrap();
+            let text = render(&loaded, &path);
+            let dir = tempfile::tempdir().unwrap();
+            let toml = dir.path().join("apps.toml");
+            std::fs::write(&toml, &text).unwrap();
+            let back = load_with(&toml, &LoadOptions::default()).unwrap();
+            assert_eq!(back.apps, loaded.apps, "{file}:\n{text}");
+        }
+    }
+
+    #[test]
     fn odd_values_load_back() {
         let mut app = AppSpec::new(
             "web",
