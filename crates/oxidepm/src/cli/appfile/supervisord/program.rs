@@ -12,19 +12,23 @@ use std::path::PathBuf;
 
 /// One process of a program, ready to be an app.
 pub(super) struct Process {
+    /// The app.
     pub spec: AppSpec,
+    /// Its keys without an exact equivalent.
     pub notes: Vec<Note>,
     /// supervisord's start order: lower first.
     pub priority: i64,
     /// The program's name, the second sort key.
     pub program: String,
-    /// Where the section is, for messages about the app as a whole.
+    /// The file of the section, for messages about the app as a whole.
     pub file: PathBuf,
+    /// The line of the section's header.
     pub line: usize,
 }
 
 /// A `[group:x]` section.
 pub(super) struct Group {
+    /// Its name, which becomes a tag of its programs.
     pub name: String,
 }
 

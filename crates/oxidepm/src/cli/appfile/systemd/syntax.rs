@@ -89,8 +89,9 @@ pub(super) struct Specifiers {
     pub unit: String,
     /// The home directory of the user running oxidepm (`%h`).
     pub home: String,
-    /// That user's name and uid (`%u`, `%U`).
+    /// That user's name (`%u`).
     pub user: String,
+    /// That user's uid (`%U`).
     pub uid: u32,
     /// The runtime directory (`%t`): `$XDG_RUNTIME_DIR`, else `/run`.
     pub runtime: String,

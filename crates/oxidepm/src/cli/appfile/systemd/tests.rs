@@ -114,7 +114,7 @@ fn a_service_maps_field_by_field() {
         ("EnvironmentFile", "missing.env does not exist: skipped"),
         ("network.target", "target"),
         ("cache.service", "not in this directory"),
-        ("[Install] WantedBy", "oxidepm startup"),
+        ("[Install] WantedBy", "oxidepm startup --write"),
     ] {
         assert!(
             has_note(&loaded, "api", field, says),

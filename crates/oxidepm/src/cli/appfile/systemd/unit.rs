@@ -13,13 +13,17 @@ use std::path::{Path, PathBuf};
 pub(super) struct Unit {
     /// The unit's file name (`web.service`).
     pub file_name: String,
+    /// Where it was read from.
     pub path: PathBuf,
+    /// The app it makes (`depends_on` is filled in by the caller).
     pub spec: AppSpec,
+    /// Its keys without an exact equivalent.
     pub notes: Vec<Note>,
     /// Units this one pulls in (`Requires=`, `Wants=`, `BindsTo=`, `Requisite=`).
     pub pulls: Vec<(String, usize)>,
-    /// Units this one is ordered after (`After=`) or before (`Before=`).
+    /// Units this one is ordered after (`After=`).
     pub after: Vec<(String, usize)>,
+    /// Units this one is ordered before (`Before=`).
     pub before: Vec<(String, usize)>,
 }
 
@@ -107,7 +111,8 @@ pub(super) fn read(path: &Path, specifiers: &Specifiers) -> Result<Unit, AppFile
                 for e in &section.entries {
                     reader.note(
                         &format!("[Install] {}", e.key),
-                        "to start apps at boot, run `oxidepm startup` and then `oxidepm save`",
+                        "to start apps at boot, install the daemon's unit with `oxidepm startup \
+                         --write` and set resurrect = true in daemon.toml",
                     );
                 }
             }
