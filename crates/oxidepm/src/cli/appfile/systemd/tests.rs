@@ -210,6 +210,11 @@ fn errors_name_the_line_and_what_to_do() {
         ),
         ("[Service]\nExecStart=+/bin/app\n", "the + prefix", Some(2)),
         (
+            "[Service]\nExecStart=/bin/app\nDynamicUser=yes\n",
+            "set User= instead",
+            Some(3),
+        ),
+        (
             "[Service]\nType=oneshot\nExecStart=/bin/a\nExecStart=/bin/b\n",
             "put the commands in a script",
             Some(4),

@@ -270,6 +270,17 @@ impl Reader<'_> {
             }
         }
 
+        // Without its own user the app would run as the daemon's: refused
+        // rather than noted, as the +/! prefixes are.
+        if let Some(entry) = s.last("DynamicUser") {
+            if matches!(entry.value.as_str(), "yes" | "true" | "on" | "1") {
+                return Err(self.error(
+                    entry,
+                    "yes has no equivalent, and the app would run as the daemon's user; \
+                     create a user for it and set User= instead",
+                ));
+            }
+        }
         let (program, args) = self.exec_start(exec, &env)?;
         let mut spec = AppSpec::new(self.name.to_string(), program, args);
         spec.cwd = Some(self.working_directory(s)?);
