@@ -140,9 +140,10 @@ pub enum Command {
         #[arg(long)]
         write: bool,
     },
-    /// Print the apps of any app file (supervisord .conf, systemd .service,
-    /// ecosystem file, YAML, JSON) as oxidepm TOML, with a comment for each
-    /// setting that has no exact equivalent.
+    /// Print an app file of any kind (supervisord, systemd, pm2) as oxidepm TOML.
+    ///
+    /// Each setting without an exact equivalent gets a `#` comment. Example:
+    /// `oxidepm import /etc/supervisor/supervisord.conf > apps.toml`
     Import(super::import::ImportArgs),
 }
 
