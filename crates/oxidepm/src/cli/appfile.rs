@@ -23,10 +23,14 @@
 mod de;
 mod ecosystem_js;
 mod fields;
+mod ini;
 mod nested;
 mod pm2;
 mod resolve;
+mod supervisord;
+mod systemd;
 mod text;
+pub mod to_toml;
 mod values;
 
 pub use text::{parse_duration_ms, parse_size};
@@ -160,6 +164,21 @@ impl fmt::Display for AppFileError {
 
 impl std::error::Error for AppFileError {}
 
+/// An error at a 1-based line of a file.
+fn at_line(path: &Path, line: usize, message: impl Into<String>) -> AppFileError {
+    AppFileError {
+        line: Some(line),
+        ..AppFileError::new(path, message)
+    }
+}
+
+/// The machine's host name (`%(host_node_name)s`, `%H`), empty when unknown.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// Loads a config file of any supported format with pm2's options, all of
 /// it or nothing.
 pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileError> {
@@ -188,12 +207,8 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileEr
                 ..e
             })?
         }
-        Format::Supervisord | Format::Systemd => {
-            return Err(AppFileError::new(
-                path,
-                "this kind of file cannot be read yet; write its apps as TOML",
-            ))
-        }
+        Format::Supervisord => (supervisord::load(path)?, Default::default()),
+        Format::Systemd => (systemd::load(path)?, Default::default()),
     };
     if let Some(env) = &options.env {
         // A `--env production` that changes nothing would start a production
@@ -354,7 +369,10 @@ fn no_apps(origin: &Path, format: Format) -> AppFileError {
         origin,
         match format {
             Format::Toml => "no apps in this file; add an [[apps]] table with a script",
-            Format::Supervisord => "no [program:x] section in this file",
+            Format::Supervisord => {
+                "no [program:x] section in this file (a *.conf or *.ini file is read as \
+                 supervisord's); add one, or name the file for its format"
+            }
             Format::Systemd => "no [Service] section with ExecStart in this unit",
             _ => "no apps in this file; add an \"apps\" list with at least one app",
         },

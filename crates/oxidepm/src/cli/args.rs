@@ -186,6 +186,11 @@ pub enum Command {
     /// (as SIGHUP does); it says what it applied and what waits for the
     /// next start.
     ReloadDaemonConfig,
+    /// Print an app file of any kind (supervisord, systemd, pm2) as oxidepm TOML.
+    ///
+    /// Each setting without an exact equivalent gets a `#` comment. Example:
+    /// `oxidepm import /etc/supervisor/supervisord.conf > apps.toml`
+    Import(super::import::ImportArgs),
 }
 
 /// Arguments of `start`.

@@ -5,6 +5,7 @@ mod args;
 mod connect;
 mod error;
 mod file_start;
+mod import;
 mod monit;
 mod output;
 mod reload;
@@ -219,6 +220,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             startup::uninstall(user, run_as.as_deref()).map_err(LocalError::from)?;
         }
         Command::ReloadDaemonConfig => return reload::run(&out),
+        Command::Import(a) => import::run(&a)?,
         Command::Kill => match connect::client(false) {
             Ok(mut c) => {
                 let killed: Killed = c.call_as(Op::Kill)?;

@@ -10,6 +10,7 @@ mod connections;
 mod containment;
 mod event_feed;
 mod event_stream;
+mod foreign_files;
 mod harness;
 mod home;
 mod journal;
