@@ -136,7 +136,7 @@ restart = "never"
     )
     .unwrap();
     env.ok(&["start", cfg.to_str().unwrap()]);
-    env.wait(30, "web online", || {
+    env.wait(90, "web online", || {
         env.daemon_app("web")["status"] == "online"
     });
     assert_eq!(env.app("db")["health"], "healthy");
