@@ -218,6 +218,8 @@ pub struct AuditFilter {
     pub actor: Option<String>,
     /// Rows at or after this Unix ms.
     pub since_ms: Option<i64>,
+    /// Rows at or before this Unix ms.
+    pub until_ms: Option<i64>,
     /// Most recent rows.
     pub limit: usize,
 }
@@ -475,11 +477,16 @@ impl Store {
     pub fn audit(&self, f: &AuditFilter) -> Result<Vec<AuditRecord>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT seq, at, actor, socket, op, apps, outcome, message FROM audit
-             WHERE (?1 IS NULL OR actor = ?1) AND (?2 IS NULL OR at >= ?2)
+             WHERE (?1 IS NULL OR actor = ?1
+                    OR (instr(?1, ':') = 0 AND substr(actor, 1, length(?1) + 1) = ?1 || ':'))
+               AND (?2 IS NULL OR at >= ?2) AND (?5 IS NULL OR at <= ?5)
                AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(audit.apps) WHERE value = ?3))
              ORDER BY seq DESC LIMIT ?4",
         )?;
-        let rows = stmt.query_map(params![f.actor, f.since_ms, f.app, f.limit as i64], |r| {
+        // An actor without `:` is a class alone (`ai`, `human`): every
+        // label of it.
+        let p = params![f.actor, f.since_ms, f.app, f.limit as i64, f.until_ms];
+        let rows = stmt.query_map(p, |r| {
             let apps: String = r.get(5)?;
             Ok(AuditRecord {
                 seq: r.get::<_, i64>(0)? as u64,

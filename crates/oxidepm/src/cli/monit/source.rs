@@ -132,6 +132,8 @@ impl Source for Polling {
                     lines: *lines,
                     follow: false,
                     stream: None,
+                    since: None,
+                    until: None,
                 };
                 let _: Option<LogsDone> = c.call_stream_as(op, |l: LogLine| {
                     got.push(l);

@@ -16,7 +16,7 @@ use super::Daemon;
 use crate::access::{Caller, Scope};
 use oxidepm_proto::{Op, Reply};
 
-pub(super) use logs::LogsAsk;
+pub(super) use logs::{LogsAsk, Window};
 pub use read_rate::ReadRate;
 pub(super) use subscribe::SubscribeAsk;
 
@@ -67,6 +67,7 @@ impl Daemon {
                 actor: who,
                 since,
                 limit,
+                until,
             } => {
                 // A caller held to a grant (an adapter, an agent) reads the
                 // trail of its own requests only: others' would tell it what
@@ -75,7 +76,8 @@ impl Daemon {
                     Scope::Only(_) => Some(actor.to_string()),
                     Scope::All => who,
                 };
-                self.audit_trail(app, who, since, limit).map(Into::into)
+                self.audit_trail(app, who, since, until, limit)
+                    .map(Into::into)
             }
             Op::Lanes => self.lanes_report().await.map(Into::into),
             Op::Routes => Ok(self.lanes.routes_report(&self.sup).await?.into()),

@@ -41,19 +41,21 @@ impl Daemon {
         app: Option<String>,
         actor: Option<String>,
         since: Option<String>,
+        until: Option<String>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, OpError> {
-        let since_ms = match since {
+        let ms = |t: Option<String>| match t {
             Some(t) => match crate::timefmt::parse_rfc3339_ms(&t) {
-                Some(ms) => Some(ms),
-                None => return Err(OpError::BadSince { since: t }),
+                Some(ms) => Ok(Some(ms)),
+                None => Err(OpError::BadSince { since: t }),
             },
-            None => None,
+            None => Ok(None),
         };
         let f = AuditFilter {
             app,
             actor,
-            since_ms,
+            since_ms: ms(since)?,
+            until_ms: ms(until)?,
             limit: limit.clamp(1, MAX_ROWS),
         };
         Ok(lock(&self.sup).store.audit(&f)?)
