@@ -4,6 +4,8 @@
 mod access;
 mod authority;
 mod bridge;
+mod cli_manners;
+mod cli_reads;
 mod compat;
 mod connections;
 mod containment;
