@@ -138,7 +138,7 @@ impl Printer {
             field(out, "err log", e)?;
         }
         if let Some(n) = a.log_dropped_bytes.filter(|n| *n > 0) {
-            field(out, "log lost", human_bytes(n))?;
+            field(out, "log lost", format!("{} ({n} bytes)", human_bytes(n)))?;
         }
         Ok(())
     }
