@@ -102,6 +102,9 @@ pub enum Op {
         /// Most recent events to return.
         #[serde(default = "default_events")]
         limit: usize,
+        /// Only events at or after this RFC 3339 time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<String>,
     },
     /// Streams what happens as it happens, under the caller's read scope
     /// (the apps `events` would show it): one [`Response`] item per

@@ -358,6 +358,7 @@ pub(crate) mod tests {
             Op::Events {
                 target: None,
                 limit: 5,
+                since: None,
             },
         ] {
             let p = plan(&apps, &grant, &op).unwrap();

@@ -105,6 +105,10 @@ pub enum Command {
         /// Most recent events.
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Only events from this time on: `1h` ago, a date or an RFC 3339
+        /// time (not with --follow).
+        #[arg(long, value_name = "WHEN", conflicts_with = "follow")]
+        since: Option<String>,
         /// Stream new events as they happen (until Ctrl-C) instead.
         #[arg(long, short = 'f')]
         follow: bool,

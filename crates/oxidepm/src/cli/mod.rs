@@ -98,12 +98,17 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         Command::Events {
             target,
             limit,
+            since,
             follow: false,
             ..
         } => {
-            let events: Vec<EventRecord> =
-                reads::client()?.call_as(Op::Events { target, limit })?;
-            out.events(&events)?;
+            let since = when::resolve("--since", since)?;
+            let op = Op::Events {
+                target,
+                limit,
+                since,
+            };
+            out.events(&reads::client()?.call_as::<Vec<EventRecord>>(op)?)?;
         }
         Command::Events { target, kinds, .. } => {
             let mut c = reads::client()?;

@@ -423,20 +423,32 @@ impl Store {
     }
 
     /// The most recent `limit` events (of the given apps, or all), oldest first.
+    #[cfg(test)]
     pub fn events(&self, app_ids: Option<&[u64]>, limit: usize) -> Result<Vec<EventRecord>> {
+        self.events_since(app_ids, limit, None)
+    }
+
+    /// Like [`Store::events`], only events at or after `since_ms` (Unix ms).
+    pub fn events_since(
+        &self,
+        app_ids: Option<&[u64]>,
+        limit: usize,
+        since_ms: Option<i64>,
+    ) -> Result<Vec<EventRecord>> {
         let filter = match app_ids {
             Some(ids) => {
                 let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-                format!("WHERE app_id IN ({})", list.join(","))
+                format!("AND app_id IN ({})", list.join(","))
             }
             None => String::new(),
         };
         let sql = format!(
-            "SELECT seq, at, app_id, app, kind, actor, detail FROM events {filter}
+            "SELECT seq, at, app_id, app, kind, actor, detail FROM events
+             WHERE (?2 IS NULL OR at >= ?2) {filter}
              ORDER BY seq DESC LIMIT ?1"
         );
         let mut stmt = self.conn.prepare(&sql)?;
-        let rows = stmt.query_map(params![limit as i64], |r| {
+        let rows = stmt.query_map(params![limit as i64, since_ms], |r| {
             Ok(EventRecord {
                 seq: r.get::<_, i64>(0)? as u64,
                 at: rfc3339_ms(r.get(1)?),

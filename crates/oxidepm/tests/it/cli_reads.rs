@@ -291,3 +291,34 @@ fn stop_restart_and_delete_of_an_app_file_act_on_its_apps() {
     assert!(err.contains("E_NOT_FOUND"), "{err}");
     assert_eq!(env.pid("other"), other);
 }
+
+#[test]
+fn events_since_a_time() {
+    let env = Env::new();
+    env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
+    env.wait_status("web", "online");
+    let all = env.json(&["events", "web"]);
+    let n = all.as_array().unwrap().len();
+    assert!(n > 0);
+    assert_eq!(
+        env.json(&["events", "--since", "1h"])
+            .as_array()
+            .unwrap()
+            .len(),
+        n
+    );
+    let last = all.as_array().unwrap().last().unwrap()["at"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let since_last = env.json(&["events", "web", "--since", &last]);
+    assert!(since_last
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["at"].as_str().unwrap() >= last.as_str()));
+    assert!(!since_last.as_array().unwrap().is_empty());
+    // The future has no events yet.
+    let future = env.json(&["events", "--since", "2999-01-01"]);
+    assert!(future.as_array().unwrap().is_empty());
+}

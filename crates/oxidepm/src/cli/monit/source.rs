@@ -112,6 +112,7 @@ impl Source for Polling {
                 c.call_as::<Vec<EventRecord>>(Op::Events {
                     target: None,
                     limit: EVENTS,
+                    since: None,
                 })
             })
             .unwrap_or_default();

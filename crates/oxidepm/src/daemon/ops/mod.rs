@@ -58,7 +58,11 @@ impl Daemon {
             } => self
                 .log_lines(&target, lines, stream, &actor.to_string())
                 .map(Into::into),
-            Op::Events { target, limit } => self.events(target, limit, only).map(Into::into),
+            Op::Events {
+                target,
+                limit,
+                since,
+            } => self.events(target, limit, since, only).map(Into::into),
             Op::Flush { target } => self.flush(target, only).map(Into::into),
             Op::Save { name } => self.save(name, only, actor).map(Into::into),
             Op::Resurrect { name } => self.resurrect(name, only, actor).await.map(Into::into),
