@@ -72,7 +72,9 @@ pub enum Op {
     /// newest lines that fit, with a `truncated` field on the reply entry
     /// when older ones were left out.
     Logs {
-        /// Selector (one or more apps).
+        /// Selector (one or more apps); empty (or absent): every app the
+        /// caller may read.
+        #[serde(default)]
         target: String,
         /// Lines from the end of each stream.
         #[serde(default = "default_lines")]

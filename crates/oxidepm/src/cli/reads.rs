@@ -124,7 +124,9 @@ pub fn logs(out: Printer, a: LogsArgs) -> Result<(), Error> {
         c.wait_for_ever().map_err(ClientError::Io)?;
     }
     let op = Op::Logs {
-        target: a.target.unwrap_or_else(|| "all".to_string()),
+        // Empty: every app the caller may read (`all` is refused to a
+        // caller whose grant does not cover every app).
+        target: a.target.unwrap_or_default(),
         lines,
         follow: a.follow,
         stream: a.stream,

@@ -46,12 +46,15 @@ impl Daemon {
                 ref until,
             } => {
                 let mut apps = Vec::new();
-                if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
-                    let e = ErrorBody::from(e);
-                    self.count(&caller, "logs", Some(&e));
-                    self.audit(&caller, "logs", &apps, Some(&e));
-                    return sink.send(&Response::err(id, e)).await;
-                }
+                let only = match self.authorize(&caller, &req.op, &mut apps) {
+                    Ok(only) => only,
+                    Err(e) => {
+                        let e = ErrorBody::from(e);
+                        self.count(&caller, "logs", Some(&e));
+                        self.audit(&caller, "logs", &apps, Some(&e));
+                        return sink.send(&Response::err(id, e)).await;
+                    }
+                };
                 let window = match super::ops::Window::parse(since.as_deref(), until.as_deref()) {
                     Ok(w) => w,
                     Err(e) => {
@@ -69,6 +72,7 @@ impl Daemon {
                     stream,
                     actor: caller.actor.to_string(),
                     window,
+                    only,
                 };
                 self.stream_logs(id, ask, sink).await
             }

@@ -3,7 +3,7 @@
 //! field, `show` in human units, `audit` by class and age, and `stop`,
 //! `restart`, `delete` of an app file.
 
-use crate::harness::Env;
+use crate::harness::{bin, read, Env};
 use serde_json::Value;
 
 #[test]
@@ -321,4 +321,50 @@ fn events_since_a_time() {
     // The future has no events yet.
     let future = env.json(&["events", "--since", "2999-01-01"]);
     assert!(future.as_array().unwrap().is_empty());
+}
+
+#[test]
+fn logs_with_no_target_are_the_apps_the_caller_may_read() {
+    let env = Env::new();
+    env.daemon_toml("[adapters.chat]\ntier = \"read\"\napps = [\"web\"]\n");
+    let web = env.script("web", "echo web-line; sleep 100000");
+    let vault = env.script("vault", "echo vault-secret; sleep 100000");
+    env.ok(&["start", "--name", "web", "--", &web]);
+    env.ok(&["start", "--name", "vault", "--", &vault]);
+    env.wait(20, "both apps' lines", || {
+        let all = env.ok(&["logs"]);
+        all.contains("web-line") && all.contains("vault-secret")
+    });
+    // The adapter's own CLI, inside its process tree, is the adapter.
+    let out = env.path("chat.out");
+    let err = env.path("chat.err");
+    let script = format!(
+        "OXIDEPM_HOME={} {} logs > {} 2> {}; echo done >> {}; sleep 100000",
+        env.home.display(),
+        bin("oxidepm").display(),
+        out.display(),
+        err.display(),
+        err.display()
+    );
+    env.ok(&[
+        "start", "--name", "chat", "--kind", "adapter", "--", "sh", "-c", &script,
+    ]);
+    env.wait(20, "the adapter's logs", || read(&err).contains("done"));
+    let seen = read(&out);
+    assert!(seen.contains("web-line"), "{seen} {}", read(&err));
+    assert!(!seen.contains("vault-secret"), "{seen}");
+    // Naming every app is still refused to it whole.
+    let script = format!(
+        "OXIDEPM_HOME={} {} logs all 2> {}; sleep 100000",
+        env.home.display(),
+        bin("oxidepm").display(),
+        env.path("all.err").display()
+    );
+    env.ok(&["delete", "chat"]);
+    env.ok(&[
+        "start", "--name", "chat", "--kind", "adapter", "--", "sh", "-c", &script,
+    ]);
+    env.wait(20, "the refusal", || {
+        read(&env.path("all.err")).contains("E_POLICY_DENIED")
+    });
 }

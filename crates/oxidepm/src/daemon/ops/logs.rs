@@ -217,6 +217,8 @@ pub(in crate::daemon) struct LogsAsk<'a> {
     pub actor: String,
     /// Only lines in this time window.
     pub window: Window,
+    /// With no target: the apps the caller's grant narrows it to.
+    pub only: Option<Vec<String>>,
 }
 
 impl Daemon {
@@ -230,8 +232,9 @@ impl Daemon {
         lines: usize,
         stream: Option<LogStream>,
         actor: &str,
+        only: Option<&[String]>,
     ) -> Result<Vec<LogLine>, OpError> {
-        let plan = self.log_plan(target, stream)?;
+        let plan = self.log_plan(target, stream, only)?;
         if let Err(wait) = self.log_reads.check(actor) {
             return Err(OpError::RateLimited {
                 actor: actor.to_string(),
@@ -270,8 +273,9 @@ impl Daemon {
             stream,
             actor,
             window,
+            only,
         } = ask;
-        let plan = match self.log_plan(target, stream) {
+        let plan = match self.log_plan(target, stream, only.as_deref()) {
             Ok(p) => p,
             Err(e) => return sink.send(&Response::err(id, e.into())).await,
         };
@@ -304,9 +308,23 @@ impl Daemon {
             .await
     }
 
-    fn log_plan(&self, target: &str, stream: Option<LogStream>) -> Result<LogPlan, SelectError> {
+    /// The files of the selected apps; an empty target is every app (or
+    /// `only` those the caller's grant narrows it to).
+    fn log_plan(
+        &self,
+        target: &str,
+        stream: Option<LogStream>,
+        only: Option<&[String]>,
+    ) -> Result<LogPlan, SelectError> {
         let s = lock(&self.sup);
-        let ids = s.resolve(target)?;
+        let ids = if target.is_empty() {
+            s.apps()
+                .filter(|a| only.is_none_or(|names| names.contains(&a.spec.name)))
+                .map(|a| a.id)
+                .collect()
+        } else {
+            s.resolve(target)?
+        };
         Ok(ids
             .iter()
             .filter_map(|i| s.app(*i))

@@ -56,7 +56,7 @@ impl Daemon {
                 stream,
                 ..
             } => self
-                .log_lines(&target, lines, stream, &actor.to_string())
+                .log_lines(&target, lines, stream, &actor.to_string(), only)
                 .map(Into::into),
             Op::Events {
                 target,
