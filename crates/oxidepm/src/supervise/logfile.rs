@@ -18,7 +18,7 @@ mod reader;
 mod since;
 
 pub use merge::merge;
-pub use reader::{newest_within, TailReader};
+pub use reader::{newest_within_since, TailReader};
 
 const BLOCK: usize = 64 * 1024;
 

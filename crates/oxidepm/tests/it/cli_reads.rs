@@ -368,3 +368,61 @@ fn logs_with_no_target_are_the_apps_the_caller_may_read() {
         read(&env.path("all.err")).contains("E_POLICY_DENIED")
     });
 }
+
+#[test]
+fn an_agent_reads_a_window_and_its_apps_through_its_ops_lane() {
+    let env = Env::new();
+    env.daemon_toml("[agents.alice]\napps = [\"w\"]\n");
+    let w = stepper(&env, "w", 3, false);
+    let vault = env.script("vault", "echo vault-secret; sleep 100000");
+    env.ok(&["start", "--name", "w", "--", &w]);
+    env.ok(&["start", "--name", "vault", "--", &vault]);
+    step(&env, "w", "w1");
+    let t2 = step(&env, "w", "w2");
+    let t3 = step(&env, "w", "w3");
+    crate::lanes::start_agents(&env, &["alice"]);
+    let mut alice = crate::lanes::conn(&env.home.join("lanes/alice.sock"));
+    let lines = |r: &Value| -> Vec<String> {
+        r["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|l| l["line"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let ask = |alice: &mut redis::Connection, req: Value| {
+        crate::ops::ops_answer(alice, "alice", &req.to_string())
+    };
+    let r = ask(
+        &mut alice,
+        serde_json::json!({"op": "logs", "target": "w", "since": t2}),
+    );
+    let got = lines(&r);
+    assert!(
+        got.len() == 2 && got[0].ends_with(" w2") && got[1].ends_with(" w3"),
+        "{r}"
+    );
+    let r = ask(
+        &mut alice,
+        serde_json::json!({"op": "logs", "target": "w", "since": t2, "until": t2}),
+    );
+    assert_eq!(lines(&r).len(), 1, "{r}");
+    let r = ask(
+        &mut alice,
+        serde_json::json!({"op": "logs", "target": "w", "until": t3}),
+    );
+    assert_eq!(lines(&r).len(), 3, "{r}");
+    // No target: its own lines and its grant's, not vault's.
+    let r = ask(&mut alice, serde_json::json!({"op": "logs"}));
+    let text = r.to_string();
+    assert!(
+        text.contains(" w3") && !text.contains("vault-secret"),
+        "{r}"
+    );
+    // A time it cannot read is refused.
+    let r = ask(
+        &mut alice,
+        serde_json::json!({"op": "logs", "target": "w", "since": "soon"}),
+    );
+    assert_eq!(r["error"]["code"], "E_BAD_REQUEST", "{r}");
+}

@@ -233,6 +233,7 @@ impl Daemon {
         stream: Option<LogStream>,
         actor: &str,
         only: Option<&[String]>,
+        window: &Window,
     ) -> Result<Vec<LogLine>, OpError> {
         let plan = self.log_plan(target, stream, only)?;
         if let Err(wait) = self.log_reads.check(actor) {
@@ -244,7 +245,17 @@ impl Daemon {
         let mut budget = self.ops_max_reply;
         let mut out = Vec::new();
         for (app, st, path, keep) in &plan {
-            let (got, _) = logfile::newest_within(path, *keep, lines, budget).unwrap_or_default();
+            let since = window.since.as_deref().map(str::as_bytes);
+            let (mut got, _) =
+                logfile::newest_within_since(path, *keep, lines, budget, since).unwrap_or_default();
+            if let Some(until) = &window.until {
+                // In time order: the first line stamped after `until` ends
+                // the window, with the unstamped lines that follow it.
+                let end = got.iter().position(|l| {
+                    crate::timefmt::split_stamp(l).is_some_and(|(t, _)| t > until.as_bytes())
+                });
+                got.truncate(end.unwrap_or(got.len()));
+            }
             for line in got {
                 budget = budget.saturating_sub(line.len());
                 self.log_reads.charge(actor, line.len() as u64);

@@ -54,10 +54,14 @@ impl Daemon {
                 target,
                 lines,
                 stream,
+                since,
+                until,
                 ..
-            } => self
-                .log_lines(&target, lines, stream, &actor.to_string(), only)
-                .map(Into::into),
+            } => {
+                let window = logs::Window::parse(since.as_deref(), until.as_deref())?;
+                self.log_lines(&target, lines, stream, &actor.to_string(), only, &window)
+                    .map(Into::into)
+            }
             Op::Events {
                 target,
                 limit,

@@ -239,13 +239,26 @@ fn scan_back(file: &File, len: u64, n: usize, limit: u64) -> io::Result<Back> {
 /// says whether older lines were left out for the size (then the text is
 /// exactly `max_bytes`, the oldest line maybe in part). Reads no more
 /// than `max_bytes` of the log.
+#[cfg(test)]
 pub fn newest_within(
     path: &Path,
     keep: u32,
     n: usize,
     max_bytes: usize,
 ) -> io::Result<(Vec<Vec<u8>>, bool)> {
-    let mut reader = TailReader::open_within(path, keep, n, max_bytes as u64)?;
+    newest_within_since(path, keep, n, max_bytes, None)
+}
+
+/// [`newest_within`] of the lines stamped at or after `since` (when
+/// given; see [`TailReader::open_since`]).
+pub fn newest_within_since(
+    path: &Path,
+    keep: u32,
+    n: usize,
+    max_bytes: usize,
+    since: Option<&[u8]>,
+) -> io::Result<(Vec<Vec<u8>>, bool)> {
+    let mut reader = TailReader::open_bounded(path, keep, n, max_bytes as u64, since)?;
     let mut out = Vec::new();
     while reader.read(BLOCK, |line| out.push(line.to_vec()))? {}
     Ok((out, reader.cut()))
