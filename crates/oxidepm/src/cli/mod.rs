@@ -212,7 +212,7 @@ fn start_op(a: StartArgs) -> Result<Op, Error> {
             let loaded = appfile::load_with(path, &appfile::LoadOptions::default())
                 .map_err(LocalError::from)?;
             for note in &loaded.notes {
-                eprintln!("oxidepm: warning: {note}");
+                let _ = writeln!(std::io::stderr(), "oxidepm: warning: {note}");
             }
             return Ok(Op::Define { apps: loaded.apps });
         }

@@ -149,6 +149,23 @@ fn a_closed_pipe_ends_every_command_quietly() {
     }
 }
 
+#[test]
+fn a_closed_stderr_loses_notices_not_the_command() {
+    let env = Env::new();
+    // Starting the daemon prints a notice on stderr; a reader that left
+    // must not turn it into a failure.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = env
+        .cmd()
+        .args(["start", "--name", "web", "--", "sleep", "100000"])
+        .stderr(Stdio::from(OwnedFd::from(writer)))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    env.wait_status("web", "online");
+}
+
 /// Runs `oxidepm <args>` on a terminal (a pty from `script`), returns what
 /// the terminal got.
 fn on_terminal(env: &Env, args: &str, extra_env: &[(&str, &str)]) -> Option<String> {
