@@ -36,31 +36,39 @@ pub(super) fn first_at_or_after(file: &File, len: u64, since: &[u8]) -> io::Resu
             _ => hi = mid,
         }
     }
-    // Lines from `lo` on, one by one, until one is in the window.
+    // Lines from `lo` on, a block at a time, until one is in the window.
+    let mut buf = vec![0u8; BLOCK];
     let mut pos = lo;
     while pos < len {
-        let (stamp, end) = line_at(file, pos, len)?;
-        if stamp.is_some_and(|s| s.as_slice() >= since) {
-            return Ok(pos);
+        let n = ((len - pos) as usize).min(BLOCK);
+        file.read_exact_at(&mut buf[..n], pos)?;
+        let mut at = 0;
+        loop {
+            if split_stamp(&buf[at..n]).is_some_and(|(t, _)| t >= since) {
+                return Ok(pos + at as u64);
+            }
+            match buf[at..n].iter().position(|&b| b == b'\n') {
+                Some(i) if at + i + 1 < n => at += i + 1,
+                Some(i) => {
+                    at += i + 1;
+                    break;
+                }
+                // The line goes on past the block: read again from it.
+                None => break,
+            }
         }
-        pos = end;
+        pos = if at == 0 {
+            // One line longer than a block, its stamp already seen.
+            next_line_start(file, pos + n as u64, len)?
+        } else {
+            pos + at as u64
+        };
     }
     Ok(len)
 }
 
-/// The stamp of the line at `pos` (if it has one) and where the next
-/// line starts.
-fn line_at(file: &File, pos: u64, len: u64) -> io::Result<(Option<Vec<u8>>, u64)> {
-    let mut buf = vec![0u8; BLOCK];
-    let n = ((len - pos) as usize).min(BLOCK);
-    file.read_exact_at(&mut buf[..n], pos)?;
-    let stamp = split_stamp(&buf[..n]).map(|(s, _)| s.to_vec());
-    let end = match buf[..n].iter().position(|&b| b == b'\n') {
-        Some(i) => pos + i as u64 + 1,
-        None => next_line_start(file, pos + n as u64, len)?,
-    };
-    Ok((stamp, end))
-}
+/// Bytes read at a time looking for the end of a line: lines are short.
+const SMALL: usize = 4096;
 
 /// The first line start at or after `at` (`at` itself when a newline is
 /// just before it), or `len`.
@@ -68,10 +76,10 @@ fn next_line_start(file: &File, at: u64, len: u64) -> io::Result<u64> {
     if at == 0 {
         return Ok(0);
     }
-    let mut buf = vec![0u8; BLOCK];
+    let mut buf = vec![0u8; SMALL];
     let mut pos = at - 1;
     while pos < len {
-        let n = ((len - pos) as usize).min(BLOCK);
+        let n = ((len - pos) as usize).min(SMALL);
         file.read_exact_at(&mut buf[..n], pos)?;
         if let Some(i) = buf[..n].iter().position(|&b| b == b'\n') {
             return Ok(pos + i as u64 + 1);
@@ -90,6 +98,13 @@ fn first_stamp_from(
     limit: u64,
 ) -> io::Result<Option<(Vec<u8>, u64)>> {
     let end = len.min(start.saturating_add(limit));
+    // Most lines are stamped: the first one usually answers.
+    let first = ((end - start) as usize).min(SMALL);
+    let mut head = vec![0u8; first];
+    file.read_exact_at(&mut head, start)?;
+    if let Some((s, _)) = split_stamp(&head) {
+        return Ok(Some((s.to_vec(), start)));
+    }
     let n = (end - start) as usize;
     let mut buf = vec![0u8; n];
     file.read_exact_at(&mut buf, start)?;
@@ -177,6 +192,36 @@ mod tests {
         assert_eq!(after, len);
         let before = first_at_or_after(f.as_file(), len, b"2000-01-01T00:00:00.000Z").unwrap();
         assert_eq!(before, 0);
+    }
+
+    /// Bytes this thread has read through system calls so far.
+    fn thread_rchar() -> Option<u64> {
+        let io = std::fs::read_to_string("/proc/thread-self/io").ok()?;
+        io.lines()
+            .find_map(|l| l.strip_prefix("rchar: "))
+            .and_then(|n| n.trim().parse().ok())
+    }
+
+    #[test]
+    fn a_window_in_a_large_log_costs_a_few_blocks() {
+        let (f, len) = log(400_000);
+        assert!(len > 30 << 20, "{len}");
+        let Some(before) = thread_rchar() else {
+            eprintln!("skipped: no /proc/thread-self/io here");
+            return;
+        };
+        let since = stamp(200_000);
+        let mut r = super::super::TailReader::open_since(f.path(), 0, 5, since.as_bytes()).unwrap();
+        let mut got = Vec::new();
+        while r
+            .read(BLOCK, |l| got.push(String::from_utf8_lossy(l).into_owned()))
+            .unwrap()
+        {}
+        let read = thread_rchar().unwrap() - before;
+        assert_eq!(got.len(), 5);
+        assert!(got[4].contains("line 399999"), "{got:?}");
+        // A few blocks of bisection, not the 30 MiB file.
+        assert!(read < 1 << 20, "read {read} bytes of {len}");
     }
 
     #[test]
