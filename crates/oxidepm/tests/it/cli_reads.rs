@@ -426,3 +426,40 @@ fn an_agent_reads_a_window_and_its_apps_through_its_ops_lane() {
     );
     assert_eq!(r["error"]["code"], "E_BAD_REQUEST", "{r}");
 }
+
+#[test]
+fn a_file_wins_over_an_app_of_the_same_name_and_the_id_names_the_app() {
+    let env = Env::new();
+    std::fs::write(
+        env.path("x.toml"),
+        "[[apps]]\nname = \"inner\"\nscript = \"sleep\"\nargs = [\"100000\"]\n",
+    )
+    .unwrap();
+    let here = |args: &[&str]| {
+        let o = env
+            .cmd()
+            .current_dir(env.dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {o:?}");
+    };
+    here(&["start", "x.toml"]);
+    env.ok(&["start", "--name", "x.toml", "--", "sleep", "100000"]);
+    env.wait_status("inner", "online");
+    env.wait_status("x.toml", "online");
+    let app = env.pid("x.toml");
+    // In the directory that holds the file, `x.toml` is the file (as pm2).
+    here(&["stop", "x.toml"]);
+    assert_eq!(env.app("inner")["status"], "stopped");
+    assert_eq!(env.pid("x.toml"), app);
+    // Elsewhere it is the app.
+    env.ok(&["stop", "x.toml"]);
+    assert_eq!(env.app("x.toml")["status"], "stopped");
+    // And its id names it anywhere.
+    env.ok(&["start", "x.toml"]);
+    env.wait_status("x.toml", "online");
+    let id = env.app("x.toml")["id"].to_string();
+    here(&["stop", &id]);
+    assert_eq!(env.app("x.toml")["status"], "stopped");
+}
