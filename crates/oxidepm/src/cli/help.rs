@@ -4,10 +4,10 @@
 /// `oxidepm --help`.
 pub const MAIN: &str = "\
 Examples:
-  oxidepm start -- node server.js         run a command as an app (named after the program)
-  oxidepm start apps.toml                 the apps of a file (.toml, .yaml, .json, ...)
-  oxidepm status                          every app
-  oxidepm logs web -f                     follow an app's log
+  oxidepm start --name web -- node server.js    run a command as an app
+  oxidepm start apps.toml                       the apps of a file (.toml, .yaml, .json, ...)
+  oxidepm status                                every app
+  oxidepm logs web -f                           follow an app's log
   oxidepm completions bash > /etc/bash_completion.d/oxidepm
   oxidepm man > /usr/local/share/man/man1/oxidepm.1
 

@@ -301,7 +301,7 @@ fn completions_load_in_their_shell_and_the_man_page_renders() {
 fn help_shows_examples() {
     let env = Env::new();
     for (args, example) in [
-        (&["--help"][..], "oxidepm start -- node server.js"),
+        (&["--help"][..], "oxidepm start --name web -- node server.js"),
         (&["start", "--help"][..], "oxidepm start --name web"),
         (&["logs", "--help"][..], "--since 10m"),
         (
