@@ -21,6 +21,25 @@ pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
         .map(|t| t.timestamp_millis())
 }
 
+/// Length of the stamp the log writer puts before each line when
+/// `log_timestamps` is on: `2026-11-30T10:00:00.000Z`.
+pub const STAMP_LEN: usize = 24;
+
+/// A log line's stamp and the line after it (the space between dropped),
+/// or None when the line does not start with one.
+pub fn split_stamp(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    const SHAPE: &[u8; STAMP_LEN] = b"dddd-dd-ddTdd:dd:dd.dddZ";
+    if line.len() <= STAMP_LEN || line[STAMP_LEN] != b' ' {
+        return None;
+    }
+    let stamp = &line[..STAMP_LEN];
+    let fits = stamp.iter().zip(SHAPE).all(|(b, s)| match s {
+        b'd' => b.is_ascii_digit(),
+        s => b == s,
+    });
+    fits.then(|| (stamp, &line[STAMP_LEN + 1..]))
+}
+
 /// A short human duration: `45s`, `12m`, `3h`, `2D`.
 pub fn short_duration(ms: u64) -> String {
     let s = ms / 1000;

@@ -72,7 +72,9 @@ pub enum Op {
     /// newest lines that fit, with a `truncated` field on the reply entry
     /// when older ones were left out.
     Logs {
-        /// Selector (one or more apps).
+        /// Selector (one or more apps); empty (or absent): every app the
+        /// caller may read.
+        #[serde(default)]
         target: String,
         /// Lines from the end of each stream.
         #[serde(default = "default_lines")]
@@ -83,6 +85,16 @@ pub enum Op {
         /// One stream only.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stream: Option<LogStream>,
+        /// Only lines stamped at or after this time (RFC 3339 in UTC with
+        /// milliseconds, `2026-11-30T10:00:00.000Z`); a line without a
+        /// stamp goes with the stamped line before it. With several apps,
+        /// or with `since`/`until`, the lines of every file are merged by
+        /// time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<String>,
+        /// Only lines stamped at or before this time (same form).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<String>,
     },
     /// Lifecycle events.
     Events {
@@ -92,6 +104,9 @@ pub enum Op {
         /// Most recent events to return.
         #[serde(default = "default_events")]
         limit: usize,
+        /// Only events at or after this RFC 3339 time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<String>,
     },
     /// Streams what happens as it happens, under the caller's read scope
     /// (the apps `events` would show it): one [`Response`] item per
@@ -139,6 +154,9 @@ pub enum Op {
         /// Most recent rows to return.
         #[serde(default = "default_events")]
         limit: usize,
+        /// Only requests at or before this RFC 3339 time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<String>,
     },
     /// Agent lanes: sockets, ACL users, streams.
     Lanes,

@@ -10,9 +10,6 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The first inherited descriptor (SD_LISTEN_FDS_START).
-const FIRST_FD: RawFd = 3;
-
 /// One inherited listening socket.
 #[derive(Debug)]
 pub struct ActivatedSocket {
@@ -39,6 +36,10 @@ pub enum ActivationError {
         /// Names given.
         names: usize,
     },
+    /// The variables could not be read as `sd_listen_fds_with_names` reads
+    /// them.
+    #[error("socket activation: {0}")]
+    Env(String),
     /// An inherited descriptor is not a listening unix stream socket.
     #[error("inherited fd {fd} ('{name}') is not a listening unix stream socket: {why}")]
     NotAListener {
@@ -122,36 +123,47 @@ static TAKEN: AtomicBool = AtomicBool::new(false);
 /// Takes the inherited sockets, if any, and clears the variables.
 ///
 /// Call it early, before threads start (it changes the environment). Only
-/// the first call can find sockets.
+/// the first call can find sockets. The variables are checked by [`plan`]
+/// first, for messages that say what to change; then `sd-notify` reads
+/// them as `sd_listen_fds_with_names` does, clears them, and marks the
+/// descriptors close-on-exec.
 pub fn take_from_env() -> Result<Vec<ActivatedSocket>, ActivationError> {
     let get = |k: &str| std::env::var(k).ok();
     let (pid, fds, names) = (get("LISTEN_PID"), get("LISTEN_FDS"), get("LISTEN_FDNAMES"));
-    for k in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
-        std::env::remove_var(k);
-    }
+    let clear = || {
+        for k in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+            std::env::remove_var(k);
+        }
+    };
     if TAKEN.swap(true, Ordering::SeqCst) {
+        clear();
         return Ok(Vec::new());
     }
-    let Some(plan) = plan(
+    let planned = plan(
         pid.as_deref(),
         fds.as_deref(),
         names.as_deref(),
         std::process::id(),
-    )?
-    else {
+    );
+    let Some(plan) = planned.inspect_err(|_| clear())? else {
+        clear();
         return Ok(Vec::new());
     };
+    let listed: Vec<(RawFd, String)> = sd_notify::listen_fds_with_names(true)
+        .map_err(|e| ActivationError::Env(e.to_string()))?
+        .collect();
+    if listed.len() != plan.names.len() {
+        return Err(ActivationError::Names {
+            fds: listed.len(),
+            names: plan.names.len(),
+        });
+    }
     // Own every descriptor first, so that all are closed on any error. The
     // protocol hands this process fds 3..3+n, open and owned by no one else
     // in it (LISTEN_PID says the sockets are for us).
-    let owned: Vec<(String, RawFd, Option<OwnedFd>)> = plan
-        .names
+    let owned: Vec<(String, RawFd, Option<OwnedFd>)> = listed
         .into_iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let raw = FIRST_FD + i as RawFd;
-            (name, raw, crate::fd::claim(raw))
-        })
+        .map(|(raw, name)| (name, raw, crate::fd::claim(raw)))
         .collect();
     let mut out = Vec::with_capacity(owned.len());
     for (name, raw, fd) in owned {
@@ -166,11 +178,6 @@ pub fn take_from_env() -> Result<Vec<ActivatedSocket>, ActivationError> {
             fd: fd.as_raw_fd(),
             name: name.clone(),
             why,
-        })?;
-        crate::fd::set_cloexec(&fd).map_err(|e| ActivationError::NotAListener {
-            fd: fd.as_raw_fd(),
-            name: name.clone(),
-            why: e.into(),
         })?;
         out.push(ActivatedSocket { name, fd });
     }

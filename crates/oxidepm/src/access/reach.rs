@@ -116,6 +116,8 @@ impl Plan {
 pub fn plan<A: AppIndex + ?Sized>(apps: &A, scope: &Scope, op: &Op) -> Result<Plan, SelectError> {
     let mut p = Plan::default();
     match op {
+        // No target: every app inside the caller's scope, as for events.
+        Op::Logs { target, .. } if target.is_empty() => narrow(&mut p, scope, apps.all()),
         Op::Show { target }
         | Op::Stop { target }
         | Op::Delete { target }
@@ -371,6 +373,7 @@ pub(crate) mod tests {
             Op::Events {
                 target: None,
                 limit: 5,
+                since: None,
             },
         ] {
             let p = plan(&apps, &grant, &op).unwrap();

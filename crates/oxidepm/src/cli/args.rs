@@ -4,11 +4,20 @@ use clap::{Args, Parser, Subcommand};
 
 /// oxidepm: a process manager that knows who is asking.
 #[derive(Parser, Debug)]
-#[command(name = "oxidepm", version, about, propagate_version = true)]
+#[command(
+    name = "oxidepm",
+    version,
+    about,
+    propagate_version = true,
+    after_help = super::help::MAIN
+)]
 pub struct Cli {
     /// Print the daemon's answer as JSON.
     #[arg(long, global = true)]
     pub json: bool,
+    /// No colour, even on a terminal (as NO_COLOR=1 does).
+    #[arg(long, global = true)]
+    pub no_color: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -20,42 +29,61 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Start a command (after `--`), the apps of a config file, or existing apps.
+    #[command(after_help = super::help::START)]
     Start(StartArgs),
-    /// Stop apps (name, id, `all`, `@tag`).
+    /// Stop apps (name, id, `all`, `@tag`, or an app file: its apps).
+    #[command(after_help = super::help::STOP)]
     Stop {
         /// Apps to stop.
         #[arg(required = true)]
         targets: Vec<String>,
     },
-    /// Restart apps.
+    /// Restart apps (name, id, `all`, `@tag`, or an app file: its apps).
+    #[command(after_help = super::help::RESTART)]
     Restart {
         /// Apps to restart.
         #[arg(required = true)]
         targets: Vec<String>,
     },
-    /// Stop apps and forget them.
+    /// Stop apps and forget them (an app file: its apps).
     #[command(visible_aliases = ["del", "rm"])]
     Delete {
         /// Apps to delete.
         #[arg(required = true)]
         targets: Vec<String>,
     },
-    /// List apps.
-    #[command(visible_aliases = ["ls", "list"])]
-    Status,
-    /// Show everything about apps.
-    #[command(visible_alias = "describe")]
+    /// List apps; with apps named, exit 0 when all run, 3 when one does
+    /// not, 4 when one is unknown (as `systemctl status`).
+    #[command(visible_aliases = ["ls", "list"], after_help = super::help::STATUS)]
+    Status {
+        /// Only these apps (name, id, `all`, `@tag`).
+        targets: Vec<String>,
+    },
+    /// Show everything about apps, with their last log lines.
+    #[command(visible_alias = "describe", after_help = super::help::SHOW)]
     Show {
         /// Apps to show.
         target: String,
-    },
-    /// Print an app's log.
-    Logs {
-        /// App (or selector).
-        target: String,
-        /// Lines from the end of each stream.
-        #[arg(long, short = 'n', default_value_t = 15)]
+        /// Log lines shown after each app (0: none).
+        #[arg(long, short = 'n', default_value_t = 10)]
         lines: usize,
+    },
+    /// Print the apps' logs (every app when none is named, merged by time).
+    #[command(after_help = super::help::LOGS)]
+    Logs {
+        /// App (or selector); every app you may read when absent.
+        target: Option<String>,
+        /// Lines from the end of each stream (default 15; all the lines
+        /// of the window with --since or --until).
+        #[arg(long, short = 'n')]
+        lines: Option<usize>,
+        /// Only lines from this time on: `10m`, `2h`, `1d` ago, a date
+        /// (`2026-11-30`, UTC) or an RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Only lines up to this time (same forms as --since).
+        #[arg(long, value_name = "WHEN", conflicts_with = "follow")]
+        until: Option<String>,
         /// Keep printing new lines.
         #[arg(long, short = 'f')]
         follow: bool,
@@ -77,6 +105,10 @@ pub enum Command {
         /// Most recent events.
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Only events from this time on: `1h` ago, a date or an RFC 3339
+        /// time (not with --follow).
+        #[arg(long, value_name = "WHEN", conflicts_with = "follow")]
+        since: Option<String>,
         /// Stream new events as they happen (until Ctrl-C) instead.
         #[arg(long, short = 'f')]
         follow: bool,
@@ -105,16 +137,22 @@ pub enum Command {
     /// Who the daemon thinks you are.
     Whoami,
     /// Audited requests.
+    #[command(after_help = super::help::AUDIT)]
     Audit {
         /// Only requests that touched this app.
         #[arg(long)]
         app: Option<String>,
-        /// Only requests by this actor (class:label).
+        /// Only requests by this actor (`class:label`), or by any actor of
+        /// a class (`human`, `ai`, `adapter`, `system`).
         #[arg(long)]
         actor: Option<String>,
-        /// Only requests at or after this time (RFC 3339).
-        #[arg(long)]
+        /// Only requests from this time on: `1h` ago, a date or an RFC
+        /// 3339 time.
+        #[arg(long, value_name = "WHEN")]
         since: Option<String>,
+        /// Only requests up to this time (same forms as --since).
+        #[arg(long, value_name = "WHEN")]
+        until: Option<String>,
         /// Most recent rows.
         #[arg(long, default_value_t = 100)]
         limit: usize,
@@ -191,6 +229,14 @@ pub enum Command {
     /// Each setting without an exact equivalent gets a `#` comment. Example:
     /// `oxidepm import /etc/supervisor/supervisord.conf > apps.toml`
     Import(super::import::ImportArgs),
+    /// Print a shell's completion script (`oxidepm completions bash >
+    /// /etc/bash_completion.d/oxidepm`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (`oxidepm man > oxidepm.1`).
+    Man,
 }
 
 /// Arguments of `start`.

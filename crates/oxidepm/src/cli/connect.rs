@@ -6,7 +6,7 @@
 
 use crate::client::Client;
 use crate::paths::{self, Home};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -182,7 +182,9 @@ fn start_daemon(home: &Home, deadline: Option<Duration>) -> Result<(), ConnectEr
         });
     }
     let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    eprintln!(
+    // A closed stderr loses the notice, never the command.
+    let _ = writeln!(
+        std::io::stderr(),
         "oxidepm: started the daemon (pid {pid}) for {}",
         home.root().display()
     );

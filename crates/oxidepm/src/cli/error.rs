@@ -18,18 +18,25 @@ pub enum Error {
     /// The command is wrong as given; nothing was sent.
     #[error(transparent)]
     Local(#[from] LocalError),
+    /// A read command found no daemon; none is started for a read.
+    #[error("no daemon is running (start one with `oxidepm ping` or any start command)")]
+    NotRunning,
+    /// Writing the answer failed (a closed pipe ends the command quietly).
+    #[error("cannot write the answer: {0}")]
+    Output(#[from] std::io::Error),
 }
 
 /// A command that is wrong as given, found before any request is sent.
-/// It is reported as the daemon reports an invalid request
-/// (`E_BAD_REQUEST`), so that scripts see one shape of refusal.
+/// It is reported as `oxidepm: <what> — <what to do>` with exit status 2,
+/// as clap reports a usage error (`{"code": "E_USAGE", …}` with --json),
+/// never dressed as an answer of the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
     /// `start` with nothing to start.
     #[error("nothing to start: give a config file, an app to start, or a command after `--`")]
     NothingToStart,
     /// Options that define an app, given with a selector.
-    #[error("{target:?} is not a file; options such as --name define a new app and need a command after `--`")]
+    #[error("{target:?} is not a file — options such as --name define a new app: give its command after `--`")]
     NotAFile {
         /// The selector as given.
         target: String,
@@ -38,7 +45,7 @@ pub enum LocalError {
     #[error(transparent)]
     AppFile(#[from] AppFileError),
     /// `--cwd` names a directory that cannot be resolved.
-    #[error("--cwd {dir:?}: {source}")]
+    #[error("--cwd {dir:?}: {source} — give a directory that exists")]
     Cwd {
         /// The directory as given.
         dir: String,
@@ -46,19 +53,19 @@ pub enum LocalError {
         source: std::io::Error,
     },
     /// `--env` without `=`.
-    #[error("--env {pair:?} must be KEY=VALUE")]
+    #[error("--env {pair:?} has no `=` — write it as KEY=VALUE")]
     EnvPair {
         /// The argument as given.
         pair: String,
     },
     /// `--restart` with an unknown policy.
-    #[error("--restart {value:?}: use always, on-failure or never")]
+    #[error("--restart {value:?} is not a restart policy — use always, on-failure or never")]
     Restart {
         /// The value as given.
         value: String,
     },
     /// A duration or size option that does not parse.
-    #[error("{option}: {reason}")]
+    #[error("{option}: {reason} — see `oxidepm start --help`")]
     Value {
         /// The option.
         option: &'static str,
@@ -66,7 +73,7 @@ pub enum LocalError {
         reason: String,
     },
     /// `--kind` with an unknown kind.
-    #[error("--kind {value:?}: use app, agent or adapter")]
+    #[error("--kind {value:?} is not a kind — use app, agent or adapter")]
     Kind {
         /// The value as given.
         value: String,
@@ -87,5 +94,19 @@ pub enum LocalError {
     OnlyWithoutFile {
         /// The names as given, comma-separated.
         only: String,
+    },
+    /// `stop`/`restart`/`delete` of an app file that defines no app.
+    #[error("{file} defines no app — name the apps to act on instead")]
+    EmptyFile {
+        /// The file as given.
+        file: String,
+    },
+    /// A time option that names no time.
+    #[error("{option} {value:?} is not a time — use a duration ago (10m, 1h, 2d), a date (2026-11-30) or an RFC 3339 time (2026-11-30T10:00:00Z)")]
+    When {
+        /// The option.
+        option: &'static str,
+        /// The value as given.
+        value: String,
     },
 }

@@ -4,14 +4,20 @@ pub mod appfile;
 mod args;
 mod connect;
 mod error;
+mod exit;
+mod extras;
 mod file_start;
+mod files;
+mod help;
 mod import;
 mod monit;
 mod output;
+mod reads;
 mod reload;
 mod startup;
 mod terminal;
 mod verbs;
+mod when;
 
 pub use connect::ConnectError;
 pub use error::{Error, LocalError};
@@ -20,11 +26,10 @@ use crate::client::ClientError;
 use args::{Cli, Command, StartArgs};
 use clap::Parser;
 use oxidepm_proto::{
-    AppAction, AppInfo, AppKind, AppSpec, AuditRecord, Defined, ErrorBody, ErrorCode, EventRecord,
-    Flushed, Killed, LogLine, LogStream, LogsDone, Op, Pong, RestartPolicy, RouteAdded,
-    RouteRemoved, Saved, Stopped,
+    AppAction, AppKind, AppSpec, Defined, EventRecord, Flushed, Killed, LogStream, Op, Pong,
+    RestartPolicy, RouteAdded, RouteRemoved, Saved, Stopped,
 };
-use serde_json::Value;
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -36,79 +41,43 @@ pub fn main() -> ExitCode {
         return monit::main();
     }
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            report(&e, json);
-            ExitCode::FAILURE
-        }
+        Ok(code) => code,
+        Err(e) => exit::fail(&e, json),
     }
 }
 
-/// Prints why a command failed. An error of the daemon, and one found here
-/// before sending (reported as the daemon would report it), print as the
-/// protocol's error; any other failure is `E_CLIENT`.
-fn report(e: &Error, json: bool) {
-    let local;
-    let body = match e {
-        Error::Client(ClientError::Daemon(b)) => Some(b),
-        Error::Local(l) => {
-            local = ErrorBody::new(ErrorCode::BadRequest, l.to_string());
-            Some(&local)
-        }
-        Error::Client(_) | Error::Connect(_) => None,
-    };
-    match (body, json) {
-        (Some(b), true) => eprintln!("{}", serde_json::to_string(b).unwrap_or_default()),
-        (Some(b), false) => eprintln!("oxidepm: error {}: {}", b.code, b.message),
-        (None, true) => eprintln!(
-            "{}",
-            serde_json::json!({"code": "E_CLIENT", "message": e.to_string()})
-        ),
-        (None, false) => eprintln!("oxidepm: {e}"),
-    }
-}
-
-fn run(cli: Cli) -> Result<(), Error> {
+fn run(cli: Cli) -> Result<ExitCode, Error> {
     let json = cli.json;
-    let out = output::Printer::new(json);
+    let out = output::Printer::new(json, cli.no_color);
     match cli.command {
         Command::Start(a) => match start_op(a)? {
             op @ Op::Define { .. } => {
-                out.defined(&connect::client(true)?.call_as::<Vec<Defined>>(op)?)
+                out.defined(&connect::client(true)?.call_as::<Vec<Defined>>(op)?)?
             }
-            op => out.actions(&connect::client(true)?.call_as::<Vec<AppAction>>(op)?),
+            op => out.actions(&connect::client(true)?.call_as::<Vec<AppAction>>(op)?)?,
         },
         Command::Stop { targets } => {
-            let done: Vec<Stopped> = connect::client(true)?.call_as(Op::Stop {
-                target: targets.join(","),
-            })?;
-            out.stopped(&done);
+            let target = files::selector(&targets)?;
+            let done: Vec<Stopped> = connect::client(true)?.call_as(Op::Stop { target })?;
+            out.stopped(&done)?;
         }
         Command::Restart { targets } => {
-            let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Restart {
-                target: targets.join(","),
-            })?;
-            out.actions(&done);
+            let target = files::selector(&targets)?;
+            let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Restart { target })?;
+            out.actions(&done)?;
         }
         Command::Delete { targets } => {
-            let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Delete {
-                target: targets.join(","),
-            })?;
-            out.actions(&done);
+            let target = files::selector(&targets)?;
+            let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Delete { target })?;
+            out.actions(&done)?;
         }
-        Command::Status => {
-            let mut c = connect::client(true)?;
-            let apps: Vec<AppInfo> = c.call_as(Op::Status)?;
-            out.status(&apps);
-            out.warning(c.warning());
-        }
-        Command::Show { target } => {
-            let apps: Vec<AppInfo> = connect::client(true)?.call_as(Op::Show { target })?;
-            out.show(&apps);
-        }
+        Command::Status { targets } => return reads::status(&out, targets),
+        Command::Show { target, lines } => reads::show(&out, target, lines)?,
         Command::Logs {
             target,
             lines,
+            since,
+            until,
             follow,
             out: only_out,
             err: only_err,
@@ -119,36 +88,34 @@ fn run(cli: Cli) -> Result<(), Error> {
                 (false, true) => Some(LogStream::Err),
                 _ => None,
             };
-            let mut c = connect::client(true)?;
-            if follow {
-                c.wait_for_ever().map_err(ClientError::Io)?;
-            }
-            let op = Op::Logs {
+            let a = reads::LogsArgs {
                 target,
                 lines,
+                since,
+                until,
                 follow,
                 stream,
+                raw,
             };
-            let out = output::Printer {
-                escape: out.escape && !raw,
-                ..out
-            };
-            let mut stdout = std::io::stdout().lock();
-            let _: Option<LogsDone> =
-                c.call_stream_as(op, |line: LogLine| out.log_line(&mut stdout, &line))?;
+            reads::logs(out, a)?;
         }
         Command::Events {
             target,
             limit,
+            since,
             follow: false,
             ..
         } => {
-            let events: Vec<EventRecord> =
-                connect::client(true)?.call_as(Op::Events { target, limit })?;
-            out.events(&events);
+            let since = when::resolve("--since", since)?;
+            let op = Op::Events {
+                target,
+                limit,
+                since,
+            };
+            out.events(&reads::client()?.call_as::<Vec<EventRecord>>(op)?)?;
         }
         Command::Events { target, kinds, .. } => {
-            let mut c = connect::client(true)?;
+            let mut c = reads::client()?;
             let mut stdout = std::io::stdout().lock();
             // Ends when stdout is closed (quietly) or on Ctrl-C.
             let _: Option<serde_json::Value> = c.call_stream_as(
@@ -158,53 +125,49 @@ fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Flush { target } => {
             let flushed: Flushed = connect::client(true)?.call_as(Op::Flush { target })?;
-            out.value(&flushed);
+            out.value(&flushed)?;
         }
         Command::Save { name } => {
             let saved: Saved = connect::client(true)?.call_as(Op::Save { name })?;
-            out.value(&saved);
+            out.value(&saved)?;
         }
         Command::Resurrect { name } => {
             let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Resurrect { name })?;
-            out.actions(&done);
+            out.actions(&done)?;
         }
         Command::Ping => {
             let mut c = connect::client(true)?;
             let pong: Pong = c.call_as(Op::Ping)?;
-            out.value(&pong);
+            out.value(&pong)?;
             out.warning(c.warning());
         }
-        Command::Whoami => out.whoami(&connect::client(true)?.call_as(Op::Whoami)?),
+        Command::Whoami => out.whoami(&reads::client()?.call_as(Op::Whoami)?)?,
         Command::Audit {
             app,
             actor,
             since,
+            until,
             limit,
-        } => {
-            let rows: Vec<AuditRecord> = connect::client(true)?.call_as(Op::Audit {
-                app,
-                actor,
-                since,
-                limit,
-            })?;
-            out.audit(&rows);
-        }
+        } => reads::audit(&out, app, actor, since, until, limit)?,
+        Command::Route {
+            action: args::RouteAction::List,
+        } => out.routes(&reads::client()?.call_as(Op::Routes)?)?,
         Command::Route { action } => {
             let mut c = connect::client(true)?;
             match action {
-                args::RouteAction::List => out.routes(&c.call_as(Op::Routes)?),
+                args::RouteAction::List => {}
                 args::RouteAction::Add(r) => {
                     let added: RouteAdded = c.call_as(Op::RouteAdd { route: r.route() })?;
-                    out.value(&added);
+                    out.value(&added)?;
                 }
                 args::RouteAction::Rm(r) => {
                     let removed: RouteRemoved = c.call_as(Op::RouteRm { route: r.route() })?;
-                    out.value(&removed);
+                    out.value(&removed)?;
                 }
             }
         }
-        Command::Monit => return Ok(()),
-        Command::Lanes => out.lanes(&connect::client(true)?.call_as(Op::Lanes)?),
+        Command::Monit => {}
+        Command::Lanes => out.lanes(&reads::client()?.call_as(Op::Lanes)?)?,
         Command::Startup {
             user,
             write,
@@ -219,25 +182,27 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Unstartup { user, run_as } => {
             startup::uninstall(user, run_as.as_deref()).map_err(LocalError::from)?;
         }
-        Command::ReloadDaemonConfig => return reload::run(&out),
+        Command::ReloadDaemonConfig => reload::run(&out)?,
         Command::Import(a) => import::run(&a)?,
         Command::Kill => match connect::client(false) {
             Ok(mut c) => {
                 let killed: Killed = c.call_as(Op::Kill)?;
                 connect::wait_gone();
-                out.value(&killed);
+                out.value(&killed)?;
             }
             Err(ConnectError::NoDaemon { .. } | ConnectError::Connect { .. }) => {
                 if json {
-                    println!("{{\"stopped\":false,\"running\":false}}");
+                    writeln!(std::io::stdout(), "{{\"stopped\":false,\"running\":false}}")?;
                 } else {
-                    println!("no daemon is running");
+                    writeln!(std::io::stdout(), "no daemon is running")?;
                 }
             }
             Err(e) => return Err(e.into()),
         },
+        Command::Completions { shell } => extras::completions(shell)?,
+        Command::Man => extras::man()?,
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Builds the request for `oxidepm start`: a config file, a command after
@@ -357,9 +322,4 @@ fn spec_from_args(a: &StartArgs, command: Vec<String>) -> Result<AppSpec, Error>
         }
     };
     Ok(spec)
-}
-
-/// Prints a value as JSON (used by several commands in --json mode).
-pub fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string(v).unwrap_or_default());
 }

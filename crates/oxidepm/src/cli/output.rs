@@ -6,7 +6,11 @@
 //! Text that apps control (log lines, command lines, environments, event
 //! details) is escaped when it goes to a terminal ([`super::terminal`]).
 
-use super::print_json;
+mod show;
+mod table;
+
+pub(crate) use table::{bytes, or_dash, stdout_wants_color};
+
 use super::terminal::escape_controls;
 use crate::timefmt::short_duration;
 use oxidepm_proto::{
@@ -16,62 +20,19 @@ use oxidepm_proto::{
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::fmt::Display;
-use std::io::Write;
+use std::io::{self, Write};
+use table::{status_style, table, Cell};
 
-/// Prints answers in the chosen form.
+/// Prints answers in the chosen form. Every method returns the write's
+/// error: a reader that closed the pipe (`| head -1`) ends the command
+/// quietly ([`super::exit`]), never with a panic.
 pub struct Printer {
     /// Print JSON instead of tables.
     pub json: bool,
     /// Show control characters in app-controlled text as escapes.
     pub escape: bool,
-}
-
-/// A table cell for a value that may be missing.
-/// A value, or `-` when there is none.
-pub(crate) fn or_dash<T: Display>(v: Option<T>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
-}
-
-/// `512b`, `3.1mb`.
-pub(crate) fn bytes(n: u64) -> String {
-    const K: f64 = 1024.0;
-    let f = n as f64;
-    if f < K {
-        format!("{n}b")
-    } else if f < K * K {
-        format!("{:.1}kb", f / K)
-    } else if f < K * K * K {
-        format!("{:.1}mb", f / K / K)
-    } else {
-        format!("{:.2}gb", f / K / K / K)
-    }
-}
-
-/// Prints rows under a header, each column as wide as its widest cell.
-fn table(header: &[&str], rows: &[Vec<String>]) {
-    let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.chars().count());
-        }
-    }
-    let mut out = std::io::stdout().lock();
-    let line = |out: &mut std::io::StdoutLock, cells: Vec<String>| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let pad = w[i] - c.chars().count();
-            l.push_str(c);
-            if i + 1 < cells.len() {
-                l.push_str(&" ".repeat(pad + 2));
-            }
-        }
-        let _ = writeln!(out, "{}", l.trim_end());
-    };
-    line(&mut out, header.iter().map(|h| h.to_string()).collect());
-    for r in rows {
-        line(&mut out, r.clone());
-    }
+    /// Colour statuses (a terminal that wants colour; never in JSON).
+    pub color: bool,
 }
 
 fn to_value<T: Serialize>(t: &T) -> Value {
@@ -87,7 +48,8 @@ struct Done<'a> {
     pid: Option<u32>,
 }
 
-fn print_done<'a>(rows: impl Iterator<Item = Done<'a>>) {
+fn print_done<'a>(rows: impl Iterator<Item = Done<'a>>) -> io::Result<()> {
+    let mut out = io::stdout().lock();
     for d in rows {
         let status = d.status.map(Status::as_str).filter(|st| *st != d.what);
         let pid = d.pid.map(|p| format!("pid {p}"));
@@ -97,22 +59,20 @@ fn print_done<'a>(rows: impl Iterator<Item = Done<'a>>) {
         } else {
             format!(" ({})", extra.join(", "))
         };
-        println!("{} [{}]: {}{extra}", or_dash(d.name), d.id, d.what);
+        writeln!(out, "{} [{}]: {}{extra}", or_dash(d.name), d.id, d.what)?;
     }
-}
-
-/// `  key             value`, as `show` lists fields.
-fn field(k: &str, v: impl Display) {
-    println!("  {k:<15} {v}");
+    out.flush()
 }
 
 impl Printer {
-    /// JSON with `json`; else text, escaped when stdout is a terminal.
-    pub fn new(json: bool) -> Printer {
+    /// JSON with `json`; else text, escaped when stdout is a terminal and
+    /// coloured when that terminal wants colour (`no_color`: `--no-color`).
+    pub fn new(json: bool, no_color: bool) -> Printer {
         use std::io::IsTerminal;
         Printer {
             json,
-            escape: !json && std::io::stdout().is_terminal(),
+            escape: !json && io::stdout().is_terminal(),
+            color: !json && stdout_wants_color(no_color),
         }
     }
 
@@ -125,9 +85,23 @@ impl Printer {
         }
     }
 
+    /// Writes JSON of a typed answer as one line.
+    fn json_to<T: Serialize>(&self, out: &mut impl Write, t: &T) -> io::Result<()> {
+        writeln!(out, "{}", to_value(t))?;
+        out.flush()
+    }
+
     /// Prints JSON of a typed answer.
-    fn json_of<T: Serialize>(&self, t: &T) {
-        print_json(&to_value(t));
+    fn json_of<T: Serialize>(&self, t: &T) -> io::Result<()> {
+        self.json_to(&mut io::stdout().lock(), t)
+    }
+
+    /// A status as a table cell, coloured when colour is on.
+    fn status_cell(&self, status: &str, text: String) -> Cell {
+        Cell {
+            text,
+            style: status_style(status),
+        }
     }
 
     /// Prints the daemon's degraded-state warning on stderr, where it
@@ -135,18 +109,21 @@ impl Printer {
     /// `{"warning": …}` in JSON mode, a `warning:` line otherwise.
     pub fn warning(&self, warning: Option<&str>) {
         let Some(w) = warning else { return };
-        if self.json {
-            eprintln!("{}", serde_json::json!({ "warning": w }));
+        let mut err = io::stderr().lock();
+        // A closed stderr loses the warning, nothing else.
+        let _ = if self.json {
+            writeln!(err, "{}", serde_json::json!({ "warning": w }))
         } else {
-            eprintln!("oxidepm: warning: {}", escape_controls(w.as_bytes()));
-        }
+            writeln!(err, "oxidepm: warning: {}", escape_controls(w.as_bytes()))
+        };
     }
 
     /// Prints an answer that is one object: `key: value` lines for people.
-    pub fn value<T: Serialize>(&self, t: &T) {
+    pub fn value<T: Serialize>(&self, t: &T) -> io::Result<()> {
         let v = to_value(t);
+        let mut out = io::stdout().lock();
         if self.json {
-            return print_json(&v);
+            return self.json_to(&mut out, &v);
         }
         match v {
             Value::Object(m) => {
@@ -164,15 +141,16 @@ impl Printer {
                             .join(", "),
                         other => other.to_string(),
                     };
-                    println!("{k}: {v}");
+                    writeln!(out, "{k}: {v}")?;
                 }
             }
-            other => println!("{other}"),
+            other => writeln!(out, "{other}")?,
         }
+        out.flush()
     }
 
     /// Prints what a start, restart, resurrect or delete did.
-    pub fn actions(&self, rows: &[AppAction]) {
+    pub fn actions(&self, rows: &[AppAction]) -> io::Result<()> {
         if self.json {
             return self.json_of(&rows);
         }
@@ -182,18 +160,20 @@ impl Printer {
             what: a.action.as_str(),
             status: None,
             pid: a.pid,
-        }));
+        }))?;
+        let mut out = io::stdout().lock();
         for a in rows {
             if let Some(note) = &a.note {
-                println!("{}: {note}", a.name);
+                writeln!(out, "{}: {note}", a.name)?;
             }
         }
+        out.flush()
     }
 
     /// Prints what a define did; its warnings go to stderr.
-    pub fn defined(&self, rows: &[Defined]) {
+    pub fn defined(&self, rows: &[Defined]) -> io::Result<()> {
         for w in rows.iter().flat_map(|r| &r.warnings) {
-            eprintln!("warning: {w}");
+            let _ = writeln!(io::stderr(), "warning: {w}");
         }
         if self.json {
             return self.json_of(&rows);
@@ -204,11 +184,11 @@ impl Printer {
             what: a.action.as_str(),
             status: a.status,
             pid: a.pid,
-        }));
+        }))
     }
 
     /// Prints what a stop did.
-    pub fn stopped(&self, rows: &[Stopped]) {
+    pub fn stopped(&self, rows: &[Stopped]) -> io::Result<()> {
         if self.json {
             return self.json_of(&rows);
         }
@@ -218,15 +198,20 @@ impl Printer {
             what: a.status.as_str(),
             status: Some(a.status),
             pid: None,
-        }));
+        }))
     }
 
     /// Prints the app list.
-    pub fn status(&self, apps: &[AppInfo]) {
+    pub fn status(&self, apps: &[AppInfo]) -> io::Result<()> {
+        let mut out = io::stdout().lock();
         if self.json {
-            return self.json_of(&apps);
+            return self.json_to(&mut out, &apps);
         }
-        let rows: Vec<Vec<String>> = apps
+        if apps.is_empty() {
+            writeln!(out, "no apps; start one with `oxidepm start -- <command>`")?;
+            return out.flush();
+        }
+        let rows: Vec<Vec<Cell>> = apps
             .iter()
             .map(|a| {
                 let mut status = a.status.as_str().to_string();
@@ -237,98 +222,37 @@ impl Printer {
                     status = format!("{status} ({})", h.as_str());
                 }
                 vec![
-                    a.id.to_string(),
-                    a.name.clone(),
-                    or_dash(a.pid),
-                    status,
-                    a.restarts.to_string(),
-                    or_dash(a.uptime_ms.map(short_duration)),
-                    or_dash(a.cpu_percent.map(|c| format!("{:.0}%", f64::from(c)))),
-                    or_dash(a.memory_bytes.map(bytes)),
+                    a.id.to_string().into(),
+                    a.name.clone().into(),
+                    or_dash(a.pid).into(),
+                    self.status_cell(a.status.as_str(), status),
+                    a.restarts.to_string().into(),
+                    or_dash(a.uptime_ms.map(short_duration)).into(),
+                    or_dash(a.cpu_percent.map(|c| format!("{:.0}%", f64::from(c)))).into(),
+                    or_dash(a.memory_bytes.map(bytes)).into(),
                 ]
             })
             .collect();
-        if rows.is_empty() {
-            println!("no apps; start one with `oxidepm start -- <command>`");
-            return;
-        }
         table(
+            &mut out,
             &["id", "name", "pid", "status", "↺", "uptime", "cpu", "mem"],
-            &rows,
-        );
+            rows,
+            self.color,
+        )?;
+        out.flush()
     }
 
-    /// Prints apps in full.
-    pub fn show(&self, apps: &[AppInfo]) {
-        if self.json {
-            return self.json_of(&apps);
-        }
-        for a in apps {
-            println!("{} [{}]", a.name, a.id);
-            match &a.waiting {
-                Some(w) => field("status", super::verbs::waiting(w)),
-                None => field("status", a.status.as_str()),
-            }
-            if let Some(p) = a.pid {
-                field("pid", p);
-            }
-            field("restarts", a.restarts);
-            if let Some(c) = a.last_exit_code {
-                field("last_exit_code", c);
-            }
-            if let Some(h) = a.health {
-                field("health", h.as_str());
-            }
-            field("kind", a.kind.as_str());
-            field("protected", a.protected);
-            field("defined_by", &a.defined_by);
-            if let Some(c) = &a.containment {
-                field("containment", c);
-            }
-            if !a.tags.is_empty() {
-                field("tags", a.tags.join(", "));
-            }
-            if let Some(spec) = &a.spec {
-                let cmd: Vec<&str> = std::iter::once(spec.command.as_str())
-                    .chain(spec.args.iter().map(String::as_str))
-                    .collect();
-                field("command", self.text(&cmd.join(" ")));
-                if let Some(d) = &spec.cwd {
-                    field("cwd", self.text(d));
-                }
-                if let Some(u) = &spec.user {
-                    field("user", self.text(u));
-                }
-                field("restart", spec.restart.as_str());
-                field("restart_delay_ms", spec.restart_delay_ms);
-                field("max_restarts", spec.max_restarts);
-                field("min_uptime_ms", spec.min_uptime_ms);
-                field("kill_timeout_ms", spec.kill_timeout_ms);
-                field("stop_signal", &spec.stop_signal);
-                if let Some(m) = spec.max_memory_bytes {
-                    field("max_memory_bytes", m);
-                }
-                if let Some(c) = &spec.cron_restart {
-                    field("cron_restart", c);
-                }
-                for (k, v) in &spec.env {
-                    println!("  env {}={}", self.text(k), self.text(v));
-                }
-            }
-            if let Some([out, err]) = &a.log_files {
-                field("out log", out);
-                field("err log", err);
-            }
-            if let Some(n) = a.log_dropped_bytes.filter(|n| *n > 0) {
-                field("log bytes dropped", n);
-            }
-        }
-    }
-
-    /// Prints one streamed log line; false when stdout is closed.
+    /// Prints one streamed log line; false when stdout is closed. In JSON
+    /// a stamped line's time is its own `at` field, the line without it.
     pub fn log_line(&self, out: &mut impl Write, item: &LogLine) -> bool {
         let r = if self.json {
-            writeln!(out, "{}", to_value(item))
+            let mut v = to_value(item);
+            if let Some((at, rest)) = crate::timefmt::split_stamp(item.line.as_bytes()) {
+                // Both halves are whole UTF-8: the stamp is ASCII.
+                v["at"] = Value::String(String::from_utf8_lossy(at).into_owned());
+                v["line"] = Value::String(String::from_utf8_lossy(rest).into_owned());
+            }
+            writeln!(out, "{v}")
         } else {
             let tag = match item.stream {
                 LogStream::Err => "err",
@@ -375,137 +299,172 @@ impl Printer {
     }
 
     /// Prints lifecycle events.
-    pub fn events(&self, events: &[EventRecord]) {
+    pub fn events(&self, events: &[EventRecord]) -> io::Result<()> {
         if self.json {
             return self.json_of(&events);
         }
-        let rows: Vec<Vec<String>> = events
+        let rows: Vec<Vec<Cell>> = events
             .iter()
             .map(|e| {
                 vec![
-                    e.at.clone(),
-                    e.app.clone(),
-                    e.kind.to_string(),
-                    e.actor.to_string(),
-                    self.text(&e.detail).into_owned(),
+                    e.at.clone().into(),
+                    e.app.clone().into(),
+                    e.kind.to_string().into(),
+                    e.actor.to_string().into(),
+                    self.text(&e.detail).into_owned().into(),
                 ]
             })
             .collect();
-        table(&["at", "app", "event", "actor", "detail"], &rows);
+        let mut out = io::stdout().lock();
+        table(
+            &mut out,
+            &["at", "app", "event", "actor", "detail"],
+            rows,
+            self.color,
+        )?;
+        out.flush()
     }
 
     /// Prints audit rows.
-    pub fn audit(&self, records: &[AuditRecord]) {
+    pub fn audit(&self, records: &[AuditRecord]) -> io::Result<()> {
         if self.json {
             return self.json_of(&records);
         }
-        let rows: Vec<Vec<String>> = records
+        let rows: Vec<Vec<Cell>> = records
             .iter()
             .map(|e| {
                 vec![
-                    e.at.clone(),
-                    e.actor.to_string(),
-                    e.socket.clone(),
-                    e.op.clone(),
-                    e.apps.join(","),
+                    e.at.clone().into(),
+                    e.actor.to_string().into(),
+                    e.socket.clone().into(),
+                    e.op.clone().into(),
+                    e.apps.join(",").into(),
                     // A summary row says how many refusals it stands for.
                     if e.message.starts_with("… and ") {
                         format!("{} {}", e.outcome, e.message)
                     } else {
                         e.outcome.clone()
-                    },
+                    }
+                    .into(),
                 ]
             })
             .collect();
-        table(&["at", "actor", "socket", "op", "apps", "outcome"], &rows);
+        let mut out = io::stdout().lock();
+        table(
+            &mut out,
+            &["at", "actor", "socket", "op", "apps", "outcome"],
+            rows,
+            self.color,
+        )?;
+        out.flush()
     }
 
     /// Prints the caller's identity.
-    pub fn whoami(&self, who: &Identity) {
+    pub fn whoami(&self, who: &Identity) -> io::Result<()> {
+        let mut out = io::stdout().lock();
         if self.json {
-            return self.json_of(who);
+            return self.json_to(&mut out, who);
         }
-        println!(
+        writeln!(
+            out,
             "{}:{} via {} socket, tier {}",
             who.class, who.label, who.socket, who.tier
-        );
-        println!("containment: {}", who.containment);
+        )?;
+        writeln!(out, "containment: {}", who.containment)?;
+        out.flush()
     }
 
     /// Prints the lanes, then the bridge's routes and counters; warnings go
     /// to stderr.
-    pub fn lanes(&self, report: &LanesReport) {
+    pub fn lanes(&self, report: &LanesReport) -> io::Result<()> {
         for w in &report.warnings {
-            eprintln!("warning: {w}");
+            let _ = writeln!(io::stderr(), "warning: {w}");
         }
+        let mut out = io::stdout().lock();
         if self.json {
-            return self.json_of(report);
+            return self.json_to(&mut out, report);
         }
         let mut rows = Vec::new();
         for a in &report.agents {
             for st in &a.streams {
                 rows.push(vec![
-                    a.agent.clone(),
-                    a.acl_user.clone(),
-                    st.key.clone(),
-                    st.length.to_string(),
-                    st.pending.to_string(),
+                    a.agent.clone().into(),
+                    a.acl_user.clone().into(),
+                    st.key.clone().into(),
+                    st.length.to_string().into(),
+                    st.pending.to_string().into(),
                 ]);
             }
         }
         if rows.is_empty() {
-            println!("no agents; define one with `oxidepm start --kind agent --name <name> -- <command>`");
-            return;
+            writeln!(out, "no agents; define one with `oxidepm start --kind agent --name <name> -- <command>`")?;
+            return out.flush();
         }
-        table(&["agent", "acl user", "stream", "length", "pending"], &rows);
+        table(
+            &mut out,
+            &["agent", "acl user", "stream", "length", "pending"],
+            rows,
+            self.color,
+        )?;
         for a in &report.agents {
-            println!("{}: {}", a.agent, a.socket.display());
+            writeln!(out, "{}: {}", a.agent, a.socket.display())?;
         }
-        println!();
-        self.routes(&report.bridge);
+        writeln!(out)?;
+        drop(out);
+        self.routes(&report.bridge)
     }
 
     /// Prints the routing table and the bridge's counters.
-    pub fn routes(&self, report: &RoutesReport) {
+    pub fn routes(&self, report: &RoutesReport) -> io::Result<()> {
+        let mut out = io::stdout().lock();
         if self.json {
-            return self.json_of(report);
+            return self.json_to(&mut out, report);
         }
-        let rows: Vec<Vec<String>> = report
+        let rows: Vec<Vec<Cell>> = report
             .routes
             .iter()
             .map(|r| {
                 let (k, m) = r.matcher().unwrap_or(("-", "-"));
                 vec![
-                    r.source.clone(),
-                    format!("{k}={m}"),
-                    r.agent.clone(),
-                    r.origin.as_str().to_string(),
+                    r.source.clone().into(),
+                    format!("{k}={m}").into(),
+                    r.agent.clone().into(),
+                    r.origin.as_str().to_string().into(),
                 ]
             })
             .collect();
         if rows.is_empty() {
-            println!("no routes");
+            writeln!(out, "no routes")?;
         } else {
-            table(&["source", "match", "agent", "origin"], &rows);
+            table(
+                &mut out,
+                &["source", "match", "agent", "origin"],
+                rows,
+                self.color,
+            )?;
         }
         for r in &report.routes {
             if let Some(why) = &r.parked {
                 let (k, m) = r.matcher().unwrap_or(("-", "-"));
-                println!("parked: {} {k}={m} -> {}: {why}", r.source, r.agent);
+                writeln!(out, "parked: {} {k}={m} -> {}: {why}", r.source, r.agent)?;
             }
         }
-        println!("default agent: {}", or_dash(report.default_agent.as_ref()));
+        writeln!(
+            out,
+            "default agent: {}",
+            or_dash(report.default_agent.as_ref())
+        )?;
         if let Some(problem) = &report.problem {
-            println!("bridge: not running: {problem}");
+            writeln!(out, "bridge: not running: {problem}")?;
         }
         if let Some(why) = &report.default_agent_parked {
-            println!("default agent parked: {why}");
+            writeln!(out, "default agent parked: {why}")?;
         }
         if let Some(e) = &report.reload_error {
-            println!("bridge: its last reload failed: {e}");
+            writeln!(out, "bridge: its last reload failed: {e}")?;
         }
         let parts: Vec<String> = match &report.counters {
-            None => return,
+            None => return out.flush(),
             Some(Counters::Unread {}) => Vec::new(),
             Some(Counters::Read(c)) => c
                 .entries()
@@ -513,6 +472,7 @@ impl Printer {
                 .map(|(k, n)| format!("{k} {n}"))
                 .collect(),
         };
-        println!("counters: {}", parts.join(", "));
+        writeln!(out, "counters: {}", parts.join(", "))?;
+        out.flush()
     }
 }

@@ -2,6 +2,23 @@
 //! at boot, installed and removed. The unit is named after the account and
 //! the home it serves, so two homes never share (and overwrite) one unit.
 
+/// Prints to stdout; a closed stdout (`startup | head -1`) ends the text
+/// quietly instead of panicking.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// [`out!`] with a newline.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 use crate::paths::Home;
 use nix::unistd::User;
 use std::path::{Path, PathBuf};
@@ -310,7 +327,7 @@ pub fn run(user_unit: bool, write: bool, run_as: Option<&str>) -> Result<(), Ins
     let text = unit(&target, &daemon_path());
     let root = nix::unistd::geteuid().is_root();
     if !write {
-        print!("{text}");
+        out!("{text}");
         // Advice on stderr: `startup > unit.service` stays a unit file.
         if !user_unit && !root {
             eprintln!(
@@ -334,9 +351,9 @@ pub fn run(user_unit: bool, write: bool, run_as: Option<&str>) -> Result<(), Ins
             sudo: target.sudo_line("startup --write"),
         });
     }
-    print!("{}", install(&target, &text)?);
+    out!("{}", install(&target, &text)?);
     if user_unit {
-        println!("{}", linger(&target.account.name));
+        outln!("{}", linger(&target.account.name));
     }
     Ok(())
 }
@@ -474,8 +491,8 @@ pub fn uninstall(user_unit: bool, run_as: Option<&str>) -> Result<(), InstallErr
     }
     let user = if user_unit { "--user " } else { "" };
     match step(&target, &["disable", &target.name]) {
-        Ok(()) => println!("disabled {}", target.name),
-        Err(e) => println!(
+        Ok(()) => outln!("disabled {}", target.name),
+        Err(e) => outln!(
             "systemctl {user}disable {} failed ({e}); removing the file only",
             target.name
         ),
@@ -484,9 +501,9 @@ pub fn uninstall(user_unit: bool, run_as: Option<&str>) -> Result<(), InstallErr
         path: path.clone(),
         source,
     })?;
-    println!("removed {}", path.display());
+    outln!("removed {}", path.display());
     let _ = step(&target, &["daemon-reload"]);
-    println!(
+    outln!(
         "a daemon it started keeps running until stopped: `oxidepm kill` (or `systemctl {user}stop {}`)",
         target.name
     );

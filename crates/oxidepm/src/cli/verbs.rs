@@ -4,18 +4,19 @@ use super::args::Command;
 use super::output::Printer;
 use super::{connect, Error};
 use oxidepm_proto::{AppAction, Op, Reloaded, ResetDone, SignalName, Signalled};
+use std::io::Write;
 
 /// Runs one of the four commands.
 pub fn run(command: Command, out: &Printer) -> Result<(), Error> {
     let mut c = connect::client(true)?;
+    let mut stdout = std::io::stdout().lock();
     match command {
         Command::Reload { targets } => {
             let done: Vec<Reloaded> = c.call_as(Op::Reload {
                 target: targets.join(","),
             })?;
             if out.json {
-                out.value(&done);
-                return Ok(());
+                return Ok(out.value(&done)?);
             }
             for r in &done {
                 let pids = match (r.old_pid, r.pid) {
@@ -23,7 +24,7 @@ pub fn run(command: Command, out: &Printer) -> Result<(), Error> {
                     (None, Some(new)) => format!(" (pid {new})"),
                     _ => String::new(),
                 };
-                println!("{} [{}]: {}{pids}", r.name, r.id, r.how.as_str());
+                writeln!(stdout, "{} [{}]: {}{pids}", r.name, r.id, r.how.as_str())?;
             }
         }
         Command::Signal { signal, targets } => {
@@ -32,11 +33,14 @@ pub fn run(command: Command, out: &Printer) -> Result<(), Error> {
                 signal: SignalName::Name(signal),
             })?;
             if out.json {
-                out.value(&done);
-                return Ok(());
+                return Ok(out.value(&done)?);
             }
             for s in &done {
-                println!("{} [{}]: {} sent to pid {}", s.name, s.id, s.signal, s.pid);
+                writeln!(
+                    stdout,
+                    "{} [{}]: {} sent to pid {}",
+                    s.name, s.id, s.signal, s.pid
+                )?;
             }
         }
         Command::Reset { targets } => {
@@ -44,26 +48,26 @@ pub fn run(command: Command, out: &Printer) -> Result<(), Error> {
                 target: targets.join(","),
             })?;
             if out.json {
-                out.value(&done);
-                return Ok(());
+                return Ok(out.value(&done)?);
             }
             for r in &done {
-                println!(
+                writeln!(
+                    stdout,
                     "{} [{}]: {} restarts forgotten ({})",
                     r.name,
                     r.id,
                     r.restarts_before,
                     r.status.as_str()
-                );
+                )?;
             }
         }
         Command::Scale { target, instances } => {
             let done: Vec<AppAction> = c.call_as(Op::Scale { target, instances })?;
             if done.is_empty() && !out.json {
-                println!("already {instances}; nothing to do");
+                writeln!(stdout, "already {instances}; nothing to do")?;
                 return Ok(());
             }
-            out.actions(&done);
+            out.actions(&done)?;
         }
         _ => {}
     }

@@ -42,14 +42,27 @@ impl Daemon {
                 lines,
                 follow,
                 stream,
+                ref since,
+                ref until,
             } => {
                 let mut apps = Vec::new();
-                if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
-                    let e = ErrorBody::from(e);
-                    self.count(&caller, "logs", Some(&e));
-                    self.audit(&caller, "logs", &apps, Some(&e));
-                    return sink.send(&Response::err(id, e)).await;
-                }
+                let only = match self.authorize(&caller, &req.op, &mut apps) {
+                    Ok(only) => only,
+                    Err(e) => {
+                        let e = ErrorBody::from(e);
+                        self.count(&caller, "logs", Some(&e));
+                        self.audit(&caller, "logs", &apps, Some(&e));
+                        return sink.send(&Response::err(id, e)).await;
+                    }
+                };
+                let window = match super::ops::Window::parse(since.as_deref(), until.as_deref()) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        let e = ErrorBody::from(e);
+                        self.count(&caller, "logs", Some(&e));
+                        return sink.send(&Response::err(id, e)).await;
+                    }
+                };
                 self.count(&caller, "logs", None);
                 log::debug!("logs by {} via {}", caller.actor, caller.socket.as_str());
                 let ask = super::ops::LogsAsk {
@@ -58,6 +71,8 @@ impl Daemon {
                     follow,
                     stream,
                     actor: caller.actor.to_string(),
+                    window,
+                    only,
                 };
                 self.stream_logs(id, ask, sink).await
             }

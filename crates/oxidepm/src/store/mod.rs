@@ -218,6 +218,8 @@ pub struct AuditFilter {
     pub actor: Option<String>,
     /// Rows at or after this Unix ms.
     pub since_ms: Option<i64>,
+    /// Rows at or before this Unix ms.
+    pub until_ms: Option<i64>,
     /// Most recent rows.
     pub limit: usize,
 }
@@ -421,20 +423,32 @@ impl Store {
     }
 
     /// The most recent `limit` events (of the given apps, or all), oldest first.
+    #[cfg(test)]
     pub fn events(&self, app_ids: Option<&[u64]>, limit: usize) -> Result<Vec<EventRecord>> {
+        self.events_since(app_ids, limit, None)
+    }
+
+    /// Like [`Store::events`], only events at or after `since_ms` (Unix ms).
+    pub fn events_since(
+        &self,
+        app_ids: Option<&[u64]>,
+        limit: usize,
+        since_ms: Option<i64>,
+    ) -> Result<Vec<EventRecord>> {
         let filter = match app_ids {
             Some(ids) => {
                 let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-                format!("WHERE app_id IN ({})", list.join(","))
+                format!("AND app_id IN ({})", list.join(","))
             }
             None => String::new(),
         };
         let sql = format!(
-            "SELECT seq, at, app_id, app, kind, actor, detail FROM events {filter}
+            "SELECT seq, at, app_id, app, kind, actor, detail FROM events
+             WHERE (?2 IS NULL OR at >= ?2) {filter}
              ORDER BY seq DESC LIMIT ?1"
         );
         let mut stmt = self.conn.prepare(&sql)?;
-        let rows = stmt.query_map(params![limit as i64], |r| {
+        let rows = stmt.query_map(params![limit as i64, since_ms], |r| {
             Ok(EventRecord {
                 seq: r.get::<_, i64>(0)? as u64,
                 at: rfc3339_ms(r.get(1)?),
@@ -475,11 +489,16 @@ impl Store {
     pub fn audit(&self, f: &AuditFilter) -> Result<Vec<AuditRecord>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT seq, at, actor, socket, op, apps, outcome, message FROM audit
-             WHERE (?1 IS NULL OR actor = ?1) AND (?2 IS NULL OR at >= ?2)
+             WHERE (?1 IS NULL OR actor = ?1
+                    OR (instr(?1, ':') = 0 AND substr(actor, 1, length(?1) + 1) = ?1 || ':'))
+               AND (?2 IS NULL OR at >= ?2) AND (?5 IS NULL OR at <= ?5)
                AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(audit.apps) WHERE value = ?3))
              ORDER BY seq DESC LIMIT ?4",
         )?;
-        let rows = stmt.query_map(params![f.actor, f.since_ms, f.app, f.limit as i64], |r| {
+        // An actor without `:` is a class alone (`ai`, `human`): every
+        // label of it.
+        let p = params![f.actor, f.since_ms, f.app, f.limit as i64, f.until_ms];
+        let rows = stmt.query_map(p, |r| {
             let apps: String = r.get(5)?;
             Ok(AuditRecord {
                 seq: r.get::<_, i64>(0)? as u64,

@@ -68,8 +68,25 @@ fn events_and_audit_filters() {
         actor: Some("ai:assistant".into()),
         since_ms: None,
         limit: 10,
+        ..Default::default()
     };
     assert_eq!(store.audit(&f).unwrap().len(), 1);
+    // A class alone takes every label of it, and no other class whose
+    // name it begins.
+    let class = |c: &str| AuditFilter {
+        actor: Some(c.into()),
+        limit: 10,
+        ..Default::default()
+    };
+    assert_eq!(store.audit(&class("ai")).unwrap().len(), 1);
+    assert!(store.audit(&class("a")).unwrap().is_empty());
+    assert!(store.audit(&class("human")).unwrap().is_empty());
+    let past = AuditFilter {
+        until_ms: Some(0),
+        limit: 10,
+        ..Default::default()
+    };
+    assert!(store.audit(&past).unwrap().is_empty());
     let f = AuditFilter {
         app: Some("db".into()),
         limit: 10,

@@ -13,9 +13,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+mod merge;
 mod reader;
+mod since;
 
-pub use reader::{newest_within, TailReader};
+pub use merge::merge;
+pub use reader::{newest_within_since, TailReader};
 
 const BLOCK: usize = 64 * 1024;
 

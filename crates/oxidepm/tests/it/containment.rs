@@ -35,6 +35,8 @@ fn containment(env: &Env) -> String {
 /// Whether this daemon runs its apps in cgroups; if not, says why the
 /// test that needs them is skipped.
 fn has_cgroups(env: &Env) -> bool {
+    // A read never starts the daemon: start it to ask.
+    env.ok(&["ping"]);
     let c = containment(env);
     if !c.starts_with("cgroup2 (") {
         eprintln!("skipped: the daemon has no cgroup2 hierarchy here: {c}");
@@ -158,6 +160,7 @@ fn an_agents_double_forked_orphan_is_the_agent_before_and_after_a_daemon_kill() 
     // orphan.
     env.kill_daemon();
     assert!(alive(orphan));
+    env.ok(&["ping"]);
     assert_eq!(
         env.pid("alice"),
         main,

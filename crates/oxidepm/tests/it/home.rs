@@ -60,7 +60,7 @@ fn a_home_another_user_created_first_is_refused_and_left_untouched() {
     std::os::unix::fs::chown(&env.home, Some(uid), None).unwrap();
 
     // The CLI starts the daemon on its own: it is refused the same way.
-    let err = env.fails(&["status"]);
+    let err = env.fails(&["ping"]);
     let home = env.home.display().to_string();
     assert!(
         err.contains(&home) && err.contains(&format!("uid {uid}")),
@@ -84,7 +84,7 @@ fn a_home_others_can_write_is_refused_and_left_untouched() {
     for mode in [0o777, 0o775] {
         std::fs::create_dir_all(&env.home).unwrap();
         std::fs::set_permissions(&env.home, std::fs::Permissions::from_mode(mode)).unwrap();
-        let err = env.fails(&["status"]);
+        let err = env.fails(&["ping"]);
         assert!(
             err.contains(&env.home.display().to_string()) && err.contains("chmod go-w"),
             "{err}"
@@ -105,7 +105,7 @@ fn a_link_in_place_of_logs_is_refused() {
     std::fs::create_dir(&env.home).unwrap();
     std::fs::set_permissions(&env.home, std::fs::Permissions::from_mode(0o700)).unwrap();
     symlink(&elsewhere, env.home.join("logs")).unwrap();
-    let err = env.fails(&["status"]);
+    let err = env.fails(&["ping"]);
     assert!(
         err.contains("logs") && err.contains("symbolic link"),
         "{err}"

@@ -193,6 +193,9 @@ fn a_bad_log_target_is_refused_with_the_values_to_use() {
     let cfg = app_file(&env, "web", "/bin/true", "log_target = \"syslog\"\n");
     let err = env.fails(&["start", &cfg]);
     assert!(err.contains("journald"), "{err}");
+    // Refused before any request: not even the daemon was started.
+    assert_eq!(env.run(&["status"]).status.code(), Some(3));
+    env.ok(&["ping"]);
     assert!(env.status().is_empty(), "nothing may start");
 }
 

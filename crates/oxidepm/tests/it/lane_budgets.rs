@@ -139,6 +139,7 @@ fn agents_append_only_to_configured_families_and_the_acl_follows_the_config() {
     kill(daemon, libc::SIGKILL);
     env.wait(10, "the daemon to die", || !alive(daemon));
     env.daemon_toml(&toml("\"webhook\", \"email\"", 48 << 20));
+    env.ok(&["ping"]);
     assert_eq!(env.pid("oxidepm-redis"), redis_pid);
     env.wait(20, "the email outbox to take XADD", || {
         let mut c = conn(&sock);

@@ -205,6 +205,7 @@ fn resurrect_after_a_clean_daemon_stop_and_by_snapshot() {
     env.ok(&["stop", "off"]);
     env.ok(&["save", "snap"]);
     env.ok(&["kill"]);
+    env.ok(&["ping"]);
     assert_eq!(
         env.app("keep")["status"],
         "online",
@@ -271,6 +272,7 @@ fn apps_outlive_a_killed_daemon_and_are_adopted_again() {
     );
 
     // A new daemon (started by the CLI) adopts the same processes.
+    env.ok(&["ping"]);
     let st = env.status();
     for (n, p) in ["writer", "b", "c"].iter().zip(&pids) {
         let a = st.iter().find(|a| a["name"] == *n).unwrap();
@@ -323,6 +325,7 @@ fn an_app_that_died_without_a_daemon_is_restarted_and_a_reused_pid_is_not_adopte
     .unwrap();
     drop(db);
 
+    env.ok(&["ping"]);
     let st = env.status();
     let g = st.iter().find(|a| a["name"] == "gone").unwrap();
     let f = st.iter().find(|a| a["name"] == "fake").unwrap();

@@ -5,6 +5,8 @@ mod access;
 mod attach;
 mod authority;
 mod bridge;
+mod cli_manners;
+mod cli_reads;
 mod compat;
 mod connections;
 mod containment;

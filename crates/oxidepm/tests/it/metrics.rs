@@ -170,7 +170,7 @@ fn an_app_restarted_twice_counts_two_and_a_stopped_app_is_down() {
 fn only_get_metrics_is_answered() {
     let env = Env::new();
     let addr = with_metrics(&env, "");
-    env.ok(&["status"]);
+    env.ok(&["ping"]);
     assert_eq!(get(&addr, "/").0, "HTTP/1.1 404 Not Found");
     assert_eq!(get(&addr, "/../../etc/passwd").0, "HTTP/1.1 404 Not Found");
     let mut s = TcpStream::connect(&addr).unwrap();
@@ -328,7 +328,7 @@ fn metrics_on_a_unix_socket_only_its_owner_can_reach() {
 fn a_bad_metrics_address_stops_the_daemon_with_what_to_write() {
     let env = Env::new();
     env.daemon_toml("metrics = \"localhost\"\n");
-    let out = env.fails(&["status"]);
+    let out = env.fails(&["ping"]);
     assert!(out.contains("metrics must be an address and port"), "{out}");
 }
 
@@ -338,7 +338,7 @@ fn a_metrics_path_naming_a_file_does_not_remove_it() {
     let file = env.path("precious.txt");
     std::fs::write(&file, "keep me").unwrap();
     env.daemon_toml(&format!("metrics = \"{}\"\n", file.display()));
-    let out = env.fails(&["status"]);
+    let out = env.fails(&["ping"]);
     assert!(out.contains("is not a socket"), "{out}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
 }

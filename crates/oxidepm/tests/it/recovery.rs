@@ -184,6 +184,7 @@ fn a_lost_state_db_does_not_duplicate_the_apps_it_ran() {
         let _ = std::fs::remove_file(env.home.join(f));
     }
     // A new daemon with an empty state keeps them, and says so.
+    env.ok(&["ping"]);
     let who = env.json(&["whoami"]);
     assert!(who.to_string().contains("a7 (pid"), "{who}");
     assert_eq!(marked(&env), before, "nothing was stopped");
@@ -239,6 +240,7 @@ fn a_second_copy_of_a_running_app_is_stopped_at_start() {
         &format!("{h}:{idle_id}:{}:idle", run + 7),
         leaf(idle_id, 2),
     );
+    env.ok(&["ping"]);
     assert_eq!(env.pid("web"), web, "the recorded process is adopted");
     env.wait(20, "the copy and the stray to be stopped", || {
         !alive(copy.id()) && !alive(stray.id())
@@ -323,6 +325,7 @@ fn a_process_that_forges_a_marker_is_never_taken_for_an_app() {
     kill(web, libc::SIGKILL);
     let home = format!("{}", env.home.display());
     let forged = spawn_marked(&home, &format!("{h}:{id}:{}:web", run + 1));
+    env.ok(&["ping"]);
     env.wait(30, "web restarted in a process of its own", || {
         env.json(&["status"])
             .as_array()

@@ -83,6 +83,7 @@ fn a_refusal_flood_is_counted_into_one_row_and_the_person_is_still_answered() {
 
     // The window still open is written when the daemon stops.
     env.ok(&["kill"]);
+    env.ok(&["ping"]);
     let rows = audit_of(&env, "ai:assistant");
     assert!(rows.len() as u64 <= windows * 11, "{}", rows.len());
     let written = rows.iter().filter(|r| summarised(r).is_none()).count() as u64;

@@ -198,6 +198,7 @@ fn an_unwritable_state_db_fails_changes_and_nothing_runs_twice_after_a_restart()
 
     // A new daemon adopts what runs, starts nothing twice, and leaves the
     // stopped app stopped.
+    env.ok(&["ping"]);
     assert_eq!(env.pid("crashy"), crashy_pid);
     assert_eq!(env.pid("steady"), steady);
     assert_eq!(env.app("victim")["status"], "stopped");
@@ -233,6 +234,7 @@ fn a_state_db_deleted_while_running_is_rewritten_from_memory() {
     assert_eq!(names, ["a", "b"]);
     assert_eq!(rows[0].3, Some(a as i64));
     assert!(!rows[1].1, "b was stopped");
+    env.ok(&["ping"]);
     let after = env.status();
     for (x, y) in before.iter().zip(&after) {
         assert_eq!(x["id"], y["id"]);
@@ -252,6 +254,7 @@ fn a_state_db_deleted_while_no_daemon_ran_is_restored_from_its_backup() {
     for f in ["state.db", "state.db-wal", "state.db-shm"] {
         let _ = std::fs::remove_file(env.home.join(f));
     }
+    env.ok(&["ping"]);
     let st = env.status();
     assert_eq!(st.len(), 1, "the apps come back from the backup");
     assert_eq!(st[0]["name"], "kept");
@@ -272,6 +275,7 @@ fn a_corrupt_state_db_at_start_is_restored_from_its_backup_else_refused() {
     std::fs::write(env.home.join("state.db"), vec![0x5a; 16384]).unwrap();
     let _ = std::fs::remove_file(env.home.join("state.db-wal"));
 
+    env.ok(&["ping"]);
     let st = env.status();
     assert_eq!(st.len(), 1);
     assert_eq!(st[0]["name"], "kept");
@@ -296,7 +300,7 @@ fn a_corrupt_state_db_at_start_is_restored_from_its_backup_else_refused() {
     std::fs::remove_file(env.home.join("state.db.bak")).unwrap();
     std::fs::write(env.home.join("state.db"), vec![0x5a; 16384]).unwrap();
     let _ = std::fs::remove_file(env.home.join("state.db-wal"));
-    let err = env.fails(&["status"]);
+    let err = env.fails(&["ping"]);
     assert!(err.contains("state.db") && err.contains("corrupt"), "{err}");
     assert!(!env.home.join("daemon.sock").exists());
     assert_eq!(
@@ -314,7 +318,7 @@ fn a_read_only_state_db_at_start_is_refused_unless_allowed() {
     let Some(guard) = Immutable::new(&env.home) else {
         return;
     };
-    let err = env.fails(&["status"]);
+    let err = env.fails(&["ping"]);
     assert!(
         err.contains("state.db") && err.contains("cannot be written"),
         "{err}"
@@ -322,6 +326,7 @@ fn a_read_only_state_db_at_start_is_refused_unless_allowed() {
     assert!(err.contains("allow_read_only_state"), "{err}");
 
     env.daemon_toml("allow_read_only_state = true\n");
+    env.ok(&["ping"]);
     let st = env.status();
     assert_eq!(st[0]["name"], "x");
     assert!(
@@ -343,6 +348,7 @@ fn a_read_only_state_db_at_start_is_refused_unless_allowed() {
         Some(pid as i64),
         "the start was saved once it could be"
     );
+    env.ok(&["ping"]);
     assert_eq!(env.pid("x"), pid);
 }
 
@@ -446,6 +452,7 @@ fn a_full_disk_fails_changes_and_they_are_saved_once_there_is_room() {
     let rows = stored(&env.home);
     let v = rows.iter().find(|r| r.0 == "victim").unwrap();
     assert_eq!((v.1, v.2.as_str(), v.3), (false, "stopped", None));
+    env.ok(&["ping"]);
     assert_eq!(env.app("victim")["status"], "stopped");
     // Nothing started the stopped app again (crashy's runs are `sh` and
     // `sleep 0.2`).

@@ -321,6 +321,7 @@ fn a_bad_config_file_names_file_line_and_field_and_starts_nothing() {
     assert!(err.contains("bad.toml"), "{err}");
     assert!(err.contains("scirpt"), "{err}");
     assert!(err.contains(":8"), "line 8 expected in {err}");
+    env.ok(&["ping"]);
     assert!(env.status().is_empty(), "nothing may start");
 }
 

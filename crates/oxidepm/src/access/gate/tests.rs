@@ -135,6 +135,8 @@ fn an_agent_grant_names_its_apps_and_tier() {
         lines: 10,
         follow: false,
         stream: None,
+        since: None,
+        until: None,
     };
     let stop = |t: &str| Op::Stop { target: t.into() };
     assert!(gate

@@ -177,25 +177,10 @@ pub(super) const ROOT_SHOWN: &str =
 pub(super) fn suggest(key: &str, keys: &[(&'static str, &str)]) -> Option<&'static str> {
     let limit = (key.chars().count() / 3).clamp(1, 3);
     keys.iter()
-        .map(|(k, _)| (edit_distance(key, k), *k))
+        .map(|(k, _)| (strsim::levenshtein(key, k), *k))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
 }
 
 /// Signals an app may be stopped with.

@@ -73,68 +73,10 @@ pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
 }
 
 /// Splits a command-line string into words the way a POSIX shell does, minus
-/// expansions: quotes and backslashes group, nothing else is interpreted.
+/// expansions: quotes and backslashes group, a `#` starting a word starts a
+/// comment, nothing else is interpreted (`shell-words`).
 pub(super) fn split_words(s: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    // A quoted empty string ("") is a word although `word` stays empty.
-    let mut in_word = false;
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => word.push(c),
-                        None => return Err(format!("unclosed ' in {s:?}")),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
-                            Some('\n') => {}
-                            Some(c) => {
-                                word.push('\\');
-                                word.push(c);
-                            }
-                            None => return Err(format!("unclosed \" in {s:?}")),
-                        },
-                        Some(c) => word.push(c),
-                        None => return Err(format!("unclosed \" in {s:?}")),
-                    }
-                }
-            }
-            '\\' => match chars.next() {
-                Some('\n') => {}
-                Some(c) => {
-                    in_word = true;
-                    word.push(c);
-                }
-                None => return Err(format!("{s:?} ends with a lone backslash")),
-            },
-            c => {
-                in_word = true;
-                word.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(word);
-    }
-    Ok(words)
+    shell_words::split(s).map_err(|_| format!("{s:?} has an unclosed ' or \" quote; close it"))
 }
 
 /// Parses the text of an env file; an error carries its 1-based line number.
@@ -286,7 +228,9 @@ mod tests {
         );
         assert_eq!(split("$HOME *"), ["$HOME", "*"]);
         assert!(split("").is_empty());
-        assert!(split_words("a \\").is_err());
+        // A lone backslash at the end stands for itself, as in sh.
+        assert_eq!(split("a \\"), ["a", "\\"]);
+        assert!(split("a # comment").len() == 1);
         assert!(split_words("\"a").is_err());
     }
 

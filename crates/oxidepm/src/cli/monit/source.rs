@@ -112,6 +112,7 @@ impl Source for Polling {
                 c.call_as::<Vec<EventRecord>>(Op::Events {
                     target: None,
                     limit: EVENTS,
+                    since: None,
                 })
             })
             .unwrap_or_default();
@@ -132,6 +133,8 @@ impl Source for Polling {
                     lines: *lines,
                     follow: false,
                     stream: None,
+                    since: None,
+                    until: None,
                 };
                 let _: Option<LogsDone> = c.call_stream_as(op, |l: LogLine| {
                     got.push(l);

@@ -89,14 +89,82 @@ impl Encoder {
     }
 }
 
+/// The time window of a `logs` request, as log stamps
+/// (`2026-11-30T10:00:00.000Z`, which compare as bytes).
+#[derive(Default)]
+pub(in crate::daemon) struct Window {
+    /// Lines stamped at or after this.
+    pub since: Option<String>,
+    /// Lines stamped at or before this.
+    pub until: Option<String>,
+}
+
+impl Window {
+    /// The window of a request's RFC 3339 times, refused when one does
+    /// not parse.
+    pub fn parse(since: Option<&str>, until: Option<&str>) -> Result<Window, OpError> {
+        let stamp = |t: Option<&str>| match t {
+            None => Ok(None),
+            Some(t) => crate::timefmt::parse_rfc3339_ms(t)
+                .map(|ms| Some(crate::timefmt::rfc3339_ms(ms)))
+                .ok_or_else(|| OpError::BadSince {
+                    since: t.to_string(),
+                }),
+        };
+        Ok(Window {
+            since: stamp(since)?,
+            until: stamp(until)?,
+        })
+    }
+
+    fn is_open(&self) -> bool {
+        self.since.is_none() && self.until.is_none()
+    }
+}
+
+/// Reads the plan's lines in `window` (the last `lines` of each file),
+/// merged by time, into `enc`; false once the writer is gone.
+fn produce_merged(enc: &mut Encoder, plan: &LogPlan, lines: usize, window: &Window) -> bool {
+    let mut readers = Vec::new();
+    for (app, st, path, keep) in plan {
+        let r = match &window.since {
+            Some(t) => logfile::TailReader::open_since(path, *keep, lines, t.as_bytes()),
+            None => logfile::TailReader::open(path, *keep, lines),
+        };
+        match r {
+            Ok(r) => readers.push(((app.as_str(), *st), r)),
+            Err(e) => log::debug!("logs: {}: {e}", path.display()),
+        }
+    }
+    let mut alive = true;
+    let until = window.until.as_deref().map(str::as_bytes);
+    let r = logfile::merge(readers, until, |(app, st), line| {
+        enc.push(app, *st, line);
+        alive = enc.flush(false);
+        alive
+    });
+    if let Err(e) = r {
+        log::debug!("logs: {e}");
+    }
+    alive
+}
+
 /// Reads the plan's last `lines` lines (then new ones, when following)
 /// into `enc`; runs on a blocking thread until done or the writer is gone.
-fn produce(mut enc: Encoder, plan: LogPlan, lines: usize, follow: bool) {
+/// Several apps, or a time window, are merged by time; one app's files
+/// come each in turn.
+fn produce(mut enc: Encoder, plan: LogPlan, lines: usize, follow: bool, window: Window) {
     let mut followers = Vec::new();
-    for (app, st, path, keep) in &plan {
-        if follow {
+    if follow {
+        for (app, st, path, _) in &plan {
             followers.push((app, *st, logfile::Follower::open_at_end(path)));
         }
+    }
+    let merged = plan.len() > 2 || !window.is_open();
+    if merged && !produce_merged(&mut enc, &plan, lines, &window) {
+        return;
+    }
+    for (app, st, path, keep) in plan.iter().filter(|_| !merged) {
         let mut reader = match logfile::TailReader::open(path, *keep, lines) {
             Ok(r) => r,
             Err(e) => {
@@ -147,6 +215,10 @@ pub(in crate::daemon) struct LogsAsk<'a> {
     pub stream: Option<LogStream>,
     /// The actor whose read budget pays for it.
     pub actor: String,
+    /// Only lines in this time window.
+    pub window: Window,
+    /// With no target: the apps the caller's grant narrows it to.
+    pub only: Option<Vec<String>>,
 }
 
 impl Daemon {
@@ -160,8 +232,10 @@ impl Daemon {
         lines: usize,
         stream: Option<LogStream>,
         actor: &str,
+        only: Option<&[String]>,
+        window: &Window,
     ) -> Result<Vec<LogLine>, OpError> {
-        let plan = self.log_plan(target, stream)?;
+        let plan = self.log_plan(target, stream, only)?;
         if let Err(wait) = self.log_reads.check(actor) {
             return Err(OpError::RateLimited {
                 actor: actor.to_string(),
@@ -171,7 +245,17 @@ impl Daemon {
         let mut budget = self.ops_max_reply;
         let mut out = Vec::new();
         for (app, st, path, keep) in &plan {
-            let (got, _) = logfile::newest_within(path, *keep, lines, budget).unwrap_or_default();
+            let since = window.since.as_deref().map(str::as_bytes);
+            let (mut got, _) =
+                logfile::newest_within_since(path, *keep, lines, budget, since).unwrap_or_default();
+            if let Some(until) = &window.until {
+                // In time order: the first line stamped after `until` ends
+                // the window, with the unstamped lines that follow it.
+                let end = got.iter().position(|l| {
+                    crate::timefmt::split_stamp(l).is_some_and(|(t, _)| t > until.as_bytes())
+                });
+                got.truncate(end.unwrap_or(got.len()));
+            }
             for line in got {
                 budget = budget.saturating_sub(line.len());
                 self.log_reads.charge(actor, line.len() as u64);
@@ -199,8 +283,10 @@ impl Daemon {
             follow,
             stream,
             actor,
+            window,
+            only,
         } = ask;
-        let plan = match self.log_plan(target, stream) {
+        let plan = match self.log_plan(target, stream, only.as_deref()) {
             Ok(p) => p,
             Err(e) => return sink.send(&Response::err(id, e.into())).await,
         };
@@ -214,7 +300,7 @@ impl Daemon {
             actor,
         };
         // Dropping `rx` (the client went, or a write failed) ends it.
-        tokio::task::spawn_blocking(move || produce(enc, plan, lines, follow));
+        tokio::task::spawn_blocking(move || produce(enc, plan, lines, follow, window));
         loop {
             tokio::select! {
                 chunk = rx.recv() => match chunk {
@@ -233,9 +319,23 @@ impl Daemon {
             .await
     }
 
-    fn log_plan(&self, target: &str, stream: Option<LogStream>) -> Result<LogPlan, SelectError> {
+    /// The files of the selected apps; an empty target is every app (or
+    /// `only` those the caller's grant narrows it to).
+    fn log_plan(
+        &self,
+        target: &str,
+        stream: Option<LogStream>,
+        only: Option<&[String]>,
+    ) -> Result<LogPlan, SelectError> {
         let s = lock(&self.sup);
-        let ids = s.resolve(target)?;
+        let ids = if target.is_empty() {
+            s.apps()
+                .filter(|a| only.is_none_or(|names| names.contains(&a.spec.name)))
+                .map(|a| a.id)
+                .collect()
+        } else {
+            s.resolve(target)?
+        };
         Ok(ids
             .iter()
             .filter_map(|i| s.app(*i))

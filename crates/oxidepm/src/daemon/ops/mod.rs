@@ -17,7 +17,7 @@ use super::Daemon;
 use crate::access::{Caller, Scope};
 use oxidepm_proto::{Op, Reply};
 
-pub(super) use logs::LogsAsk;
+pub(super) use logs::{LogsAsk, Window};
 pub use read_rate::ReadRate;
 pub(super) use subscribe::SubscribeAsk;
 pub use verbs::ScaleError;
@@ -56,11 +56,19 @@ impl Daemon {
                 target,
                 lines,
                 stream,
+                since,
+                until,
                 ..
-            } => self
-                .log_lines(&target, lines, stream, &actor.to_string())
-                .map(Into::into),
-            Op::Events { target, limit } => self.events(target, limit, only).map(Into::into),
+            } => {
+                let window = logs::Window::parse(since.as_deref(), until.as_deref())?;
+                self.log_lines(&target, lines, stream, &actor.to_string(), only, &window)
+                    .map(Into::into)
+            }
+            Op::Events {
+                target,
+                limit,
+                since,
+            } => self.events(target, limit, since, only).map(Into::into),
             Op::Flush { target } => self.flush(target, only).map(Into::into),
             Op::Save { name } => self.save(name, only, actor).map(Into::into),
             Op::Resurrect { name } => self.resurrect(name, only, actor).await.map(Into::into),
@@ -69,6 +77,7 @@ impl Daemon {
                 actor: who,
                 since,
                 limit,
+                until,
             } => {
                 // A caller held to a grant (an adapter, an agent) reads the
                 // trail of its own requests only: others' would tell it what
@@ -77,7 +86,8 @@ impl Daemon {
                     Scope::Only(_) => Some(actor.to_string()),
                     Scope::All => who,
                 };
-                self.audit_trail(app, who, since, limit).map(Into::into)
+                self.audit_trail(app, who, since, until, limit)
+                    .map(Into::into)
             }
             Op::Lanes => self.lanes_report().await.map(Into::into),
             Op::Routes => Ok(self.lanes.routes_report(&self.sup).await?.into()),

@@ -16,8 +16,16 @@ impl Daemon {
         &self,
         target: Option<String>,
         limit: usize,
+        since: Option<String>,
         only: Option<&[String]>,
     ) -> Result<Vec<EventRecord>, OpError> {
+        let since_ms = match since {
+            Some(t) => match crate::timefmt::parse_rfc3339_ms(&t) {
+                Some(ms) => Some(ms),
+                None => return Err(OpError::BadSince { since: t }),
+            },
+            None => None,
+        };
         let s = lock(&self.sup);
         let ids = match (target, only) {
             (Some(t), _) => Some(s.resolve(&t)?),
@@ -32,7 +40,8 @@ impl Daemon {
         if ids.as_ref().is_some_and(|i| i.is_empty()) {
             return Ok(Vec::new());
         }
-        Ok(s.store.events(ids.as_deref(), limit.clamp(1, MAX_ROWS))?)
+        let limit = limit.clamp(1, MAX_ROWS);
+        Ok(s.store.events_since(ids.as_deref(), limit, since_ms)?)
     }
 
     /// `audit`: the most recent audited requests matching the filters.
@@ -41,19 +50,21 @@ impl Daemon {
         app: Option<String>,
         actor: Option<String>,
         since: Option<String>,
+        until: Option<String>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, OpError> {
-        let since_ms = match since {
+        let ms = |t: Option<String>| match t {
             Some(t) => match crate::timefmt::parse_rfc3339_ms(&t) {
-                Some(ms) => Some(ms),
-                None => return Err(OpError::BadSince { since: t }),
+                Some(ms) => Ok(Some(ms)),
+                None => Err(OpError::BadSince { since: t }),
             },
-            None => None,
+            None => Ok(None),
         };
         let f = AuditFilter {
             app,
             actor,
-            since_ms,
+            since_ms: ms(since)?,
+            until_ms: ms(until)?,
             limit: limit.clamp(1, MAX_ROWS),
         };
         Ok(lock(&self.sup).store.audit(&f)?)

@@ -43,6 +43,23 @@ impl TailReader {
     /// Like [`TailReader::open`], with only the last `max_bytes` of the log
     /// considered: older lines are left out (see [`TailReader::cut`]).
     pub fn open_within(path: &Path, keep: u32, n: usize, max_bytes: u64) -> io::Result<TailReader> {
+        TailReader::open_bounded(path, keep, n, max_bytes, None)
+    }
+
+    /// The last `n` of the lines stamped at or after `since` (a stamp,
+    /// `2026-11-30T10:00:00.000Z`; see [`super::since`]): each file is
+    /// bisected for where they begin, and older files are not read.
+    pub fn open_since(path: &Path, keep: u32, n: usize, since: &[u8]) -> io::Result<TailReader> {
+        TailReader::open_bounded(path, keep, n, u64::MAX, Some(since))
+    }
+
+    fn open_bounded(
+        path: &Path,
+        keep: u32,
+        n: usize,
+        max_bytes: u64,
+        since: Option<&[u8]>,
+    ) -> io::Result<TailReader> {
         let mut parts = VecDeque::new();
         let mut need = n;
         let mut budget = max_bytes;
@@ -63,7 +80,15 @@ impl TailReader {
             if len == 0 {
                 continue;
             }
-            let back = match scan_back(&file, len, need, budget) {
+            let floor = match since {
+                Some(t) => super::since::first_at_or_after(&file, len, t)?,
+                None => 0,
+            };
+            if floor == len {
+                // All of it is before the window, and so are older files.
+                break;
+            }
+            let back = match scan_back(&file, len, need, budget.min(len - floor)) {
                 Ok(r) => r,
                 // Truncated while scanned: nothing of it is kept.
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => continue,
@@ -71,12 +96,16 @@ impl TailReader {
             };
             need = need.saturating_sub(back.lines);
             budget = budget.saturating_sub(len - back.start);
-            cut = back.cut;
+            // Reaching the window's start is not a cut: the window ends there.
+            cut = back.cut && back.start != floor;
             parts.push_front(Part {
                 file,
                 pos: back.start,
                 end: len,
             });
+            if floor > 0 {
+                break;
+            }
         }
         Ok(TailReader {
             parts,
@@ -210,13 +239,26 @@ fn scan_back(file: &File, len: u64, n: usize, limit: u64) -> io::Result<Back> {
 /// says whether older lines were left out for the size (then the text is
 /// exactly `max_bytes`, the oldest line maybe in part). Reads no more
 /// than `max_bytes` of the log.
+#[cfg(test)]
 pub fn newest_within(
     path: &Path,
     keep: u32,
     n: usize,
     max_bytes: usize,
 ) -> io::Result<(Vec<Vec<u8>>, bool)> {
-    let mut reader = TailReader::open_within(path, keep, n, max_bytes as u64)?;
+    newest_within_since(path, keep, n, max_bytes, None)
+}
+
+/// [`newest_within`] of the lines stamped at or after `since` (when
+/// given; see [`TailReader::open_since`]).
+pub fn newest_within_since(
+    path: &Path,
+    keep: u32,
+    n: usize,
+    max_bytes: usize,
+    since: Option<&[u8]>,
+) -> io::Result<(Vec<Vec<u8>>, bool)> {
+    let mut reader = TailReader::open_bounded(path, keep, n, max_bytes as u64, since)?;
     let mut out = Vec::new();
     while reader.read(BLOCK, |line| out.push(line.to_vec()))? {}
     Ok((out, reader.cut()))
