@@ -9,6 +9,7 @@
 
 pub mod actor;
 pub mod app;
+pub mod change;
 pub mod record;
 pub mod reply;
 pub mod report;
@@ -18,6 +19,7 @@ pub mod wire;
 
 pub use actor::{Actor, Class, Tier};
 pub use app::LogTarget;
+pub use change::{spec_changes, SpecChange};
 pub use app::{
     check_app_name, AppInfo, AppKind, AppSpec, Dependency, DependencyCondition, HealthProbe,
     HealthSpec, HealthState, RestartPolicy, Status,

@@ -205,6 +205,13 @@ impl Printer {
             status: a.status,
             pid: a.pid,
         }));
+        // What a changed app's spec had, and has now.
+        for r in rows.iter().filter(|r| !r.changes.is_empty()) {
+            let name = r.name.as_deref().unwrap_or("?");
+            for c in &r.changes {
+                println!("  {name}: {}", self.text(&c.to_string()));
+            }
+        }
     }
 
     /// Prints what a stop did.

@@ -60,28 +60,50 @@ pub enum SpawnError {
         /// The user the daemon runs as.
         daemon_user: String,
     },
-    /// The program is not there (or its working directory is not).
+    /// The program is not there.
     #[error(
-        "cannot start {app:?}: program {command:?} not found (check the path, or PATH in the app's env){}",
-        missing_cwd_note(.missing_cwd)
+        "cannot start {app:?}: program {command:?} not found (check the path, or PATH in the app's env)"
     )]
     ProgramNotFound {
         /// The app.
         app: String,
         /// The program.
         command: String,
-        /// The app's working directory, when it does not exist.
-        missing_cwd: Option<String>,
         /// The exec's failure.
         source: std::io::Error,
     },
     /// The program cannot be executed.
-    #[error("cannot start {app:?}: permission denied executing {command:?} (is it executable?)")]
+    #[error("cannot start {app:?}: permission denied executing {command:?}{} (is it executable, and can that user reach it?)", as_user(.user))]
     NotExecutable {
         /// The app.
         app: String,
         /// The program.
         command: String,
+        /// The user it runs as, when the spec names one.
+        user: Option<String>,
+        /// The exec's failure.
+        source: std::io::Error,
+    },
+    /// The working directory is not there (an exec's ENOENT that is not
+    /// the program's).
+    #[error("cannot start {app:?}: working directory {cwd:?} does not exist")]
+    NoCwd {
+        /// The app.
+        app: String,
+        /// The directory.
+        cwd: String,
+        /// The exec's failure.
+        source: std::io::Error,
+    },
+    /// The script is there, but the interpreter its `#!` line names is not.
+    #[error("cannot start {app:?}: {command:?} starts with #!{interpreter}, which does not exist; install it or fix the script's first line")]
+    NoInterpreter {
+        /// The app.
+        app: String,
+        /// The script.
+        command: String,
+        /// The interpreter its first line names.
+        interpreter: String,
         /// The exec's failure.
         source: std::io::Error,
     },
@@ -164,9 +186,9 @@ fn is_transient_errno(errno: i32) -> bool {
     )
 }
 
-fn missing_cwd_note(cwd: &Option<String>) -> String {
-    cwd.as_ref()
-        .map(|c| format!("; its cwd {c:?} does not exist"))
+fn as_user(user: &Option<String>) -> String {
+    user.as_ref()
+        .map(|u| format!(" as user {u:?}"))
         .unwrap_or_default()
 }
 
@@ -236,16 +258,18 @@ pub fn parse_signal(name: &str) -> Option<Signal> {
 /// The environment an app gets: exactly its spec's variables, plus the
 /// basics a program expects (PATH, HOME, USER, LOGNAME, SHELL) when the spec
 /// does not set them, plus `extra` (the daemon's own variables for the app).
-/// Nothing of the daemon's environment leaks in except PATH.
+/// Nothing of the daemon's environment leaks in except PATH, and that only
+/// to an app of the daemon's own user: another user's app gets a PATH it
+/// can search, and HOME, USER, LOGNAME and SHELL from its passwd entry, as
+/// systemd's `User=` gives.
 pub fn app_env(
     spec: &AppSpec,
     creds: &Creds,
     extra: &[(String, String)],
 ) -> Vec<(OsString, OsString)> {
     let mut env: std::collections::BTreeMap<String, String> = spec.env.clone();
-    let path = std::env::var("PATH")
-        .unwrap_or_else(|_| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
-    env.entry("PATH".into()).or_insert(path);
+    let other_user = creds.uid != nix::unistd::geteuid();
+    env.insert("PATH".into(), super::launchable::app_path(spec, other_user));
     env.entry("HOME".into())
         .or_insert_with(|| creds.home.clone());
     env.entry("USER".into())
@@ -383,17 +407,38 @@ impl Launch<'_> {
 fn spawn_error(spec: &AppSpec, source: std::io::Error) -> SpawnError {
     let (app, command) = (spec.name.clone(), spec.command.clone());
     match source.kind() {
-        std::io::ErrorKind::NotFound => SpawnError::ProgramNotFound {
-            app,
-            command,
-            // Looked at now: a missing cwd makes the exec fail with
-            // ENOENT too, and the program is then blamed for it.
-            missing_cwd: spec.cwd.clone().filter(|c| !Path::new(c).is_dir()),
-            source,
-        },
+        // Looked at now: a missing cwd, or a script's missing interpreter,
+        // makes the exec fail with ENOENT too, and the program would be
+        // blamed for it.
+        std::io::ErrorKind::NotFound => {
+            if let Some(cwd) = spec.cwd.clone().filter(|c| !Path::new(c).is_dir()) {
+                return SpawnError::NoCwd {
+                    app,
+                    cwd,
+                    source,
+                };
+            }
+            let script = Path::new(spec.cwd.as_deref().unwrap_or("/")).join(&command);
+            if command.contains('/') && script.is_file() {
+                if let Some(interpreter) = super::launchable::missing_interpreter(&script) {
+                    return SpawnError::NoInterpreter {
+                        app,
+                        command,
+                        interpreter,
+                        source,
+                    };
+                }
+            }
+            SpawnError::ProgramNotFound {
+                app,
+                command,
+                source,
+            }
+        }
         std::io::ErrorKind::PermissionDenied => SpawnError::NotExecutable {
             app,
             command,
+            user: spec.user.clone(),
             source,
         },
         _ => SpawnError::Exec {
@@ -483,7 +528,6 @@ mod tests {
         let nf = SpawnError::ProgramNotFound {
             app: "a".into(),
             command: "c".into(),
-            missing_cwd: None,
             source: io(libc::ENOENT),
         };
         assert!(!nf.is_transient());

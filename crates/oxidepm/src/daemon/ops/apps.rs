@@ -45,13 +45,14 @@ impl Daemon {
     pub(super) async fn define(
         &self,
         apps: Vec<AppSpec>,
+        update: bool,
         actor: &Actor,
     ) -> Result<Vec<Defined>, OpError> {
         if apps.is_empty() {
             return Err(OpError::NothingToDefine);
         }
         self.prepare_lanes(&apps).await?;
-        let mut out = control::define(&self.sup, apps, actor).await?;
+        let mut out = control::define(&self.sup, apps, actor, update).await?;
         let warnings = lock(&self.sup).agent_uid_warnings();
         for d in &mut out {
             if let Some(w) = d.name.as_ref().and_then(|n| warnings.get(n)) {

@@ -1,0 +1,229 @@
+//! `oxidepm start`: what the target is (an app file, a script, a program
+//! with its arguments after `--`, or existing apps) and the request made of
+//! it. A start from the command line never redefines an app silently: the
+//! daemon refuses a different spec under an existing name unless
+//! `--update` is given.
+
+use super::args::StartArgs;
+use super::script::{self, ScriptError};
+use super::{appfile, Error, LocalError};
+use crate::client::ClientError;
+use oxidepm_proto::{AppKind, AppSpec, Op, RestartPolicy};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// Builds the request for `oxidepm start`.
+pub(super) fn start_op(a: StartArgs) -> Result<Op, Error> {
+    let Some(target) = a.target.clone() else {
+        // `start -- node other.js`: named after the script it runs.
+        let (program, args) = a.command.split_first().ok_or(LocalError::NothingToStart)?;
+        let cwd = cwd_of(&a)?;
+        let name = match &a.name {
+            Some(n) => n.clone(),
+            None => script::name_for_command(program, args, &cwd).map_err(LocalError::from)?,
+        };
+        return command_op(&a, name, cwd, a.command.clone());
+    };
+    let path = Path::new(&target);
+    if path.is_file() {
+        if script::app_file_format(path).is_some() {
+            if !a.command.is_empty() {
+                return Err(LocalError::ArgsForAppFile { file: target }.into());
+            }
+            let loaded = appfile::load_with(path, &appfile::LoadOptions::default())
+                .map_err(LocalError::from)?;
+            for note in &loaded.notes {
+                eprintln!("oxidepm: warning: {note}");
+            }
+            // A file is the truth about its apps: it changes them.
+            return Ok(Op::Define {
+                apps: loaded.apps,
+                update: true,
+            });
+        }
+        return script_op(&a, path);
+    }
+    if !a.command.is_empty() {
+        // `start npm --name x -- start`: the program, then its arguments.
+        let cwd = cwd_of(&a)?;
+        let name = match &a.name {
+            Some(n) => n.clone(),
+            None => script::name_from(&target).map_err(LocalError::from)?,
+        };
+        let mut command = vec![target];
+        command.extend(a.command.iter().cloned());
+        return command_op(&a, name, cwd, command);
+    }
+    if target.contains('/') {
+        return Err(LocalError::NoSuchFile { target }.into());
+    }
+    if a.name.is_some()
+        || !a.env.is_empty()
+        || a.cwd.is_some()
+        || a.interpreter.is_some()
+        || a.interpreter_args.is_some()
+    {
+        return Err(LocalError::NotAFile { target }.into());
+    }
+    Ok(Op::Start { target })
+}
+
+/// `start <script> [-- args]`: the interpreter its extension names (or
+/// `--interpreter`), the script by its absolute path, named after its stem.
+fn script_op(a: &StartArgs, path: &Path) -> Result<Op, Error> {
+    let script: PathBuf = std::path::absolute(path)
+        .map_err(ClientError::Io)?
+        .components()
+        .collect();
+    let shown = script.to_string_lossy().into_owned();
+    let executable = std::fs::metadata(&script)
+        .map(|m| m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false);
+    let interpreter = match a.interpreter.as_deref() {
+        Some("none") => None,
+        Some(i) => Some(i.to_string()),
+        None => script::interpreter_for(&script, executable)
+            .map_err(LocalError::from)?
+            .map(String::from),
+    };
+    let mut command = Vec::new();
+    match interpreter {
+        Some(i) => {
+            command.push(i);
+            if let Some(words) = &a.interpreter_args {
+                command.extend(words.split_whitespace().map(String::from));
+            }
+        }
+        None if a.interpreter_args.is_some() => {
+            return Err(LocalError::from(ScriptError::ArgsWithoutInterpreter { script: shown }).into())
+        }
+        None => {}
+    }
+    command.push(shown.clone());
+    command.extend(a.command.iter().cloned());
+    let name = match &a.name {
+        Some(n) => n.clone(),
+        None => script::name_from(&shown).map_err(LocalError::from)?,
+    };
+    command_op(a, name, cwd_of(a)?, command)
+}
+
+/// A define of one app from the command line: refused by the daemon when
+/// the app exists with another spec, unless `--update`.
+fn command_op(a: &StartArgs, name: String, cwd: PathBuf, command: Vec<String>) -> Result<Op, Error> {
+    let spec = spec_from_args(a, name, cwd, command)?;
+    Ok(Op::Define {
+        apps: vec![spec],
+        update: a.update,
+    })
+}
+
+/// The app's directory: `--cwd`, else the current one.
+fn cwd_of(a: &StartArgs) -> Result<PathBuf, Error> {
+    match &a.cwd {
+        Some(d) => std::fs::canonicalize(d).map_err(|source| {
+            LocalError::Cwd {
+                dir: d.clone(),
+                source,
+            }
+            .into()
+        }),
+        None => Ok(std::env::current_dir().map_err(ClientError::Io)?),
+    }
+}
+
+/// A program given by a relative path is made absolute here, where it was
+/// typed: the daemon would look for it from the app's directory.
+fn absolute_program(program: &str) -> Result<String, Error> {
+    if !program.contains('/') || program.starts_with('/') {
+        return Ok(program.to_string());
+    }
+    let p = std::path::absolute(program).map_err(ClientError::Io)?;
+    let clean: PathBuf = p.components().collect();
+    Ok(clean.to_string_lossy().into_owned())
+}
+
+fn spec_from_args(
+    a: &StartArgs,
+    name: String,
+    cwd: PathBuf,
+    command: Vec<String>,
+) -> Result<AppSpec, Error> {
+    let (program, args) = command.split_first().ok_or(LocalError::NothingToStart)?;
+    let mut spec = AppSpec::new(name, absolute_program(program)?, args.to_vec());
+    spec.cwd = Some(cwd.to_string_lossy().into_owned());
+    if let Some(f) = &a.env_file {
+        spec.env = appfile::read_env_file(Path::new(f)).map_err(LocalError::from)?;
+    }
+    for kv in &a.env {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| LocalError::EnvPair { pair: kv.clone() })?;
+        spec.env.insert(k.to_string(), v.to_string());
+    }
+    spec.tags = a.tag.clone();
+    if let Some(r) = &a.restart {
+        spec.restart = match r.as_str() {
+            "always" => RestartPolicy::Always,
+            "on-failure" => RestartPolicy::OnFailure,
+            "never" => RestartPolicy::Never,
+            other => {
+                return Err(LocalError::Restart {
+                    value: other.to_string(),
+                }
+                .into())
+            }
+        };
+    }
+    let ms = |option: &'static str, v: &Option<String>| -> Result<Option<u64>, LocalError> {
+        v.as_deref()
+            .map(|s| {
+                appfile::parse_duration_ms(s).map_err(|reason| LocalError::Value { option, reason })
+            })
+            .transpose()
+    };
+    if let Some(v) = ms("--restart-delay", &a.restart_delay)? {
+        spec.restart_delay_ms = v;
+    }
+    if let Some(v) = ms("--min-uptime", &a.min_uptime)? {
+        spec.min_uptime_ms = v;
+    }
+    if let Some(v) = ms("--kill-timeout", &a.kill_timeout)? {
+        spec.kill_timeout_ms = v;
+    }
+    if let Some(n) = a.max_restarts {
+        spec.max_restarts = n;
+    }
+    if let Some(s) = &a.stop_signal {
+        spec.stop_signal = if s.to_ascii_uppercase().starts_with("SIG") {
+            s.to_ascii_uppercase()
+        } else {
+            format!("SIG{}", s.to_ascii_uppercase())
+        };
+    }
+    if let Some(m) = &a.max_memory_restart {
+        spec.max_memory_bytes =
+            Some(appfile::parse_size(m).map_err(|reason| LocalError::Value {
+                option: "--max-memory-restart",
+                reason,
+            })?);
+    }
+    spec.cron_restart = a.cron_restart.clone();
+    spec.user = a.user.clone();
+    spec.protected = a.protected;
+    spec.log_timestamps = !a.no_timestamps;
+    spec.log_target = a.log_target;
+    spec.kind = match a.kind.as_deref() {
+        None | Some("app") => AppKind::App,
+        Some("agent") => AppKind::Agent,
+        Some("adapter") => AppKind::Adapter,
+        Some(other) => {
+            return Err(LocalError::Kind {
+                value: other.to_string(),
+            }
+            .into())
+        }
+    };
+    Ok(spec)
+}
+
