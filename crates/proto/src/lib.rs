@@ -19,11 +19,11 @@ pub mod wire;
 
 pub use actor::{Actor, Class, Tier};
 pub use app::LogTarget;
-pub use change::{spec_changes, SpecChange};
 pub use app::{
     check_app_name, AppInfo, AppKind, AppSpec, Dependency, DependencyCondition, HealthProbe,
     HealthSpec, HealthState, RestartPolicy, Status,
 };
+pub use change::{spec_changes, SpecChange};
 pub use record::{AuditRecord, EventKind, EventRecord, LogLine, LogStream};
 pub use reply::{
     Action, AppAction, Defined, Flushed, Identity, Killed, LogsDone, Pong, Reply, RouteAdded,

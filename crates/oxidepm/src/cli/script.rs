@@ -41,8 +41,12 @@ pub enum ScriptError {
 }
 
 /// The interpreter pm2 picks by the script's extension; `None` when the
-/// script runs itself (it is `executable` and has no known extension).
-pub fn interpreter_for(script: &Path, executable: bool) -> Result<Option<&'static str>, ScriptError> {
+/// script runs itself (it is `executable` and has no known extension, or
+/// is a shell script with a `#!` line).
+pub fn interpreter_for(
+    script: &Path,
+    executable: bool,
+) -> Result<Option<&'static str>, ScriptError> {
     let extension = script
         .extension()
         .and_then(|e| e.to_str())
@@ -51,11 +55,22 @@ pub fn interpreter_for(script: &Path, executable: bool) -> Result<Option<&'stati
     match extension.as_deref() {
         Some("js" | "mjs" | "cjs") => Ok(Some("node")),
         Some("py") => Ok(Some("python3")),
+        // An executable shell script with a `#!` line runs itself: its
+        // line may ask for bash, which `sh` is not on every system.
+        Some("sh") if executable && has_shebang(script) => Ok(None),
         Some("sh") => Ok(Some("sh")),
         Some("ts" | "mts" | "cts" | "tsx") => Err(ScriptError::TypeScript { script: shown() }),
         _ if executable => Ok(None),
         _ => Err(ScriptError::Unknown { script: shown() }),
     }
+}
+
+fn has_shebang(script: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 2];
+    std::fs::File::open(script)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == b"#!")
 }
 
 /// The app-file format of `path`, when `start` reads it as one: a `.js`
@@ -110,12 +125,20 @@ mod tests {
         assert_eq!(pick("a.cjs", false).unwrap(), Some("node"));
         assert_eq!(pick("worker.py", false).unwrap(), Some("python3"));
         assert_eq!(pick("run.sh", false).unwrap(), Some("sh"));
+        let dir = tempfile::tempdir().unwrap();
+        let bash = dir.path().join("b.sh");
+        std::fs::write(&bash, "#!/bin/bash\necho\n").unwrap();
+        assert_eq!(interpreter_for(&bash, true).unwrap(), None);
+        assert_eq!(interpreter_for(&bash, false).unwrap(), Some("sh"));
         assert_eq!(pick("server", true).unwrap(), None);
         assert_eq!(pick("tool.rb", true).unwrap(), None);
         let ts = pick("app.ts", true).unwrap_err().to_string();
         assert!(ts.contains("--interpreter"), "{ts}");
         let plain = pick("notes.txt", false).unwrap_err().to_string();
-        assert!(plain.contains("--interpreter") && plain.contains("notes.txt"), "{plain}");
+        assert!(
+            plain.contains("--interpreter") && plain.contains("notes.txt"),
+            "{plain}"
+        );
     }
 
     #[test]

@@ -95,7 +95,9 @@ fn script_op(a: &StartArgs, path: &Path) -> Result<Op, Error> {
             }
         }
         None if a.interpreter_args.is_some() => {
-            return Err(LocalError::from(ScriptError::ArgsWithoutInterpreter { script: shown }).into())
+            return Err(
+                LocalError::from(ScriptError::ArgsWithoutInterpreter { script: shown }).into(),
+            )
         }
         None => {}
     }
@@ -110,7 +112,12 @@ fn script_op(a: &StartArgs, path: &Path) -> Result<Op, Error> {
 
 /// A define of one app from the command line: refused by the daemon when
 /// the app exists with another spec, unless `--update`.
-fn command_op(a: &StartArgs, name: String, cwd: PathBuf, command: Vec<String>) -> Result<Op, Error> {
+fn command_op(
+    a: &StartArgs,
+    name: String,
+    cwd: PathBuf,
+    command: Vec<String>,
+) -> Result<Op, Error> {
     let spec = spec_from_args(a, name, cwd, command)?;
     Ok(Op::Define {
         apps: vec![spec],
@@ -226,4 +233,3 @@ fn spec_from_args(
     };
     Ok(spec)
 }
-

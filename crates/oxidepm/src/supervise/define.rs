@@ -59,15 +59,17 @@ impl fmt::Display for StartFailure {
 
 /// The message of [`Error::Redefined`].
 pub(super) fn redefinitions_text(apps: &[Redefinition]) -> String {
-    let one = |r: &Redefinition| {
+    let changes = |r: &Redefinition| {
         let changes: Vec<String> = r.changes.iter().map(|c| c.to_string()).collect();
-        format!("{:?} ({})", r.app, changes.join("; "))
+        changes.join("; ")
     };
+    let one = |r: &Redefinition| format!("{:?} ({})", r.app, changes(r));
     match apps {
         [r] => format!(
-            "app {} already exists with another spec; start it under another name \
+            "app {:?} already exists with another spec ({}); start it under another name \
              (--name <other>) or apply the change (--update)",
-            one(r)
+            r.app,
+            changes(r)
         ),
         _ => format!(
             "these apps already exist with another spec: {}; start them under other \

@@ -172,7 +172,10 @@ mod tests {
         assert!(matches!(e, Unlaunchable::NoCwd { .. }), "{e}");
         let e = check(&spec("no-such-prog-x", d), "www", "/usr/bin:/bin").unwrap_err();
         let text = e.to_string();
-        assert!(text.contains("\"www\"") && text.contains("/usr/bin:/bin"), "{text}");
+        assert!(
+            text.contains("\"www\"") && text.contains("/usr/bin:/bin"),
+            "{text}"
+        );
         std::fs::write(d.join("plain"), "x").unwrap();
         let e = check(&spec("./plain", d), "u", "/usr/bin").unwrap_err();
         assert!(matches!(e, Unlaunchable::NotExecutable { .. }), "{e}");

@@ -412,11 +412,7 @@ fn spawn_error(spec: &AppSpec, source: std::io::Error) -> SpawnError {
         // blamed for it.
         std::io::ErrorKind::NotFound => {
             if let Some(cwd) = spec.cwd.clone().filter(|c| !Path::new(c).is_dir()) {
-                return SpawnError::NoCwd {
-                    app,
-                    cwd,
-                    source,
-                };
+                return SpawnError::NoCwd { app, cwd, source };
             }
             let script = Path::new(spec.cwd.as_deref().unwrap_or("/")).join(&command);
             if command.contains('/') && script.is_file() {

@@ -27,6 +27,7 @@ mod ops_limits;
 mod recovery;
 mod retention;
 mod routes;
+mod start_like_pm2;
 mod storage;
 mod storms;
 mod supervision;
