@@ -127,20 +127,19 @@ pub async fn define(
             .into());
         }
     }
-    {
-        let s = lock(shared);
-        s.check_agent_uids(&specs)?;
-        let existing: Vec<&AppSpec> = s.apps().map(|a| &a.spec).collect();
-        validate::check_graph(&existing, &specs)?;
-        refuse_redefinitions(&s, &specs, update)?;
-        preflight(&s, &specs)?;
-    }
     let mut steps = Vec::new();
     let mut to_restart = Vec::new();
     let mut to_start = Vec::new();
     {
         let _batch = Supervisor::batch(shared);
         let mut s = lock(shared);
+        // Checked under the lock the changes are made under: no other
+        // request can define these names in between.
+        s.check_agent_uids(&specs)?;
+        let existing: Vec<&AppSpec> = s.apps().map(|a| &a.spec).collect();
+        validate::check_graph(&existing, &specs)?;
+        refuse_redefinitions(&s, &specs, update)?;
+        preflight(&s, &specs)?;
         for spec in specs {
             let existing = s.apps().find(|a| a.spec.name == spec.name);
             let was_running =
