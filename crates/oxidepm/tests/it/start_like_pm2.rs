@@ -298,9 +298,14 @@ fn a_file_with_two_bad_apps_names_both() {
             "name = \"ok\"\nscript = \"sleep\"\nargs = [\"100000\"]".into(),
             "name = \"lost\"\nscript = \"sleep\"\ncwd = \"/nonexistent/oxpm\"".into(),
             "name = \"missing\"\nscript = \"oxpm-no-such-program\"".into(),
+            "name = \"nobody\"\nscript = \"sleep\"\nuser = \"oxpm-no-such-user\"".into(),
         ],
     );
     let err = env.fails(&["start", &file]);
+    assert!(
+        err.contains("\"nobody\"") && err.contains("oxpm-no-such-user"),
+        "{err}"
+    );
     assert!(
         err.contains("\"lost\"") && err.contains("/nonexistent/oxpm"),
         "{err}"
@@ -429,4 +434,51 @@ fn an_app_of_another_user_gets_that_users_path_and_home() {
     assert!(err.contains("oxpm-pm2user"), "{err}");
     let names: Vec<Value> = env.status().iter().map(|a| a["name"].clone()).collect();
     assert_eq!(names, ["svc"]);
+}
+
+#[test]
+fn a_script_never_replaces_an_app_of_a_file_and_a_file_says_what_it_changed() {
+    let env = Env::new();
+    let d = dir(&env, "svc");
+    std::fs::write(
+        d.join("worker.py"),
+        "import time\nwhile True: time.sleep(1)\n",
+    )
+    .unwrap();
+    let file = app_file(
+        &env,
+        "apps.toml",
+        &["name = \"worker\"\nscript = \"sleep\"\nargs = [\"100000\"]".into()],
+    );
+    env.ok(&["start", &file]);
+    env.wait_status("worker", "online");
+    let pid = env.pid("worker");
+    // pm2's habit, `start worker.py`, meets the file's app of that name.
+    let err = fails_in(&env, &d, &["start", "worker.py"]);
+    assert!(
+        err.contains("\"worker\"") && err.contains("--name"),
+        "{err}"
+    );
+    assert_eq!(env.pid("worker"), pid);
+    assert_eq!(env.daemon_app("worker")["status"], "online");
+    // The file again, changed: applied, and what changed is printed.
+    let file = app_file(
+        &env,
+        "apps.toml",
+        &["name = \"worker\"\nscript = \"sleep\"\nargs = [\"100001\"]".into()],
+    );
+    let out = env.ok(&["start", &file]);
+    assert!(
+        out.contains(r#"worker: args: ["100000"] → ["100001"]"#),
+        "{out}"
+    );
+    let changed = env
+        .daemon_events("worker")
+        .into_iter()
+        .find(|e| e["kind"] == "changed")
+        .expect("a changed event");
+    assert!(
+        changed["detail"].as_str().unwrap().contains("args:"),
+        "{changed}"
+    );
 }
