@@ -62,13 +62,18 @@ pub enum SpawnError {
     },
     /// The program is not there.
     #[error(
-        "cannot start {app:?}: program {command:?} not found (check the path, or PATH in the app's env)"
+        "cannot start {app:?}: program {command:?} not found{} (check the path, or set PATH in the app's env)",
+        searched(.command, .user, .path)
     )]
     ProgramNotFound {
         /// The app.
         app: String,
         /// The program.
         command: String,
+        /// The user it runs as.
+        user: String,
+        /// The PATH it was looked up on.
+        path: String,
         /// The exec's failure.
         source: std::io::Error,
     },
@@ -184,6 +189,14 @@ fn is_transient_errno(errno: i32) -> bool {
         Errno::from_raw(errno),
         Errno::EMFILE | Errno::ENFILE | Errno::EAGAIN | Errno::ENOMEM
     )
+}
+
+fn searched(command: &str, user: &str, path: &str) -> String {
+    if command.contains('/') {
+        String::new()
+    } else {
+        format!(" on the PATH of user {user:?} ({path})")
+    }
 }
 
 fn as_user(user: &Option<String>) -> String {
@@ -311,6 +324,14 @@ pub fn spawn_app(
 ) -> Result<Spawned, SpawnError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
+    let searched = Searched {
+        user: creds.map(|c| c.name.clone()),
+        path: env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
     let launch = Launch {
         command: &spec.command,
         args: &spec.args,
@@ -323,7 +344,9 @@ pub fn spawn_app(
     };
     // The write ends are dropped inside, so the shim sees EOF when the
     // app's tree is gone.
-    let pid = launch.start().map_err(|e| spawn_error(spec, e))?;
+    let pid = launch
+        .start()
+        .map_err(|e| spawn_error(spec, &searched, e))?;
     let start_ticks = procfs::stat(pid).map(|s| s.start_ticks).unwrap_or(0);
 
     if let Err(e) = spawn_shim(shim_exe, shim, out_r, err_r) {
@@ -404,7 +427,14 @@ impl Launch<'_> {
     }
 }
 
-fn spawn_error(spec: &AppSpec, source: std::io::Error) -> SpawnError {
+/// The user and PATH a program was looked up with, for the message.
+struct Searched {
+    /// `None`: the daemon's own user.
+    user: Option<String>,
+    path: String,
+}
+
+fn spawn_error(spec: &AppSpec, searched: &Searched, source: std::io::Error) -> SpawnError {
     let (app, command) = (spec.name.clone(), spec.command.clone());
     match source.kind() {
         // Looked at now: a missing cwd, or a script's missing interpreter,
@@ -428,6 +458,8 @@ fn spawn_error(spec: &AppSpec, source: std::io::Error) -> SpawnError {
             SpawnError::ProgramNotFound {
                 app,
                 command,
+                user: searched.user.clone().unwrap_or_else(|| own_creds().name),
+                path: searched.path.clone(),
                 source,
             }
         }
@@ -524,6 +556,8 @@ mod tests {
         let nf = SpawnError::ProgramNotFound {
             app: "a".into(),
             command: "c".into(),
+            user: "u".into(),
+            path: "/bin".into(),
             source: io(libc::ENOENT),
         };
         assert!(!nf.is_transient());

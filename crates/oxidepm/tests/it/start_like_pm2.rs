@@ -482,3 +482,22 @@ fn a_script_never_replaces_an_app_of_a_file_and_a_file_says_what_it_changed() {
         "{changed}"
     );
 }
+
+#[test]
+fn a_program_gone_at_a_restart_is_named_with_the_path_it_was_looked_up_on() {
+    let env = Env::new();
+    let bin = dir(&env, "bin");
+    let prog = bin.join("oxpm-tool");
+    std::fs::write(&prog, "#!/bin/sh\nexec /bin/sleep 100000\n").unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("PATH={}", bin.display());
+    env.ok(&["start", "--name", "tool", "--env", &path, "--", "oxpm-tool"]);
+    env.wait_status("tool", "online");
+    std::fs::remove_file(&prog).unwrap();
+    let err = env.fails(&["restart", "tool"]);
+    assert!(
+        err.contains("\"oxpm-tool\" not found on the PATH of user"),
+        "{err}"
+    );
+    assert!(err.contains(&bin.display().to_string()), "{err}");
+}
