@@ -18,8 +18,8 @@ use crate::client::ClientError;
 use args::{Cli, Command};
 use clap::Parser;
 use oxidepm_proto::{
-    AppAction, AppInfo, AuditRecord, Defined, ErrorBody, ErrorCode, EventRecord, Flushed, Killed,
-    LogLine, LogStream, LogsDone, Op, Pong, RouteAdded, RouteRemoved, Saved, Stopped,
+    AppAction, AppInfo, AuditRecord, ErrorBody, ErrorCode, EventRecord, Flushed, Killed, LogLine,
+    LogStream, LogsDone, Op, Pong, RouteAdded, RouteRemoved, Saved, Stopped,
 };
 use serde_json::Value;
 use std::process::ExitCode;
@@ -68,12 +68,7 @@ fn run(cli: Cli) -> Result<(), Error> {
     let json = cli.json;
     let out = output::Printer::new(json);
     match cli.command {
-        Command::Start(a) => match start::start_op(a)? {
-            op @ Op::Define { .. } => {
-                out.defined(&connect::client(true)?.call_as::<Vec<Defined>>(op)?)
-            }
-            op => out.actions(&connect::client(true)?.call_as::<Vec<AppAction>>(op)?),
-        },
+        Command::Start(a) => start::run(a, &out)?,
         Command::Stop { targets } => {
             let done: Vec<Stopped> = connect::client(true)?.call_as(Op::Stop {
                 target: targets.join(","),

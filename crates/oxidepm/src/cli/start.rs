@@ -5,15 +5,44 @@
 //! `--update` is given.
 
 use super::args::StartArgs;
+use super::output::Printer;
 use super::script::{self, ScriptError};
-use super::{appfile, Error, LocalError};
+use super::{appfile, connect, Error, LocalError};
 use crate::client::ClientError;
-use oxidepm_proto::{AppKind, AppSpec, Op, RestartPolicy};
+use oxidepm_proto::{AppAction, AppKind, AppSpec, Defined, ErrorCode, Op, RestartPolicy};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+/// `oxidepm start`: sends the request and prints the answer.
+pub(super) fn run(a: StartArgs, out: &Printer) -> Result<(), Error> {
+    let target = a.target.clone();
+    match start_op(a)? {
+        op @ Op::Define { .. } => {
+            out.defined(&connect::client(true)?.call_as::<Vec<Defined>>(op)?);
+        }
+        op => match connect::client(true)?.call_as::<Vec<AppAction>>(op) {
+            Ok(done) => out.actions(&done),
+            Err(ClientError::Daemon(mut body)) if body.code == ErrorCode::NotFound => {
+                // `start app.js` typed in the wrong directory: say that the
+                // file is not here either, not only that no app has the name.
+                if let Some(t) = target.filter(|t| Path::new(t).extension().is_some()) {
+                    let here = std::env::current_dir().unwrap_or_default();
+                    body.message = format!(
+                        "{}; there is no file {t:?} in {} either",
+                        body.message,
+                        here.display()
+                    );
+                }
+                return Err(ClientError::Daemon(body).into());
+            }
+            Err(e) => return Err(e.into()),
+        },
+    }
+    Ok(())
+}
+
 /// Builds the request for `oxidepm start`.
-pub(super) fn start_op(a: StartArgs) -> Result<Op, Error> {
+fn start_op(a: StartArgs) -> Result<Op, Error> {
     let Some(target) = a.target.clone() else {
         // `start -- node other.js`: named after the script it runs.
         let (program, args) = a.command.split_first().ok_or(LocalError::NothingToStart)?;

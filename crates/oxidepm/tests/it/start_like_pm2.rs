@@ -182,6 +182,12 @@ fn a_program_and_its_arguments_after_dashes_run_as_given() {
     std::fs::write(d.join("notes.txt"), "x\n").unwrap();
     let err = fails_in(&env, &d, &["start", "notes.txt"]);
     assert!(err.contains("--interpreter"), "{err}");
+    // A script typed in the wrong directory: not an app, not a file here.
+    let err = fails_in(&env, &d, &["start", "nothere.js"]);
+    assert!(
+        err.contains("E_NOT_FOUND") && err.contains("no file \"nothere.js\""),
+        "{err}"
+    );
     let names: Vec<Value> = env.status().iter().map(|a| a["name"].clone()).collect();
     assert_eq!(names, ["x", "other"]);
 }
