@@ -130,6 +130,7 @@ pub async fn define(
     let mut steps = Vec::new();
     let mut to_restart = Vec::new();
     let mut to_start = Vec::new();
+    let mut apply_failed = None;
     {
         let _batch = Supervisor::batch(shared);
         let mut s = lock(shared);
@@ -147,7 +148,13 @@ pub async fn define(
             let autostart = spec.autostart;
             let step = match existing.map(|a| (a.id, a.spec.clone())) {
                 None => Step {
-                    id: s.insert(spec, actor)?,
+                    id: match s.insert(spec, actor) {
+                        Ok(id) => id,
+                        Err(e) => {
+                            apply_failed = Some(e);
+                            break;
+                        }
+                    },
                     action: Action::Created,
                     old: None,
                     changes: Vec::new(),
@@ -163,7 +170,10 @@ pub async fn define(
                 Some((id, old)) => {
                     let changes = spec_changes(&old, &spec);
                     let detail: Vec<String> = changes.iter().map(|c| c.to_string()).collect();
-                    s.replace_spec_noting(id, spec, actor, &detail.join("; "))?;
+                    if let Err(e) = s.replace_spec_noting(id, spec, actor, &detail.join("; ")) {
+                        apply_failed = Some(e);
+                        break;
+                    }
                     if was_running {
                         to_restart.push(id);
                     }
@@ -181,6 +191,11 @@ pub async fn define(
             }
             steps.push(step);
         }
+    }
+    if let Some(e) = apply_failed {
+        // The state could not be written: what was defined so far goes.
+        undo(shared, &steps, actor).await;
+        return Err(e);
     }
     let mut failed = None;
     if !to_restart.is_empty() {
