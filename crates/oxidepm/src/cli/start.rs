@@ -262,3 +262,80 @@ fn spec_from_args(
     };
     Ok(spec)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn op(args: &[&str]) -> Result<Op, Error> {
+        let cli = super::super::args::Cli::try_parse_from(
+            std::iter::once("oxidepm").chain(args.iter().copied()),
+        )
+        .expect("parses");
+        match cli.command {
+            super::super::args::Command::Start(a) => start_op(a),
+            _ => unreachable!("a start"),
+        }
+    }
+
+    fn one(args: &[&str]) -> (AppSpec, bool) {
+        match op(args).unwrap() {
+            Op::Define { mut apps, update } => (apps.remove(0), update),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_program_keeps_its_arguments_after_dashes() {
+        let (spec, update) = one(&["start", "npm", "--name", "x", "--", "start"]);
+        assert_eq!((spec.name.as_str(), spec.command.as_str()), ("x", "npm"));
+        assert_eq!(spec.args, ["start"]);
+        assert!(!update, "the command line never redefines silently");
+        let (spec, update) = one(&["start", "--update", "--", "sleep", "5"]);
+        assert_eq!(spec.name, "sleep");
+        assert!(update);
+    }
+
+    #[test]
+    fn scripts_get_their_interpreter_and_their_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let js = dir.path().join("app.js");
+        std::fs::write(&js, "").unwrap();
+        let js = js.display().to_string();
+        let (spec, _) = one(&["start", &js, "--node-args", "--inspect", "--", "-p", "1"]);
+        assert_eq!(spec.name, "app");
+        assert_eq!(spec.command, "node");
+        assert_eq!(spec.args, ["--inspect", js.as_str(), "-p", "1"]);
+        let (spec, _) = one(&["start", &js, "--interpreter", "bun", "--name", "api"]);
+        assert_eq!((spec.name.as_str(), spec.command.as_str()), ("api", "bun"));
+        let (spec, _) = one(&["start", "--", "node", &js]);
+        assert_eq!(spec.name, "app");
+        let err = op(&[
+            "start",
+            &js,
+            "--interpreter",
+            "none",
+            "--interpreter-args",
+            "-x",
+        ]);
+        assert!(err.unwrap_err().to_string().contains("--interpreter"));
+    }
+
+    #[test]
+    fn targets_that_are_not_scripts() {
+        assert!(matches!(op(&["start", "web"]).unwrap(), Op::Start { .. }));
+        let gone = op(&["start", "./no/such/app.js"]).unwrap_err().to_string();
+        assert!(gone.contains("not a file"), "{gone}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("apps.toml");
+        std::fs::write(&file, "[[apps]]\nscript = \"sleep\"\n").unwrap();
+        let file = file.display().to_string();
+        let err = op(&["start", &file, "--", "x"]).unwrap_err().to_string();
+        assert!(err.contains("not for the app file"), "{err}");
+        assert!(matches!(
+            op(&["start", &file]).unwrap(),
+            Op::Define { update: true, .. }
+        ));
+    }
+}
