@@ -106,6 +106,12 @@ fn start_app_js_runs_node_and_names_the_app_after_the_script() {
     let out = ok_in(&env, &d, &["start", "./app.js", "--", "--port", "8080"]);
     assert!(out.contains("unchanged"), "{out}");
     assert_eq!(env.pid("app"), pid);
+    // `start -- node other.js` is another app, named after its script.
+    std::fs::write(d.join("other.js"), "setInterval(() => {}, 1000);\n").unwrap();
+    ok_in(&env, &d, &["start", "--", "node", "other.js"]);
+    env.wait_status("other", "online");
+    assert_eq!(env.pid("app"), pid);
+    assert!(alive(pid));
 }
 
 #[test]
