@@ -9,6 +9,7 @@
 
 pub mod actor;
 pub mod app;
+pub mod change;
 pub mod record;
 pub mod reply;
 pub mod report;
@@ -23,6 +24,7 @@ pub use app::{
     check_app_name, AppInfo, AppKind, AppSpec, Dependency, DependencyCondition, HealthProbe,
     HealthSpec, HealthState, RestartPolicy, Status,
 };
+pub use change::{spec_changes, SpecChange};
 pub use record::{AuditRecord, EventKind, EventRecord, LogLine, LogStream};
 pub use reply::{
     Action, AppAction, Defined, Flushed, Identity, Killed, LogsDone, Pong, Reply, RouteAdded,

@@ -142,6 +142,9 @@ pub struct Defined {
     /// agent that shares its uid with others is not isolated from them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// For an app whose spec changed: what changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<crate::SpecChange>,
 }
 
 /// One app in the answer to `stop`.

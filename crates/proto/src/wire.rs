@@ -41,6 +41,12 @@ pub enum Op {
     Define {
         /// The apps.
         apps: Vec<AppSpec>,
+        /// Whether an existing app whose spec differs is changed (`true`,
+        /// the default: files are the truth) or the request is refused
+        /// with what differs (`false`: a start from the command line
+        /// never redefines an app silently).
+        #[serde(default = "yes", skip_serializing_if = "is_yes")]
+        update: bool,
     },
     /// Starts existing apps.
     Start {
@@ -224,6 +230,14 @@ impl fmt::Display for SignalName {
             SignalName::Number(n) => write!(f, "{n}"),
         }
     }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 fn default_lines() -> usize {
@@ -449,5 +463,24 @@ mod tests {
         let e = Response::err(1, ErrorBody::new(ErrorCode::NotFound, "x"));
         let s = serde_json::to_string(&e).unwrap();
         assert!(s.contains("\"E_NOT_FOUND\""), "{s}");
+    }
+
+    #[test]
+    fn define_updates_unless_told_not_to() {
+        // An older client's define (from a file) keeps changing apps.
+        let r: Request = serde_json::from_str(r#"{"op":"define","apps":[]}"#).unwrap();
+        assert!(matches!(r.op, Op::Define { update: true, .. }));
+        let keep = Op::Define {
+            apps: vec![],
+            update: false,
+        };
+        let line = serde_json::to_string(&keep).unwrap();
+        assert_eq!(line, r#"{"op":"define","apps":[],"update":false}"#);
+        let change = Op::Define {
+            apps: vec![],
+            update: true,
+        };
+        let line = serde_json::to_string(&change).unwrap();
+        assert_eq!(line, r#"{"op":"define","apps":[]}"#);
     }
 }

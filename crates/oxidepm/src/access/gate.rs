@@ -228,7 +228,7 @@ fn check_op(caller: &Caller, op: &Op, plan: &Plan, touched: &[String]) -> Result
         Op::Signal { .. } | Op::Reload { .. } | Op::Reset { .. } | Op::Scale { .. } => {
             policy::check_protected(caller, op.name(), &protected(&plan.before))
         }
-        Op::Define { apps: specs } => {
+        Op::Define { apps: specs, .. } => {
             policy::check_definition(caller, specs)?;
             policy::check_protected(caller, "change", &protected(&plan.before))?;
             let changes: Vec<(&AppFacts, &oxidepm_proto::AppSpec)> = plan

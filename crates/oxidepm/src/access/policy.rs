@@ -446,7 +446,10 @@ mod tests {
         let ai = caller(Class::Ai, Tier::Control);
         let stop = Op::Stop { target: "a".into() };
         assert!(check_tier(&ai, &stop, &[]).is_ok());
-        let def = Op::Define { apps: vec![] };
+        let def = Op::Define {
+            apps: vec![],
+            update: true,
+        };
         let e = check_tier(&ai, &def, &["web".into()]).unwrap_err();
         assert_eq!(e.kind(), RefusalKind::Denied);
         let message = e.to_string();

@@ -165,7 +165,7 @@ pub fn plan<A: AppIndex + ?Sized>(apps: &A, scope: &Scope, op: &Op) -> Result<Pl
             p.replaces = apps.snapshot(name.as_deref().unwrap_or(DEFAULT_SNAPSHOT));
         }
         Op::Resurrect { name } => resurrect(&mut p, apps, scope, name.as_deref()),
-        Op::Define { apps: specs } => {
+        Op::Define { apps: specs, .. } => {
             let mut roots = Vec::new();
             for spec in specs {
                 let existing = apps.named(&spec.name);
@@ -353,7 +353,10 @@ pub(crate) mod tests {
             app: "db".into(),
             condition: Default::default(),
         }];
-        let op = Op::Define { apps: vec![spec] };
+        let op = Op::Define {
+            apps: vec![spec],
+            update: true,
+        };
         let p = plan(&apps, &Scope::All, &op).unwrap();
         assert_eq!(p.before[0].tags, Vec::<String>::new());
         assert_eq!(p.after, [("web".to_string(), vec!["bots".to_string()])]);

@@ -242,12 +242,14 @@ pub enum Command {
 /// Arguments of `start`.
 #[derive(Args, Debug)]
 pub struct StartArgs {
-    /// A config file (.toml, .yaml, .json), a program, or existing apps.
+    /// An app file (.toml, .yaml, .json, ecosystem.config.js, ...), a
+    /// script (app.js, worker.py, run.sh), a program with its arguments
+    /// after `--`, or existing apps.
     pub target: Option<String>,
     /// The command to run, after `--`.
     #[arg(last = true)]
     pub command: Vec<String>,
-    /// App name (default: the program's file name).
+    /// App name (default: the script's or the program's file name).
     #[arg(long)]
     pub name: Option<String>,
     /// Working directory (default: the current one).
@@ -306,6 +308,22 @@ pub struct StartArgs {
     /// With a config file: start only these of its apps (pm2's --only a,b).
     #[arg(long, value_name = "APPS", value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Program that runs the script (default by extension: .js node, .py
+    /// python3, .sh sh; `none`: the script runs itself).
+    #[arg(long, value_name = "PROGRAM")]
+    pub interpreter: Option<String>,
+    /// Options for the interpreter, before the script ("--inspect").
+    #[arg(
+        long,
+        visible_alias = "node-args",
+        value_name = "ARGS",
+        allow_hyphen_values = true
+    )]
+    pub interpreter_args: Option<String>,
+    /// Change an app that exists with another spec (else refused, with
+    /// what differs).
+    #[arg(long)]
+    pub update: bool,
 }
 
 /// `route` subcommands.

@@ -109,4 +109,19 @@ pub enum LocalError {
         /// The value as given.
         value: String,
     },
+    /// A script that cannot be started as given (`start app.ts`).
+    #[error(transparent)]
+    Script(#[from] super::script::ScriptError),
+    /// Arguments after `--` given with an app file.
+    #[error("arguments after `--` are for a script or a program, not for the app file {file:?}; put them in the file (`args`)")]
+    ArgsForAppFile {
+        /// The file.
+        file: String,
+    },
+    /// A path to start that is not a file.
+    #[error("{target:?} is not a file; give the path of a script or an app file, or a program followed by `--` and its arguments")]
+    NoSuchFile {
+        /// The path as given.
+        target: String,
+    },
 }

@@ -2,6 +2,14 @@
 //! `env_<name>` sections, `--env KEY=VALUE` sets a variable in every app of
 //! the file (over the file's own), `--only a,b` keeps those apps.
 
+/// Prints to stderr; a closed stderr loses the notice, never the command.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 use super::appfile::{self, LoadOptions};
 use super::args::StartArgs;
 use super::{Error, LocalError};
@@ -38,7 +46,7 @@ pub(super) fn apps(a: &StartArgs, path: &Path) -> Result<Vec<AppSpec>, Error> {
         let note = note
             .to_string()
             .replace("$OXIDEPM_HOME/logs", &logs.display().to_string());
-        eprintln!("oxidepm: warning: {note}");
+        errln!("oxidepm: warning: {note}");
     }
     let mut apps = loaded.apps;
     for app in &mut apps {

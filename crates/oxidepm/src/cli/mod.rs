@@ -14,6 +14,8 @@ mod monit;
 mod output;
 mod reads;
 mod reload;
+mod script;
+mod start;
 mod startup;
 mod terminal;
 mod verbs;
@@ -22,15 +24,13 @@ mod when;
 pub use connect::ConnectError;
 pub use error::{Error, LocalError};
 
-use crate::client::ClientError;
-use args::{Cli, Command, StartArgs};
+use args::{Cli, Command};
 use clap::Parser;
 use oxidepm_proto::{
-    AppAction, AppKind, AppSpec, Defined, EventRecord, Flushed, Killed, LogStream, Op, Pong,
-    RestartPolicy, RouteAdded, RouteRemoved, Saved, Stopped,
+    AppAction, EventRecord, Flushed, Killed, LogStream, Op, Pong, RouteAdded, RouteRemoved, Saved,
+    Stopped,
 };
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 /// Runs the CLI with the process's arguments.
@@ -50,12 +50,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
     let json = cli.json;
     let out = output::Printer::new(json, cli.no_color);
     match cli.command {
-        Command::Start(a) => match start_op(a)? {
-            op @ Op::Define { .. } => {
-                out.defined(&connect::client(true)?.call_as::<Vec<Defined>>(op)?)?
-            }
-            op => out.actions(&connect::client(true)?.call_as::<Vec<AppAction>>(op)?)?,
-        },
+        Command::Start(a) => start::run(a, &out)?,
         Command::Stop { targets } => {
             let target = files::selector(&targets)?;
             let done: Vec<Stopped> = connect::client(true)?.call_as(Op::Stop { target })?;
@@ -203,123 +198,4 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         Command::Man => extras::man()?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Builds the request for `oxidepm start`: a config file, a command after
-/// `--`, a program path, or a selector of existing apps.
-fn start_op(a: StartArgs) -> Result<Op, Error> {
-    file_start::only_with_a_file(&a)?;
-    if !a.command.is_empty() {
-        let spec = spec_from_args(&a, a.command.clone())?;
-        return Ok(Op::Define { apps: vec![spec] });
-    }
-    let Some(target) = a.target.clone() else {
-        return Err(LocalError::NothingToStart.into());
-    };
-    let path = Path::new(&target);
-    if path.is_file() {
-        if appfile::Format::from_path(path).is_some() {
-            let apps = file_start::apps(&a, path)?;
-            return Ok(Op::Define { apps });
-        }
-        let spec = spec_from_args(&a, vec![target])?;
-        return Ok(Op::Define { apps: vec![spec] });
-    }
-    if a.name.is_some() || !a.env.is_empty() || a.cwd.is_some() {
-        return Err(LocalError::NotAFile { target }.into());
-    }
-    Ok(Op::Start { target })
-}
-
-fn spec_from_args(a: &StartArgs, command: Vec<String>) -> Result<AppSpec, Error> {
-    let program = command[0].clone();
-    let name = match &a.name {
-        Some(n) => n.clone(),
-        None => Path::new(&program)
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| program.clone()),
-    };
-    let cwd = match &a.cwd {
-        Some(d) => std::fs::canonicalize(d).map_err(|source| LocalError::Cwd {
-            dir: d.clone(),
-            source,
-        })?,
-        None => std::env::current_dir().map_err(ClientError::Io)?,
-    };
-    let mut spec = AppSpec::new(name, program, command[1..].to_vec());
-    spec.cwd = Some(cwd.to_string_lossy().into_owned());
-    if let Some(f) = &a.env_file {
-        spec.env = appfile::read_env_file(Path::new(f)).map_err(LocalError::from)?;
-    }
-    for kv in &a.env {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| LocalError::EnvPair { pair: kv.clone() })?;
-        spec.env.insert(k.to_string(), v.to_string());
-    }
-    spec.tags = a.tag.clone();
-    if let Some(r) = &a.restart {
-        spec.restart = match r.as_str() {
-            "always" => RestartPolicy::Always,
-            "on-failure" => RestartPolicy::OnFailure,
-            "never" => RestartPolicy::Never,
-            other => {
-                return Err(LocalError::Restart {
-                    value: other.to_string(),
-                }
-                .into())
-            }
-        };
-    }
-    let ms = |option: &'static str, v: &Option<String>| -> Result<Option<u64>, LocalError> {
-        v.as_deref()
-            .map(|s| {
-                appfile::parse_duration_ms(s).map_err(|reason| LocalError::Value { option, reason })
-            })
-            .transpose()
-    };
-    if let Some(v) = ms("--restart-delay", &a.restart_delay)? {
-        spec.restart_delay_ms = v;
-    }
-    if let Some(v) = ms("--min-uptime", &a.min_uptime)? {
-        spec.min_uptime_ms = v;
-    }
-    if let Some(v) = ms("--kill-timeout", &a.kill_timeout)? {
-        spec.kill_timeout_ms = v;
-    }
-    if let Some(n) = a.max_restarts {
-        spec.max_restarts = n;
-    }
-    if let Some(s) = &a.stop_signal {
-        spec.stop_signal = if s.to_ascii_uppercase().starts_with("SIG") {
-            s.to_ascii_uppercase()
-        } else {
-            format!("SIG{}", s.to_ascii_uppercase())
-        };
-    }
-    if let Some(m) = &a.max_memory_restart {
-        spec.max_memory_bytes =
-            Some(appfile::parse_size(m).map_err(|reason| LocalError::Value {
-                option: "--max-memory-restart",
-                reason,
-            })?);
-    }
-    spec.cron_restart = a.cron_restart.clone();
-    spec.user = a.user.clone();
-    spec.protected = a.protected;
-    spec.log_timestamps = !a.no_timestamps;
-    spec.log_target = a.log_target;
-    spec.kind = match a.kind.as_deref() {
-        None | Some("app") => AppKind::App,
-        Some("agent") => AppKind::Agent,
-        Some("adapter") => AppKind::Adapter,
-        Some(other) => {
-            return Err(LocalError::Kind {
-                value: other.to_string(),
-            }
-            .into())
-        }
-    };
-    Ok(spec)
 }

@@ -184,7 +184,16 @@ impl Printer {
             what: a.action.as_str(),
             status: a.status,
             pid: a.pid,
-        }))
+        }))?;
+        // What a changed app's spec had, and has now.
+        let mut out = io::stdout().lock();
+        for r in rows.iter().filter(|r| !r.changes.is_empty()) {
+            let name = r.name.as_deref().unwrap_or("?");
+            for c in &r.changes {
+                writeln!(out, "  {name}: {}", self.text(&c.to_string()))?;
+            }
+        }
+        out.flush()
     }
 
     /// Prints what a stop did.

@@ -2,6 +2,14 @@
 //! at boot, installed and removed. The unit is named after the account and
 //! the home it serves, so two homes never share (and overwrite) one unit.
 
+/// Prints to stderr; a closed stderr loses the notice, never the command.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 /// Prints to stdout; a closed stdout (`startup | head -1`) ends the text
 /// quietly instead of panicking.
 macro_rules! out {
@@ -330,17 +338,17 @@ pub fn run(user_unit: bool, write: bool, run_as: Option<&str>) -> Result<(), Ins
         out!("{text}");
         // Advice on stderr: `startup > unit.service` stays a unit file.
         if !user_unit && !root {
-            eprintln!(
+            errln!(
                 "# {} needs root to install; run:\n{}",
                 target.path().display(),
                 target.sudo_line("startup --write")
             );
         } else {
             let user = if user_unit { " --user" } else { "" };
-            eprintln!("# to install and enable it: oxidepm startup{user} --write");
+            errln!("# to install and enable it: oxidepm startup{user} --write");
         }
         if user_unit {
-            eprintln!("# {}", linger_advice(&target.account.name));
+            errln!("# {}", linger_advice(&target.account.name));
         }
         return Ok(());
     }

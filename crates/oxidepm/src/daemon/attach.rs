@@ -141,7 +141,7 @@ pub async fn begin(daemon: &Arc<Daemon>, attach: Attach) -> Result<Attached, (At
         outputs,
     };
     let actor = Actor::system("attach");
-    let result = control::define(&daemon.sup, apps, &actor).await;
+    let result = control::define(&daemon.sup, apps, &actor, true).await;
     let result =
         result.map_err(|e| oxidepm_proto::ErrorBody::from(super::errors::OpError::from(e)));
     let (outcome, message) = match &result {

@@ -211,6 +211,8 @@ impl From<supervise::Error> for ErrorBody {
             E::Spawn(_) => ErrorCode::Spawn,
             E::Cycle(_) | E::Stopping { .. } | E::Dependency { .. } => ErrorCode::Conflict,
             E::Store(_) => ErrorCode::Storage,
+            E::Redefined { .. } => ErrorCode::Conflict,
+            E::NotStarted { .. } => ErrorCode::Spawn,
         };
         body(code, e)
     }
@@ -389,7 +391,10 @@ mod tests {
             tier: Tier::Control,
             scope: Scope::All,
         };
-        let define = Op::Define { apps: vec![] };
+        let define = Op::Define {
+            apps: vec![],
+            update: true,
+        };
         let denied = policy::check_tier(&ai, &define, &["web".into()]).unwrap_err();
         assert_eq!(
             wire(denied),

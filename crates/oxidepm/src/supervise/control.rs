@@ -2,11 +2,12 @@
 //! delete, shutdown), including the waiting a stop involves.
 
 use super::supervisor::{lock, Shared, StopTicket, Supervisor};
-use super::validate::{self, Invalid};
 use super::{deps, Error};
 use oxidepm_proto::{
-    Action, Actor, AppAction, AppSpec, Defined, DependencyCondition, EventKind, HealthState, Status,
+    Action, Actor, AppAction, DependencyCondition, EventKind, HealthState, Status,
 };
+
+pub use super::define::define;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::{timeout, Instant};
@@ -393,84 +394,6 @@ pub async fn delete(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Vec<A
             pid: None,
         });
     }
-    Ok(out)
-}
-
-/// Defines apps (creating or changing them), then starts those that have
-/// `autostart`. A changed app that was running is restarted with its new
-/// spec. All specs are checked before anything changes.
-pub async fn define(
-    shared: &Shared,
-    specs: Vec<AppSpec>,
-    actor: &Actor,
-) -> Result<Vec<Defined>, Error> {
-    let mut seen = std::collections::HashSet::new();
-    for spec in &specs {
-        validate::check_spec(spec)?;
-        if !seen.insert(spec.name.clone()) {
-            return Err(Invalid::DefinedTwice {
-                app: spec.name.clone(),
-            }
-            .into());
-        }
-    }
-    {
-        let s = lock(shared);
-        s.check_agent_uids(&specs)?;
-        let existing: Vec<&AppSpec> = s.apps().map(|a| &a.spec).collect();
-        validate::check_graph(&existing, &specs)?;
-    }
-    let mut actions = Vec::new();
-    let mut to_restart = Vec::new();
-    let mut to_start = Vec::new();
-    {
-        let _batch = Supervisor::batch(shared);
-        let mut s = lock(shared);
-        for spec in specs {
-            let existing = s.apps().find(|a| a.spec.name == spec.name).map(|a| a.id);
-            let autostart = spec.autostart;
-            let (id, action) = match existing {
-                None => (s.insert(spec, actor)?, Action::Created),
-                Some(id) => {
-                    let app = s.app(id).expect("found");
-                    if app.spec == spec {
-                        (id, Action::Unchanged)
-                    } else {
-                        let running = app.is_running();
-                        s.replace_spec(id, spec, actor)?;
-                        if running {
-                            to_restart.push(id);
-                        }
-                        (id, Action::Changed)
-                    }
-                }
-            };
-            if autostart && !to_restart.contains(&id) {
-                to_start.push(id);
-            }
-            actions.push((id, action));
-        }
-    }
-    if !to_restart.is_empty() {
-        restart(shared, &to_restart, actor).await?;
-    }
-    let started = start(shared, &to_start, actor).await;
-    let s = lock(shared);
-    let out: Vec<Defined> = actions
-        .into_iter()
-        .map(|(id, action)| {
-            let a = s.app(id);
-            Defined {
-                action,
-                id,
-                name: a.map(|a| a.spec.name.clone()),
-                pid: a.and_then(|a| a.rt.pid),
-                status: a.map(|a| a.rt.status),
-                warnings: Vec::new(),
-            }
-        })
-        .collect();
-    started?;
     Ok(out)
 }
 

@@ -72,4 +72,19 @@ pub enum Error {
     /// The change could not be written to the state database.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Apps exist with another spec, and the request may not change them.
+    #[error("{}", super::define::redefinitions_text(.apps))]
+    Redefined {
+        /// The apps and what would change.
+        apps: Vec<super::define::Redefinition>,
+    },
+    /// Apps of a request cannot start; nothing of the request is left.
+    #[error("{}", super::define::failures_text(.failures, *.undone))]
+    NotStarted {
+        /// Every app that cannot start, with its cause.
+        failures: Vec<super::define::StartFailure>,
+        /// Whether changes were made and undone (a start failed), or
+        /// nothing was changed (found by the checks before).
+        undone: bool,
+    },
 }

@@ -60,28 +60,55 @@ pub enum SpawnError {
         /// The user the daemon runs as.
         daemon_user: String,
     },
-    /// The program is not there (or its working directory is not).
+    /// The program is not there.
     #[error(
-        "cannot start {app:?}: program {command:?} not found (check the path, or PATH in the app's env){}",
-        missing_cwd_note(.missing_cwd)
+        "cannot start {app:?}: program {command:?} not found{} (check the path, or set PATH in the app's env)",
+        searched(.command, .user, .path)
     )]
     ProgramNotFound {
         /// The app.
         app: String,
         /// The program.
         command: String,
-        /// The app's working directory, when it does not exist.
-        missing_cwd: Option<String>,
+        /// The user it runs as.
+        user: String,
+        /// The PATH it was looked up on.
+        path: String,
         /// The exec's failure.
         source: std::io::Error,
     },
     /// The program cannot be executed.
-    #[error("cannot start {app:?}: permission denied executing {command:?} (is it executable?)")]
+    #[error("cannot start {app:?}: permission denied executing {command:?}{} (is it executable, and can that user reach it?)", as_user(.user))]
     NotExecutable {
         /// The app.
         app: String,
         /// The program.
         command: String,
+        /// The user it runs as, when the spec names one.
+        user: Option<String>,
+        /// The exec's failure.
+        source: std::io::Error,
+    },
+    /// The working directory is not there (an exec's ENOENT that is not
+    /// the program's).
+    #[error("cannot start {app:?}: working directory {cwd:?} does not exist")]
+    NoCwd {
+        /// The app.
+        app: String,
+        /// The directory.
+        cwd: String,
+        /// The exec's failure.
+        source: std::io::Error,
+    },
+    /// The script is there, but the interpreter its `#!` line names is not.
+    #[error("cannot start {app:?}: {command:?} starts with #!{interpreter}, which does not exist; install it or fix the script's first line")]
+    NoInterpreter {
+        /// The app.
+        app: String,
+        /// The script.
+        command: String,
+        /// The interpreter its first line names.
+        interpreter: String,
         /// The exec's failure.
         source: std::io::Error,
     },
@@ -164,9 +191,17 @@ fn is_transient_errno(errno: i32) -> bool {
     )
 }
 
-fn missing_cwd_note(cwd: &Option<String>) -> String {
-    cwd.as_ref()
-        .map(|c| format!("; its cwd {c:?} does not exist"))
+fn searched(command: &str, user: &str, path: &str) -> String {
+    if command.contains('/') {
+        String::new()
+    } else {
+        format!(" on the PATH of user {user:?} ({path})")
+    }
+}
+
+fn as_user(user: &Option<String>) -> String {
+    user.as_ref()
+        .map(|u| format!(" as user {u:?}"))
         .unwrap_or_default()
 }
 
@@ -236,16 +271,18 @@ pub fn parse_signal(name: &str) -> Option<Signal> {
 /// The environment an app gets: exactly its spec's variables, plus the
 /// basics a program expects (PATH, HOME, USER, LOGNAME, SHELL) when the spec
 /// does not set them, plus `extra` (the daemon's own variables for the app).
-/// Nothing of the daemon's environment leaks in except PATH.
+/// Nothing of the daemon's environment leaks in except PATH, and that only
+/// to an app of the daemon's own user: another user's app gets a PATH it
+/// can search, and HOME, USER, LOGNAME and SHELL from its passwd entry, as
+/// systemd's `User=` gives.
 pub fn app_env(
     spec: &AppSpec,
     creds: &Creds,
     extra: &[(String, String)],
 ) -> Vec<(OsString, OsString)> {
     let mut env: std::collections::BTreeMap<String, String> = spec.env.clone();
-    let path = std::env::var("PATH")
-        .unwrap_or_else(|_| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
-    env.entry("PATH".into()).or_insert(path);
+    let other_user = creds.uid != nix::unistd::geteuid();
+    env.insert("PATH".into(), super::launchable::app_path(spec, other_user));
     env.entry("HOME".into())
         .or_insert_with(|| creds.home.clone());
     env.entry("USER".into())
@@ -287,6 +324,14 @@ pub fn spawn_app(
 ) -> Result<Spawned, SpawnError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
+    let searched = Searched {
+        user: creds.map(|c| c.name.clone()),
+        path: env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
     let launch = Launch {
         command: &spec.command,
         args: &spec.args,
@@ -299,7 +344,9 @@ pub fn spawn_app(
     };
     // The write ends are dropped inside, so the shim sees EOF when the
     // app's tree is gone.
-    let pid = launch.start().map_err(|e| spawn_error(spec, e))?;
+    let pid = launch
+        .start()
+        .map_err(|e| spawn_error(spec, &searched, e))?;
     let start_ticks = procfs::stat(pid).map(|s| s.start_ticks).unwrap_or(0);
 
     if let Err(e) = spawn_shim(shim_exe, shim, out_r, err_r) {
@@ -380,20 +427,46 @@ impl Launch<'_> {
     }
 }
 
-fn spawn_error(spec: &AppSpec, source: std::io::Error) -> SpawnError {
+/// The user and PATH a program was looked up with, for the message.
+struct Searched {
+    /// `None`: the daemon's own user.
+    user: Option<String>,
+    path: String,
+}
+
+fn spawn_error(spec: &AppSpec, searched: &Searched, source: std::io::Error) -> SpawnError {
     let (app, command) = (spec.name.clone(), spec.command.clone());
     match source.kind() {
-        std::io::ErrorKind::NotFound => SpawnError::ProgramNotFound {
-            app,
-            command,
-            // Looked at now: a missing cwd makes the exec fail with
-            // ENOENT too, and the program is then blamed for it.
-            missing_cwd: spec.cwd.clone().filter(|c| !Path::new(c).is_dir()),
-            source,
-        },
+        // Looked at now: a missing cwd, or a script's missing interpreter,
+        // makes the exec fail with ENOENT too, and the program would be
+        // blamed for it.
+        std::io::ErrorKind::NotFound => {
+            if let Some(cwd) = spec.cwd.clone().filter(|c| !Path::new(c).is_dir()) {
+                return SpawnError::NoCwd { app, cwd, source };
+            }
+            let script = Path::new(spec.cwd.as_deref().unwrap_or("/")).join(&command);
+            if command.contains('/') && script.is_file() {
+                if let Some(interpreter) = super::launchable::missing_interpreter(&script) {
+                    return SpawnError::NoInterpreter {
+                        app,
+                        command,
+                        interpreter,
+                        source,
+                    };
+                }
+            }
+            SpawnError::ProgramNotFound {
+                app,
+                command,
+                user: searched.user.clone().unwrap_or_else(|| own_creds().name),
+                path: searched.path.clone(),
+                source,
+            }
+        }
         std::io::ErrorKind::PermissionDenied => SpawnError::NotExecutable {
             app,
             command,
+            user: spec.user.clone(),
             source,
         },
         _ => SpawnError::Exec {
@@ -483,7 +556,8 @@ mod tests {
         let nf = SpawnError::ProgramNotFound {
             app: "a".into(),
             command: "c".into(),
-            missing_cwd: None,
+            user: "u".into(),
+            path: "/bin".into(),
             source: io(libc::ENOENT),
         };
         assert!(!nf.is_transient());

@@ -29,6 +29,7 @@ pub type LaneEnv = Box<dyn Fn(&str) -> Option<Vec<(String, String)>> + Send>;
 mod agents;
 mod members;
 mod orphans;
+mod preflight;
 mod record;
 mod restarts;
 mod select;
@@ -269,6 +270,18 @@ impl Supervisor {
 
     /// Replaces an app's spec; it takes effect at the next start.
     pub fn replace_spec(&mut self, id: u64, spec: AppSpec, actor: &Actor) -> Result<(), Error> {
+        self.replace_spec_noting(id, spec, actor, "")
+    }
+
+    /// [`Supervisor::replace_spec`], with `detail` (what changed, or why)
+    /// in its `changed` event.
+    pub fn replace_spec_noting(
+        &mut self,
+        id: u64,
+        spec: AppSpec,
+        actor: &Actor,
+        detail: &str,
+    ) -> Result<(), Error> {
         self.store.update_spec(id, &spec, actor)?;
         if let Some(a) = self.apps.get_mut(&id) {
             a.health = spec
@@ -278,14 +291,19 @@ impl Supervisor {
             a.spec = spec;
             a.defined_by = actor.clone();
         }
-        self.event(id, EventKind::Changed, actor, "");
+        self.event(id, EventKind::Changed, actor, detail);
         self.arm(id);
         Ok(())
     }
 
     /// Forgets a stopped app.
     pub fn remove(&mut self, id: u64, actor: &Actor) -> Result<(), Error> {
-        self.event(id, EventKind::Deleted, actor, "");
+        self.remove_noting(id, actor, "")
+    }
+
+    /// [`Supervisor::remove`], with `detail` (why) in its `deleted` event.
+    pub fn remove_noting(&mut self, id: u64, actor: &Actor, detail: &str) -> Result<(), Error> {
+        self.event(id, EventKind::Deleted, actor, detail);
         self.store.delete_app(id)?;
         self.discard_members(id);
         self.restarts.forget(id);

@@ -34,6 +34,7 @@ mod reload;
 mod reload_config;
 mod retention;
 mod routes;
+mod start_like_pm2;
 mod startup;
 mod storage;
 mod storms;

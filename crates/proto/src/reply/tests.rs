@@ -74,6 +74,7 @@ fn answers_keep_their_shape() {
         pid: None,
         status: None,
         warnings: Vec::new(),
+        changes: Vec::new(),
     };
     assert_eq!(
         same_both_ways(&gone),

@@ -225,7 +225,10 @@ fn an_adapter_is_held_to_its_grant_before_and_after() {
     // Redefining a person's app with the granted tag.
     let mut evil = AppSpec::new("web", "sh", vec![]);
     evil.tags = vec!["bots".into()];
-    let op = Op::Define { apps: vec![evil] };
+    let op = Op::Define {
+        apps: vec![evil],
+        update: true,
+    };
     let e = gate.authorize(&apps, &chat, &op, &mut touched).unwrap_err();
     assert_eq!(refusal(e), RefusalKind::Denied);
     // Its own app: it may change the command, not the kind or the user.
@@ -233,17 +236,22 @@ fn an_adapter_is_held_to_its_grant_before_and_after() {
     mine.tags = vec!["bots".into()];
     let op = Op::Define {
         apps: vec![mine.clone()],
+        update: true,
     };
     assert!(gate.authorize(&apps, &chat, &op, &mut touched).is_ok());
     mine.user = Some("root".into());
     let op = Op::Define {
         apps: vec![mine.clone()],
+        update: true,
     };
     let e = gate.authorize(&apps, &chat, &op, &mut touched).unwrap_err();
     assert_eq!(refusal(e), RefusalKind::Denied);
     // Moving its app out of the grant is refused too.
     let moved = AppSpec::new("bot", "sh", vec![]);
-    let op = Op::Define { apps: vec![moved] };
+    let op = Op::Define {
+        apps: vec![moved],
+        update: true,
+    };
     assert!(gate.authorize(&apps, &chat, &op, &mut touched).is_err());
     // No selector: the apps in its grant.
     let only = gate

@@ -45,13 +45,27 @@ impl Daemon {
     pub(super) async fn define(
         &self,
         apps: Vec<AppSpec>,
+        update: bool,
         actor: &Actor,
     ) -> Result<Vec<Defined>, OpError> {
         if apps.is_empty() {
             return Err(OpError::NothingToDefine);
         }
         self.prepare_lanes(&apps).await?;
-        let mut out = control::define(&self.sup, apps, actor).await?;
+        let agents = apps.iter().any(|a| a.kind == AppKind::Agent);
+        let mut out = match control::define(&self.sup, apps, actor, update).await {
+            Ok(out) => out,
+            Err(e) => {
+                // A refused or undone request leaves no lane for an agent
+                // it did not leave defined.
+                if agents {
+                    if let Err(l) = self.lanes.reconcile(&self.sup, &[]).await {
+                        log::error!("cannot remove the lanes of agents not defined: {l}");
+                    }
+                }
+                return Err(e.into());
+            }
+        };
         let warnings = lock(&self.sup).agent_uid_warnings();
         for d in &mut out {
             if let Some(w) = d.name.as_ref().and_then(|n| warnings.get(n)) {

@@ -47,7 +47,7 @@ impl Daemon {
             }
             Op::Status => Ok(self.status(caller).into()),
             Op::Show { target } => self.show(caller, &target).map(Into::into),
-            Op::Define { apps } => self.define(apps, actor).await.map(Into::into),
+            Op::Define { apps, update } => self.define(apps, update, actor).await.map(Into::into),
             Op::Start { target } => self.start(&target, actor).await.map(Into::into),
             Op::Stop { target } => self.stop(&target, actor).await.map(Into::into),
             Op::Restart { target } => self.restart(&target, actor).await.map(Into::into),

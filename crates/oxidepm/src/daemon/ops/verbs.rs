@@ -147,7 +147,7 @@ impl Daemon {
             })
             .collect();
         if !specs.is_empty() {
-            for d in self.define(specs, actor).await? {
+            for d in self.define(specs, true, actor).await? {
                 out.push(AppAction {
                     action: if d.pid.is_some() {
                         Action::Started
