@@ -3,7 +3,7 @@
 //! | status | when |
 //! |---|---|
 //! | 0 | done; also when the reader of stdout went away (`| head -1`) |
-//! | 1 | the daemon refused or failed, or it could not be reached |
+//! | 1 | the daemon refused or failed, or it could not be reached; a unit `startup` could not install or remove |
 //! | 2 | the command is wrong as given (clap's usage errors, and ours) |
 //! | 3 | a read command found no daemon; `status APP`: not running |
 //! | 4 | `status APP`: no such app |
@@ -31,6 +31,9 @@ pub fn fail(e: &Error, json: bool) -> ExitCode {
     let (code, status) = match e {
         Error::Output(io) if io.kind() == ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
         Error::Client(ClientError::Daemon(b)) => (b.code.to_string(), 1),
+        // A unit that systemd would not take is a failure of the system,
+        // not of the command as typed (`systemctl enable` exits 1 too).
+        Error::Local(super::LocalError::Install(_)) => ("E_CLIENT".to_string(), 1),
         Error::Local(_) => ("E_USAGE".to_string(), USAGE),
         Error::NotRunning => ("E_NO_DAEMON".to_string(), NOT_RUNNING),
         Error::Client(_) | Error::Connect(_) | Error::Output(_) => ("E_CLIENT".to_string(), 1),

@@ -175,6 +175,10 @@ fn systemd_units_run_as_under_systemd() {
     let old = env.daemon_app("shop-api")["pid"].as_u64().unwrap();
     kill(old as u32, libc::SIGKILL);
     wait_restarted(&env, "shop-api", old);
+    let new = env.daemon_app("shop-api")["pid"].as_u64().unwrap();
+    env.wait(20, "the new run to set its traps", || {
+        read(&shop.join("api.ready")).trim() == new.to_string()
+    });
 
     // KillSignal=SIGINT.
     env.ok(&["stop", "shop-api"]);
