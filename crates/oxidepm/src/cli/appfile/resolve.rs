@@ -66,7 +66,7 @@ pub(super) fn resolve(
     let interpreter = match raw.interpreter.as_deref() {
         Some("none") => None,
         Some(interpreter) => Some(interpreter),
-        None => inferred_interpreter(&script),
+        None => interpreter_of(&cwd, &script)?,
     };
     let (command, args) = match interpreter {
         Some(interpreter) => {
@@ -175,6 +175,27 @@ fn derived_name(script: &str, taken: &BTreeSet<String>) -> Result<String, String
         ));
     }
     Ok(stem.to_string())
+}
+
+/// The interpreter of a script: for a `.sh` or `.ts` file that is there, the
+/// rule `oxidepm start <script>` follows (a `.sh` with sh unless it is
+/// executable with a `#!` line, `.ts` refused without `interpreter`);
+/// otherwise pm2's choice by extension.
+fn interpreter_of(cwd: &Path, script: &str) -> Result<Option<&'static str>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = absolutize(cwd, script);
+    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    // Other files run as programs (a missing exec bit is named at start).
+    if !matches!(extension, "sh" | "ts" | "mts" | "cts" | "tsx") {
+        return Ok(inferred_interpreter(script));
+    }
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() => {
+            let executable = m.permissions().mode() & 0o111 != 0;
+            super::super::script::interpreter_for(&path, executable).map_err(|e| e.to_string())
+        }
+        _ => Ok(inferred_interpreter(script)),
+    }
 }
 
 /// The interpreter pm2 would pick from the script's extension.

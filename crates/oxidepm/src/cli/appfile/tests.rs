@@ -611,3 +611,32 @@ fn instances_make_one_app_each() {
     let e = parse_err(&toml_app("exec_mode = \"cluster\""), Format::Toml);
     assert!(e.contains("oxidepm runs separate processes"), "{e}");
 }
+
+#[test]
+fn scripts_in_a_file_get_the_interpreter_start_gives_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plain.sh"), "echo hi\n").unwrap();
+    let own = dir.path().join("own.sh");
+    std::fs::write(&own, "#!/bin/bash\necho hi\n").unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.path().join("app.ts"), "console.log(1)\n").unwrap();
+    let path = dir.path().join("apps.toml");
+    let text = "[[apps]]\nscript = \"plain.sh\"\n[[apps]]\nscript = \"own.sh\"\n";
+    let apps = parse(text, Format::Toml, &path).unwrap();
+    assert_eq!(apps[0].command, "sh", "a plain .sh runs with sh");
+    assert_eq!(
+        apps[1].command,
+        own.to_str().unwrap(),
+        "its #! line runs it"
+    );
+    let e = parse("[[apps]]\nscript = \"app.ts\"\n", Format::Toml, &path).unwrap_err();
+    assert!(e.to_string().contains("interpreter"), "{e}");
+    let ok = parse(
+        "[[apps]]\nscript = \"app.ts\"\ninterpreter = \"tsx\"\n",
+        Format::Toml,
+        &path,
+    )
+    .unwrap();
+    assert_eq!(ok[0].command, "tsx");
+}
