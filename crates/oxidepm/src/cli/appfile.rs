@@ -268,7 +268,8 @@ pub fn parse(text: &str, format: Format, origin: &Path) -> Result<Vec<AppSpec>, 
     parse_with(text, format, origin, None).map(|(apps, _)| apps)
 }
 
-/// [`parse`], applying the `env_<name>` section `env`; also returns what
+/// Parses the text of a config file, applying the `env_<name>` section
+/// `env`; also returns what
 /// pm2's habits added (sections seen, notes, rotation for every app).
 fn parse_with(
     text: &str,

@@ -428,7 +428,8 @@ impl Store {
         self.events_since(app_ids, limit, None)
     }
 
-    /// Like [`Store::events`], only events at or after `since_ms` (Unix ms).
+    /// The most recent `limit` events (of the given apps, or all) at or after
+    /// `since_ms` (Unix ms) when given, oldest first.
     pub fn events_since(
         &self,
         app_ids: Option<&[u64]>,

@@ -249,8 +249,10 @@ pub fn newest_within(
     newest_within_since(path, keep, n, max_bytes, None)
 }
 
-/// [`newest_within`] of the lines stamped at or after `since` (when
-/// given; see [`TailReader::open_since`]).
+/// The newest `n` lines of a log and its `keep` rotated files within
+/// `max_bytes` of line text, of the lines stamped at or after `since` when
+/// given (see [`TailReader::open_since`]); the bool says whether older lines
+/// were left out for the size.
 pub fn newest_within_since(
     path: &Path,
     keep: u32,
