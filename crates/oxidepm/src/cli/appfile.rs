@@ -77,7 +77,8 @@ impl Format {
     }
 }
 
-/// Whether a file's name before its extension ends in `.config`.
+/// Whether a `.js` file is named like a pm2 config file (`*.config.js`,
+/// `.cjs`, `.mjs`: pm2's own test); any other is a script.
 fn is_config_name(p: &Path) -> bool {
     p.file_stem()
         .and_then(|s| s.to_str())

@@ -74,15 +74,10 @@ fn has_shebang(script: &Path) -> bool {
 }
 
 /// The app-file format of `path`, when `start` reads it as one: a `.js`
-/// file is a pm2 ecosystem file only when named like one
-/// (`*.config.js`, `ecosystem*.js`, as pm2 tells them), else a script.
+/// file is a pm2 ecosystem file only when named like one (the rule of
+/// [`Format::from_path`]), else a script.
 pub fn app_file_format(path: &Path) -> Option<Format> {
-    let format = Format::from_path(path)?;
-    if format != Format::EcosystemJs {
-        return Some(format);
-    }
-    let stem = path.file_stem()?.to_str()?;
-    (stem.ends_with(".config") || stem.starts_with("ecosystem")).then_some(format)
+    Format::from_path(path)
 }
 
 /// The name of an app started as `program args…`: after the script when
@@ -146,7 +141,7 @@ mod tests {
         let f = |p: &str| app_file_format(Path::new(p));
         assert_eq!(f("ecosystem.config.js"), Some(Format::EcosystemJs));
         assert_eq!(f("/x/pm2.config.cjs"), Some(Format::EcosystemJs));
-        assert_eq!(f("ecosystem.js"), Some(Format::EcosystemJs));
+        assert_eq!(f("ecosystem.js"), None, "pm2 runs it as a script too");
         assert_eq!(f("app.js"), None);
         assert_eq!(f("./server.mjs"), None);
         assert_eq!(f("apps.toml"), Some(Format::Toml));
