@@ -31,6 +31,7 @@ mod recovery;
 mod reload;
 mod reload_config;
 mod retention;
+mod review13;
 mod routes;
 mod startup;
 mod storage;

@@ -1,0 +1,54 @@
+//! Attacks on the daily verbs and the foreign config files: each test is
+//! what a caller does to go around a rule, and checks nothing changed.
+
+use crate::harness::{alive, Env};
+
+/// An agent allowed `@bots` names `web`, its own app, in a `scale`: the
+/// daemon must act on what it checked (the app `web`, which is no group),
+/// never on a person's instances `web-0`, `web-1` that share the name.
+#[test]
+fn scale_acts_only_on_the_apps_the_grant_was_checked_against() {
+    let env = Env::new();
+    env.daemon_toml("[agents.alice]\ntier = \"manage\"\napps = [\"@bots\"]\n");
+    let file = env.path("web.toml");
+    std::fs::write(
+        &file,
+        "[[apps]]\nname = \"web\"\nscript = \"sleep\"\nargs = [\"100000\"]\ninstances = 2\n",
+    )
+    .unwrap();
+    env.ok(&["start", file.to_str().unwrap()]);
+    env.ok(&[
+        "start", "--name", "web", "--tag", "bots", "--", "sleep", "100000",
+    ]);
+    crate::lanes::start_agents(&env, &["alice"]);
+    let before: Vec<u32> = ["web", "web-0", "web-1"]
+        .iter()
+        .map(|n| env.pid(n))
+        .collect();
+    let mut alice = crate::lanes::conn(&env.home.join("lanes/alice.sock"));
+    for req in [
+        r#"{"op":"scale","target":"web","instances":1}"#,
+        r#"{"op":"scale","target":"web","instances":4}"#,
+    ] {
+        let r = crate::ops::ops_answer(&mut alice, "alice", req);
+        assert!(r["error"]["code"].is_string(), "{req}: {r}");
+    }
+    let names: Vec<String> = env
+        .status()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap().to_string())
+        .collect();
+    for n in ["web", "web-0", "web-1"] {
+        assert!(names.iter().any(|x| x == n), "{n} gone: {names:?}");
+    }
+    assert!(
+        !names.iter().any(|x| x == "web-2" || x == "web-3"),
+        "{names:?}"
+    );
+    let after: Vec<u32> = ["web", "web-0", "web-1"]
+        .iter()
+        .map(|n| env.pid(n))
+        .collect();
+    assert_eq!(before, after);
+    assert!(before.iter().all(|p| alive(*p)));
+}
