@@ -122,8 +122,7 @@ pub(super) fn load_in(
 
 /// Reads and parses one file of the configuration.
 fn read(path: &Path) -> Result<Source, AppFileError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
+    let text = super::read::config_text(path)?;
     let sections = ini::parse(&text, Dialect::Supervisord)
         .map_err(|(line, message)| at_line(path, line, message))?;
     let here = base_dir(path)?.to_string_lossy().into_owned();

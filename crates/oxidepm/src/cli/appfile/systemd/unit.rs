@@ -57,8 +57,7 @@ const DEPENDENCY_KEYS: &[&str] = &[
 
 /// Reads the unit at `path`.
 pub(super) fn read(path: &Path, specifiers: &Specifiers) -> Result<Unit, AppFileError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
+    let text = crate::cli::appfile::read::config_text(path)?;
     let sections = ini::parse(&text, Dialect::Systemd)
         .map_err(|(line, message)| at_line(path, line, message))?;
     let file_name = specifiers.unit.clone();
@@ -551,8 +550,7 @@ impl Reader<'_> {
 /// Reads an `EnvironmentFile=`: oxidepm's env file format, with systemd's
 /// `;` comment lines as well.
 fn env_file(path: &Path) -> Result<BTreeMap<String, String>, AppFileError> {
-    let content = std::fs::read_to_string(path)
-        .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
+    let content = crate::cli::appfile::read::config_text(path)?;
     // Blanked rather than removed, so that line numbers stay right.
     let content: String = content
         .lines()
