@@ -24,6 +24,7 @@ mod de;
 mod ecosystem_js;
 mod fields;
 mod ini;
+mod leftovers;
 mod nested;
 mod pm2;
 mod read;

@@ -52,3 +52,53 @@ fn scale_acts_only_on_the_apps_the_grant_was_checked_against() {
     assert_eq!(before, after);
     assert!(before.iter().all(|p| alive(*p)));
 }
+
+/// An ecosystem.config.js is a program: what it leaves running, in node's
+/// group or in a session of its own (`detached`, or setsid twice over), must
+/// not outlive the reading of the file.
+#[test]
+fn an_ecosystem_file_leaves_no_process_behind() {
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: node is not installed");
+        return;
+    }
+    let env = Env::new();
+    let d = env.dir.path().display().to_string();
+    let file = env.path("ecosystem.config.js");
+    std::fs::write(
+        &file,
+        format!(
+            r#"const cp = require("child_process");
+const fs = require("fs");
+const grouped = cp.spawn("sleep", ["100000"], {{ stdio: "ignore" }});
+grouped.unref();
+fs.writeFileSync("{d}/grouped.pid", String(grouped.pid));
+const detached = cp.spawn("sleep", ["100000"], {{ stdio: "ignore", detached: true }});
+detached.unref();
+fs.writeFileSync("{d}/detached.pid", String(detached.pid));
+cp.execSync("setsid sh -c 'echo $$ > {d}/double.pid; exec sleep 100000' > /dev/null 2>&1 < /dev/null &");
+module.exports = {{ apps: [{{ name: "web", script: "sleep", args: "100000" }}] }};
+"#
+        ),
+    )
+    .unwrap();
+    env.ok(&["start", file.to_str().unwrap()]);
+    let web = env.pid("web");
+    let mut left = Vec::new();
+    for name in ["grouped", "detached", "double"] {
+        let p = env.path(&format!("{name}.pid"));
+        let pid: u32 = env.wait(20, "the pid file", || {
+            crate::harness::read(&p).trim().parse::<u32>().ok()
+        });
+        if alive(pid) {
+            crate::harness::kill(pid, libc::SIGKILL);
+            left.push(name);
+        }
+    }
+    assert!(left.is_empty(), "still running: {left:?}");
+    assert!(alive(web));
+}
