@@ -156,7 +156,13 @@ impl Daemon {
             config.adapters.clone(),
             config.agents.clone(),
         );
-        *self.gate.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(gate);
+        let old = std::mem::replace(
+            &mut *self.gate.write().unwrap_or_else(|p| p.into_inner()),
+            Arc::new(gate),
+        );
+        // Open subscriptions were scoped by the old grants: they end, and a
+        // new one is scoped by the grants now in force.
+        old.retire();
         live.retention = config.retention.clone();
         self.refusals
             .lock()
