@@ -286,3 +286,21 @@ fn errors_name_the_line_and_what_to_do() {
     let (message, _) = error(&[("web@.service", "[Service]\nExecStart=/bin/app\n")]);
     assert!(message.contains("is a template"), "{message}");
 }
+
+#[test]
+fn a_short_exec_start_cannot_expand_to_gigabytes() {
+    // 64 KiB of Environment=, referred to 1024 times: 64 MiB of command
+    // line from a 70 KiB unit (and a few more references make it terabytes).
+    let big = "x".repeat(64 << 10);
+    let refs = "${A}".repeat(1024);
+    let unit = format!("[Service]\nEnvironment=A={big}\nExecStart=/bin/echo {refs}\n");
+    let (message, line) = error(&[("big.service", &unit)]);
+    assert!(message.contains("longer than"), "{message}");
+    assert_eq!(line, Some(3));
+    let words = format!(
+        "[Service]\nEnvironment=\"A={}\"\nExecStart=/bin/echo $A $A\n",
+        "x ".repeat(8)
+    );
+    let (_dir, loaded) = load_units(&[("ok.service", &words)]);
+    assert_eq!(loaded.unwrap().apps[0].args.len(), 16);
+}

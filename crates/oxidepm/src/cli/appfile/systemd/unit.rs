@@ -400,7 +400,8 @@ impl Reader<'_> {
             ));
         }
         if !no_expand {
-            let (expanded, unset) = syntax::expand_vars(words, env);
+            let (expanded, unset) =
+                syntax::expand_vars(words, env).map_err(|e| self.error(entry, e))?;
             words = expanded;
             for name in unset {
                 self.note(
