@@ -304,3 +304,26 @@ fn a_short_exec_start_cannot_expand_to_gigabytes() {
     let (_dir, loaded) = load_units(&[("ok.service", &words)]);
     assert_eq!(loaded.unwrap().apps[0].args.len(), 16);
 }
+
+#[test]
+fn an_environment_file_pattern_is_one_level_and_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let env = dir.path().join("env");
+    std::fs::create_dir(&env).unwrap();
+    // A symlink loop under the pattern's directory: never walked.
+    std::os::unix::fs::symlink(".", env.join("a")).unwrap();
+    std::os::unix::fs::symlink(".", env.join("b")).unwrap();
+    std::fs::write(env.join("one.env"), "ONE=1\n").unwrap();
+    let unit = format!("[Service]\nExecStart=/bin/true\nEnvironmentFile=-{d}/env/**/none.env\nEnvironmentFile={d}/env/**.env\n");
+    let (_dir, loaded) = load_units(&[("one.service", &unit)]);
+    let loaded = loaded.unwrap();
+    assert_eq!(loaded.apps[0].env.get("ONE").map(String::as_str), Some("1"));
+    for i in 0..65 {
+        std::fs::write(env.join(format!("{i}.env")), "").unwrap();
+    }
+    let unit = format!("[Service]\nExecStart=/bin/true\nEnvironmentFile={d}/env/*.env\n");
+    let (message, line) = error(&[("many.service", &unit)]);
+    assert!(message.contains("more than 64 files"), "{message}");
+    assert_eq!(line, Some(3));
+}

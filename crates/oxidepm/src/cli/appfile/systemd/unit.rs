@@ -55,6 +55,9 @@ const DEPENDENCY_KEYS: &[&str] = &[
     "Before",
 ];
 
+/// The most files one `EnvironmentFile=` pattern may match.
+const MAX_ENV_FILES: usize = 64;
+
 /// Reads the unit at `path`.
 pub(super) fn read(path: &Path, specifiers: &Specifiers) -> Result<Unit, AppFileError> {
     let text = crate::cli::appfile::read::config_text(path)?;
@@ -233,10 +236,21 @@ impl Reader<'_> {
                 ));
             }
             let mut files: Vec<PathBuf> = if file.contains(['*', '?', '[']) {
-                let paths = glob::glob(file).map_err(|e| {
+                let pattern = crate::cli::appfile::text::one_level_glob(file);
+                let paths = glob::glob(&pattern).map_err(|e| {
                     self.error(entry, format!("{file:?} is not a valid pattern: {e}"))
                 })?;
-                paths.filter_map(Result::ok).collect()
+                let found: Vec<PathBuf> = paths
+                    .filter_map(Result::ok)
+                    .take(MAX_ENV_FILES + 1)
+                    .collect();
+                if found.len() > MAX_ENV_FILES {
+                    return Err(self.error(
+                        entry,
+                        format!("{file:?} matches more than {MAX_ENV_FILES} files; name fewer"),
+                    ));
+                }
+                found
             } else {
                 vec![PathBuf::from(file)]
             };
