@@ -205,6 +205,12 @@ fn a_grant_narrowed_by_a_config_reload_ends_open_subscriptions() {
     let first = env.pid("web");
     env.wait(60, "web's restart streamed", || saw(first));
 
+    // A reload that changes no grant leaves the stream open.
+    env.ok(&["reload-daemon-config"]);
+    env.ok(&["restart", "web"]);
+    let kept = env.pid("web");
+    env.wait(60, "web's restart still streamed", || saw(kept));
+
     env.daemon_toml(
         "[lanes]\nbackend = \"off\"\n[adapters.chat]\ntier = \"read\"\napps = [\"chat\"]\n",
     );
