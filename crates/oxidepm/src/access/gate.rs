@@ -12,6 +12,8 @@ use crate::supervise::SelectError;
 use oxidepm_proto::{Actor, AppKind, Class, Op, Tier};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::reach::{AppFacts, AppIndex};
 
@@ -68,6 +70,9 @@ pub struct Gate {
     tiers: Tiers,
     adapters: BTreeMap<String, Grant>,
     agents: BTreeMap<String, AgentGrant>,
+    /// Set when a reloaded daemon.toml replaces this gate: what was decided
+    /// under it and lasts (a subscription) ends.
+    retired: Arc<AtomicBool>,
 }
 
 impl Gate {
@@ -82,7 +87,18 @@ impl Gate {
             tiers,
             adapters,
             agents,
+            retired: Arc::default(),
         }
+    }
+
+    /// Marks this gate as replaced by a reloaded daemon.toml.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+    }
+
+    /// The flag [`Self::retire`] sets, for what outlives one request.
+    pub fn retired(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.retired)
     }
 
     /// The caller of one request: the peer's origin plus its claim. The

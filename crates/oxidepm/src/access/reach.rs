@@ -136,9 +136,19 @@ pub fn plan<A: AppIndex + ?Sized>(apps: &A, scope: &Scope, op: &Op) -> Result<Pl
         Op::Signal { target, .. } | Op::Reset { target } => p.before = apps.select(target)?,
         Op::Scale { target, instances } => {
             p.before = apps.select(target)?;
-            // The instances a scale up defines, as the group's first is.
-            let tags = p.before.first().map(|a| a.tags.clone()).unwrap_or_default();
             let base = target.trim_start_matches('@');
+            // The instances a scale up defines, as the lowest-numbered one
+            // (the copy the daemon makes) is.
+            let number = |name: &str| -> Option<u32> {
+                name.strip_prefix(base)?.strip_prefix('-')?.parse().ok()
+            };
+            let tags = p
+                .before
+                .iter()
+                .filter_map(|a| number(&a.name).map(|i| (i, a)))
+                .min_by_key(|(i, _)| *i)
+                .map(|(_, a)| a.tags.clone())
+                .unwrap_or_default();
             for i in 0..(*instances).min(oxidepm_proto::MAX_INSTANCES) {
                 let name = oxidepm_proto::instance_name(base, i);
                 if !p.before.iter().any(|a| a.name == name) {

@@ -24,8 +24,10 @@ mod de;
 mod ecosystem_js;
 mod fields;
 mod ini;
+mod leftovers;
 mod nested;
 mod pm2;
+mod read;
 mod resolve;
 mod supervisord;
 mod systemd;
@@ -194,8 +196,7 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileEr
     // without them).
     let (mut loaded, sections) = match format {
         Format::Toml | Format::Yaml | Format::Json => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
+            let text = read::config_text(path)?;
             from_text(&text, format, path, options)?
         }
         Format::EcosystemJs => {
@@ -358,8 +359,7 @@ fn parse_with(
 /// Values are taken literally: `$VAR` is not expanded. In double quotes,
 /// `\n`, `\t`, `\"` and `\\` are escapes and a value may span lines.
 pub fn read_env_file(path: &Path) -> Result<BTreeMap<String, String>, AppFileError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
+    let text = read::config_text(path)?;
     text::parse_env(&text).map_err(|(line, message)| AppFileError {
         line: Some(line),
         ..AppFileError::new(path, message)

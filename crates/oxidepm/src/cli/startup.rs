@@ -111,6 +111,15 @@ pub enum InstallError {
     /// `--run-as` with `--user`.
     #[error("--run-as is for a system unit; a user unit runs as the user who installs it")]
     RunAsUserUnit,
+    /// A value of the unit holds a line break or another control
+    /// character, which would end its line and start a directive of its own.
+    #[error("the {what} {value:?} holds a control character, which a unit file line cannot hold; use a {what} without one")]
+    ControlCharacter {
+        /// What the value is (`home`, `PATH`, `daemon path`).
+        what: &'static str,
+        /// The value.
+        value: String,
+    },
     /// The account running the command has no passwd entry.
     #[error("cannot find the account of uid {uid} (no passwd entry)")]
     NoAccount {
@@ -264,8 +273,14 @@ fn unit_quote(s: &str) -> String {
     }
 }
 
+/// An argument of ExecStart: quoted, and `$` written `$$`, since systemd
+/// expands `$VAR` there (not in Environment=).
+fn exec_quote(s: &str) -> String {
+    unit_quote(&s.replace('$', "$$"))
+}
+
 /// The unit file text for `target`, with `daemon` as its ExecStart.
-pub fn unit(target: &Target, daemon: &str) -> String {
+pub fn unit(target: &Target, daemon: &str) -> Result<String, InstallError> {
     let run_as = if !target.user_unit && !target.account.uid.is_root() {
         format!("User={}\n", target.account.name)
     } else {
@@ -281,11 +296,23 @@ pub fn unit(target: &Target, daemon: &str) -> String {
     // Apps find their programs on the PATH of whoever ran `startup`, as
     // they did when started by hand, not on systemd's short default one.
     let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    for (what, value) in [
+        ("home", &home),
+        ("PATH", &path),
+        ("daemon path", &daemon.to_string()),
+    ] {
+        if value.chars().any(char::is_control) {
+            return Err(InstallError::ControlCharacter {
+                what,
+                value: value.clone(),
+            });
+        }
+    }
     let env_home = unit_quote(&format!("OXIDEPM_HOME={home}"));
     let env_path = unit_quote(&format!("PATH={path}"));
-    let daemon = unit_quote(daemon);
-    let home_arg = unit_quote(&home);
-    format!(
+    let daemon = exec_quote(daemon);
+    let home_arg = exec_quote(&home);
+    Ok(format!(
         "[Unit]\n\
 Description=oxidepm process manager ({described})\n\
 After=network-online.target\n\
@@ -315,7 +342,7 @@ TimeoutStopSec=120\n\
 \n\
 [Install]\n\
 WantedBy={wanted_by}\n"
-    )
+    ))
 }
 
 /// The daemon binary to put in ExecStart (absolute).
@@ -332,7 +359,7 @@ pub fn daemon_path() -> String {
 /// `oxidepm startup [--user] [--write] [--run-as USER]`.
 pub fn run(user_unit: bool, write: bool, run_as: Option<&str>) -> Result<(), InstallError> {
     let target = Target::resolve(user_unit, run_as)?;
-    let text = unit(&target, &daemon_path());
+    let text = unit(&target, &daemon_path())?;
     let root = nix::unistd::geteuid().is_root();
     if !write {
         out!("{text}");
@@ -529,6 +556,35 @@ mod tests {
         assert_ne!(home_tag(Path::new("/a-b")), home_tag(Path::new("/a/b")));
         let long = home_tag(Path::new(&format!("/{}", "x".repeat(300))));
         assert!(long.len() < 48, "{long}");
+    }
+
+    fn target(home: &str) -> Target {
+        let account = nix::unistd::User::from_uid(nix::unistd::geteuid())
+            .unwrap()
+            .unwrap();
+        Target {
+            user_unit: true,
+            account,
+            home: PathBuf::from(home),
+            name: "oxidepm.service".into(),
+            dir: PathBuf::from("/nonexistent"),
+        }
+    }
+
+    #[test]
+    fn a_home_path_cannot_add_lines_or_expand_variables_in_the_unit() {
+        // A line break would start a directive of its own.
+        let evil = "/srv/x\nExecStartPre=/tmp/evil\n";
+        assert!(unit(&target(evil), "/usr/bin/oxidepmd").is_err());
+        assert!(unit(&target("/srv/x"), "/usr/bin/ox\u{1b}idepmd").is_err());
+        // systemd expands $VAR in ExecStart: a literal $ is written $$.
+        let text = unit(&target("/srv/a$USER"), "/usr/bin/oxidepmd").unwrap();
+        let exec = text.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
+        assert!(exec.ends_with("--home /srv/a$$USER"), "{exec}");
+        assert!(
+            text.contains("Environment=OXIDEPM_HOME=/srv/a$USER\n"),
+            "{text}"
+        );
     }
 
     #[test]

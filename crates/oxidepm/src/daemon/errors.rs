@@ -38,6 +38,9 @@ pub enum OpError {
     /// `subscribe` through an agent's lane.
     #[error("subscribe is only available on the daemon's sockets; poll `events` through the lane")]
     SubscribeOffSocket,
+    /// daemon.toml was reloaded while a subscription was open.
+    #[error("daemon.toml was reloaded, and the grants this subscription was opened under may have changed; subscribe again")]
+    ConfigReloaded,
     /// `subscribe` with an event kind this daemon does not know.
     #[error("unknown event kind {kind:?}; the kinds are: {known}")]
     BadKind {
@@ -298,6 +301,7 @@ impl From<OpError> for ErrorBody {
             E::RateLimited { .. } => ErrorCode::RateLimited,
             E::RefusalsForAdmins { .. } => ErrorCode::PolicyDenied,
             E::SubscribersFull(_) => ErrorCode::Unavailable,
+            E::ConfigReloaded => ErrorCode::Unavailable,
             E::Unsaved { .. } => ErrorCode::Storage,
             E::Verb(e) => return verb_body(e),
             E::Scale(_) => ErrorCode::BadRequest,

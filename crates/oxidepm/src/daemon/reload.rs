@@ -149,14 +149,25 @@ impl Daemon {
                 not_applied.push(NotApplied { key, reason });
             }
         }
-        // Everything that can be applied is, changed or not: each step
-        // only replaces a value.
-        let gate = Gate::new(
-            config.tiers.clone(),
-            config.adapters.clone(),
-            config.agents.clone(),
-        );
-        *self.gate.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(gate);
+        // The rest that can be applied is, changed or not: each step only
+        // replaces a value. The gate is made of the grants alone: replaced when they changed,
+        // and then open subscriptions, scoped by the old grants, end (a new
+        // one is scoped by the grants in force).
+        if applied
+            .iter()
+            .any(|k| matches!(top(k), "tiers" | "adapters" | "agents"))
+        {
+            let gate = Gate::new(
+                config.tiers.clone(),
+                config.adapters.clone(),
+                config.agents.clone(),
+            );
+            let old = std::mem::replace(
+                &mut *self.gate.write().unwrap_or_else(|p| p.into_inner()),
+                Arc::new(gate),
+            );
+            old.retire();
+        }
         live.retention = config.retention.clone();
         self.refusals
             .lock()

@@ -33,6 +33,7 @@ mod recovery;
 mod reload;
 mod reload_config;
 mod retention;
+mod review13;
 mod routes;
 mod start_like_pm2;
 mod startup;

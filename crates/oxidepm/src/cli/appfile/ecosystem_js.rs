@@ -4,7 +4,9 @@
 //! The file is a program. It runs as the invoking user, inside the CLI, with
 //! its own directory as working directory, stdin closed, in a process group
 //! of its own; it gets [`TIME_LIMIT`] and [`OUTPUT_LIMIT`] bytes of output,
-//! past either it is killed with everything it started in its group. The
+//! past either it is killed with everything it started in its group. Once
+//! it is done, whatever it started is killed too, in its group or not
+//! (`leftovers.rs`). The
 //! JSON comes after a random marker line, so whatever the file itself prints
 //! (`console.log` in a config file is common) is not mistaken for it.
 
@@ -63,8 +65,17 @@ enum Stream {
     TooMuch,
 }
 
-/// Runs `node` on the file and returns the JSON of its export.
+/// Runs `node` on the file and returns the JSON of its export; nothing the
+/// file started outlives it.
 pub(super) fn evaluate(path: &Path) -> Result<String, AppFileError> {
+    let leftovers = super::leftovers::Leftovers::watch();
+    let json = run(path);
+    leftovers.end();
+    json
+}
+
+/// Runs `node` on the file, within the limits.
+fn run(path: &Path) -> Result<String, AppFileError> {
     let file = std::path::absolute(path)
         .map_err(|e| AppFileError::new(path, format!("cannot find the file's directory: {e}")))?;
     let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();

@@ -122,8 +122,7 @@ pub(super) fn load_in(
 
 /// Reads and parses one file of the configuration.
 fn read(path: &Path) -> Result<Source, AppFileError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
+    let text = super::read::config_text(path)?;
     let sections = ini::parse(&text, Dialect::Supervisord)
         .map_err(|(line, message)| at_line(path, line, message))?;
     let here = base_dir(path)?.to_string_lossy().into_owned();
@@ -159,7 +158,10 @@ fn includes(
         .map_err(|e| at_line(&main.path, entry.line, format!("[include] files: {e}")))?;
     let mut out = Vec::new();
     for pattern in files.split_whitespace() {
-        let full = Path::new(&main.here).join(pattern);
+        // supervisord's glob (Python's, not recursive) reads ** as *, one
+        // level: so does this one, which also never walks a symlink loop.
+        let pattern = super::text::one_level_glob(pattern);
+        let full = Path::new(&main.here).join(&pattern);
         let full = full.to_string_lossy();
         let matches = glob::glob(&full).map_err(|e| {
             at_line(

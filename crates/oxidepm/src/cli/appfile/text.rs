@@ -131,6 +131,19 @@ pub(super) fn parse_env(text: &str) -> Result<BTreeMap<String, String>, (usize, 
     Ok(vars)
 }
 
+/// A glob as supervisord's (Python's) and systemd's (glob(3)) read it:
+/// `**` is `*`, one directory level, so that matching never walks a whole
+/// tree or around a symlink loop.
+pub(super) fn one_level_glob(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    for c in pattern.chars() {
+        if !(c == '*' && out.ends_with('*')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Checks the name of an environment variable.
 pub(super) fn check_env_key(key: &str) -> Result<(), String> {
     let mut bytes = key.bytes();

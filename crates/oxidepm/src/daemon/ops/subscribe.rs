@@ -12,6 +12,7 @@ use crate::server::Sink;
 use crate::supervise::lock;
 use oxidepm_proto::{Response, Streamed, Subscribed, Tier, EVENT_KINDS, REFUSAL_KIND};
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,6 +120,7 @@ impl Daemon {
         caller: &Caller,
         ask: SubscribeAsk,
     ) -> Result<(Subscribed, Subscription), OpError> {
+        let retired = self.gate().retired();
         let wanted = self.wanted(caller, &ask)?;
         let bus = lock(&self.sup).bus.clone();
         let head = Subscribed {
@@ -126,7 +128,9 @@ impl Daemon {
             kinds: wanted.kinds.iter().flatten().cloned().collect(),
             refusals: wanted.refusals,
         };
-        let filter: Filter = Box::new(move |p| wanted.takes(p));
+        // Nothing more once daemon.toml is reloaded: the caller's scope
+        // was decided under grants that may have changed.
+        let filter: Filter = Box::new(move |p| !retired.load(Ordering::SeqCst) && wanted.takes(p));
         Ok((head, bus.subscribe(&ask.owner, ask.person, filter)?))
     }
 
@@ -141,6 +145,7 @@ impl Daemon {
         ask: SubscribeAsk,
         sink: &mut Sink,
     ) -> std::io::Result<()> {
+        let retired = self.gate().retired();
         let (head, sub) = match self.subscription(caller, ask) {
             Ok(s) => s,
             Err(e) => return sink.send(&Response::err(id, e.into())).await,
@@ -152,6 +157,10 @@ impl Daemon {
                 _ = tokio::time::sleep(GONE_EVERY) => {
                     if sink.client_gone() {
                         return Ok(());
+                    }
+                    if retired.load(Ordering::SeqCst) {
+                        let e = OpError::ConfigReloaded;
+                        return sink.send(&Response::err(id, e.into())).await;
                     }
                     continue;
                 }

@@ -93,23 +93,22 @@ impl Daemon {
         }
         let (template, running, have, extra) = {
             let s = lock(&self.sup);
-            let ids = s.instances_of(&base);
-            if ids.is_empty() {
-                if s.apps().any(|a| a.spec.name == base) {
-                    return Err(ScaleError::NotAGroup { app: base }.into());
-                }
-                return Err(s.resolve(&base).err().map_or_else(
-                    || ScaleError::NotAGroup { app: base.clone() }.into(),
-                    OpError::from,
-                ));
-            }
-            let mut group: Vec<(u32, u64)> = ids
+            // The apps the gate checked, as it selected them: a group's
+            // instances that `target` does not select (an app named `web`
+            // beside the instances `web-0` …) are never touched.
+            let mut group: Vec<(u32, u64)> = s
+                .resolve(target)?
                 .iter()
                 .filter_map(|id| s.app(*id))
-                .filter_map(|a| instance_of(&a.spec).map(|(_, i)| (i, a.id)))
+                .filter_map(|a| match instance_of(&a.spec) {
+                    Some((b, i)) if b == base => Some((i, a.id)),
+                    _ => None,
+                })
                 .collect();
             group.sort_unstable();
-            let first = s.app(group[0].1).expect("listed");
+            let Some(first) = group.first().and_then(|(_, id)| s.app(*id)) else {
+                return Err(ScaleError::NotAGroup { app: base }.into());
+            };
             if first.spec.kind != AppKind::App {
                 return Err(ScaleError::Kind {
                     app: first.spec.name.clone(),

@@ -42,11 +42,25 @@ impl Vars<'_> {
     }
 }
 
+/// The longest value an expansion may produce: a short value must not make
+/// the CLI allocate gigabytes (a width of `%(process_num)0999999999d`, a big
+/// variable expanded many times).
+pub(super) const MAX_EXPANDED: usize = 1 << 20;
+
 /// Expands every `%(name)<format>` and `%%` of `value`.
 pub(super) fn expand(value: &str, vars: &Vars) -> Result<String, String> {
+    let too_long = || {
+        format!(
+            "the value would be longer than {} KiB once expanded; write a shorter width or value",
+            MAX_EXPANDED >> 10
+        )
+    };
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(at) = rest.find('%') {
+        if out.len() > MAX_EXPANDED {
+            return Err(too_long());
+        }
         out.push_str(&rest[..at]);
         let after = &rest[at + 1..];
         if let Some(tail) = after.strip_prefix('%') {
@@ -77,7 +91,13 @@ pub(super) fn expand(value: &str, vars: &Vars) -> Result<String, String> {
             ));
         };
         let flags = &spec[..flags_end];
-        let width: usize = spec[flags_end..width_end].parse().unwrap_or(0);
+        let width = match spec[flags_end..width_end].parse::<usize>() {
+            Ok(w) if w <= MAX_EXPANDED => w,
+            Ok(_) => return Err(too_long()),
+            // Too many digits for a number: far too wide.
+            Err(_) if width_end > flags_end => return Err(too_long()),
+            Err(_) => 0,
+        };
         let var = vars.get(name)?;
         let text = match (conversion, var) {
             ('s' | 'r', Var::Text(t)) => t,
@@ -115,6 +135,9 @@ pub(super) fn expand(value: &str, vars: &Vars) -> Result<String, String> {
         rest = &spec[width_end + conversion.len_utf8()..];
     }
     out.push_str(rest);
+    if out.len() > MAX_EXPANDED {
+        return Err(too_long());
+    }
     Ok(out)
 }
 
@@ -222,6 +245,23 @@ mod tests {
             let err = expand(bad, &v).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn a_short_value_cannot_expand_to_gigabytes() {
+        let big = "x".repeat(1 << 20);
+        let env = |_: &str| Some(big.clone());
+        let v = vars(&env);
+        // A width of 99 GB, and a 1 MiB variable expanded many times over.
+        for bad in [
+            "%(process_num)099999999999d".to_string(),
+            "%(program_name)99999999999999999999999s".to_string(),
+            "%(ENV_BIG)s".repeat(64),
+        ] {
+            let err = expand(&bad, &v).unwrap_err();
+            assert!(err.contains("longer than"), "{err}");
+        }
+        assert_eq!(expand("%(process_num)04d", &v).unwrap(), "0003");
     }
 
     #[test]

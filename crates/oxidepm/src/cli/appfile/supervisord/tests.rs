@@ -355,3 +355,30 @@ fn errors_name_the_line_and_what_to_do() {
         "the included file is named: {message}"
     );
 }
+
+#[test]
+fn an_include_glob_through_symlink_loops_ends_quickly() {
+    // Two links back to their own directory: a recursive walk would see
+    // 2^depth paths. supervisord (Python's glob without recursive=True)
+    // reads ** as *, one directory level.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("supervisord.conf");
+    std::fs::write(
+        &conf,
+        "[include]\nfiles = loop/**/*.conf loop/**/none.conf\n[program:a]\ncommand = /bin/sleep 1\n",
+    )
+    .unwrap();
+    let l = dir.path().join("loop");
+    std::fs::create_dir(&l).unwrap();
+    std::os::unix::fs::symlink(".", l.join("a")).unwrap();
+    std::os::unix::fs::symlink(".", l.join("b")).unwrap();
+    std::fs::create_dir(l.join("sub")).unwrap();
+    std::fs::write(
+        l.join("sub/x.conf"),
+        "[program:x]\ncommand = /bin/sleep 1\n",
+    )
+    .unwrap();
+    let loaded = load_in(&conf, &env).unwrap();
+    let names: Vec<&str> = loaded.apps.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["a", "x"]);
+}

@@ -149,6 +149,11 @@ impl Specifiers {
     }
 }
 
+/// The longest command line an expansion may produce: a short line must not
+/// make the CLI allocate gigabytes (a big variable named many times); the
+/// kernel takes a few MiB of arguments at most anyway.
+pub(super) const MAX_COMMAND_BYTES: usize = 1 << 20;
+
 /// Expands `${NAME}` and `$NAME` in the words of a command line as systemd
 /// does: a word that is exactly `$NAME` becomes the value's blank-separated
 /// words, `${NAME}` is replaced inside a word, `$$` is a `$`. Names that
@@ -156,7 +161,14 @@ impl Specifiers {
 pub(super) fn expand_vars(
     words: Vec<String>,
     env: &BTreeMap<String, String>,
-) -> (Vec<String>, Vec<String>) {
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let too_long = || {
+        format!(
+            "the command would be longer than {} KiB once its variables are expanded;              name each variable fewer times or shorten it",
+            MAX_COMMAND_BYTES >> 10
+        )
+    };
+    let mut total = 0usize;
     let mut out = Vec::new();
     let mut unset = Vec::new();
     let mut lookup = |name: &str| -> String {
@@ -171,13 +183,21 @@ pub(super) fn expand_vars(
         }
     };
     for word in words {
+        if total > MAX_COMMAND_BYTES {
+            return Err(too_long());
+        }
         if let Some(name) = word.strip_prefix('$').filter(|n| is_name(n)) {
-            out.extend(lookup(name).split_whitespace().map(String::from));
+            let value = lookup(name);
+            total += value.len();
+            out.extend(value.split_whitespace().map(String::from));
             continue;
         }
         let mut expanded = String::new();
         let mut rest = word.as_str();
         while let Some(at) = rest.find('$') {
+            if total + expanded.len() > MAX_COMMAND_BYTES {
+                return Err(too_long());
+            }
             expanded.push_str(&rest[..at]);
             let after = &rest[at + 1..];
             if let Some(tail) = after.strip_prefix('$') {
@@ -196,9 +216,13 @@ pub(super) fn expand_vars(
             }
         }
         expanded.push_str(rest);
+        total += expanded.len();
         out.push(expanded);
     }
-    (out, unset)
+    if total > MAX_COMMAND_BYTES {
+        return Err(too_long());
+    }
+    Ok((out, unset))
 }
 
 fn is_name(s: &str) -> bool {
@@ -308,7 +332,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let (out, unset) = expand_vars(words, &env);
+        let (out, unset) = expand_vars(words, &env).unwrap();
         assert_eq!(
             out,
             [

@@ -286,3 +286,44 @@ fn errors_name_the_line_and_what_to_do() {
     let (message, _) = error(&[("web@.service", "[Service]\nExecStart=/bin/app\n")]);
     assert!(message.contains("is a template"), "{message}");
 }
+
+#[test]
+fn a_short_exec_start_cannot_expand_to_gigabytes() {
+    // 64 KiB of Environment=, referred to 1024 times: 64 MiB of command
+    // line from a 70 KiB unit (and a few more references make it terabytes).
+    let big = "x".repeat(64 << 10);
+    let refs = "${A}".repeat(1024);
+    let unit = format!("[Service]\nEnvironment=A={big}\nExecStart=/bin/echo {refs}\n");
+    let (message, line) = error(&[("big.service", &unit)]);
+    assert!(message.contains("longer than"), "{message}");
+    assert_eq!(line, Some(3));
+    let words = format!(
+        "[Service]\nEnvironment=\"A={}\"\nExecStart=/bin/echo $A $A\n",
+        "x ".repeat(8)
+    );
+    let (_dir, loaded) = load_units(&[("ok.service", &words)]);
+    assert_eq!(loaded.unwrap().apps[0].args.len(), 16);
+}
+
+#[test]
+fn an_environment_file_pattern_is_one_level_and_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let env = dir.path().join("env");
+    std::fs::create_dir(&env).unwrap();
+    // A symlink loop under the pattern's directory: never walked.
+    std::os::unix::fs::symlink(".", env.join("a")).unwrap();
+    std::os::unix::fs::symlink(".", env.join("b")).unwrap();
+    std::fs::write(env.join("one.env"), "ONE=1\n").unwrap();
+    let unit = format!("[Service]\nExecStart=/bin/true\nEnvironmentFile=-{d}/env/**/none.env\nEnvironmentFile={d}/env/**.env\n");
+    let (_dir, loaded) = load_units(&[("one.service", &unit)]);
+    let loaded = loaded.unwrap();
+    assert_eq!(loaded.apps[0].env.get("ONE").map(String::as_str), Some("1"));
+    for i in 0..65 {
+        std::fs::write(env.join(format!("{i}.env")), "").unwrap();
+    }
+    let unit = format!("[Service]\nExecStart=/bin/true\nEnvironmentFile={d}/env/*.env\n");
+    let (message, line) = error(&[("many.service", &unit)]);
+    assert!(message.contains("more than 64 files"), "{message}");
+    assert_eq!(line, Some(3));
+}

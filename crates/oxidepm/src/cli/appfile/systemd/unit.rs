@@ -55,10 +55,12 @@ const DEPENDENCY_KEYS: &[&str] = &[
     "Before",
 ];
 
+/// The most files one `EnvironmentFile=` pattern may match.
+const MAX_ENV_FILES: usize = 64;
+
 /// Reads the unit at `path`.
 pub(super) fn read(path: &Path, specifiers: &Specifiers) -> Result<Unit, AppFileError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
+    let text = crate::cli::appfile::read::config_text(path)?;
     let sections = ini::parse(&text, Dialect::Systemd)
         .map_err(|(line, message)| at_line(path, line, message))?;
     let file_name = specifiers.unit.clone();
@@ -234,10 +236,21 @@ impl Reader<'_> {
                 ));
             }
             let mut files: Vec<PathBuf> = if file.contains(['*', '?', '[']) {
-                let paths = glob::glob(file).map_err(|e| {
+                let pattern = crate::cli::appfile::text::one_level_glob(file);
+                let paths = glob::glob(&pattern).map_err(|e| {
                     self.error(entry, format!("{file:?} is not a valid pattern: {e}"))
                 })?;
-                paths.filter_map(Result::ok).collect()
+                let found: Vec<PathBuf> = paths
+                    .filter_map(Result::ok)
+                    .take(MAX_ENV_FILES + 1)
+                    .collect();
+                if found.len() > MAX_ENV_FILES {
+                    return Err(self.error(
+                        entry,
+                        format!("{file:?} matches more than {MAX_ENV_FILES} files; name fewer"),
+                    ));
+                }
+                found
             } else {
                 vec![PathBuf::from(file)]
             };
@@ -401,7 +414,8 @@ impl Reader<'_> {
             ));
         }
         if !no_expand {
-            let (expanded, unset) = syntax::expand_vars(words, env);
+            let (expanded, unset) =
+                syntax::expand_vars(words, env).map_err(|e| self.error(entry, e))?;
             words = expanded;
             for name in unset {
                 self.note(
@@ -551,8 +565,7 @@ impl Reader<'_> {
 /// Reads an `EnvironmentFile=`: oxidepm's env file format, with systemd's
 /// `;` comment lines as well.
 fn env_file(path: &Path) -> Result<BTreeMap<String, String>, AppFileError> {
-    let content = std::fs::read_to_string(path)
-        .map_err(|e| AppFileError::new(path, format!("cannot read: {e}")))?;
+    let content = crate::cli::appfile::read::config_text(path)?;
     // Blanked rather than removed, so that line numbers stay right.
     let content: String = content
         .lines()
