@@ -36,6 +36,7 @@ pub mod to_toml;
 mod values;
 
 pub use text::{parse_duration_ms, parse_size};
+pub use values::instances_arg;
 
 use oxidepm_proto::AppSpec;
 use serde::de::DeserializeSeed;

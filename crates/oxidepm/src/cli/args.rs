@@ -324,6 +324,10 @@ pub struct StartArgs {
     /// what differs).
     #[arg(long)]
     pub update: bool,
+    /// Run N instances `<name>-0` … `<name>-N-1` (pm2's `-i N`; cluster
+    /// mode and "max" are refused).
+    #[arg(long, short = 'i', value_name = "N", value_parser = super::appfile::instances_arg)]
+    pub instances: Option<u32>,
 }
 
 /// `route` subcommands.

@@ -109,6 +109,14 @@ pub enum LocalError {
         /// The value as given.
         value: String,
     },
+    /// `-i N` with an app file.
+    #[error("-i/--instances is for a script or a program; in an app file set `instances = N` on the app")]
+    InstancesOfFile,
+    /// `-i N` with existing apps.
+    #[error(
+        "-i/--instances defines new instances; for existing apps use `oxidepm scale <name> N`"
+    )]
+    InstancesOfExisting,
     /// A script that cannot be started as given (`start app.ts`).
     #[error(transparent)]
     Script(#[from] super::script::ScriptError),

@@ -16,7 +16,25 @@ use std::path::{Path, PathBuf};
 /// `oxidepm start`: sends the request and prints the answer.
 pub(super) fn run(a: StartArgs, out: &Printer) -> Result<(), Error> {
     let target = a.target.clone();
-    match start_op(a)? {
+    let instances = a.instances;
+    let is_app_file = target.as_deref().is_some_and(|t| {
+        let path = Path::new(t);
+        path.is_file() && script::app_file_format(path).is_some()
+    });
+    if instances.is_some() && is_app_file {
+        return Err(LocalError::InstancesOfFile.into());
+    }
+    let op = match (start_op(a)?, instances) {
+        (Op::Define { apps, update }, Some(n)) => Op::Define {
+            apps: with_instances(apps, n)?,
+            update,
+        },
+        (op, Some(_)) if !matches!(op, Op::Define { .. }) => {
+            return Err(LocalError::InstancesOfExisting.into())
+        }
+        (op, _) => op,
+    };
+    match op {
         op @ Op::Define { .. } => {
             out.defined(&connect::client(true)?.call_as::<Vec<Defined>>(op)?)?;
         }
@@ -39,6 +57,18 @@ pub(super) fn run(a: StartArgs, out: &Printer) -> Result<(), Error> {
         },
     }
     Ok(())
+}
+
+/// `-i N`: the one app a command line defines, as N instances (`-i 1`
+/// changes nothing); a file sets `instances` per app instead.
+fn with_instances(apps: Vec<AppSpec>, n: u32) -> Result<Vec<AppSpec>, Error> {
+    match apps.as_slice() {
+        [_] if n == 1 => Ok(apps),
+        [app] => Ok((0..n)
+            .map(|i| oxidepm_proto::instance_spec(app, &app.name, i))
+            .collect()),
+        _ => Err(LocalError::InstancesOfFile.into()),
+    }
 }
 
 /// Builds the request for `oxidepm start`.

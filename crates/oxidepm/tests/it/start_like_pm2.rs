@@ -513,3 +513,47 @@ fn a_program_gone_at_a_restart_is_named_with_the_path_it_was_looked_up_on() {
     );
     assert!(err.contains(&bin.display().to_string()), "{err}");
 }
+
+/// `start run.sh -i 3`: three instances of one spec, each told its
+/// number; `scale` then grows the group; cluster mode and `-i` with an app
+/// file are refused before anything is defined.
+#[test]
+fn dash_i_starts_instances_that_scale_grows() {
+    let env = Env::new();
+    let d = dir(&env, "work");
+    std::fs::write(
+        d.join("run.sh"),
+        "echo \"instance $OXIDEPM_INSTANCE\"\nexec sleep 300\n",
+    )
+    .unwrap();
+    ok_in(&env, &d, &["start", "run.sh", "-i", "3"]);
+    for i in 0..3 {
+        let name = format!("run-{i}");
+        env.wait_status(&name, "online");
+        assert_eq!(spec(&env, &name)["env"]["OXIDEPM_INSTANCE"], i.to_string());
+    }
+    ok_in(&env, &d, &["scale", "run", "4"]);
+    env.wait_status("run-3", "online");
+
+    let e = fails_in(
+        &env,
+        &d,
+        &["start", "run.sh", "--name", "other", "-i", "max"],
+    );
+    assert!(e.contains("cluster mode"), "{e}");
+    std::fs::write(
+        d.join("apps.toml"),
+        "[[apps]]\nname = \"f\"\nscript = \"run.sh\"\n",
+    )
+    .unwrap();
+    let e = fails_in(&env, &d, &["start", "apps.toml", "-i", "2"]);
+    assert!(e.contains("instances = N"), "{e}");
+    let names: Vec<String> = env
+        .json(&["status"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["run-0", "run-1", "run-2", "run-3"]);
+}

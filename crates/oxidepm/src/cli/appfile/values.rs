@@ -432,6 +432,12 @@ impl<'de> Visitor<'de> for Instances {
     }
 }
 
+/// pm2's `-i N` on the command line, read as `instances` in a file is.
+pub fn instances_arg(v: &str) -> Result<u32, String> {
+    let d = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(v);
+    Instances.deserialize(d).map_err(|e| e.to_string())
+}
+
 /// pm2's `exec_mode`: only fork mode (separate processes).
 pub(super) fn exec_mode(s: &str) -> Result<(), String> {
     match s {
