@@ -182,3 +182,43 @@ fn an_undo_leaves_an_app_someone_redefined_meanwhile() {
     let a = &env.json(&["show", "a"])[0];
     assert!(a["spec"]["args"].to_string().contains("v1"), "{a}");
 }
+
+/// `--until` with `-n`: the last lines of the window, as journalctl's
+/// `-n 1 --until T` gives the last entry before T; the newest lines of
+/// the log are after the window and must not hide it. The same through
+/// an agent's ops lane, whose `lines` has a default.
+#[test]
+fn a_window_that_ended_gives_its_own_last_lines() {
+    use crate::cli_reads::{json_lines, step, stepper};
+    let env = Env::new();
+    env.daemon_toml("[agents.alice]\napps = [\"w\"]\n");
+    let w = stepper(&env, "w", 3, false);
+    env.ok(&["start", "--name", "w", "--", &w]);
+    let t1 = step(&env, "w", "w1");
+    let t2 = step(&env, "w", "w2");
+    step(&env, "w", "w3");
+    let text = |args: &[&str]| -> Vec<String> {
+        json_lines(&env, args)
+            .iter()
+            .map(|l| l["line"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(text(&["logs", "w", "--until", &t1, "-n", "1"]), ["w1"]);
+    assert_eq!(text(&["logs", "w", "--until", &t2, "-n", "1"]), ["w2"]);
+    assert_eq!(
+        text(&["logs", "w", "--since", &t1, "--until", &t2, "-n", "5"]),
+        ["w1", "w2"]
+    );
+    crate::lanes::start_agents(&env, &["alice"]);
+    let mut alice = crate::lanes::conn(&env.home.join("lanes/alice.sock"));
+    let req = serde_json::json!({"op": "logs", "target": "w", "until": t1, "lines": 1});
+    let r = crate::ops::ops_answer(&mut alice, "alice", &req.to_string());
+    let got: Vec<&str> = r["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|l| l["line"].as_str().unwrap())
+        .collect();
+    assert_eq!(got.len(), 1, "{r}");
+    assert!(got[0].ends_with(" w1"), "{r}");
+}
