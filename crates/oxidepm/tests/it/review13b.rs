@@ -222,3 +222,61 @@ fn a_window_that_ended_gives_its_own_last_lines() {
     assert_eq!(got.len(), 1, "{r}");
     assert!(got[0].ends_with(" w1"), "{r}");
 }
+
+/// Code another user can write is never run as the caller: root names a
+/// `*.config.js` that another account owns (or that every user can
+/// change) in `start`, `stop` or `import`; node must not run it. A FIFO
+/// named like one is refused at once rather than waited on.
+#[test]
+fn a_config_js_another_user_can_write_is_not_run() {
+    let Some((uid, _)) = test_user("oxpm-r2-other") else {
+        eprintln!("skipped: needs root to create a second user");
+        return;
+    };
+    if std::process::Command::new("node")
+        .arg("-e")
+        .arg("0")
+        .status()
+        .is_err()
+    {
+        eprintln!("skipped: node is not installed (Debian: nodejs)");
+        return;
+    }
+    let env = Env::new();
+    env.ok(&["ping"]);
+    let ran = env.path("ran");
+    let body = format!(
+        "require('fs').writeFileSync({:?}, 'ran');\n\
+         module.exports = {{ apps: [{{ name: 'planted', script: 'sleep', args: '100000' }}] }};\n",
+        ran.display().to_string()
+    );
+    let theirs = env.path("theirs.config.js");
+    std::fs::write(&theirs, &body).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(uid), None).unwrap();
+    let open = env.path("open.config.js");
+    std::fs::write(&open, &body).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+    for file in [&theirs, &open] {
+        let f = file.to_str().unwrap();
+        for args in [vec!["start", f], vec!["stop", f], vec!["import", f]] {
+            let o = env.run(&args);
+            assert!(!o.status.success(), "{args:?} succeeded");
+            assert!(!ran.exists(), "{args:?} ran the file");
+        }
+    }
+    assert!(env.status().is_empty(), "{:?}", env.status());
+    // The same file of the caller's own is read as usual.
+    let mine = env.path("mine.config.js");
+    std::fs::write(&mine, &body).unwrap();
+    env.ok(&["import", mine.to_str().unwrap()]);
+    assert!(ran.exists());
+
+    let fifo = env.path("fifo.config.js");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    for args in [
+        vec!["import", fifo.to_str().unwrap()],
+        vec!["start", fifo.to_str().unwrap()],
+    ] {
+        assert!(!env.run(&args).status.success(), "{args:?}");
+    }
+}
