@@ -280,3 +280,35 @@ fn a_config_js_another_user_can_write_is_not_run() {
         assert!(!env.run(&args).status.success(), "{args:?}");
     }
 }
+
+/// A raw client (or an agent through its lane) defines an app that keeps
+/// four billion rotated logs: every `logs` that reaches it, a person's
+/// included, would try four billion file names, and `flush` would remove
+/// as many. The daemon holds the bound the app files have.
+#[test]
+fn a_define_beyond_the_rotated_log_bound_is_refused() {
+    let env = Env::new();
+    env.ok(&["ping"]);
+    let mut raw = env.raw("daemon.sock");
+    let r = raw.call(serde_json::json!({
+        "id": 1,
+        "op": "define",
+        "apps": [{"name": "many", "command": "sleep", "args": ["100000"], "log_keep": u32::MAX}],
+    }));
+    assert_eq!(r["ok"], false, "{r}");
+    // A log rotated at every byte: each line would rename them all.
+    let r = raw.call(serde_json::json!({
+        "id": 3,
+        "op": "define",
+        "apps": [{"name": "tiny", "command": "sleep", "args": ["100000"], "log_max_bytes": 1}],
+    }));
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(env.status().is_empty(), "{:?}", env.status());
+    // The largest count an app file may give is taken.
+    let r = raw.call(serde_json::json!({
+        "id": 2,
+        "op": "define",
+        "apps": [{"name": "kept", "command": "sleep", "args": ["100000"], "log_keep": 1000}],
+    }));
+    assert_eq!(r["ok"], true, "{r}");
+}
