@@ -72,6 +72,7 @@ impl TailReader {
         let mut need = n;
         let mut budget = max_bytes;
         let mut cut = false;
+        let mut missing = 0;
         for i in 0..=keep {
             if need == 0 || cut {
                 break;
@@ -82,8 +83,16 @@ impl TailReader {
                 rotated_path(path, i)
             };
             let Some(file) = ignore_missing(open_log(&p, Access::Read).map(Some))? else {
+                // Rotation renames one file at a time, so a reader sees at
+                // most one gap; two missing in a row end the files, instead
+                // of every name up to `keep` being tried on each read.
+                missing += usize::from(i > 0);
+                if missing == 2 {
+                    break;
+                }
                 continue;
             };
+            missing = 0;
             let len = file.metadata()?.len();
             if len == 0 {
                 continue;
