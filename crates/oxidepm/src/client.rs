@@ -156,6 +156,12 @@ impl Client {
         })
     }
 
+    /// The uid of the process at the other end, as the kernel recorded it
+    /// at connect.
+    pub fn peer_uid(&self) -> Option<u32> {
+        oxidepm_sys::peer::credentials(&self.writer).map(|c| c.uid)
+    }
+
     /// Waits for ever from now on: for `logs --follow`, whose answer may
     /// rightly be silent for hours.
     pub fn wait_for_ever(&mut self) -> std::io::Result<()> {

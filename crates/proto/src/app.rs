@@ -169,6 +169,14 @@ impl From<HealthSpec> for HealthFields {
     }
 }
 
+/// The most rotated log files an app keeps per stream: every reader and
+/// `flush` looks for each of them, so the count is bounded.
+pub const MAX_LOG_KEEP: u32 = 1000;
+
+/// The smallest size at which an app's log is rotated (0: never): below
+/// it, nearly every line would rename all the rotated files.
+pub const MIN_LOG_ROTATE_BYTES: u64 = 1 << 10;
+
 /// Everything needed to run an app, resolved and validated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppSpec {
@@ -224,7 +232,7 @@ pub struct AppSpec {
     /// Size at which a log file is rotated, in bytes.
     #[serde(default = "defaults::log_max_bytes")]
     pub log_max_bytes: u64,
-    /// Rotated log files kept per stream.
+    /// Rotated log files kept per stream (at most [`MAX_LOG_KEEP`]).
     #[serde(default = "defaults::log_keep")]
     pub log_keep: u32,
     /// Where the app's output goes; unset: `log_target` of daemon.toml.

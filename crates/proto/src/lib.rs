@@ -24,6 +24,7 @@ pub use app::{
     check_app_name, AppInfo, AppKind, AppSpec, Dependency, DependencyCondition, HealthProbe,
     HealthSpec, HealthState, RestartPolicy, Status,
 };
+pub use app::{MAX_LOG_KEEP, MIN_LOG_ROTATE_BYTES};
 pub use change::{spec_changes, SpecChange};
 pub use record::{AuditRecord, EventKind, EventRecord, LogLine, LogStream};
 pub use reply::{

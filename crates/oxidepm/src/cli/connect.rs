@@ -87,6 +87,22 @@ pub enum ConnectError {
     /// The daemon started, yet its socket cannot be connected to.
     #[error("connection to the daemon failed: {0}")]
     AfterStart(#[source] std::io::Error),
+    /// The process behind the socket runs as another user (not root).
+    #[error(
+        "refusing the daemon on {}: it runs as {owner}, not as you ({me}) or root, and would \
+         read this command's request (an app's environment included) and could answer it with \
+         anything; run the command as that user (sudo -u {owner} oxidepm ...), or set \
+         OXIDEPM_HOME to a home of your own",
+        socket.display()
+    )]
+    Foreign {
+        /// The socket.
+        socket: PathBuf,
+        /// The user the process behind it runs as.
+        owner: String,
+        /// The user running this command.
+        me: String,
+    },
 }
 
 fn claim() -> Option<String> {
@@ -131,7 +147,7 @@ pub fn client(autostart: bool) -> Result<Client, ConnectError> {
         waited: deadline.unwrap_or_default(),
     };
     match connect(&socket, deadline) {
-        Ok(c) => Ok(c),
+        Ok(c) => trusted(c, socket),
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
             let explicit = std::env::var_os("OXIDEPM_SOCKET").is_some_and(|s| !s.is_empty())
                 && socket != home.daemon_socket();
@@ -140,7 +156,7 @@ pub fn client(autostart: bool) -> Result<Client, ConnectError> {
             }
             start_daemon(&home, deadline)?;
             match connect(&socket, deadline) {
-                Ok(c) => Ok(c),
+                Ok(c) => trusted(c, socket),
                 Err(e) if e.kind() == ErrorKind::TimedOut => Err(busy(socket)),
                 Err(e) => Err(ConnectError::AfterStart(e)),
             }
@@ -148,6 +164,30 @@ pub fn client(autostart: bool) -> Result<Client, ConnectError> {
         Err(e) if e.kind() == ErrorKind::TimedOut => Err(busy(socket)),
         Err(e) => Err(ConnectError::Connect { socket, source: e }),
     }
+}
+
+/// `c`, when the process behind it runs as this command's user or root:
+/// a home another account owns may hold that account's daemon, which must
+/// neither receive this user's requests nor answer them.
+fn trusted(c: Client, socket: PathBuf) -> Result<Client, ConnectError> {
+    let me = nix::unistd::geteuid().as_raw();
+    match c.peer_uid() {
+        Some(uid) if uid == me || uid == 0 => Ok(c),
+        // Not a unix socket's peer the kernel can name: nothing to trust.
+        peer => Err(ConnectError::Foreign {
+            socket,
+            owner: peer.map_or_else(|| "an unknown user".to_string(), user_name),
+            me: user_name(me),
+        }),
+    }
+}
+
+/// A user's name, or `uid N` when it has none.
+fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map_or_else(|| format!("uid {uid}"), |u| u.name)
 }
 
 fn daemon_exe() -> PathBuf {

@@ -10,25 +10,11 @@ use super::appfile::{self, Format, LoadOptions};
 use super::LocalError;
 use std::path::Path;
 
-/// Whether `path` is an existing app file, not a script to run.
+/// Whether `path` is an existing app file, not a script to run: the one
+/// rule of [`Format::from_path`] (a `.js` file is one only when named
+/// `*.config.js`, as pm2 decides), never a second copy of it.
 fn is_app_file(path: &Path) -> bool {
-    let Some(format) = Format::from_path(path) else {
-        return false;
-    };
-    if !path.is_file() {
-        return false;
-    }
-    match format {
-        // Evaluating a script to learn its app names would run it: only
-        // pm2's `*.config.js` files are app files.
-        Format::EcosystemJs => path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-            let n = n.to_ascii_lowercase();
-            [".config.js", ".config.cjs", ".config.mjs"]
-                .iter()
-                .any(|s| n.ends_with(s))
-        }),
-        _ => true,
-    }
+    Format::from_path(path).is_some() && path.is_file()
 }
 
 /// The selector for `targets`: each app file replaced by the names of
@@ -48,4 +34,35 @@ pub fn selector(targets: &[String]) -> Result<String, LocalError> {
         out.extend(loaded.apps.into_iter().map(|a| a.name));
     }
     Ok(out.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_files_named_as_app_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = |name: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, "").unwrap();
+            p
+        };
+        for name in ["app.js", "ecosystem.js", "run.sh", "x.config.jsx"] {
+            assert!(!is_app_file(&made(name)), "{name}");
+        }
+        for name in [
+            "a.toml",
+            "pm2.config.cjs",
+            "ecosystem.config.js",
+            "w.service",
+        ] {
+            assert!(is_app_file(&made(name)), "{name}");
+        }
+        // A FIFO is never opened: it stands for an app's name.
+        let fifo = dir.path().join("f.toml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(!is_app_file(&fifo));
+        assert!(!is_app_file(&dir.path().join("missing.toml")));
+    }
 }

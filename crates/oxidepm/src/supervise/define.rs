@@ -103,6 +103,9 @@ struct Step {
     changes: Vec<SpecChange>,
     /// Whether it ran (or was starting) before the request.
     was_running: bool,
+    /// Its spec as the request left it: an undo touches it only while it
+    /// still has this one.
+    left: AppSpec,
 }
 
 /// Defines apps (creating or changing them), then starts those that have
@@ -146,6 +149,7 @@ pub async fn define(
             let was_running =
                 existing.is_some_and(|a| a.is_running() || a.rt.status == Status::Starting);
             let autostart = spec.autostart;
+            let left = spec.clone();
             let step = match existing.map(|a| (a.id, a.spec.clone())) {
                 None => Step {
                     id: match s.insert(spec, actor) {
@@ -159,6 +163,7 @@ pub async fn define(
                     old: None,
                     changes: Vec::new(),
                     was_running,
+                    left,
                 },
                 Some((id, old)) if old == spec => Step {
                     id,
@@ -166,6 +171,7 @@ pub async fn define(
                     old: None,
                     changes: Vec::new(),
                     was_running,
+                    left,
                 },
                 Some((id, old)) => {
                     let changes = spec_changes(&old, &spec);
@@ -183,6 +189,7 @@ pub async fn define(
                         old: Some(old),
                         changes,
                         was_running,
+                        left,
                     }
                 }
             };
@@ -339,8 +346,27 @@ fn failed_app(e: &Error) -> Option<String> {
 
 /// Puts back what the request changed: what it started is stopped, what
 /// it created removed, what it changed given its old spec (and started
-/// again when it ran before).
+/// again when it ran before). An app another request has redefined since
+/// (the request waited, unlocked, for a stop) is that request's now: it is
+/// left as it is, whoever made it.
 async fn undo(shared: &Shared, steps: &[Step], actor: &Actor) {
+    let steps: Vec<&Step> = {
+        let s = lock(shared);
+        steps
+            .iter()
+            .filter(|st| {
+                let ours = still_ours(&s, st);
+                if !ours {
+                    log::warn!(
+                        "app {} was redefined by another request while this one ran; \
+                         its undo leaves it as it is",
+                        st.id
+                    );
+                }
+                ours
+            })
+            .collect()
+    };
     let ids: Vec<u64> = steps
         .iter()
         .filter(|st| st.action != Action::Unchanged || !st.was_running)
@@ -351,7 +377,12 @@ async fn undo(shared: &Shared, steps: &[Step], actor: &Actor) {
     let mut restore = Vec::new();
     {
         let mut s = lock(shared);
+        // Checked again under the lock the undo writes under: the stop
+        // above waited unlocked.
         for st in steps {
+            if !still_ours(&s, st) {
+                continue;
+            }
             let result = match (&st.action, &st.old) {
                 (Action::Created, _) => s.remove_noting(st.id, actor, why),
                 (Action::Changed, Some(old)) => {
@@ -372,4 +403,9 @@ async fn undo(shared: &Shared, steps: &[Step], actor: &Actor) {
             log::error!("cannot start again an app whose change was undone: {e}");
         }
     }
+}
+
+/// Whether app `st.id` still has the spec the request left it with.
+fn still_ours(s: &Supervisor, st: &Step) -> bool {
+    s.app(st.id).is_some_and(|a| a.spec == st.left)
 }

@@ -36,6 +36,22 @@ pub enum Invalid {
         /// What is wrong with the expression.
         source: CronError,
     },
+    /// More rotated log files than any app may keep.
+    #[error("app {app:?} keeps {keep} rotated log files per stream; at most {max} (log_files_kept)", max = oxidepm_proto::MAX_LOG_KEEP)]
+    LogKeep {
+        /// The app.
+        app: String,
+        /// The count asked for.
+        keep: u32,
+    },
+    /// A log rotated at a size too small to hold a line or two.
+    #[error("app {app:?} rotates its log at {bytes} bytes; use 0 (never) or at least {min} (log_max_size)", min = oxidepm_proto::MIN_LOG_ROTATE_BYTES)]
+    LogMaxBytes {
+        /// The app.
+        app: String,
+        /// The size asked for.
+        bytes: u64,
+    },
     /// A health-check command with no program.
     #[error("app {app:?}: the health-check command is empty")]
     EmptyProbe {
@@ -132,6 +148,18 @@ pub fn check_spec(spec: &AppSpec) -> Result<(), Invalid> {
     }
     if spec.depends_on.iter().any(|d| &d.app == name) {
         return Err(Invalid::SelfDependency { app: app() });
+    }
+    if (1..oxidepm_proto::MIN_LOG_ROTATE_BYTES).contains(&spec.log_max_bytes) {
+        return Err(Invalid::LogMaxBytes {
+            app: app(),
+            bytes: spec.log_max_bytes,
+        });
+    }
+    if spec.log_keep > oxidepm_proto::MAX_LOG_KEEP {
+        return Err(Invalid::LogKeep {
+            app: app(),
+            keep: spec.log_keep,
+        });
     }
     Ok(())
 }

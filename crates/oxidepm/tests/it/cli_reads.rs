@@ -42,7 +42,7 @@ fn status_of_an_app_exits_like_systemctl() {
 
 /// An app that prints `<name><i>` each time the file `<dir>/<name><i>`
 /// appears, for i in 1..=n.
-fn stepper(env: &Env, name: &str, n: u32, stderr: bool) -> String {
+pub(crate) fn stepper(env: &Env, name: &str, n: u32, stderr: bool) -> String {
     let dir = env.dir.path().display().to_string();
     let redirect = if stderr { " >&2" } else { "" };
     env.script(
@@ -56,7 +56,7 @@ fn stepper(env: &Env, name: &str, n: u32, stderr: bool) -> String {
 }
 
 /// Lines of `logs --json` for `args`.
-fn json_lines(env: &Env, args: &[&str]) -> Vec<Value> {
+pub(crate) fn json_lines(env: &Env, args: &[&str]) -> Vec<Value> {
     let mut a = args.to_vec();
     a.push("--json");
     env.ok(&a)
@@ -68,7 +68,7 @@ fn json_lines(env: &Env, args: &[&str]) -> Vec<Value> {
 /// Makes `app` print its next line, waits until that line is in the log,
 /// and until the clock has moved past its stamp (so the next line's
 /// stamp is later); returns the stamp.
-fn step(env: &Env, app: &str, line: &str) -> String {
+pub(crate) fn step(env: &Env, app: &str, line: &str) -> String {
     std::fs::write(env.path(line), "").unwrap();
     let at = env.wait(20, line, || {
         json_lines(env, &["logs", app, "-n", "50"])

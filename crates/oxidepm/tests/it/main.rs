@@ -34,6 +34,7 @@ mod reload;
 mod reload_config;
 mod retention;
 mod review13;
+mod review13b;
 mod routes;
 mod start_like_pm2;
 mod startup;

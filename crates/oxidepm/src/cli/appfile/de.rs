@@ -199,12 +199,18 @@ impl<'de> Visitor<'de> for Root<'_, '_> {
             if key.slot == "apps" {
                 apps = map.next_value_seed(Apps(self.0))?;
             } else if key.slot == "log_max_size" {
-                let max = self
-                    .0
-                    .value(&mut map, &key, Amount::bytes(1 << 10, u64::MAX))?;
+                let max = self.0.value(
+                    &mut map,
+                    &key,
+                    Amount::bytes(oxidepm_proto::MIN_LOG_ROTATE_BYTES, u64::MAX),
+                )?;
                 self.0.extras.borrow_mut().max_size = Some(max);
             } else if key.slot == "log_files_kept" {
-                let keep = self.0.value(&mut map, &key, Amount::count(0, 1000))?;
+                let keep = self.0.value(
+                    &mut map,
+                    &key,
+                    Amount::count(0, oxidepm_proto::MAX_LOG_KEEP.into()),
+                )?;
                 self.0.extras.borrow_mut().retain = Some(u32_of(keep));
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -358,8 +364,11 @@ impl<'de> Visitor<'de> for App<'_, '_> {
                 }
                 "time" => raw.log_timestamps = Some(ctx.value(m, &key, Bool)?),
                 "log_max_size" => {
-                    raw.log_max_bytes =
-                        Some(ctx.value(m, &key, Amount::bytes(1 << 10, u64::MAX))?)
+                    raw.log_max_bytes = Some(ctx.value(
+                        m,
+                        &key,
+                        Amount::bytes(oxidepm_proto::MIN_LOG_ROTATE_BYTES, u64::MAX),
+                    )?)
                 }
                 "log_target" => {
                     raw.log_target = Some(ctx.value(
@@ -372,7 +381,11 @@ impl<'de> Visitor<'de> for App<'_, '_> {
                     )?)
                 }
                 "log_files_kept" => {
-                    raw.log_keep = Some(u32_of(ctx.value(m, &key, Amount::count(0, 1000))?))
+                    raw.log_keep = Some(u32_of(ctx.value(
+                        m,
+                        &key,
+                        Amount::count(0, oxidepm_proto::MAX_LOG_KEEP.into()),
+                    )?))
                 }
                 "tags" => {
                     raw.tags = ctx.value(

@@ -55,6 +55,44 @@ import(require("url").pathToFileURL(file).href).then((ns) => {
 });
 "#;
 
+/// Refuses a file that another user could have written: evaluating it
+/// runs its code as the caller (often root). The file and its directory
+/// must belong to the caller or root, and be writable by nobody else (a
+/// sticky directory such as /tmp excepted, where others cannot replace
+/// it); group write is left alone, as with user private groups.
+fn runnable_by_me(path: &Path, meta: &std::fs::Metadata, dir: &Path) -> Result<(), AppFileError> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let owned = |uid: u32| uid == me || uid == 0;
+    let refuse = |what: String| {
+        Err(AppFileError::new(
+            path,
+            format!("{what}: node would run that code as you; copy the file to a place of your own, or take it over (chown, chmod o-w)"),
+        ))
+    };
+    if !owned(meta.uid()) {
+        return refuse(format!(
+            "is owned by uid {}, not by you or root",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o002 != 0 {
+        return refuse("can be changed by every user".to_string());
+    }
+    let d = std::fs::metadata(dir)
+        .map_err(|e| AppFileError::new(path, format!("cannot look at its directory: {e}")))?;
+    let sticky = d.mode() & 0o1000 != 0;
+    if !sticky && (!owned(d.uid()) || d.mode() & 0o002 != 0) {
+        return refuse(format!(
+            "is in {}, a directory another user can change (owner uid {}, mode {:o})",
+            dir.display(),
+            d.uid(),
+            d.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
 /// What a reader thread saw on one of node's streams.
 enum Stream {
     /// All of stdout, up to its end.
@@ -79,9 +117,10 @@ fn run(path: &Path) -> Result<String, AppFileError> {
     let file = std::path::absolute(path)
         .map_err(|e| AppFileError::new(path, format!("cannot find the file's directory: {e}")))?;
     let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
-    if let Err(e) = std::fs::File::open(&file) {
-        return Err(AppFileError::new(path, format!("cannot read: {e}")));
-    }
+    // Never node on a FIFO (it would wait for a writer for ever), nor on
+    // code another user can change.
+    let (_, meta) = super::read::regular_file(path)?;
+    runnable_by_me(path, &meta, &dir)?;
     let marker = marker().map_err(|e| AppFileError::new(path, e))?;
     let mut child = spawn(path, &file, &dir, &marker)?;
     let (tx, rx) = mpsc::channel();

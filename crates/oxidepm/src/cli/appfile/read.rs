@@ -12,8 +12,9 @@ use std::path::Path;
 /// The largest config file read; real ones are a few KiB.
 pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
-/// The text of the regular file at `path`, at most [`MAX_CONFIG_BYTES`].
-pub fn config_text(path: &Path) -> Result<String, AppFileError> {
+/// The regular file at `path`, opened for reading (with its metadata),
+/// or why not: a FIFO, socket or device is refused without waiting.
+pub fn regular_file(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), AppFileError> {
     // Non-blocking, so that opening a FIFO with no writer does not wait.
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -29,6 +30,12 @@ pub fn config_text(path: &Path) -> Result<String, AppFileError> {
             "is not a regular file (a FIFO, socket or device); give the path of a file",
         ));
     }
+    Ok((file, meta))
+}
+
+/// The text of the regular file at `path`, at most [`MAX_CONFIG_BYTES`].
+pub fn config_text(path: &Path) -> Result<String, AppFileError> {
+    let (file, meta) = regular_file(path)?;
     let too_big = || {
         AppFileError::new(
             path,

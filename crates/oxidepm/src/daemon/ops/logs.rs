@@ -127,10 +127,13 @@ impl Window {
 fn produce_merged(enc: &mut Encoder, plan: &LogPlan, lines: usize, window: &Window) -> bool {
     let mut readers = Vec::new();
     for (app, st, path, keep) in plan {
-        let r = match &window.since {
-            Some(t) => logfile::TailReader::open_since(path, *keep, lines, t.as_bytes()),
-            None => logfile::TailReader::open(path, *keep, lines),
-        };
+        let r = logfile::TailReader::open_window(
+            path,
+            *keep,
+            lines,
+            window.since.as_deref().map(str::as_bytes),
+            window.until.as_deref().map(str::as_bytes),
+        );
         match r {
             Ok(r) => readers.push(((app.as_str(), *st), r)),
             Err(e) => log::debug!("logs: {}: {e}", path.display()),
@@ -246,8 +249,10 @@ impl Daemon {
         let mut out = Vec::new();
         for (app, st, path, keep) in &plan {
             let since = window.since.as_deref().map(str::as_bytes);
+            let until = window.until.as_deref().map(str::as_bytes);
             let (mut got, _) =
-                logfile::newest_within_since(path, *keep, lines, budget, since).unwrap_or_default();
+                logfile::newest_within_since(path, *keep, lines, budget, since, until)
+                    .unwrap_or_default();
             if let Some(until) = &window.until {
                 // In time order: the first line stamped after `until` ends
                 // the window, with the unstamped lines that follow it.

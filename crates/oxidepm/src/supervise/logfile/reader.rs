@@ -43,14 +43,21 @@ impl TailReader {
     /// Like [`TailReader::open`], with only the last `max_bytes` of the log
     /// considered: older lines are left out (see [`TailReader::cut`]).
     pub fn open_within(path: &Path, keep: u32, n: usize, max_bytes: u64) -> io::Result<TailReader> {
-        TailReader::open_bounded(path, keep, n, max_bytes, None)
+        TailReader::open_bounded(path, keep, n, max_bytes, None, None)
     }
 
-    /// The last `n` of the lines stamped at or after `since` (a stamp,
-    /// `2026-11-30T10:00:00.000Z`; see [`super::since`]): each file is
-    /// bisected for where they begin, and older files are not read.
-    pub fn open_since(path: &Path, keep: u32, n: usize, since: &[u8]) -> io::Result<TailReader> {
-        TailReader::open_bounded(path, keep, n, u64::MAX, Some(since))
+    /// The last `n` of the lines stamped at or after `since` and at or
+    /// before `until` (stamps, `2026-11-30T10:00:00.000Z`; see
+    /// [`super::since`]): each file is bisected for where they begin and
+    /// end, files newer than the window are skipped and older ones not read.
+    pub fn open_window(
+        path: &Path,
+        keep: u32,
+        n: usize,
+        since: Option<&[u8]>,
+        until: Option<&[u8]>,
+    ) -> io::Result<TailReader> {
+        TailReader::open_bounded(path, keep, n, u64::MAX, since, until)
     }
 
     fn open_bounded(
@@ -59,11 +66,13 @@ impl TailReader {
         n: usize,
         max_bytes: u64,
         since: Option<&[u8]>,
+        until: Option<&[u8]>,
     ) -> io::Result<TailReader> {
         let mut parts = VecDeque::new();
         let mut need = n;
         let mut budget = max_bytes;
         let mut cut = false;
+        let mut missing = 0;
         for i in 0..=keep {
             if need == 0 || cut {
                 break;
@@ -74,8 +83,16 @@ impl TailReader {
                 rotated_path(path, i)
             };
             let Some(file) = ignore_missing(open_log(&p, Access::Read).map(Some))? else {
+                // Rotation renames one file at a time, so a reader sees at
+                // most one gap; two missing in a row end the files, instead
+                // of every name up to `keep` being tried on each read.
+                missing += usize::from(i > 0);
+                if missing == 2 {
+                    break;
+                }
                 continue;
             };
+            missing = 0;
             let len = file.metadata()?.len();
             if len == 0 {
                 continue;
@@ -86,6 +103,20 @@ impl TailReader {
             };
             if floor == len {
                 // All of it is before the window, and so are older files.
+                break;
+            }
+            // The lines after the window are left out: the last `n` are
+            // the window's own.
+            let len = match until {
+                Some(t) => super::since::first_after(&file, len, t)?,
+                None => len,
+            };
+            if len == 0 {
+                // All of it is after the window: an older file may hold it.
+                continue;
+            }
+            if floor >= len {
+                // The window falls between two of its lines.
                 break;
             }
             let back = match scan_back(&file, len, need, budget.min(len - floor)) {
@@ -246,12 +277,12 @@ pub fn newest_within(
     n: usize,
     max_bytes: usize,
 ) -> io::Result<(Vec<Vec<u8>>, bool)> {
-    newest_within_since(path, keep, n, max_bytes, None)
+    newest_within_since(path, keep, n, max_bytes, None, None)
 }
 
 /// The newest `n` lines of a log and its `keep` rotated files within
 /// `max_bytes` of line text, of the lines stamped at or after `since` when
-/// given (see [`TailReader::open_since`]); the bool says whether older lines
+/// given, and at or before `until` (see [`TailReader::open_window`]); the bool says whether older lines
 /// were left out for the size.
 pub fn newest_within_since(
     path: &Path,
@@ -259,8 +290,9 @@ pub fn newest_within_since(
     n: usize,
     max_bytes: usize,
     since: Option<&[u8]>,
+    until: Option<&[u8]>,
 ) -> io::Result<(Vec<Vec<u8>>, bool)> {
-    let mut reader = TailReader::open_bounded(path, keep, n, max_bytes as u64, since)?;
+    let mut reader = TailReader::open_bounded(path, keep, n, max_bytes as u64, since, until)?;
     let mut out = Vec::new();
     while reader.read(BLOCK, |line| out.push(line.to_vec()))? {}
     Ok((out, reader.cut()))

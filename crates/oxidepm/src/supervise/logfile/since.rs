@@ -21,8 +21,21 @@ const PROBE: u64 = BLOCK as u64;
 /// after `since` (a stamp, `2026-11-30T10:00:00.000Z`), or `len` when
 /// there is none.
 pub(super) fn first_at_or_after(file: &File, len: u64, since: &[u8]) -> io::Result<u64> {
+    first_not_before(file, len, |stamp| stamp < since)
+}
+
+/// The offset of the first line of `file` (`len` bytes) stamped after
+/// `until`, or `len` when there is none: where a window that ends at
+/// `until` stops (a line without a stamp goes with the line before it).
+pub(super) fn first_after(file: &File, len: u64, until: &[u8]) -> io::Result<u64> {
+    first_not_before(file, len, |stamp| stamp <= until)
+}
+
+/// The offset of the first line whose stamp is not `before` the boundary
+/// (stamps grow through a file), or `len`.
+fn first_not_before(file: &File, len: u64, before: impl Fn(&[u8]) -> bool) -> io::Result<u64> {
     match last_stamp(file, len)? {
-        Some(last) if last.as_slice() >= since => {}
+        Some(last) if !before(&last) => {}
         _ => return Ok(len),
     }
     let (mut lo, mut hi) = (0u64, len);
@@ -32,7 +45,7 @@ pub(super) fn first_at_or_after(file: &File, len: u64, since: &[u8]) -> io::Resu
         let mid = lo + (hi - lo) / 2;
         let start = next_line_start(file, mid, len)?;
         match first_stamp_from(file, start, len, PROBE)? {
-            Some((stamp, _)) if stamp.as_slice() < since => lo = start,
+            Some((stamp, _)) if before(&stamp) => lo = start,
             _ => hi = mid,
         }
     }
@@ -44,7 +57,7 @@ pub(super) fn first_at_or_after(file: &File, len: u64, since: &[u8]) -> io::Resu
         file.read_exact_at(&mut buf[..n], pos)?;
         let mut at = 0;
         loop {
-            if split_stamp(&buf[at..n]).is_some_and(|(t, _)| t >= since) {
+            if split_stamp(&buf[at..n]).is_some_and(|(t, _)| !before(t)) {
                 return Ok(pos + at as u64);
             }
             match buf[at..n].iter().position(|&b| b == b'\n') {
@@ -194,6 +207,47 @@ mod tests {
         assert_eq!(before, 0);
     }
 
+    #[test]
+    fn finds_where_a_window_ends_with_its_continuation_lines() {
+        let (f, len) = log(50_000);
+        for i in [0u64, 10, 11, 4_999, 25_000, 49_998] {
+            let at = first_after(f.as_file(), len, stamp(i).as_bytes()).unwrap();
+            let line = line_from(f.as_file(), at);
+            // Line i's unstamped continuation (every tenth) stays before.
+            assert!(
+                line.starts_with(&format!("{} line {} ", stamp(i + 1), i + 1)),
+                "{i}: {line}"
+            );
+        }
+        let last = first_after(f.as_file(), len, stamp(49_999).as_bytes()).unwrap();
+        assert_eq!(last, len);
+        let before = first_after(f.as_file(), len, b"2000-01-01T00:00:00.000Z").unwrap();
+        assert_eq!(before, 0);
+    }
+
+    /// The last lines of a window that ended long before the file's end.
+    #[test]
+    fn the_last_lines_of_a_window_that_ended() {
+        let (f, _) = log(50_000);
+        let (since, until) = (stamp(100), stamp(20_000));
+        let mut r = super::super::TailReader::open_window(
+            f.path(),
+            0,
+            2,
+            Some(since.as_bytes()),
+            Some(until.as_bytes()),
+        )
+        .unwrap();
+        let mut got = Vec::new();
+        while r
+            .read(BLOCK, |l| got.push(String::from_utf8_lossy(l).into_owned()))
+            .unwrap()
+        {}
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].contains(" line 20000 "), "{got:?}");
+        assert!(got[1].contains("continued 20000"), "{got:?}");
+    }
+
     /// Bytes this thread has read through system calls so far.
     fn thread_rchar() -> Option<u64> {
         let io = std::fs::read_to_string("/proc/thread-self/io").ok()?;
@@ -211,7 +265,9 @@ mod tests {
             return;
         };
         let since = stamp(200_000);
-        let mut r = super::super::TailReader::open_since(f.path(), 0, 5, since.as_bytes()).unwrap();
+        let mut r =
+            super::super::TailReader::open_window(f.path(), 0, 5, Some(since.as_bytes()), None)
+                .unwrap();
         let mut got = Vec::new();
         while r
             .read(BLOCK, |l| got.push(String::from_utf8_lossy(l).into_owned()))

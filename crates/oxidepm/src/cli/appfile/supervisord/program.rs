@@ -435,8 +435,11 @@ fn logs(
                 .trim()
                 .parse::<u64>()
                 .ok()
-                .filter(|n| *n <= 1000)
-                .ok_or_else(|| r.error(entry, format!("{value:?} is not a number up to 1000")))?;
+                .filter(|n| *n <= u64::from(oxidepm_proto::MAX_LOG_KEEP))
+                .ok_or_else(|| {
+                    let max = oxidepm_proto::MAX_LOG_KEEP;
+                    r.error(entry, format!("{value:?} is not a number up to {max}"))
+                })?;
             backups = Some(backups.map_or(n, |b| b.max(n)));
         }
     }
