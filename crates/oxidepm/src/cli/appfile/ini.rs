@@ -154,14 +154,7 @@ pub(super) fn parse(text: &str, dialect: Dialect) -> Result<Vec<Section>, (usize
 /// Cuts a `;` or `#` comment that follows a blank (supervisord's
 /// `inline_comment_prefixes`); one inside a word is kept.
 fn strip_inline_comment(value: &str) -> &str {
-    let mut previous_blank = false;
-    for (i, c) in value.char_indices() {
-        if (c == ';' || c == '#') && previous_blank {
-            return &value[..i];
-        }
-        previous_blank = c.is_whitespace();
-    }
-    value
+    super::text::cut_comment(value, &[';', '#'], false)
 }
 
 #[cfg(test)]

@@ -185,9 +185,15 @@ fn unquote(body: &str, quote: char) -> Option<(String, &str)> {
 
 /// Cuts a ` # comment` off an unquoted value; a `#` inside a word is kept.
 fn strip_comment(value: &str) -> &str {
-    let mut previous_blank = true;
+    cut_comment(value, &['#'], true)
+}
+
+/// Cuts a comment that starts with one of `marks` after a blank (or, with
+/// `at_start`, at the very start); a mark inside a word is kept.
+pub(super) fn cut_comment<'a>(value: &'a str, marks: &[char], at_start: bool) -> &'a str {
+    let mut previous_blank = at_start;
     for (i, c) in value.char_indices() {
-        if c == '#' && previous_blank {
+        if marks.contains(&c) && previous_blank {
             return &value[..i];
         }
         previous_blank = c.is_whitespace();
