@@ -20,14 +20,33 @@ pub struct ImportArgs {
     pub only: Vec<String>,
 }
 
-/// Loads the file as `start` would and prints it as TOML on stdout.
-pub fn run(a: &ImportArgs) -> Result<(), Error> {
+/// What `import --json` prints: the specs `start` would send, and the
+/// notes as `start` would print them.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Imported {
+    /// The apps, resolved and validated.
+    pub apps: Vec<oxidepm_proto::AppSpec>,
+    /// Settings without an exact equivalent, one line each.
+    pub notes: Vec<String>,
+}
+
+/// Loads the file as `start` would and prints it as TOML on stdout (as
+/// JSON with `--json`: what container mode reads).
+pub fn run(a: &ImportArgs, json: bool) -> Result<(), Error> {
     let options = LoadOptions {
         env: a.env.clone(),
         only: a.only.clone(),
     };
     let loaded = appfile::load_with(&a.file, &options).map_err(LocalError::from)?;
-    let text = to_toml::render(&loaded, &a.file);
+    let text = if json {
+        let imported = Imported {
+            notes: loaded.notes.iter().map(ToString::to_string).collect(),
+            apps: loaded.apps,
+        };
+        serde_json::to_string(&imported).unwrap_or_default() + "\n"
+    } else {
+        to_toml::render(&loaded, &a.file)
+    };
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())

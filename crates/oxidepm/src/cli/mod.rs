@@ -9,7 +9,7 @@ mod extras;
 mod file_start;
 mod files;
 mod help;
-mod import;
+pub(crate) mod import;
 mod monit;
 mod output;
 mod reads;
@@ -178,7 +178,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             startup::uninstall(user, run_as.as_deref()).map_err(LocalError::from)?;
         }
         Command::ReloadDaemonConfig => reload::run(&out)?,
-        Command::Import(a) => import::run(&a)?,
+        Command::Import(a) => import::run(&a, json)?,
         Command::Kill => match connect::client(false) {
             Ok(mut c) => {
                 let killed: Killed = c.call_as(Op::Kill)?;

@@ -20,7 +20,7 @@
 pub mod output;
 
 use super::Daemon;
-use crate::cli::appfile::{self, LoadOptions};
+use crate::cli::import::Imported;
 use crate::store::NewAudit;
 use crate::supervise::{control, lock};
 use output::{Outputs, Source, Tail};
@@ -58,7 +58,7 @@ impl std::fmt::Debug for Attach {
 /// Loads `file` as `oxidepm start` would (`--env`, `--only`) and starts the
 /// output writers; the file's notes are printed as warnings.
 pub fn load(file: &Path, env: Option<String>, only: Vec<String>) -> Result<Attach, String> {
-    let loaded = appfile::load_with(file, &LoadOptions { env, only }).map_err(|e| e.to_string())?;
+    let loaded = import(file, env, only)?;
     if loaded.apps.is_empty() {
         return Err(format!("{}: no apps to run (check --only)", file.display()));
     }
@@ -70,6 +70,62 @@ pub fn load(file: &Path, env: Option<String>, only: Vec<String>) -> Result<Attac
         apps: loaded.apps,
         outputs: Outputs::start(),
     })
+}
+
+/// The largest answer of `oxidepm import --json` read (a file is at most
+/// 4 MiB; its specs are not much larger).
+const MAX_IMPORTED: u64 = 64 << 20;
+
+/// The file's apps as `oxidepm --json import` gives them. The CLI beside the
+/// daemon (else on PATH) reads the file, so that the daemon does not link
+/// every app-file parser (and node's evaluation of an ecosystem file runs
+/// in its own process, as for `start`); its errors reach stderr as they are.
+fn import(file: &Path, env: Option<String>, only: Vec<String>) -> Result<Imported, String> {
+    use std::io::Read;
+    let cli = crate::lanes::admin::sibling("oxidepm")
+        .or_else(|| crate::lanes::admin::find_program("oxidepm"))
+        .ok_or("container mode reads app files with `oxidepm`, which is neither beside oxidepmd nor on PATH; install both")?;
+    let mut cmd = std::process::Command::new(&cli);
+    cmd.args(["--json", "import"]).arg(file);
+    if let Some(e) = env {
+        cmd.args(["--env", &e]);
+    }
+    if !only.is_empty() {
+        cmd.args(["--only", &only.join(",")]);
+    }
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", cli.display()))?;
+    let mut out = Vec::new();
+    let read = child
+        .stdout
+        .take()
+        .map(|o| o.take(MAX_IMPORTED).read_to_end(&mut out));
+    let status = child
+        .wait()
+        .map_err(|e| format!("{}: {e}", cli.display()))?;
+    if !status.success() {
+        // The CLI said why on stderr, which is ours.
+        return Err(format!("{} cannot be used", file.display()));
+    }
+    match read {
+        Some(Ok(_)) if (out.len() as u64) < MAX_IMPORTED => {
+            serde_json::from_slice(&out).map_err(|e| {
+                format!(
+                    "{}: unexpected answer of {}: {e}",
+                    file.display(),
+                    cli.display()
+                )
+            })
+        }
+        _ => Err(format!(
+            "{}: the apps could not be read from {}",
+            file.display(),
+            cli.display()
+        )),
+    }
 }
 
 /// How an attached app ended.

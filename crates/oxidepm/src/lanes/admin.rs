@@ -34,7 +34,7 @@ pub struct AgentLane {
 type Users = Vec<(AclUser, Secret)>;
 
 /// A program installed beside the daemon's own executable.
-pub(super) fn sibling(name: &str) -> Option<PathBuf> {
+pub(crate) fn sibling(name: &str) -> Option<PathBuf> {
     std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(|d| d.join(name)))
