@@ -2,14 +2,6 @@
 //! `env_<name>` sections, `--env KEY=VALUE` sets a variable in every app of
 //! the file (over the file's own), `--only a,b` keeps those apps.
 
-/// Prints to stderr; a closed stderr loses the notice, never the command.
-macro_rules! errln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
-    }};
-}
-
 use super::appfile::{self, LoadOptions};
 use super::args::StartArgs;
 use super::{Error, LocalError};

@@ -1,5 +1,8 @@
 //! The command-line client: parses arguments, talks to the daemon, prints.
 
+// First, so that its macros are in scope in every module after it.
+#[macro_use]
+mod say;
 pub mod appfile;
 mod args;
 mod connect;

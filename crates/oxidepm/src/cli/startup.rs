@@ -2,31 +2,6 @@
 //! at boot, installed and removed. The unit is named after the account and
 //! the home it serves, so two homes never share (and overwrite) one unit.
 
-/// Prints to stderr; a closed stderr loses the notice, never the command.
-macro_rules! errln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
-    }};
-}
-
-/// Prints to stdout; a closed stdout (`startup | head -1`) ends the text
-/// quietly instead of panicking.
-macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($t)*);
-    }};
-}
-
-/// [`out!`] with a newline.
-macro_rules! outln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($t)*);
-    }};
-}
-
 use crate::paths::Home;
 use nix::unistd::User;
 use std::path::{Path, PathBuf};

@@ -34,7 +34,7 @@ pub fn main() -> ExitCode {
     match run() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("oxidepm: {e}");
+            errln!("oxidepm: {e}");
             ExitCode::FAILURE
         }
     }
