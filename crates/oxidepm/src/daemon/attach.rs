@@ -103,6 +103,10 @@ fn import(file: &Path, env: Option<String>, only: Vec<String>) -> Result<Importe
         .stdout
         .take()
         .map(|o| o.take(MAX_IMPORTED).read_to_end(&mut out));
+    if out.len() as u64 >= MAX_IMPORTED {
+        // It would block writing the rest, and the wait with it.
+        let _ = child.kill();
+    }
     let status = child
         .wait()
         .map_err(|e| format!("{}: {e}", cli.display()))?;
