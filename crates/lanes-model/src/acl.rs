@@ -222,6 +222,20 @@ fn bridge_rules() -> Vec<String> {
     r.push("+hdel".into());
     // Delivered entries are trimmed from the outboxes (XTRIM MINID).
     r.push("+xtrim".into());
+    // The consult router's open questions (`bridge:consult:open:*`, sorted
+    // sets that expire), each written with its inbox entry in one MULTI.
+    for c in [
+        "+zadd",
+        "+zrem",
+        "+zscore",
+        "+zcard",
+        "+zremrangebyscore",
+        "+pexpire",
+        "+multi",
+        "+exec",
+    ] {
+        r.push(c.into());
+    }
     let outboxes = glob(None, None, Dir::Outbox);
     r.push(format!("~{outboxes}"));
     r.push(format!("~{}", dead_letter(&outboxes)));
@@ -351,6 +365,7 @@ mod tests {
             "resetchannels -@all +xadd +xreadgroup +xack +xautoclaim +xclaim \
              +xpending +xlen +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
              +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel +xtrim \
+             +zadd +zrem +zscore +zcard +zremrangebyscore +pexpire +multi +exec \
              ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox"
         );
         assert!(ops

@@ -67,6 +67,10 @@
 //! 10,000). Delivered entries are trimmed from their outbox (`XTRIM MINID`
 //! below the oldest entry not yet acknowledged), never undelivered ones.
 //!
+//! `consult` (present exactly when `consult` is a source): `rules` (a list
+//! of `{"from": <agent>, "to": <agent>}`) and `limits` (`max_bytes`,
+//! `max_open`, `open_secs`); see [`crate::consult`].
+//!
 //! `email` keys: `maildir` (whose `new/` mail is routed into inboxes),
 //! `smtp` (the relay, `host:port`, for outbox mail), `from` (agent → its
 //! sender address) and `domain` (`<agent>@<domain>` for agents without
@@ -76,6 +80,7 @@
 //! off.
 
 use crate::config::{load_json, ConfigError};
+use crate::consult::{ConsultConfig, CONSULT};
 use crate::name::{AgentName, NameError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -129,6 +134,10 @@ pub struct BridgeConfig {
     /// Cap (`MAXLEN ~`) of the inboxes and `bridge:unrouted`.
     #[serde(default = "default_inbox_maxlen")]
     pub inbox_maxlen: u64,
+    /// Agents consulting each other: the rules and bounds of the `consult`
+    /// source (see [`crate::consult`]).
+    #[serde(default)]
+    pub consult: Option<ConsultConfig>,
 }
 
 fn default_inbox_maxlen() -> u64 {
@@ -319,6 +328,7 @@ impl BridgeConfig {
             retry: RetryConfig::default(),
             outbox: OutboxConfig::default(),
             inbox_maxlen: default_inbox_maxlen(),
+            consult: None,
         }
     }
 
@@ -367,7 +377,21 @@ impl BridgeConfig {
             (Some(w), true) => w.check(self)?,
             (None, false) => {}
         }
-        Ok(())
+        self.check_consult()
+    }
+
+    /// The `consult` section goes with the `consult` source, both or
+    /// neither, and its bounds are positive.
+    fn check_consult(&self) -> Result<(), BridgeConfigError> {
+        let has_source = self.sources.iter().any(|s| s == CONSULT);
+        match (&self.consult, has_source) {
+            (None, true) | (Some(_), false) => Err(BridgeConfigError::ConsultSection),
+            (Some(c), true) => match c.limits.zero() {
+                Some(key) => Err(BridgeConfigError::ConsultLimit { key }),
+                None => Ok(()),
+            },
+            (None, false) => Ok(()),
+        }
     }
 }
 
@@ -411,7 +435,8 @@ impl WebhookConfig {
             })?;
         }
         for r in &self.relay {
-            if r == "webhook" || !cfg.sources.iter().any(|s| s == r) {
+            // Consult outboxes are the consult router's: never posted out.
+            if r == "webhook" || r == CONSULT || !cfg.sources.iter().any(|s| s == r) {
                 return Err(BridgeConfigError::Relay { name: r.clone() });
             }
         }
@@ -552,6 +577,15 @@ pub enum BridgeConfigError {
     /// A deadline or cap of `webhook.limits` is 0.
     #[error("webhook.limits.{key} must be positive: 0 would refuse every request")]
     WebhookLimit {
+        /// The key.
+        key: &'static str,
+    },
+    /// `consult` is a source without its section, or the other way round.
+    #[error("consult is a source exactly when there is a consult section: add or remove both")]
+    ConsultSection,
+    /// A bound of `consult.limits` is 0.
+    #[error("consult.limits.{key} must be positive: 0 would refuse every message")]
+    ConsultLimit {
         /// The key.
         key: &'static str,
     },

@@ -10,6 +10,7 @@ pub mod acl;
 pub mod bridge_config;
 pub mod bridge_routes;
 pub mod config;
+pub mod consult;
 pub mod lane_commands;
 pub mod name;
 pub mod proxy_config;

@@ -23,6 +23,8 @@ pub const RESERVED: &[&str] = &[
     "unattributed",
     "invalid-claim",
     "deleted",
+    // The family of agents consulting each other (`<agent>:consult:inbox`).
+    "consult",
 ];
 
 /// A valid agent name: `[a-z][a-z0-9_-]{0,30}` and not in [`RESERVED`].

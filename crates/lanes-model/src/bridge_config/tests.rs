@@ -111,3 +111,41 @@ fn backoff_doubles_up_to_the_cap() {
     assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
     assert_eq!(r.backoff(200).as_millis(), 1000);
 }
+
+#[test]
+fn the_consult_section_goes_with_the_consult_source() {
+    let both =
+        r#", "consult": {"rules": [{"from": "alice", "to": "bob"}], "limits": {"max_open": 2}}"#;
+    let text = both.to_string();
+    let e = parse(&text).unwrap_err();
+    assert!(e.contains("consult is a source exactly when"), "{e}");
+    let with_source = |extra: &str| {
+        let t = format!(
+            r#"{{"redis_socket": "/r", "password_file": "/p", "agents": ["alice", "bob"],
+                "sources": ["consult"] {extra}}}"#
+        );
+        let c: BridgeConfig = serde_json::from_str(&t).map_err(|e| e.to_string())?;
+        c.check().map_err(|e| e.to_string())?;
+        Ok::<_, String>(c)
+    };
+    let c = with_source(both).unwrap();
+    let consult = c.consult.unwrap();
+    assert_eq!(consult.limits.max_open, 2);
+    assert!(consult.allows(&"alice".parse().unwrap(), &"bob".parse().unwrap()));
+    let e = with_source("").unwrap_err();
+    assert!(e.contains("consult is a source exactly when"), "{e}");
+    let e = with_source(r#", "consult": {"limits": {"max_bytes": 0}}"#).unwrap_err();
+    assert!(e.contains("consult.limits.max_bytes"), "{e}");
+    let e =
+        with_source(r#", "consult": {"rules": [{"from": "alice", "to": "alice"}]}"#).unwrap_err();
+    assert!(e.contains("does not consult itself"), "{e}");
+}
+
+#[test]
+fn the_webhook_never_relays_consult_outboxes() {
+    let t = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["webhook", "consult"],
+                "webhook": {"token_file": "/t", "relay": ["consult"]}, "consult": {}}"#;
+    let c: BridgeConfig = serde_json::from_str(t).unwrap();
+    let e = c.check().unwrap_err().to_string();
+    assert!(e.contains("webhook.relay names \"consult\""), "{e}");
+}
