@@ -77,7 +77,15 @@ impl RoutingTable {
     pub fn from_config(cfg: &crate::BridgeConfig) -> RoutingTable {
         RoutingTable {
             routes: Routes::from_plan(&cfg.route_plan()),
-            sources: cfg.sources.clone(),
+            // Consult inboxes are written by the consult router alone, with
+            // the sender taken from an outbox key: never by routing, where
+            // a source names the sender.
+            sources: cfg
+                .sources
+                .iter()
+                .filter(|s| *s != oxidepm_lanes::consult::CONSULT)
+                .cloned()
+                .collect(),
             maxlen: cfg.inbox_maxlen,
         }
     }
@@ -281,6 +289,7 @@ struct Job {
 pub struct Publisher {
     jobs: mpsc::Sender<Job>,
     table: Arc<RwLock<Arc<RoutingTable>>>,
+    con: ConnectionManager,
 }
 
 impl Publisher {
@@ -290,8 +299,14 @@ impl Publisher {
     pub fn new(con: ConnectionManager, table: RoutingTable) -> Publisher {
         let (jobs, rx) = mpsc::channel(QUEUE);
         let table = Arc::new(RwLock::new(Arc::new(table)));
-        tokio::spawn(batches(con, table.clone(), rx));
-        Publisher { jobs, table }
+        tokio::spawn(batches(con.clone(), table.clone(), rx));
+        Publisher { jobs, table, con }
+    }
+
+    /// The bridge's shared Redis connection, for a source that writes
+    /// inboxes without routing (the consult router).
+    pub fn connection(&self) -> ConnectionManager {
+        self.con.clone()
     }
 
     /// Routes and writes one message (see [`publish`]).

@@ -86,6 +86,9 @@ pub fn build_sources(cfg: &BridgeConfig) -> Result<Sources, BridgeError> {
     if let Some(mail) = crate::sources::email::EmailSource::new(cfg)? {
         all.push(Arc::new(mail));
     }
+    if let Some(consult) = crate::sources::consult::ConsultSource::new(cfg) {
+        all.push(Arc::new(consult));
+    }
     Ok(Sources { all, webhook_addr })
 }
 
@@ -302,6 +305,10 @@ impl Bridge {
         }
         if cfg.webhook.is_some() != self.sources.iter().any(|s| s.name() == "webhook") {
             need_restart.push("adding or removing the webhook source".into());
+        }
+        let consult = oxidepm_lanes::consult::CONSULT;
+        if cfg.consult.is_some() != self.sources.iter().any(|s| s.name() == consult) {
+            need_restart.push("adding or removing the consult source".into());
         }
         for s in &self.sources {
             let more = s.reload(&cfg).map_err(|source| BridgeError::Reload {

@@ -3,6 +3,7 @@
 //! signal is the point.
 
 mod bounds;
+mod consult;
 mod harness;
 mod maildir_race;
 mod parking;

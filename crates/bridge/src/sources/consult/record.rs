@@ -1,0 +1,151 @@
+//! The consult router's writes: a question or an answer into the other
+//! agent's consult inbox, together (one MULTI) with the record of open
+//! questions that answers are checked against.
+//!
+//! The record of what `asker` asked `answerer` is one sorted set,
+//! `bridge:consult:open:<asker>:<answerer>`: each member a request id,
+//! scored by the time (ms) the question stops being open. It is bounded
+//! (`max_open` members; what has expired is removed before counting) and
+//! the key expires with its newest question, so a pair that goes quiet
+//! leaves nothing behind. Being in Redis, it survives a restart of the
+//! bridge.
+//!
+//! Because the inbox entry and the record change in one transaction, a
+//! question delivered before a crash and read again after it is found in
+//! the record and not delivered twice; an answer is delivered once (its
+//! question leaves the record with it), and one read again after a crash
+//! goes to the dead stream rather than twice into the inbox.
+
+use super::judge::passed_on;
+use crate::source::{DeliveryError, Outbound};
+use oxidepm_lanes::consult::{self, open_key, ConsultLimits};
+use oxidepm_lanes::{AgentName, StreamKey};
+use redis::aio::ConnectionManager;
+
+/// What the router needs to write one message.
+pub struct Write<'a> {
+    /// The agent that wrote the outbox entry (from the key).
+    pub sender: &'a AgentName,
+    /// The agent whose inbox it goes to.
+    pub to: &'a AgentName,
+    /// The entry.
+    pub msg: &'a Outbound,
+    /// The bounds.
+    pub limits: &'a ConsultLimits,
+    /// `MAXLEN ~` of the inbox.
+    pub inbox_maxlen: u64,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn unavailable(e: redis::RedisError) -> DeliveryError {
+    DeliveryError::Retry(format!("the private Redis did not take it: {e}"))
+}
+
+/// Adds the inbox entry to `pipe`: the fields the router sets, then the
+/// sender's others.
+fn add_xadd(pipe: &mut redis::Pipeline, w: &Write<'_>, kind: &str, link: (&str, &str)) {
+    let x = pipe
+        .cmd("XADD")
+        .arg(StreamKey::inbox(w.to, consult::CONSULT).to_string());
+    if w.inbox_maxlen > 0 {
+        x.arg("MAXLEN").arg("~").arg(w.inbox_maxlen);
+    }
+    x.arg("*");
+    x.arg("source").arg(consult::CONSULT);
+    x.arg(consult::KIND).arg(kind);
+    x.arg(consult::FROM).arg(w.sender.as_str());
+    x.arg(consult::TO).arg(w.to.as_str());
+    x.arg(link.0).arg(link.1);
+    x.arg(consult::TEXT)
+        .arg(w.msg.field(consult::TEXT).unwrap_or(""));
+    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    x.arg(consult::RECEIVED_AT).arg(at);
+    for (k, v) in passed_on(w.msg) {
+        x.arg(k).arg(v);
+    }
+    x.ignore();
+}
+
+/// Delivers a question of `w.sender` to `w.to` and records it as open,
+/// unless it was delivered before (a read after a crash), or the sender
+/// already has `max_open` questions open with `w.to`.
+pub async fn ask(con: &mut ConnectionManager, w: &Write<'_>) -> Result<(), DeliveryError> {
+    let key = open_key(w.sender, w.to);
+    let id = w.msg.id.as_str();
+    let now = now_ms();
+    let (score, open): (Option<f64>, usize) = redis::pipe()
+        .cmd("ZREMRANGEBYSCORE")
+        .arg(&key)
+        .arg("-inf")
+        .arg(now)
+        .ignore()
+        .cmd("ZSCORE")
+        .arg(&key)
+        .arg(id)
+        .cmd("ZCARD")
+        .arg(&key)
+        .query_async(con)
+        .await
+        .map_err(unavailable)?;
+    if score.is_some() {
+        log::info!(
+            "consult: question {id} of {} to {} was delivered before",
+            w.sender,
+            w.to
+        );
+        return Ok(());
+    }
+    let max = w.limits.max_open;
+    if open >= max {
+        return Err(DeliveryError::Permanent(format!(
+            "{} already has {open} open questions to {} (lanes.consult_limits.max_open = {max}); \
+             wait for answers, or for questions to close after lanes.consult_limits.open_secs \
+             ({} s)",
+            w.sender, w.to, w.limits.open_secs
+        )));
+    }
+    let open_ms = w.limits.open_secs.saturating_mul(1000).min(i64::MAX as u64) as i64;
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    add_xadd(&mut pipe, w, "question", (consult::REQUEST_ID, id));
+    pipe.cmd("ZADD")
+        .arg(&key)
+        .arg(now.saturating_add(open_ms))
+        .arg(id)
+        .ignore();
+    pipe.cmd("PEXPIRE").arg(&key).arg(open_ms).ignore();
+    pipe.query_async::<()>(con).await.map_err(unavailable)
+}
+
+/// Delivers `w.sender`'s answer to the question `re` that `w.to` asked it,
+/// and closes the question; a question not open (never asked, answered
+/// already, or past `open_secs`) is refused.
+pub async fn answer(
+    con: &mut ConnectionManager,
+    w: &Write<'_>,
+    re: &str,
+) -> Result<(), DeliveryError> {
+    let key = open_key(w.to, w.sender);
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg(&key)
+        .arg(re)
+        .query_async(con)
+        .await
+        .map_err(unavailable)?;
+    if !score.is_some_and(|closes| closes > now_ms() as f64) {
+        return Err(DeliveryError::Permanent(format!(
+            "re {re:?} names no open question of {} to {}: never asked, answered already \
+             (one answer per question), or asked more than lanes.consult_limits.open_secs \
+             ({} s) ago",
+            w.to, w.sender, w.limits.open_secs
+        )));
+    }
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    add_xadd(&mut pipe, w, "answer", (consult::RE, re));
+    pipe.cmd("ZREM").arg(&key).arg(re).ignore();
+    pipe.query_async::<()>(con).await.map_err(unavailable)
+}
