@@ -129,6 +129,14 @@ fn top(key: &str) -> &str {
     key.split('.').next().unwrap_or(key)
 }
 
+/// Whether a key is one of the consult rules and bounds, which the lanes
+/// may take live (`Lanes::consult_reloadable`).
+fn is_consult_key(key: &str) -> bool {
+    key == "lanes.consult"
+        || key == "lanes.consult_limits"
+        || key.starts_with("lanes.consult_limits.")
+}
+
 impl Daemon {
     /// Reads daemon.toml again and applies what can change live. A file
     /// that does not load leaves everything as it was.
@@ -138,9 +146,15 @@ impl Daemon {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let mut applied = Vec::new();
         let mut not_applied = Vec::new();
+        let consult = self.lanes.consult_reloadable(&config.lanes);
+        let is_live = |k: &str| LIVE.contains(&top(k)) || (consult.is_ok() && is_consult_key(k));
         for key in changed(&live.keys, &keys) {
-            if LIVE.contains(&top(&key)) {
+            if is_live(&key) {
                 applied.push(key);
+            } else if let (true, Err(why)) = (is_consult_key(&key), consult) {
+                let reason =
+                    format!("{key} changed: takes effect at the next daemon start ({why})");
+                not_applied.push(NotApplied { key, reason });
             } else {
                 let reason = format!(
                     "{key} changed: takes effect at the next daemon start ({})",
@@ -175,16 +189,17 @@ impl Daemon {
             .set_limits(config.retention.refusal_limits());
         self.log_reads.set_mib_per_sec(config.logs_read_mib_per_sec);
         self.restart_rate.send_replace(config.restart_rate());
+        if applied.iter().any(|k| is_consult_key(k)) {
+            self.lanes.set_consult(&config.lanes);
+            self.rewrite_bridge();
+        }
         // Keys that wait keep their old value, so the next reload names
         // them again until the daemon restarts.
-        let mut kept: Keys = keys
-            .into_iter()
-            .filter(|(k, _)| LIVE.contains(&top(k)))
-            .collect();
+        let mut kept: Keys = keys.into_iter().filter(|(k, _)| is_live(k)).collect();
         kept.extend(
             live.keys
                 .iter()
-                .filter(|(k, _)| !LIVE.contains(&top(k)))
+                .filter(|(k, _)| !is_live(k))
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
         live.keys = kept;
@@ -195,6 +210,23 @@ impl Daemon {
         };
         log::info!("daemon.toml reloaded: {}", summary(&reloaded));
         Ok(reloaded)
+    }
+
+    /// Writes the bridge's configuration again and has it reload, on a
+    /// task of its own (a reload answers without waiting for the bridge).
+    fn rewrite_bridge(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            log::warn!("lanes: the bridge takes up the new consult rules at its next start");
+            return;
+        };
+        let (lanes, sup) = (self.lanes.clone(), self.sup.clone());
+        rt.spawn(async move {
+            let agents = lanes.agents(&sup);
+            match lanes.ensure_bridge(&sup, &agents).await {
+                Ok(()) => log::info!("lanes: the bridge was given the consult rules in force"),
+                Err(e) => log::error!("lanes: cannot give the bridge the new consult rules: {e}"),
+            }
+        });
     }
 
     /// SIGHUP: the same reload, audited as asked by the signal.

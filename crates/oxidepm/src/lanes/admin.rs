@@ -68,6 +68,9 @@ pub(super) struct LanesState {
     reconciling: tokio::sync::Mutex<()>,
     /// Why the bridge does not run, when the daemon decided it cannot.
     pub(super) bridge_problem: std::sync::Mutex<Option<String>>,
+    /// The consult rules put in force by a reload (`None`: daemon.toml's
+    /// at start).
+    pub(super) consult: std::sync::Mutex<Option<oxidepm_lanes::consult::ConsultConfig>>,
 }
 
 impl Lanes {

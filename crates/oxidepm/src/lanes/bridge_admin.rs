@@ -19,6 +19,7 @@ use crate::supervise::{control, lock, Shared};
 use oxidepm_lanes::bridge_config::{
     BridgeConfig, EmailConfig, RouteConfig, WebhookConfig, STATUS_KEY,
 };
+use oxidepm_lanes::consult::CONSULT;
 use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::stream_key::{BRIDGE_GROUP, STATS_KEY, UNROUTED_KEY};
 use oxidepm_lanes::{AclUser, Secret, StreamKey};
@@ -250,6 +251,7 @@ impl Lanes {
                 _ => false,
             })
             .cloned()
+            .chain(self.consults().then(|| CONSULT.to_string()))
             .collect();
         if served.is_empty() {
             return Ok(None);
@@ -289,6 +291,7 @@ impl Lanes {
             from: e.from.clone(),
             domain: e.domain.clone(),
         });
+        conf.consult = self.consults().then(|| self.consult_config());
         Ok(Some(conf))
     }
 

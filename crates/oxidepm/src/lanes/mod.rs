@@ -3,7 +3,8 @@
 //!
 //! [`admin`] runs the private Redis, provisions ACL users and the auth proxy
 //! app; [`bridge_admin`] runs the bridge app and keeps its routes, as the
-//! user [`bridge_user`] picks; [`ops`]
+//! user [`bridge_user`] picks, and hands it the rules of agents consulting
+//! each other ([`consult`]); [`ops`]
 //! is the ops responder; [`purge`] deletes what a deleted agent's lane
 //! held. The proxy itself is the `oxidepm-lane-proxy`
 //! crate, the bridge the `oxidepm-bridge` crate, and the vocabulary they
@@ -14,6 +15,7 @@ pub mod admin;
 pub mod bridge_admin;
 pub mod bridge_user;
 pub mod budgets;
+pub mod consult;
 pub mod error;
 pub mod layout;
 pub mod ops;

@@ -1,5 +1,6 @@
 //! The `[lanes]` section of daemon.toml.
 
+use oxidepm_lanes::consult::{ConsultLimits, ConsultRule, CONSULT};
 use oxidepm_lanes::proxy_config::DEFAULT_MAX_CONNECTIONS;
 use oxidepm_lanes::stream_key::is_family_name;
 use oxidepm_lanes::{AgentName, LimitsConfig, NameError, ProxyConfigError};
@@ -75,6 +76,14 @@ pub struct LanesSettings {
     /// `redis+unix` of earlier versions, kept for one release.
     #[serde(default)]
     pub lane_url_scheme: super::layout::LaneUrlScheme,
+    /// `[[lanes.consult]]`: which agent may ask which (`from`, `to`). With
+    /// at least one rule when the daemon starts, `consult` is a stream
+    /// family of every agent and the bridge routes it.
+    #[serde(default)]
+    pub consult: Vec<ConsultRule>,
+    /// `[lanes.consult_limits]`: the bounds of consulting.
+    #[serde(default)]
+    pub consult_limits: ConsultLimits,
 }
 
 /// `[lanes.bridge]`: the bridge's bounds (unset: the bridge's defaults).
@@ -153,6 +162,9 @@ impl LanesSettings {
     pub fn families(&self) -> Vec<String> {
         let mut v = self.sources.clone();
         v.extend(self.responders.iter().cloned());
+        if !self.consult.is_empty() {
+            v.push(CONSULT.to_string());
+        }
         v
     }
 
@@ -191,11 +203,39 @@ impl LanesSettings {
         if let Some(key) = self.webhook.as_ref().and_then(|w| w.limits.zero()) {
             return Err(SettingsError::WebhookLimit { key });
         }
+        self.check_consult()?;
         let b = &self.bridge;
         if b.max_entry_bytes == Some(0) || b.buffer_bytes == Some(0) || b.dead_maxlen == Some(0) {
             return Err(SettingsError::BridgeZero);
         }
         self.check_bounds()
+    }
+
+    /// `consult` is no source or responder of its own, no rule names one
+    /// (no agent can be named like one), and the bounds are positive.
+    fn check_consult(&self) -> Result<(), SettingsError> {
+        if self
+            .sources
+            .iter()
+            .chain(&self.responders)
+            .any(|f| f == CONSULT)
+        {
+            return Err(SettingsError::ConsultFamily);
+        }
+        let families = self.families();
+        for r in &self.consult {
+            for side in [&r.from, &r.to] {
+                side.check_families(&families)
+                    .map_err(|source| SettingsError::ConsultRule {
+                        rule: r.to_string(),
+                        source,
+                    })?;
+            }
+        }
+        match self.consult_limits.zero() {
+            Some(key) => Err(SettingsError::ConsultLimit { key }),
+            None => Ok(()),
+        }
     }
 
     /// Checks that the bounds can be met.
@@ -289,4 +329,21 @@ pub enum SettingsError {
     /// `[lanes.limits]` cannot be met.
     #[error("lanes.{0}")]
     Limits(#[source] ProxyConfigError),
+    /// `consult` listed as a source or responder.
+    #[error("\"consult\" is not a source or responder to list: agents consult each other through [[lanes.consult]] rules; remove it from lanes.sources and lanes.responders")]
+    ConsultFamily,
+    /// A consult rule names a source or responder.
+    #[error("[[lanes.consult]] rule {rule}: {source}")]
+    ConsultRule {
+        /// The rule.
+        rule: String,
+        /// Why a side cannot be an agent.
+        source: NameError,
+    },
+    /// A bound of `[lanes.consult_limits]` is 0.
+    #[error("lanes.consult_limits.{key} must be positive: 0 would refuse every message")]
+    ConsultLimit {
+        /// The key.
+        key: &'static str,
+    },
 }

@@ -9,6 +9,7 @@ mod cli_manners;
 mod cli_reads;
 mod compat;
 mod connections;
+mod consult;
 mod containment;
 mod event_feed;
 mod event_stream;

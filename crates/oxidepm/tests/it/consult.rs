@@ -1,0 +1,236 @@
+//! Agents consulting each other through the daemon's bridge, as the agents
+//! do it: XADD to their own consult outbox through their lane socket, and
+//! read their consult inbox with their group. Only what `[[lanes.consult]]`
+//! allows arrives; the rest is in the sender's dead stream with the reason.
+
+use crate::harness::{read, Env};
+use crate::lanes::{conn, host_conn, start_agents};
+use std::collections::HashMap;
+
+type Fields = HashMap<String, String>;
+
+const RULED: &str = r#"
+agents_share_uid = true
+[lanes]
+appendfsync = "everysec"
+
+[[lanes.consult]]
+from = "alice"
+to = "bob"
+"#;
+
+const UNRULED: &str = r#"
+agents_share_uid = true
+[lanes]
+appendfsync = "everysec"
+"#;
+
+fn lane(env: &Env, agent: &str) -> redis::Connection {
+    conn(&env.home.join(format!("lanes/{agent}.sock")))
+}
+
+/// XADD through the agent's own lane, in the shared form agents use.
+fn says(c: &mut redis::Connection, fields: &[(&str, &str)]) -> String {
+    let mut cmd = redis::cmd("XADD");
+    cmd.arg("consult:outbox").arg("*");
+    for (k, v) in fields {
+        cmd.arg(*k).arg(*v);
+    }
+    cmd.query(c).unwrap()
+}
+
+fn fields(e: &redis::streams::StreamId) -> Fields {
+    e.map
+        .iter()
+        .map(|(k, v)| {
+            let v = redis::from_redis_value::<String>(v).unwrap_or_default();
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// What `agent` reads of its consult inbox with its own group, waiting
+/// until there are `n` new entries.
+fn inbox(env: &Env, c: &mut redis::Connection, agent: &str, n: usize) -> Vec<Fields> {
+    let mut got = Vec::new();
+    env.wait(
+        30,
+        &format!("{n} entries in {agent}'s consult inbox"),
+        || {
+            let reply: redis::streams::StreamReadReply = redis::cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(agent)
+                .arg("t")
+                .arg("COUNT")
+                .arg(100)
+                .arg("BLOCK")
+                .arg(500)
+                .arg("STREAMS")
+                .arg(format!("{agent}:consult:inbox"))
+                .arg(">")
+                .query(c)
+                .unwrap_or_default();
+            got.extend(reply.keys.iter().flat_map(|k| k.ids.iter().map(fields)));
+            got.len() >= n
+        },
+    );
+    got
+}
+
+/// A stream as the daemon's admin user reads it.
+fn range(env: &Env, key: &str) -> Vec<Fields> {
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(&mut host_conn(env, "sys"))
+        .unwrap();
+    reply.ids.iter().map(fields).collect()
+}
+
+fn dead(env: &Env, agent: &str, n: usize) -> Vec<Fields> {
+    let key = format!("{agent}:consult:outbox:dead");
+    env.wait(30, &format!("{n} entries in {key}"), || {
+        let d = range(env, &key);
+        (d.len() >= n).then_some(d)
+    })
+}
+
+fn bridge_reloads(env: &Env) -> usize {
+    read(&env.home.join("logs/oxidepm-bridge-err.log"))
+        .matches("configuration reloaded")
+        .count()
+}
+
+#[test]
+fn agents_consult_each_other_only_as_daemon_toml_allows() {
+    let env = Env::new();
+    env.daemon_toml(RULED);
+    start_agents(&env, &["alice", "bob", "carol"]);
+    env.wait(30, "the bridge", || {
+        env.daemon_status()
+            .iter()
+            .any(|a| a["name"] == "oxidepm-bridge" && a["status"] == "online")
+    });
+    let described = read(&env.home.join("lanes/alice.json"));
+    assert!(described.contains("alice:consult:inbox"), "{described}");
+    assert!(described.contains("alice:consult:outbox"), "{described}");
+    let (mut alice, mut bob, mut carol) =
+        (lane(&env, "alice"), lane(&env, "bob"), lane(&env, "carol"));
+
+    // Alice asks twice, the first time posing as carol.
+    let q1 = says(
+        &mut alice,
+        &[("to", "bob"), ("from", "carol"), ("text", "q1")],
+    );
+    let q2 = says(
+        &mut alice,
+        &[("to", "bob"), ("text", "q2"), ("topic", "dns")],
+    );
+    let got = inbox(&env, &mut bob, "bob", 2);
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (e, (id, text)) in got.iter().zip([(&q1, "q1"), (&q2, "q2")]) {
+        assert_eq!(e["from"], "alice", "{e:?}");
+        assert_eq!(e["kind"], "question");
+        assert_eq!(&e["request_id"], id);
+        assert_eq!(e["text"], text, "in order");
+    }
+    assert_eq!(got[1]["topic"], "dns");
+
+    // Bob answers both; the answers come back to alice, in his order.
+    says(&mut bob, &[("to", "alice"), ("re", &q2), ("text", "a2")]);
+    says(&mut bob, &[("to", "alice"), ("re", &q1), ("text", "a1")]);
+    let answers = inbox(&env, &mut alice, "alice", 2);
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    for (e, (id, text)) in answers.iter().zip([(&q2, "a2"), (&q1, "a1")]) {
+        assert_eq!(e["from"], "bob");
+        assert_eq!(e["kind"], "answer");
+        assert_eq!(&e["re"], id);
+        assert_eq!(e["text"], text);
+    }
+
+    // No rule bob → alice, carol → bob; an answer to a question never
+    // asked: dead streams, with the reason; no inbox grows.
+    says(&mut bob, &[("to", "alice"), ("text", "unruled")]);
+    says(
+        &mut bob,
+        &[("to", "alice"), ("re", "1-0"), ("text", "unasked")],
+    );
+    says(&mut carol, &[("to", "bob"), ("text", "me too")]);
+    let bob_dead = dead(&env, "bob", 2);
+    assert!(
+        bob_dead[0]["error"].contains("no [[lanes.consult]] rule lets bob consult alice"),
+        "{bob_dead:?}"
+    );
+    assert_eq!(bob_dead[0]["text"], "unruled");
+    assert!(
+        bob_dead[1]["error"].contains("names no open question"),
+        "{bob_dead:?}"
+    );
+    let carol_dead = dead(&env, "carol", 1);
+    assert!(
+        carol_dead[0]["error"].contains("carol consult bob"),
+        "{carol_dead:?}"
+    );
+    assert_eq!(range(&env, "alice:consult:inbox").len(), 2);
+    assert_eq!(range(&env, "bob:consult:inbox").len(), 2);
+
+    // The rule is removed and daemon.toml reloaded: alice's next question
+    // is dead, bob's inbox is as it was.
+    let before = bridge_reloads(&env);
+    env.daemon_toml(UNRULED);
+    let r = env.json(&["reload-daemon-config"]);
+    assert!(
+        r["applied"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "lanes.consult"),
+        "{r}"
+    );
+    env.wait(30, "the bridge to reload", || bridge_reloads(&env) > before);
+    says(&mut alice, &[("to", "bob"), ("text", "q3")]);
+    let alice_dead = dead(&env, "alice", 1);
+    assert_eq!(alice_dead[0]["text"], "q3");
+    assert!(alice_dead[0]["error"].contains("no [[lanes.consult]] rule lets alice consult bob"));
+    assert_eq!(range(&env, "bob:consult:inbox").len(), 2);
+}
+
+#[test]
+fn consult_rules_are_checked_and_the_first_one_waits_for_a_daemon_start() {
+    let env = Env::new();
+    env.daemon_toml(UNRULED);
+    env.ok(&["start", "--name", "idle", "--", "sleep", "100000"]);
+    // Agents have no consult family yet: the first rule waits.
+    env.daemon_toml(RULED);
+    let r = env.json(&["reload-daemon-config"]);
+    let waits = &r["not_applied"][0];
+    assert_eq!(waits["key"], "lanes.consult", "{r}");
+    let reason = waits["reason"].as_str().unwrap();
+    assert!(reason.contains("only when the daemon starts"), "{reason}");
+
+    // Bad rules are refused with the line and what to change, and the
+    // daemon keeps what it had.
+    for (rule, says) in [
+        (
+            "from = \"alice\"\nto = \"alice\"",
+            "does not consult itself",
+        ),
+        ("from = \"alice\"\nto = \"B*\"", "is not allowed"),
+        ("from = \"alice\"\nto = \"ops\"", "reserved"),
+        ("from = \"alice\"\nto = [\"bob\"]", "invalid type"),
+    ] {
+        env.daemon_toml(&format!("{UNRULED}\n[[lanes.consult]]\n{rule}\n"));
+        let e = env.fails(&["reload-daemon-config"]);
+        assert!(e.contains(says), "{rule}: {e}");
+        if says != "reserved" {
+            assert!(
+                e.contains("daemon.toml: TOML parse error at line"),
+                "{rule}: {e}"
+            );
+        }
+    }
+    env.daemon_toml(&format!("{UNRULED}sources = [\"webhook\", \"consult\"]\n"));
+    let e = env.fails(&["reload-daemon-config"]);
+    assert!(e.contains("[[lanes.consult]] rules"), "{e}");
+}
