@@ -47,6 +47,16 @@ pub fn open_key(asker: &AgentName, answerer: &AgentName) -> String {
     format!("{OPEN_PREFIX}:{asker}:{answerer}")
 }
 
+/// The globs of every record of open questions `agent` asked or was
+/// asked, which go with its lane when it is deleted (an agent name holds
+/// no colon or glob character, so they match no one else's).
+pub fn open_globs(agent: &AgentName) -> [String; 2] {
+    [
+        format!("{OPEN_PREFIX}:{agent}:*"),
+        format!("{OPEN_PREFIX}:*:{agent}"),
+    ]
+}
+
 /// One rule: `from` may ask `to`, and `to` may answer what `from` asked.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "RawRule")]
@@ -200,6 +210,10 @@ mod tests {
         assert_eq!(
             open_key(&n("alice"), &n("bob")),
             "bridge:consult:open:alice:bob"
+        );
+        assert_eq!(
+            open_globs(&n("al")),
+            ["bridge:consult:open:al:*", "bridge:consult:open:*:al"]
         );
     }
 

@@ -318,6 +318,8 @@ impl Lanes {
                 self.settings
                     .sources
                     .iter()
+                    .map(String::as_str)
+                    .chain(self.consults().then_some(CONSULT))
                     .map(move |s| StreamKey::outbox(&a.name, s).to_string())
             })
             .collect();

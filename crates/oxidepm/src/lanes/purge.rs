@@ -40,7 +40,11 @@ pub fn lane_globs(agent: &AgentName) -> [String; 3] {
 /// Deletes every key of `agent`'s lane; returns how many there were.
 pub fn purge(con: &mut redis::Connection, agent: &AgentName) -> redis::RedisResult<usize> {
     let mut removed = 0;
-    for pattern in lane_globs(agent) {
+    // With the lane go the bridge's records of its open questions, so
+    // that a new agent of the name cannot be answered what the old one
+    // asked.
+    let consult = oxidepm_lanes::consult::open_globs(agent);
+    for pattern in lane_globs(agent).into_iter().chain(consult) {
         let mut cursor: u64 = 0;
         loop {
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")

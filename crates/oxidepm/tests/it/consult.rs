@@ -174,6 +174,9 @@ fn agents_consult_each_other_only_as_daemon_toml_allows() {
     );
     assert_eq!(range(&env, "alice:consult:inbox").len(), 2);
     assert_eq!(range(&env, "bob:consult:inbox").len(), 2);
+    // A question bob leaves open.
+    says(&mut alice, &[("to", "bob"), ("text", "still open")]);
+    inbox(&env, &mut bob, "bob", 1);
 
     // The rule is removed and daemon.toml reloaded: alice's next question
     // is dead, bob's inbox is as it was.
@@ -193,7 +196,20 @@ fn agents_consult_each_other_only_as_daemon_toml_allows() {
     let alice_dead = dead(&env, "alice", 1);
     assert_eq!(alice_dead[0]["text"], "q3");
     assert!(alice_dead[0]["error"].contains("no [[lanes.consult]] rule lets alice consult bob"));
-    assert_eq!(range(&env, "bob:consult:inbox").len(), 2);
+    assert_eq!(range(&env, "bob:consult:inbox").len(), 3);
+
+    // Deleting bob deletes the record of what was still open with him: a
+    // new bob could not answer it.
+    let open = "bridge:consult:open:alice:bob";
+    let exists = |env: &Env| -> i64 {
+        redis::cmd("EXISTS")
+            .arg(open)
+            .query(&mut host_conn(env, "sys"))
+            .unwrap()
+    };
+    assert_eq!(exists(&env), 1);
+    env.ok(&["delete", "bob"]);
+    assert_eq!(exists(&env), 0);
 }
 
 #[test]
