@@ -386,10 +386,7 @@ impl BridgeConfig {
         let has_source = self.sources.iter().any(|s| s == CONSULT);
         match (&self.consult, has_source) {
             (None, true) | (Some(_), false) => Err(BridgeConfigError::ConsultSection),
-            (Some(c), true) => match c.limits.zero() {
-                Some(key) => Err(BridgeConfigError::ConsultLimit { key }),
-                None => Ok(()),
-            },
+            (Some(c), true) => c.limits.check().map_err(BridgeConfigError::ConsultLimits),
             (None, false) => Ok(()),
         }
     }
@@ -583,12 +580,9 @@ pub enum BridgeConfigError {
     /// `consult` is a source without its section, or the other way round.
     #[error("consult is a source exactly when there is a consult section: add or remove both")]
     ConsultSection,
-    /// A bound of `consult.limits` is 0.
-    #[error("consult.limits.{key} must be positive: 0 would refuse every message")]
-    ConsultLimit {
-        /// The key.
-        key: &'static str,
-    },
+    /// A bound of `consult.limits` cannot be met.
+    #[error("consult.limits.{0}")]
+    ConsultLimits(#[source] crate::consult::LimitError),
 }
 
 /// The `email` section of the bridge's configuration.

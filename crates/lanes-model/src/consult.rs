@@ -148,17 +148,50 @@ impl Default for ConsultLimits {
 }
 
 impl ConsultLimits {
-    /// The first limit that is 0 (which would refuse every message).
-    pub fn zero(&self) -> Option<&'static str> {
-        [
+    /// Longest `open_secs`: a year. Longer would overflow the expiry
+    /// times Redis keeps, and nobody waits a year for an answer.
+    pub const MAX_OPEN_SECS: u64 = 365 * 86_400;
+
+    /// Why the limits cannot be used: one is 0 (which would refuse every
+    /// message), or `open_secs` is past [`Self::MAX_OPEN_SECS`].
+    pub fn check(&self) -> Result<(), LimitError> {
+        let zero = [
             ("max_bytes", self.max_bytes as u64),
             ("max_open", self.max_open as u64),
             ("open_secs", self.open_secs),
         ]
         .into_iter()
-        .find(|(_, v)| *v == 0)
-        .map(|(k, _)| k)
+        .find(|(_, v)| *v == 0);
+        if let Some((key, _)) = zero {
+            return Err(LimitError::Zero { key });
+        }
+        if self.open_secs > Self::MAX_OPEN_SECS {
+            return Err(LimitError::TooLong {
+                value: self.open_secs,
+            });
+        }
+        Ok(())
     }
+}
+
+/// A consult bound that cannot be met; the message starts with the key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    /// A bound is 0.
+    #[error("{key} must be positive: 0 would refuse every message")]
+    Zero {
+        /// The key.
+        key: &'static str,
+    },
+    /// `open_secs` is longer than a year.
+    #[error(
+        "open_secs = {value}: at most {} (a year)",
+        ConsultLimits::MAX_OPEN_SECS
+    )]
+    TooLong {
+        /// The value as given.
+        value: u64,
+    },
 }
 
 /// The bridge's `consult` section: the rules in force and the bounds.
@@ -243,9 +276,13 @@ mod tests {
         let l: ConsultLimits = serde_json::from_str(r#"{"max_open": 3}"#).unwrap();
         assert_eq!(l.max_open, 3);
         assert_eq!(l.max_bytes, 64 << 10);
-        assert_eq!(l.zero(), None);
+        assert_eq!(l.check(), Ok(()));
         let l: ConsultLimits = serde_json::from_str(r#"{"open_secs": 0}"#).unwrap();
-        assert_eq!(l.zero(), Some("open_secs"));
+        let e = l.check().unwrap_err().to_string();
+        assert!(e.starts_with("open_secs must be positive"), "{e}");
+        let l: ConsultLimits = serde_json::from_str(r#"{"open_secs": 99999999999}"#).unwrap();
+        let e = l.check().unwrap_err().to_string();
+        assert!(e.contains("at most 31536000 (a year)"), "{e}");
         assert!(serde_json::from_str::<ConsultLimits>(r#"{"max_opne": 3}"#).is_err());
     }
 }

@@ -232,10 +232,9 @@ impl LanesSettings {
                     })?;
             }
         }
-        match self.consult_limits.zero() {
-            Some(key) => Err(SettingsError::ConsultLimit { key }),
-            None => Ok(()),
-        }
+        self.consult_limits
+            .check()
+            .map_err(SettingsError::ConsultLimits)
     }
 
     /// Checks that the bounds can be met.
@@ -340,10 +339,7 @@ pub enum SettingsError {
         /// Why a side cannot be an agent.
         source: NameError,
     },
-    /// A bound of `[lanes.consult_limits]` is 0.
-    #[error("lanes.consult_limits.{key} must be positive: 0 would refuse every message")]
-    ConsultLimit {
-        /// The key.
-        key: &'static str,
-    },
+    /// A bound of `[lanes.consult_limits]` cannot be met.
+    #[error("lanes.consult_limits.{0}")]
+    ConsultLimits(#[source] oxidepm_lanes::consult::LimitError),
 }

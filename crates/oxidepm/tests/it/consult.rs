@@ -246,6 +246,12 @@ fn consult_rules_are_checked_and_the_first_one_waits_for_a_daemon_start() {
             );
         }
     }
+    env.daemon_toml(&format!("{UNRULED}[lanes.consult_limits]\nopen_secs = 0\n"));
+    let e = env.fails(&["reload-daemon-config"]);
+    assert!(
+        e.contains("lanes.consult_limits.open_secs must be positive"),
+        "{e}"
+    );
     env.daemon_toml(&format!("{UNRULED}sources = [\"webhook\", \"consult\"]\n"));
     let e = env.fails(&["reload-daemon-config"]);
     assert!(e.contains("[[lanes.consult]] rules"), "{e}");
