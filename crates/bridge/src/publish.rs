@@ -1,4 +1,6 @@
-//! The only way into an inbox.
+//! The only way into an inbox from the outside world (agents' consult
+//! inboxes are written by the consult router alone: see
+//! `sources::consult`).
 //!
 //! [`publish`] routes messages and writes them, in one pipeline:
 //!
