@@ -32,6 +32,7 @@ pub use reply::{
     RouteRemoved, Saved, Stopped,
 };
 pub use reply::{ConfigReloaded, NotApplied};
+pub use report::ConsultRuleReport;
 pub use report::{
     AgentLaneReport, BridgeCounters, Counters, LanesReport, RouteOrigin, RouteReport, RoutesReport,
     StreamReport,

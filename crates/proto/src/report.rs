@@ -64,6 +64,18 @@ pub struct RoutesReport {
     pub reload_error: Option<String>,
     /// Routes of daemon.toml, then those added at runtime.
     pub routes: Vec<RouteReport>,
+    /// The `[[lanes.consult]]` rules in force: who may ask whom.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consult: Vec<ConsultRuleReport>,
+}
+
+/// One rule of agents consulting each other: `from` may ask `to`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsultRuleReport {
+    /// The agent that asks.
+    pub from: String,
+    /// The agent asked, who may answer.
+    pub to: String,
 }
 
 /// The bridge's counters, or `{}` when Redis could not be asked.

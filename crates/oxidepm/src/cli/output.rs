@@ -463,6 +463,14 @@ impl Printer {
             "default agent: {}",
             or_dash(report.default_agent.as_ref())
         )?;
+        if !report.consult.is_empty() {
+            let rules: Vec<String> = report
+                .consult
+                .iter()
+                .map(|r| format!("{} -> {}", r.from, r.to))
+                .collect();
+            writeln!(out, "consult: {}", rules.join(", "))?;
+        }
         if let Some(problem) = &report.problem {
             writeln!(out, "bridge: not running: {problem}")?;
         }

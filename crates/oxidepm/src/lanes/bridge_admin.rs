@@ -382,6 +382,7 @@ impl Lanes {
             default_agent_parked,
             reload_error,
             routes,
+            consult: self.consult_report(),
         })
     }
 

@@ -10,6 +10,7 @@
 use super::admin::Lanes;
 use super::settings::{Backend, LanesSettings};
 use oxidepm_lanes::consult::{ConsultConfig, CONSULT};
+use oxidepm_proto::ConsultRuleReport;
 
 impl Lanes {
     /// Whether agents have the `consult` family and the bridge routes it.
@@ -54,5 +55,21 @@ impl Lanes {
             rules: new.consult.clone(),
             limits: new.consult_limits,
         });
+    }
+
+    /// The rules in force, for `route list` and `lanes` (none when agents
+    /// have no consult family).
+    pub fn consult_report(&self) -> Vec<ConsultRuleReport> {
+        if !self.consults() {
+            return Vec::new();
+        }
+        self.consult_config()
+            .rules
+            .into_iter()
+            .map(|r| ConsultRuleReport {
+                from: r.from.to_string(),
+                to: r.to.to_string(),
+            })
+            .collect()
     }
 }

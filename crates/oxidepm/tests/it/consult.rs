@@ -118,6 +118,15 @@ fn agents_consult_each_other_only_as_daemon_toml_allows() {
     let (mut alice, mut bob, mut carol) =
         (lane(&env, "alice"), lane(&env, "bob"), lane(&env, "carol"));
 
+    // The rules in force are shown.
+    let routes = env.json(&["route", "list"]);
+    assert_eq!(
+        routes["consult"],
+        serde_json::json!([{"from": "alice", "to": "bob"}]),
+        "{routes}"
+    );
+    assert!(env.ok(&["route", "list"]).contains("consult: alice -> bob"));
+
     // Alice asks twice, the first time posing as carol.
     let q1 = says(
         &mut alice,
@@ -192,6 +201,7 @@ fn agents_consult_each_other_only_as_daemon_toml_allows() {
         "{r}"
     );
     env.wait(30, "the bridge to reload", || bridge_reloads(&env) > before);
+    assert!(env.json(&["route", "list"]).get("consult").is_none());
     says(&mut alice, &[("to", "bob"), ("text", "q3")]);
     let alice_dead = dead(&env, "alice", 1);
     assert_eq!(alice_dead[0]["text"], "q3");

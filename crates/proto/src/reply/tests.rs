@@ -150,6 +150,7 @@ fn reports_keep_their_shape() {
             default_agent_parked: None,
             reload_error: None,
             routes: vec![RouteReport::new(route(), RouteOrigin::Config)],
+            consult: Vec::new(),
         },
         warnings: Vec::new(),
     };
