@@ -222,6 +222,11 @@ impl Daemon {
         let (lanes, sup) = (self.lanes.clone(), self.sup.clone());
         rt.spawn(async move {
             let agents = lanes.agents(&sup);
+            if agents.is_empty() {
+                // No lanes run yet: the first agent's brings the bridge up
+                // with the rules in force.
+                return;
+            }
             match lanes.ensure_bridge(&sup, &agents).await {
                 Ok(()) => log::info!("lanes: the bridge was given the consult rules in force"),
                 Err(e) => log::error!("lanes: cannot give the bridge the new consult rules: {e}"),

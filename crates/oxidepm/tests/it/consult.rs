@@ -235,6 +235,23 @@ fn consult_rules_are_checked_and_the_first_one_waits_for_a_daemon_start() {
     let reason = waits["reason"].as_str().unwrap();
     assert!(reason.contains("only when the daemon starts"), "{reason}");
 
+    // With a rule at start, rules change live, agents or not.
+    let ruled = Env::new();
+    ruled.daemon_toml(RULED);
+    ruled.ok(&["start", "--name", "idle", "--", "sleep", "100000"]);
+    ruled.daemon_toml(&RULED.replace(
+        "from = \"alice\"\nto = \"bob\"",
+        "from = \"bob\"\nto = \"carol\"",
+    ));
+    let r = ruled.json(&["reload-daemon-config"]);
+    assert_eq!(r["applied"], serde_json::json!(["lanes.consult"]), "{r}");
+    let routes = ruled.json(&["route", "list"]);
+    assert_eq!(
+        routes["consult"],
+        serde_json::json!([{"from": "bob", "to": "carol"}]),
+        "{routes}"
+    );
+
     // Bad rules are refused with the line and what to change, and the
     // daemon keeps what it had.
     for (rule, says) in [
