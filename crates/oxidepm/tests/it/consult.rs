@@ -223,7 +223,7 @@ fn agents_consult_each_other_only_as_daemon_toml_allows() {
 }
 
 #[test]
-fn consult_rules_are_checked_and_the_first_one_waits_for_a_daemon_start() {
+fn consult_rules_are_checked_change_live_and_the_first_one_waits_for_a_daemon_start() {
     let env = Env::new();
     env.daemon_toml(UNRULED);
     env.ok(&["start", "--name", "idle", "--", "sleep", "100000"]);
@@ -282,4 +282,58 @@ fn consult_rules_are_checked_and_the_first_one_waits_for_a_daemon_start() {
     env.daemon_toml(&format!("{UNRULED}sources = [\"webhook\", \"consult\"]\n"));
     let e = env.fails(&["reload-daemon-config"]);
     assert!(e.contains("[[lanes.consult]] rules"), "{e}");
+}
+
+/// A python3 that has redis-py, or why not.
+fn python_with_redis() -> Result<String, String> {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys, redis; print(sys.executable)"])
+        .output()
+        .map_err(|e| format!("python3 cannot be run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "python3 has no redis-py: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[test]
+fn the_python_example_agents_ask_and_answer_each_other() {
+    let py = match python_with_redis() {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("skipped: the example agents cannot run: {why}");
+            return;
+        }
+    };
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/agents/consult.py"
+    );
+    let env = Env::new();
+    env.daemon_toml(RULED);
+    env.ok(&[
+        "start", "--kind", "agent", "--name", "bob", "--", &py, example,
+    ]);
+    env.ok(&[
+        "start",
+        "--kind",
+        "agent",
+        "--name",
+        "alice",
+        "--",
+        &py,
+        example,
+        "bob",
+        "what is 2+2?",
+    ]);
+    let log = env.home.join("logs/alice-out.log");
+    let said = env.wait(60, "alice to get bob's answer", || {
+        let l = read(&log);
+        l.contains("alice: bob answered").then_some(l)
+    });
+    assert!(said.contains("bob heard 12 chars"), "{said}");
+    assert!(read(&env.home.join("logs/bob-out.log")).contains("bob: answered alice's"));
 }
