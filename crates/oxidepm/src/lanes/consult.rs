@@ -39,7 +39,7 @@ impl Lanes {
         if self.settings.backend != Backend::Redis || new.backend != Backend::Redis {
             return Err("the lanes are off, or being turned on or off, which takes a daemon start");
         }
-        if !self.consults() && !new.consult.is_empty() {
+        if !self.consults() {
             return Err(
                 "consult becomes a stream family of every agent (its ACL, its environment) only \
                  when the daemon starts with a rule; once it is, rules change live",
