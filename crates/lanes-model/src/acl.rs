@@ -230,13 +230,23 @@ fn bridge_rules() -> Vec<String> {
     r
 }
 
-/// A responder: reads its own outboxes of every agent, writes the matching
-/// inboxes.
+/// A responder: reads and acknowledges its own outboxes of every agent
+/// (no XADD there: it cannot forge a request), and only appends to the
+/// matching inboxes, through a write-only selector (it cannot read an
+/// answer back, its own or another's).
 fn responder_rules(responder: &str) -> Vec<String> {
     let mut r = vec!["resetchannels".to_string(), "-@all".to_string()];
-    r.extend(HOST_STREAM_COMMANDS.iter().map(|s| s.to_string()));
+    r.extend(
+        HOST_STREAM_COMMANDS
+            .iter()
+            .filter(|c| **c != "+xadd")
+            .map(|s| s.to_string()),
+    );
     r.push(format!("~{}", glob(None, Some(responder), Dir::Outbox)));
-    r.push(format!("%W~{}", glob(None, Some(responder), Dir::Inbox)));
+    r.push(format!(
+        "(+xadd %W~{})",
+        glob(None, Some(responder), Dir::Inbox)
+    ));
     r
 }
 
@@ -353,10 +363,12 @@ mod tests {
              +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel +xtrim \
              ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox"
         );
-        assert!(ops
-            .rules(&families())
-            .join(" ")
-            .ends_with("+acl|whoami ~*:ops:outbox %W~*:ops:inbox"));
+        assert_eq!(
+            ops.rules(&families()).join(" "),
+            "resetchannels -@all +xreadgroup +xack +xautoclaim +xclaim +xpending +xlen \
+             +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
+             +ping +acl|whoami ~*:ops:outbox (+xadd %W~*:ops:inbox)"
+        );
         assert_eq!(
             AclUser::Admin.rules(&families()).join(" "),
             "resetchannels ~* +@all"
