@@ -9,6 +9,7 @@ use super::budgets;
 use super::error::{ConnectError, Error};
 use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
 use super::purge;
+use super::responders::{self, ResponderLane};
 use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
 use oxidepm_lanes::acl::{self, AclUser};
@@ -68,16 +69,37 @@ pub(super) struct LanesState {
     reconciling: tokio::sync::Mutex<()>,
     /// Why the bridge does not run, when the daemon decided it cannot.
     pub(super) bridge_problem: std::sync::Mutex<Option<String>>,
+    /// Every family as of the last reconcile (the responder apps' too);
+    /// read when an agent starts, for its environment.
+    pub(super) families: Arc<std::sync::RwLock<Vec<String>>>,
 }
 
 impl Lanes {
     /// The lanes of the home of `layout`, with `settings`.
     pub fn new(layout: Layout, settings: LanesSettings) -> Lanes {
+        let state = LanesState {
+            families: Arc::new(std::sync::RwLock::new(settings.families())),
+            ..LanesState::default()
+        };
         Lanes {
             layout,
             settings,
-            state: Arc::default(),
+            state: Arc::new(state),
         }
+    }
+
+    /// Every family as of the last reconcile, shared: what an agent
+    /// starting now has outboxes for.
+    pub fn live_families(&self) -> Arc<std::sync::RwLock<Vec<String>>> {
+        self.state.families.clone()
+    }
+
+    fn families_now(&self) -> Vec<String> {
+        self.state
+            .families
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Checks agent specs before they are defined: names, and that lanes
@@ -128,6 +150,16 @@ impl Lanes {
     /// Makes Redis, its users, the proxy and the agents' files match the
     /// defined agents plus `extra` (agents about to be defined).
     pub async fn reconcile(&self, shared: &Shared, extra: &[AgentLane]) -> Result<(), Error> {
+        self.reconcile_with(shared, extra, &[]).await
+    }
+
+    /// [`Lanes::reconcile`], with the responder apps about to be defined.
+    pub async fn reconcile_with(
+        &self,
+        shared: &Shared,
+        extra: &[AgentLane],
+        extra_responders: &[ResponderLane],
+    ) -> Result<(), Error> {
         if self.settings.backend == Backend::Off {
             return Ok(());
         }
@@ -138,14 +170,36 @@ impl Lanes {
                 agents.push(e.clone());
             }
         }
+        let mut responders = self.responders(shared);
+        for e in extra_responders {
+            if !responders.iter().any(|r| r.name == e.name) {
+                responders.push(e.clone());
+            }
+        }
         let redis_id = find_app(shared, REDIS_APP);
-        if agents.is_empty() && redis_id.is_none() {
+        if agents.is_empty() && responders.is_empty() && redis_id.is_none() {
             return Ok(());
         }
         let (redis_exe, proxy_exe) = self.programs()?;
-        self.prepare_dirs(&agents).map_err(Error::Dirs)?;
-        let (users, fresh) = self.users(&agents).map_err(Error::Passwords)?;
+        // Responders' sockets are reached like agents' (see prepare_dirs).
+        let lanes: Vec<AgentLane> = agents
+            .iter()
+            .cloned()
+            .chain(responders.iter().map(|r| AgentLane {
+                name: r.name.clone(),
+                uid: r.uid,
+            }))
+            .collect();
+        self.prepare_dirs(&lanes).map_err(Error::Dirs)?;
+        let families = self.families_with(&responders);
+        *self
+            .state
+            .families
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = families.clone();
+        let (users, fresh) = self.users(&agents, &responders).map_err(Error::Passwords)?;
         let gone = purge::gone(&self.layout.secrets_dir(), &users);
+        let gone_responders = responders::gone(&self.layout.secrets_dir(), &users);
 
         let running = redis_id.is_some_and(|id| is_running(shared, id));
         // Written even when Redis runs: what it reads at its next start
@@ -154,7 +208,7 @@ impl Lanes {
         if !running {
             write_atomic(
                 &self.layout.acl_file(),
-                acl::acl_file(&users, &self.settings.families()).as_bytes(),
+                acl::acl_file(&users, &families).as_bytes(),
             )
             .map_err(Error::RedisConf)?;
             let spec = self.redis_spec(&redis_exe);
@@ -162,8 +216,9 @@ impl Lanes {
         }
         let admin_pw = users[0].1.clone();
         let sock = self.layout.redis_socket();
-        let families = self.settings.families();
         let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
+        let responder_names: Vec<AgentName> = responders.iter().map(|r| r.name.clone()).collect();
+        let (gone_r, names_r) = (gone_responders.clone(), names.clone());
         // Gone agents' keys, and whatever lies under the name of an agent
         // whose lane is new.
         let purged: Vec<AgentName> = gone
@@ -172,15 +227,20 @@ impl Lanes {
             .chain(fresh)
             .collect();
         let maxmemory = budgets::maxmemory(&self.settings);
+        let live_families = families.clone();
         tokio::task::spawn_blocking(move || {
-            apply_live(&sock, &admin_pw, &users, &names, &families, &purged)?;
+            apply_live(&sock, &admin_pw, &users, &names, &live_families, &purged)?;
+            let mut con = connect(&sock, &admin_pw)?;
+            responders::apply(&mut con, &gone_r, &responder_names, &names_r)?;
             set_maxmemory(&sock, &admin_pw, maxmemory)
         })
         .await
         .map_err(Error::Task)??;
         purge::forget(&self.layout.secrets_dir(), &gone);
+        responders::forget(&self.layout.secrets_dir(), &gone_responders);
 
-        self.write_proxy_conf(&agents).map_err(Error::ProxyConf)?;
+        self.write_proxy_conf(&agents, &responders)
+            .map_err(Error::ProxyConf)?;
         let proxy_id = find_app(shared, PROXY_APP);
         match proxy_id {
             Some(id) if is_running(shared, id) => {
@@ -193,8 +253,10 @@ impl Lanes {
             }
             _ => ensure_app(shared, self.proxy_spec(&proxy_exe), proxy_id).await?,
         }
-        self.wait_for_sockets(&agents).await;
+        self.wait_for_sockets(&lanes).await;
         self.write_descriptions(&agents);
+        let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
+        self.write_responder_descriptions(&responders, &names);
         self.ensure_bridge(shared, &agents).await
     }
 
@@ -228,7 +290,11 @@ impl Lanes {
     /// Every user with its password: the admin user first, then the bridge,
     /// the responders and the agents; and the agents whose password was
     /// made now (their lane is new).
-    fn users(&self, agents: &[AgentLane]) -> std::io::Result<(Users, Vec<AgentName>)> {
+    fn users(
+        &self,
+        agents: &[AgentLane],
+        apps: &[ResponderLane],
+    ) -> std::io::Result<(Users, Vec<AgentName>)> {
         let dir = self.layout.secrets_dir();
         secrets::ensure_dir(&dir)?;
         let mut users = vec![AclUser::Admin, AclUser::Bridge];
@@ -238,6 +304,7 @@ impl Lanes {
                 .iter()
                 .map(|r| AclUser::Responder(r.clone())),
         );
+        users.extend(apps.iter().map(|r| AclUser::Responder(r.name.to_string())));
         users.extend(agents.iter().map(|a| AclUser::Agent(a.name.clone())));
         let mut out = Vec::with_capacity(users.len());
         let mut fresh = Vec::new();
@@ -345,8 +412,15 @@ impl Lanes {
         p
     }
 
-    pub(super) fn write_proxy_conf(&self, agents: &[AgentLane]) -> std::io::Result<()> {
-        write_json(&self.layout.proxy_conf(), &self.proxy_conf(agents))
+    pub(super) fn write_proxy_conf(
+        &self,
+        agents: &[AgentLane],
+        responders: &[ResponderLane],
+    ) -> std::io::Result<()> {
+        let mut conf = self.proxy_conf(agents);
+        conf.families = self.families_with(responders);
+        conf.responders = self.responder_configs(responders);
+        write_json(&self.layout.proxy_conf(), &conf)
     }
 
     async fn wait_for_sockets(&self, agents: &[AgentLane]) {
@@ -363,7 +437,7 @@ impl Lanes {
     }
 
     fn write_descriptions(&self, agents: &[AgentLane]) {
-        let families = self.settings.families();
+        let families = self.families_now();
         for a in agents {
             let path = self.layout.agent_json(&a.name);
             let text = layout::agent_description(
@@ -386,7 +460,8 @@ impl Lanes {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if let Some(agent) = name.strip_suffix(".json") {
-                    if !agents.iter().any(|a| a.name == agent) {
+                    let responder = self.families_now().iter().any(|f| f == agent);
+                    if !responder && !agents.iter().any(|a| a.name == agent) {
                         let _ = std::fs::remove_file(e.path());
                     }
                 }
@@ -404,7 +479,7 @@ impl Lanes {
         let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin))
             .map_err(Error::NotSetUp)?;
         let sock = self.layout.redis_socket();
-        let families = self.settings.families();
+        let families = self.families_now();
         let layout = self.layout.clone();
         tokio::task::spawn_blocking(move || {
             let mut con = connect(&sock, &pw)?;

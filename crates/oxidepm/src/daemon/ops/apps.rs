@@ -52,7 +52,9 @@ impl Daemon {
             return Err(OpError::NothingToDefine);
         }
         self.prepare_lanes(&apps).await?;
-        let agents = apps.iter().any(|a| a.kind == AppKind::Agent);
+        let agents = apps
+            .iter()
+            .any(|a| matches!(a.kind, AppKind::Agent | AppKind::Responder));
         let mut out = match control::define(&self.sup, apps, actor, update).await {
             Ok(out) => out,
             Err(e) => {
@@ -124,7 +126,10 @@ impl Daemon {
             let agents: Vec<u64> = ids
                 .iter()
                 .copied()
-                .filter(|id| s.app(*id).is_some_and(|a| a.spec.kind == AppKind::Agent))
+                .filter(|id| {
+                    s.app(*id)
+                        .is_some_and(|a| matches!(a.spec.kind, AppKind::Agent | AppKind::Responder))
+                })
                 .collect();
             (ids, agents)
         };
