@@ -254,6 +254,7 @@ impl Lanes {
             _ => ensure_app(shared, self.proxy_spec(&proxy_exe), proxy_id).await?,
         }
         self.wait_for_sockets(&lanes).await;
+        responders::wait_removed(&self.layout, &gone_responders).await;
         self.write_descriptions(&agents);
         let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
         self.write_responder_descriptions(&responders, &names);
@@ -480,6 +481,7 @@ impl Lanes {
             .map_err(Error::NotSetUp)?;
         let sock = self.layout.redis_socket();
         let families = self.families_now();
+        let sources = self.settings.sources.clone();
         let layout = self.layout.clone();
         tokio::task::spawn_blocking(move || {
             let mut con = connect(&sock, &pw)?;
@@ -487,11 +489,13 @@ impl Lanes {
             for a in agents {
                 let (inboxes, outboxes) = layout::streams(&a.name, &families);
                 let mut streams = Vec::new();
-                for (key, group) in inboxes
-                    .iter()
-                    .map(|k| (k, a.name.as_str()))
-                    .chain(outboxes.iter().map(|k| (k, BRIDGE_GROUP)))
-                {
+                for (key, group) in inboxes.iter().map(|k| (k, a.name.as_str())).chain(
+                    outboxes.iter().zip(&families).map(|(k, f)| {
+                        // A responder's outbox is read by its own group.
+                        let bridge = sources.contains(f);
+                        (k, if bridge { BRIDGE_GROUP } else { f.as_str() })
+                    }),
+                ) {
                     let len: i64 = redis::cmd("XLEN").arg(key).query(&mut con).unwrap_or(0);
                     let pending = group_pending(&mut con, key, group);
                     streams.push(StreamReport {

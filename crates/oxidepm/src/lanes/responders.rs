@@ -39,7 +39,7 @@ pub struct ResponderLane {
 
 /// Why a responder app cannot have the name it was given.
 #[derive(Debug, thiserror::Error)]
-#[error("responder {name:?}: {why}; choose another name")]
+#[error("responder name {name:?} refused: {why}; choose another name")]
 pub struct NameRefused {
     /// The name as given.
     pub name: String,
@@ -121,8 +121,22 @@ impl Lanes {
         for s in specs {
             match s.kind {
                 AppKind::Responder => {
-                    if let Err(e) = s.name.parse::<AgentName>() {
-                        return refuse(&s.name, e.to_string());
+                    match s.name.parse::<AgentName>() {
+                        Ok(_) => {}
+                        Err(oxidepm_lanes::NameError::Shape { .. }) => {
+                            return refuse(
+                                &s.name,
+                                "it must start with a lowercase letter and have at most 31 of \
+                                 a-z, 0-9, '_' and '-' (it becomes part of key patterns)"
+                                    .into(),
+                            )
+                        }
+                        Err(oxidepm_lanes::NameError::Reserved { .. }) => {
+                            return refuse(
+                                &s.name,
+                                "it names a built-in identity of the lanes".into(),
+                            )
+                        }
                     }
                     let builtin = BUILTIN_FAMILIES.contains(&s.name.as_str())
                         || self.settings.families().contains(&s.name);
@@ -305,6 +319,25 @@ pub fn apply(
         }
     }
     Ok(())
+}
+
+/// Waits (up to 5 s) until the proxy has removed the sockets of the
+/// responders gone (the users in `gone`), so that a `delete` answers once
+/// the lane is closed.
+pub async fn wait_removed(layout: &Layout, gone: &[String]) {
+    let sockets: Vec<std::path::PathBuf> = gone
+        .iter()
+        .filter_map(|u| u.strip_prefix(RESPONDER_PREFIX)?.parse::<AgentName>().ok())
+        .map(|name| responder_socket(&layout.lanes_dir(), &name))
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while sockets.iter().any(|s| s.exists()) {
+        if std::time::Instant::now() > deadline {
+            log::warn!("lanes: a deleted responder's socket is still there after 5 s");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// Forgets the passwords of responders whose keys are gone.
