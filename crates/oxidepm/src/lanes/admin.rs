@@ -8,15 +8,16 @@ use super::bridge_user;
 use super::budgets;
 use super::error::{ConnectError, Error};
 use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
+use super::live::{apply_live, set_maxmemory};
 use super::purge;
+pub(super) use super::report::group_pending;
 use super::responders::{self, ResponderLane};
 use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
 use oxidepm_lanes::acl::{self, AclUser};
 use oxidepm_lanes::secret as secrets;
-use oxidepm_lanes::stream_key::BRIDGE_GROUP;
 use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret};
-use oxidepm_proto::{Actor, AgentLaneReport, AppKind, AppSpec, Status, StreamReport};
+use oxidepm_proto::{Actor, AppKind, AppSpec, Status};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -94,7 +95,7 @@ impl Lanes {
         self.state.families.clone()
     }
 
-    fn families_now(&self) -> Vec<String> {
+    pub(super) fn families_now(&self) -> Vec<String> {
         self.state
             .families
             .read()
@@ -469,73 +470,6 @@ impl Lanes {
             }
         }
     }
-
-    /// Per agent: socket, ACL user, and each stream with its length and
-    /// pending count.
-    pub async fn report(&self, shared: &Shared) -> Result<Vec<AgentLaneReport>, Error> {
-        let agents = self.agents(shared);
-        if agents.is_empty() {
-            return Ok(Vec::new());
-        }
-        let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin))
-            .map_err(Error::NotSetUp)?;
-        let sock = self.layout.redis_socket();
-        let families = self.families_now();
-        let sources = self.settings.sources.clone();
-        let layout = self.layout.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut con = connect(&sock, &pw)?;
-            let mut out = Vec::new();
-            for a in agents {
-                let (inboxes, outboxes) = layout::streams(&a.name, &families);
-                let mut streams = Vec::new();
-                for (key, group) in inboxes.iter().map(|k| (k, a.name.as_str())).chain(
-                    outboxes.iter().zip(&families).map(|(k, f)| {
-                        // A responder's outbox is read by its own group.
-                        let bridge = sources.contains(f);
-                        (k, if bridge { BRIDGE_GROUP } else { f.as_str() })
-                    }),
-                ) {
-                    let len: i64 = redis::cmd("XLEN").arg(key).query(&mut con).unwrap_or(0);
-                    let pending = group_pending(&mut con, key, group);
-                    streams.push(StreamReport {
-                        key: key.clone(),
-                        length: len,
-                        pending,
-                    });
-                }
-                out.push(AgentLaneReport {
-                    acl_user: AclUser::Agent(a.name.clone()).to_string(),
-                    agent: a.name.to_string(),
-                    socket: layout.agent_socket(&a.name),
-                    streams,
-                });
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(Error::Task)?
-    }
-}
-
-pub(super) fn group_pending(con: &mut redis::Connection, key: &str, group: &str) -> i64 {
-    let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
-        .arg("GROUPS")
-        .arg(key)
-        .query(con)
-        .unwrap_or_default();
-    groups
-        .iter()
-        .filter(|g| {
-            g.get("name")
-                .and_then(|v| redis::from_redis_value::<String>(v).ok())
-                .is_some_and(|n| n == group)
-        })
-        .filter_map(|g| {
-            g.get("pending")
-                .and_then(|v| redis::from_redis_value::<i64>(v).ok())
-        })
-        .sum()
 }
 
 pub(super) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
@@ -612,97 +546,4 @@ pub(super) fn connect_as(
             source,
         })?;
     Ok(con)
-}
-
-/// Sets a running Redis's `maxmemory` (redis.conf is written only when
-/// Redis is not running), so that a changed `[lanes] maxmemory` applies to
-/// a Redis the daemon adopted.
-fn set_maxmemory(sock: &Path, admin_pw: &Secret, bytes: u64) -> Result<(), Error> {
-    let mut con = connect(sock, admin_pw)?;
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg(bytes)
-        .query::<()>(&mut con)
-        .map_err(|source| Error::Redis {
-            command: format!("CONFIG SET maxmemory {bytes}"),
-            source,
-        })
-}
-
-/// Applies the users to a running Redis (ACL SETUSER / DELUSER, then ACL
-/// SAVE: no restart, and no ACL LOAD, which would drop every client on
-/// Redis 7.0/7.2), deletes the keys of the lanes of `purged` (after
-/// DELUSER, which disconnects a gone agent's clients), and makes each
-/// agent's inbox streams and group.
-fn apply_live(
-    sock: &Path,
-    admin_pw: &Secret,
-    users: &[(AclUser, Secret)],
-    agents: &[AgentName],
-    families: &[String],
-    purged: &[AgentName],
-) -> Result<(), Error> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut con = loop {
-        match connect(sock, admin_pw) {
-            Ok(c) => break c,
-            Err(e) if Instant::now() > deadline => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    };
-    let fail = |command: String, source: redis::RedisError| Error::Redis { command, source };
-    for (user, pw) in users {
-        let mut c = redis::cmd("ACL");
-        c.arg("SETUSER")
-            .arg(user.to_string())
-            .arg("reset")
-            .arg("on")
-            .arg(acl::hashed(pw.expose()));
-        for r in user.rules(families) {
-            c.arg(r);
-        }
-        c.query::<()>(&mut con)
-            .map_err(|e| fail(format!("ACL SETUSER {user}"), e))?;
-    }
-    let existing: Vec<String> = redis::cmd("ACL")
-        .arg("USERS")
-        .query(&mut con)
-        .map_err(|e| fail("ACL USERS".into(), e))?;
-    for u in existing {
-        if AclUser::is_per_lane(&u) && !users.iter().any(|(n, _)| n.to_string() == u) {
-            redis::cmd("ACL")
-                .arg("DELUSER")
-                .arg(&u)
-                .query::<()>(&mut con)
-                .map_err(|e| fail(format!("ACL DELUSER {u}"), e))?;
-        }
-    }
-    redis::cmd("ACL")
-        .arg("SAVE")
-        .query::<()>(&mut con)
-        .map_err(|e| fail("ACL SAVE".into(), e))?;
-    for a in purged {
-        let n = purge::purge(&mut con, a).map_err(|e| fail(format!("SCAN/UNLINK {a}:*"), e))?;
-        if n > 0 {
-            log::info!("lanes: deleted the {n} stream(s) left by agent {a}");
-        }
-    }
-    for a in agents {
-        for key in layout::streams(a, families).0 {
-            let r: redis::RedisResult<()> = redis::cmd("XGROUP")
-                .arg("CREATE")
-                .arg(&key)
-                .arg(a.as_str())
-                .arg("0")
-                .arg("MKSTREAM")
-                .query(&mut con);
-            if let Err(e) = r {
-                if e.code() != Some("BUSYGROUP") {
-                    return Err(fail(format!("XGROUP CREATE {key}"), e));
-                }
-            }
-        }
-    }
-    Ok(())
 }

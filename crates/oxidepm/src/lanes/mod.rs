@@ -16,8 +16,10 @@ pub mod bridge_user;
 pub mod budgets;
 pub mod error;
 pub mod layout;
+mod live;
 pub mod ops;
 pub mod purge;
+mod report;
 pub mod responders;
 pub mod settings;
 

@@ -446,3 +446,51 @@ fn the_python_echo_responder_answers_the_agent_that_asked() {
         matches!(p, redis::Value::Array(ref v) if v.first() == Some(&redis::Value::Int(0)))
     });
 }
+
+#[test]
+fn a_pending_request_can_still_be_answered_after_the_proxy_restarts() {
+    let env = Env::new();
+    let (resp, id) = alice_asks(&env);
+    drop(resp);
+    // The proxy holds nothing about requests: Redis's pending list does.
+    let proxy = env.daemon_app("oxidepm-lanes")["pid"].as_u64().unwrap() as u32;
+    crate::harness::kill(proxy, libc::SIGKILL);
+    env.wait(20, "the proxy restarted", || {
+        let app = env.daemon_app("oxidepm-lanes");
+        app["status"] == "online" && app["pid"].as_u64() != Some(proxy as u64)
+    });
+    let mut resp = env.wait(20, "the responder's lane again", || {
+        std::os::unix::net::UnixStream::connect(env.home.join("lanes/echo.sock"))
+            .ok()
+            .map(|_| lane(&env, "echo"))
+    });
+    let e = run(
+        &mut resp,
+        &[
+            "XADD",
+            "bob:echo:inbox",
+            "*",
+            "request_id",
+            &id,
+            "text",
+            "x",
+        ],
+    )
+    .unwrap_err();
+    assert!(e.starts_with("NOPERM"), "{e}");
+    run(
+        &mut resp,
+        &[
+            "XADD",
+            "alice:echo:inbox",
+            "*",
+            "request_id",
+            &id,
+            "text",
+            "late but right",
+        ],
+    )
+    .unwrap();
+    assert_eq!(ids(&env, "alice:echo:inbox").len(), 1);
+    assert!(ids(&env, "bob:echo:inbox").is_empty());
+}
