@@ -242,6 +242,8 @@ fn responder_rules(responder: &str) -> Vec<String> {
             .filter(|c| **c != "+xadd")
             .map(|s| s.to_string()),
     );
+    // A reply and its XACK in one transaction (client libraries' pipelines).
+    r.extend(["+multi", "+exec", "+discard"].map(String::from));
     r.push(format!("~{}", glob(None, Some(responder), Dir::Outbox)));
     r.push(format!(
         "(+xadd %W~{})",
@@ -367,7 +369,7 @@ mod tests {
             ops.rules(&families()).join(" "),
             "resetchannels -@all +xreadgroup +xack +xautoclaim +xclaim +xpending +xlen \
              +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
-             +ping +acl|whoami ~*:ops:outbox (+xadd %W~*:ops:inbox)"
+             +ping +acl|whoami +multi +exec +discard ~*:ops:outbox (+xadd %W~*:ops:inbox)"
         );
         assert_eq!(
             AclUser::Admin.rules(&families()).join(" "),

@@ -173,9 +173,9 @@ impl Lanes {
         }
         let mut responders = self.responders(shared);
         for e in extra_responders {
-            if !responders.iter().any(|r| r.name == e.name) {
-                responders.push(e.clone());
-            }
+            // As about to be defined: an update may change its uid.
+            responders.retain(|r| r.name != e.name);
+            responders.push(e.clone());
         }
         let redis_id = find_app(shared, REDIS_APP);
         if agents.is_empty() && responders.is_empty() && redis_id.is_none() {

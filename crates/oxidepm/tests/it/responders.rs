@@ -100,6 +100,13 @@ fn only_the_agent_that_asked_gets_the_answer() {
         );
     }
     assert!(ids(&env, "bob:echo:inbox").is_empty());
+    // Inside a transaction the forged reply aborts it: nothing of it runs.
+    run(&mut resp, &["MULTI"]).unwrap();
+    run(&mut resp, &["XACK", "alice:echo:outbox", "echo", "0-1"]).unwrap();
+    assert!(run(&mut resp, &["XADD", "bob:echo:inbox", "*", "text", "x"]).is_err());
+    let e = run(&mut resp, &["EXEC"]).unwrap_err();
+    assert!(e.starts_with("EXECABORT"), "{e}");
+    assert!(ids(&env, "bob:echo:inbox").is_empty());
     // A request id that is not alice's pending request is refused too.
     let e = run(
         &mut resp,
@@ -307,6 +314,14 @@ fn a_responder_app_has_its_lane_and_loses_it_when_deleted() {
     );
     let file = env.home.join("lanes/echo.json");
     assert!(read(&file).contains("alice:echo:outbox"), "{}", read(&file));
+    // An agent defined later has the family too, and is in the file.
+    start(&env, "agent", "bob", "oxpm-bob");
+    let bob = std::fs::read(format!("/proc/{}/environ", env.pid("bob"))).unwrap();
+    assert!(
+        String::from_utf8_lossy(&bob).contains("bob:echo:outbox"),
+        "bob's OXIDEPM_OUTBOXES names his echo outbox"
+    );
+    assert!(read(&file).contains("bob:echo:outbox"), "{}", read(&file));
     // An agent started now has its outbox; alice's, made before, takes XADD.
     let mut alice = lane(&env, "alice");
     run(
