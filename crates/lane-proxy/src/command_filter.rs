@@ -111,6 +111,8 @@ pub struct Policy<'a> {
     /// A responder's lane (`agent` is the responder): see
     /// `crate::responder_filter`.
     pub responder: bool,
+    /// On a responder's lane, the largest `MAXLEN` a reply may give.
+    pub reply_maxlen: u64,
 }
 
 const OK: &[u8] = b"+OK\r\n";
@@ -318,6 +320,7 @@ pub(crate) mod tests {
                 families: &families,
                 max_consumer_name: 8,
                 responder: false,
+                reply_maxlen: 0,
             },
         )
     }

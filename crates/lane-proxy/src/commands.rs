@@ -51,6 +51,7 @@ pub async fn pump_commands(
         families: s.meter.families(),
         max_consumer_name: s.limits.max_consumer_name,
         responder: s.responder,
+        reply_maxlen: s.bounds.maxlen.unwrap_or(u64::MAX),
     };
     let mut answers = Answers::default();
     let timeout = Duration::from_millis(s.limits.command_timeout_ms);

@@ -20,6 +20,8 @@ pub(crate) fn lanes(cfg: &ProxyConfig) -> Vec<(AgentConfig, bool)> {
         let mut a = AgentConfig::new(r.name.clone(), r.password_file.clone());
         a.uid = r.uid;
         a.max_connections = r.max_connections;
+        // On a responder's lane: the largest MAXLEN of a reply.
+        a.maxlen = Some(r.inbox_maxlen);
         (a, true)
     };
     cfg.agents

@@ -32,7 +32,7 @@ pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
         Err(why) => refuse(&why),
     };
     match upper(cmd.arg(0), &mut name_buf) {
-        b"XADD" => answer(cmd, name),
+        b"XADD" => answer(cmd, name, policy.reply_maxlen),
         b"XREADGROUP" => xreadgroup(cmd, policy),
         b"XACK" | b"XPENDING" if cmd.len() >= 3 => checked(&[1], Some(2), None),
         b"XCLAIM" | b"XAUTOCLAIM" if cmd.len() >= 4 => checked(&[1], Some(2), Some(3)),
@@ -171,9 +171,10 @@ fn xreadgroup(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     }
 }
 
-/// XADD: a reply, to an inbox of this responder, with the ID `*`; the
-/// request it names, if any, must be an entry ID.
-fn answer(cmd: &Command<'_>, name: &str) -> Verdict {
+/// XADD: a reply, to an inbox of this responder, with the ID `*` and a
+/// `MAXLEN` of at most `maxlen`; the request it names, if any, must be an
+/// entry ID.
+fn answer(cmd: &Command<'_>, name: &str, maxlen: u64) -> Verdict {
     if cmd.len() < 2 {
         return Verdict::Forward;
     }
@@ -185,6 +186,7 @@ fn answer(cmd: &Command<'_>, name: &str) -> Verdict {
         ));
     };
     let mut i = 2;
+    let mut capped = false;
     while i < cmd.len() {
         let mut buf = [0u8; 16];
         match upper(cmd.arg(i), &mut buf) {
@@ -194,6 +196,10 @@ fn answer(cmd: &Command<'_>, name: &str) -> Verdict {
                 if matches!(cmd.arg(i), b"=" | b"~") {
                     i += 1;
                 }
+                capped = std::str::from_utf8(cmd.arg(i))
+                    .ok()
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|n| n <= maxlen);
                 i += 1;
             }
             b"*" => break,
@@ -205,6 +211,14 @@ fn answer(cmd: &Command<'_>, name: &str) -> Verdict {
                 ))
             }
         }
+    }
+    if !capped {
+        return refuse(&format!(
+            "OXIDEPM reply: give MAXLEN ~ <n> with n at most {maxlen} \
+             (lanes.responder_inbox_maxlen), e.g. XADD {} MAXLEN ~ {maxlen} * …: every reply \
+             caps the inbox it goes to",
+            printable(cmd.arg(1))
+        ));
     }
     let fields = i + 1;
     if fields >= cmd.len() || !(cmd.len() - fields).is_multiple_of(2) {
@@ -258,6 +272,7 @@ mod tests {
                 families: &[],
                 max_consumer_name: 8,
                 responder: true,
+                reply_maxlen: 1000,
             },
         )
     }
@@ -374,7 +389,15 @@ mod tests {
             }
         );
         assert_eq!(
-            run(&["XADD", "bob:echo:inbox", "*", "text", "hi"]),
+            run(&[
+                "XADD",
+                "bob:echo:inbox",
+                "MAXLEN",
+                "1000",
+                "*",
+                "text",
+                "hi"
+            ]),
             Verdict::Answer {
                 outbox: "bob:echo:outbox".into(),
                 request: None

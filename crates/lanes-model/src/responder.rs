@@ -27,6 +27,11 @@ pub const BUILTIN_FAMILIES: &[&str] = &["webhook", "email", "discord", "consult"
 /// what `ops` writes; the second a shorter alias).
 pub const REQUEST_ID_FIELDS: &[&str] = &["request_id", "re"];
 
+/// The largest `MAXLEN` a reply may give by default (`[lanes]
+/// responder_inbox_maxlen`): every reply caps the inbox it goes to, so a
+/// responder cannot fill Redis through one agent's inbox.
+pub const DEFAULT_INBOX_MAXLEN: u64 = 1000;
+
 /// The consumer group responder `name` reads its outboxes with: its name.
 pub fn group(name: &str) -> &str {
     name
@@ -62,10 +67,17 @@ pub struct ResponderConfig {
     /// Client connections at once.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// The largest `MAXLEN` a reply may give (every reply gives one).
+    #[serde(default = "default_inbox_maxlen")]
+    pub inbox_maxlen: u64,
 }
 
 fn default_max_connections() -> usize {
     crate::proxy_config::DEFAULT_MAX_CONNECTIONS
+}
+
+fn default_inbox_maxlen() -> u64 {
+    DEFAULT_INBOX_MAXLEN
 }
 
 impl ResponderConfig {
@@ -76,6 +88,7 @@ impl ResponderConfig {
             password_file,
             uid: None,
             max_connections: default_max_connections(),
+            inbox_maxlen: DEFAULT_INBOX_MAXLEN,
         }
     }
 }
@@ -96,6 +109,11 @@ pub fn validate(
         }
         if r.max_connections == 0 {
             return Err(ProxyConfigError::MaxConnections {
+                agent: r.name.clone(),
+            });
+        }
+        if r.inbox_maxlen == 0 {
+            return Err(ProxyConfigError::Maxlen {
                 agent: r.name.clone(),
             });
         }

@@ -175,6 +175,9 @@ impl Lanes {
                 let mut c = ResponderConfig::new(r.name.clone(), secrets::path(&dir, &user));
                 c.uid = r.uid;
                 c.max_connections = self.settings.max_connections;
+                if let Some(n) = self.settings.responder_inbox_maxlen {
+                    c.inbox_maxlen = n;
+                }
                 c
             })
             .collect()

@@ -83,14 +83,37 @@ fn only_the_agent_that_asked_gets_the_answer() {
         vec![
             "XADD",
             "bob:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
             "*",
             "request_id",
             &id,
             "text",
             "for bob",
         ],
-        vec!["XADD", "bob:echo:inbox", "*", "re", &id, "text", "for bob"],
-        vec!["XADD", "bob:echo:inbox", "*", "text", "no id"],
+        vec![
+            "XADD",
+            "bob:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
+            "*",
+            "re",
+            &id,
+            "text",
+            "for bob",
+        ],
+        vec![
+            "XADD",
+            "bob:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
+            "*",
+            "text",
+            "no id",
+        ],
     ] {
         let e = run(&mut resp, &forged).unwrap_err();
         assert!(e.starts_with("NOPERM"), "{forged:?}: {e}");
@@ -103,7 +126,20 @@ fn only_the_agent_that_asked_gets_the_answer() {
     // Inside a transaction the forged reply aborts it: nothing of it runs.
     run(&mut resp, &["MULTI"]).unwrap();
     run(&mut resp, &["XACK", "alice:echo:outbox", "echo", "0-1"]).unwrap();
-    assert!(run(&mut resp, &["XADD", "bob:echo:inbox", "*", "text", "x"]).is_err());
+    assert!(run(
+        &mut resp,
+        &[
+            "XADD",
+            "bob:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
+            "*",
+            "text",
+            "x"
+        ]
+    )
+    .is_err());
     let e = run(&mut resp, &["EXEC"]).unwrap_err();
     assert!(e.starts_with("EXECABORT"), "{e}");
     assert!(ids(&env, "bob:echo:inbox").is_empty());
@@ -113,6 +149,9 @@ fn only_the_agent_that_asked_gets_the_answer() {
         &[
             "XADD",
             "alice:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
             "*",
             "request_id",
             "1-1",
@@ -122,6 +161,21 @@ fn only_the_agent_that_asked_gets_the_answer() {
     )
     .unwrap_err();
     assert!(e.starts_with("NOPERM"), "{e}");
+    // A reply that does not cap the inbox is refused, even to alice.
+    let e = run(
+        &mut resp,
+        &[
+            "XADD",
+            "alice:echo:inbox",
+            "*",
+            "request_id",
+            &id,
+            "text",
+            "x",
+        ],
+    )
+    .unwrap_err();
+    assert!(e.starts_with("OXIDEPM") && e.contains("MAXLEN"), "{e}");
     // The answer to alice passes.
     run(
         &mut resp,
@@ -182,13 +236,25 @@ fn only_the_agent_that_asked_gets_the_answer() {
         vec![
             "XADD",
             "alice:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
             "*",
             "request_id",
             &id,
             "text",
             "again",
         ],
-        vec!["XADD", "alice:echo:inbox", "*", "text", "again"],
+        vec![
+            "XADD",
+            "alice:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
+            "*",
+            "text",
+            "again",
+        ],
     ] {
         let e = run(&mut resp, &late).unwrap_err();
         assert!(e.starts_with("NOPERM"), "{late:?}: {e}");
@@ -484,6 +550,9 @@ fn a_pending_request_can_still_be_answered_after_the_proxy_restarts() {
         &[
             "XADD",
             "bob:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
             "*",
             "request_id",
             &id,
@@ -498,6 +567,9 @@ fn a_pending_request_can_still_be_answered_after_the_proxy_restarts() {
         &[
             "XADD",
             "alice:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
             "*",
             "request_id",
             &id,
