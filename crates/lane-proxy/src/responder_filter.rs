@@ -65,7 +65,7 @@ pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
                 _ => not_here(cmd),
             }
         }
-        b"PING" | b"ECHO" => Verdict::Forward,
+        b"PING" | b"ECHO" | b"COMMAND" | b"UNWATCH" => Verdict::Forward,
         b"ACL" => {
             let mut sub = [0u8; 16];
             match upper(cmd.arg(1), &mut sub) {

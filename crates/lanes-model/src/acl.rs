@@ -236,14 +236,15 @@ fn bridge_rules() -> Vec<String> {
 /// answer back, its own or another's).
 fn responder_rules(responder: &str) -> Vec<String> {
     let mut r = vec!["resetchannels".to_string(), "-@all".to_string()];
+    // What a lane's connection itself needs (HELLO, MULTI/EXEC for a reply
+    // and its XACK together, …), as an agent's has it.
+    r.extend(acl_rules(&[Scope::Connection]));
     r.extend(
         HOST_STREAM_COMMANDS
             .iter()
-            .filter(|c| **c != "+xadd")
+            .filter(|c| c.starts_with("+x") && **c != "+xadd")
             .map(|s| s.to_string()),
     );
-    // A reply and its XACK in one transaction (client libraries' pipelines).
-    r.extend(["+multi", "+exec", "+discard"].map(String::from));
     r.push(format!("~{}", glob(None, Some(responder), Dir::Outbox)));
     r.push(format!(
         "(+xadd %W~{})",
@@ -365,12 +366,32 @@ mod tests {
              +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel +xtrim \
              ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox"
         );
-        assert_eq!(
-            ops.rules(&families()).join(" "),
-            "resetchannels -@all +xreadgroup +xack +xautoclaim +xclaim +xpending +xlen \
-             +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
-             +ping +acl|whoami +multi +exec +discard ~*:ops:outbox (+xadd %W~*:ops:inbox)"
+        let r = ops.rules(&families()).join(" ");
+        assert!(
+            r.starts_with("resetchannels -@all ")
+                && r.ends_with(
+                    "+xreadgroup +xack +xautoclaim +xclaim +xpending +xlen +xrange \
+                     +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
+                     ~*:ops:outbox (+xadd %W~*:ops:inbox)"
+                ),
+            "{r}"
         );
+        for cmd in ["+multi", "+exec", "+hello", "+ping", "+acl|whoami"] {
+            assert!(r.contains(&format!(" {cmd} ")), "{cmd} missing: {r}");
+        }
+        // No XADD but to inboxes, no other key, no trimming or deleting.
+        assert_eq!(r.matches("+xadd").count(), 1, "{r}");
+        for no in [
+            "~*",
+            "%R~",
+            "+xtrim",
+            "+xdel",
+            "+del",
+            "+xgroup|destroy",
+            "+scan",
+        ] {
+            assert!(!r.contains(&format!("{no} ")), "{no} granted: {r}");
+        }
         assert_eq!(
             AclUser::Admin.rules(&families()).join(" "),
             "resetchannels ~* +@all"

@@ -278,6 +278,17 @@ fn a_responder_reaches_nothing_but_its_own_requests_and_replies() {
         &["XADD", "alice:ops:outbox", "*", "op", "status"],
     )
     .ok();
+    // What client libraries send at connect works, as resp_echo.
+    for hello in [
+        &["PING"][..],
+        &["HELLO", "2"],
+        &["INFO", "server"],
+        &["COMMAND", "COUNT"],
+    ] {
+        run(&mut resp, hello).unwrap_or_else(|e| panic!("{hello:?}: {e}"));
+    }
+    let me = run(&mut resp, &["ACL", "WHOAMI"]).unwrap();
+    assert!(text(&me).contains("resp_echo"), "{me:?}");
     let before_outbox = ids(&env, "alice:echo:outbox");
     for attack in [
         // Forging a request of alice's, or removing one.
