@@ -1,18 +1,8 @@
 //! The responder contract, in one place for the daemon, the lane proxy
-//! and the tests.
-//!
-//! A responder `<name>` is a host service agents ask things of. An agent
-//! asks with `XADD <agent>:<name>:outbox * …`; the responder (ACL user
-//! `resp_<name>`) reads every agent's `<agent>:<name>:outbox` with the
-//! consumer group `<name>` (made by the daemon on each outbox), takes the
-//! agent from the KEY it read, never from the payload, replies with
-//! `XADD <agent>:<name>:inbox * request_id <entry id> …`, then XACKs the
-//! request. A responder app reaches Redis only through its own lane socket,
-//! where the proxy forwards a reply only while the request it answers is
-//! pending in the group (delivered, not yet acknowledged): with a
-//! `request_id` (or `re`) field, that entry; without one, any entry of that
-//! agent's outbox. The built-in `ops` responder keeps the same keys, group,
-//! user and `request_id` from inside the daemon.
+//! and the tests; `docs/responders.md` (below) is its one description,
+//! for `ops` and responder apps alike.
+#![doc = ""]
+#![doc = include_str!("../../../docs/responders.md")]
 
 use crate::name::AgentName;
 use crate::proxy_config::{AgentConfig, ProxyConfigError};

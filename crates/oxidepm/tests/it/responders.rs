@@ -489,21 +489,13 @@ fn the_python_echo_responder_answers_the_agent_that_asked() {
     let env = Env::new();
     start(&env, "agent", "alice", "oxpm-alice");
     start(&env, "agent", "bob", "oxpm-bob");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/responders/echo.py")
+    // The example's app file, as the README has it (as the daemon's own
+    // user: the script must be readable by it).
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/responders/echo.toml")
         .canonicalize()
         .unwrap();
-    // As the daemon's own user: the script must be readable by it.
-    env.ok(&[
-        "start",
-        "--kind",
-        "responder",
-        "--name",
-        "echo",
-        "--",
-        "python3",
-        script.to_str().unwrap(),
-    ]);
+    env.ok(&["start", file.to_str().unwrap()]);
     let mut alice = lane(&env, "alice");
     let id: String = redis::cmd("XADD")
         .arg("alice:echo:outbox")
