@@ -8,7 +8,7 @@ use crate::meter::{Bounds, Meter};
 use crate::rate_limit::TokenBucket;
 use crate::server::LaneError;
 use oxidepm_lanes::responder::ResponderConfig;
-use oxidepm_lanes::{AgentConfig, ProxyConfig, Secret, SecretError};
+use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret, SecretError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,11 +68,17 @@ pub(crate) fn lane_settings(
         _ => Meter::new(a.name.clone(), families.to_vec()),
     };
     // The names stay with the lane, whatever else changes.
+    let agents: Vec<AgentName> = cfg.agents.iter().map(|a| a.name.clone()).collect();
     let consumers = match old {
+        Some(o) if responder => {
+            o.consumers.set_agents(&agents);
+            o.consumers.clone()
+        }
         Some(o) => {
             o.consumers.set_families(families);
             o.consumers.clone()
         }
+        None if responder => Arc::new(Consumers::for_responder(a.name.clone(), &agents)),
         None => Arc::new(Consumers::new(a.name.clone(), families)),
     };
     // Open transactions stay queued in Redis across a reload.

@@ -25,17 +25,21 @@ const OK: &[u8] = b"+OK\r\n";
 pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     let name = policy.agent.as_str();
     let mut name_buf = [0u8; 16];
+    // A command naming a consumer is admitted by the lane's count of
+    // consumer names (`crate::consumers`), as on an agent's lane.
     let checked = |keys: &[usize], grp: Option<usize>, consumer: Option<usize>| match check(
         cmd, policy, keys, grp, consumer,
     ) {
-        Ok(()) => Verdict::Forward,
+        Ok(()) => consumer.map_or(Verdict::Forward, |arg| Verdict::Consume { arg }),
         Err(why) => refuse(&why),
     };
     match upper(cmd.arg(0), &mut name_buf) {
         b"XADD" => answer(cmd, name, policy.reply_maxlen),
         b"XREADGROUP" => xreadgroup(cmd, policy),
         b"XACK" | b"XPENDING" if cmd.len() >= 3 => checked(&[1], Some(2), None),
-        b"XCLAIM" | b"XAUTOCLAIM" if cmd.len() >= 4 => checked(&[1], Some(2), Some(3)),
+        // Redis's arity: with fewer arguments it refuses, creating nothing.
+        b"XCLAIM" | b"XAUTOCLAIM" if cmd.len() >= 6 => checked(&[1], Some(2), Some(3)),
+        b"XCLAIM" | b"XAUTOCLAIM" if cmd.len() >= 3 => checked(&[1], Some(2), None),
         b"XLEN" | b"XRANGE" if cmd.len() >= 2 => checked(&[1], None, None),
         b"XINFO" if cmd.len() >= 3 => {
             let mut sub = [0u8; 16];
@@ -166,7 +170,7 @@ fn xreadgroup(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     }
     let keys: Vec<usize> = (streams + 1..streams + 1 + rest / 2).collect();
     match check(cmd, policy, &keys, Some(consumer - 1), Some(consumer)) {
-        Ok(()) => Verdict::Forward,
+        Ok(()) => Verdict::Consume { arg: consumer },
         Err(why) => refuse(&why),
     }
 }
@@ -306,7 +310,11 @@ mod tests {
             &["XINFO", "GROUPS", "alice:echo:outbox"],
             &["PING"],
         ] {
-            assert_eq!(run(ok), Verdict::Forward, "{ok:?}");
+            let v = run(ok);
+            assert!(
+                matches!(v, Verdict::Forward | Verdict::Consume { .. }),
+                "{ok:?}: {v:?}"
+            );
         }
         for bad in [
             &[

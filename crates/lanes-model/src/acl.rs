@@ -245,6 +245,8 @@ fn responder_rules(responder: &str) -> Vec<String> {
             .filter(|c| c.starts_with("+x") && **c != "+xadd")
             .map(|s| s.to_string()),
     );
+    // The lane proxy counts the consumer names of its group.
+    r.push("+xinfo|consumers".into());
     r.push(format!("~{}", glob(None, Some(responder), Dir::Outbox)));
     r.push(format!(
         "(+xadd %W~{})",
@@ -372,7 +374,7 @@ mod tests {
                 && r.ends_with(
                     "+xreadgroup +xack +xautoclaim +xclaim +xpending +xlen +xrange \
                      +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
-                     ~*:ops:outbox (+xadd %W~*:ops:inbox)"
+                     +xinfo|consumers ~*:ops:outbox (+xadd %W~*:ops:inbox)"
                 ),
             "{r}"
         );

@@ -584,3 +584,39 @@ fn a_pending_request_can_still_be_answered_after_the_proxy_restarts() {
     assert_eq!(ids(&env, "alice:echo:inbox").len(), 1);
     assert!(ids(&env, "bob:echo:inbox").is_empty());
 }
+
+#[test]
+fn a_responder_s_consumer_names_are_bounded() {
+    let env = Env::new();
+    env.daemon_toml("[lanes.limits]\nmax_consumers = 2\n");
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    let mut resp = lane(&env, "echo");
+    let read = |resp: &mut redis::Connection, c: &str| {
+        run(
+            resp,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "echo",
+                c,
+                "STREAMS",
+                "alice:echo:outbox",
+                ">",
+            ],
+        )
+    };
+    for c in ["c1", "c2", "c1"] {
+        read(&mut resp, c).unwrap();
+    }
+    let e = read(&mut resp, "c3").unwrap_err();
+    assert!(e.starts_with("OXIDEPM consumers"), "{e}");
+    let mut sys = host_conn(&env, "sys");
+    let consumers = run(
+        &mut sys,
+        &["XINFO", "CONSUMERS", "alice:echo:outbox", "echo"],
+    )
+    .unwrap();
+    let n = consumers.as_sequence().map_or(0, |v| v.len());
+    assert!(n <= 2, "Redis holds no third name: {consumers:?}");
+}
