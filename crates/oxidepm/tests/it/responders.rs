@@ -620,3 +620,22 @@ fn a_responder_s_consumer_names_are_bounded() {
     let n = consumers.as_sequence().map_or(0, |v| v.len());
     assert!(n <= 2, "Redis holds no third name: {consumers:?}");
 }
+
+#[test]
+fn a_responder_updated_into_a_plain_app_loses_its_lane() {
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    let sock = env.home.join("lanes/echo.sock");
+    assert!(sock.exists());
+    env.ok(&[
+        "start", "--update", "--kind", "app", "--name", "echo", "--", "sleep", "100000",
+    ]);
+    assert!(!sock.exists(), "its socket is gone");
+    let mut sys = host_conn(&env, "sys");
+    let users = text(&run(&mut sys, &["ACL", "USERS"]).unwrap());
+    assert!(!users.contains("resp_echo"), "{users}");
+    let mut alice = lane(&env, "alice");
+    let e = run(&mut alice, &["XADD", "alice:echo:outbox", "*", "t", "x"]).unwrap_err();
+    assert!(e.starts_with("NOPERM"), "{e}");
+}
