@@ -32,6 +32,7 @@ mod pm2_files;
 mod recovery;
 mod reload;
 mod reload_config;
+mod responder_lanes;
 mod responders;
 mod retention;
 mod review13;
