@@ -87,6 +87,16 @@ pub enum Verdict {
     Reply(Cow<'static, [u8]>),
     /// Answer, then close the connection once earlier replies are out.
     ReplyAndClose(Cow<'static, [u8]>),
+    /// On a responder's lane, an XADD to the inbox of the agent whose
+    /// outbox is `outbox`: forward it only if a request of that outbox
+    /// (`request`, if named) is pending in the responder's group (see
+    /// `crate::answer`).
+    Answer {
+        /// The asking agent's outbox of this responder.
+        outbox: String,
+        /// The entry id the reply names, if it names one.
+        request: Option<Vec<u8>>,
+    },
 }
 
 /// The per-agent facts the filter needs.
@@ -98,12 +108,20 @@ pub struct Policy<'a> {
     pub families: &'a [String],
     /// The longest consumer name accepted, in bytes.
     pub max_consumer_name: usize,
+    /// A responder's lane (`agent` is the responder): see
+    /// `crate::responder_filter`.
+    pub responder: bool,
+    /// On a responder's lane, the largest `MAXLEN` a reply may give.
+    pub reply_maxlen: u64,
 }
 
 const OK: &[u8] = b"+OK\r\n";
 
 /// Decides what to do with `cmd`, sent on `policy.agent`'s lane.
 pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
+    if policy.responder {
+        return crate::responder_filter::decide(cmd, policy);
+    }
     let mut name_buf = [0u8; 16];
     let name = upper(cmd.arg(0), &mut name_buf);
     if let Some(named) = group_scope::named(cmd) {
@@ -301,6 +319,8 @@ pub(crate) mod tests {
                 agent: &alice,
                 families: &families,
                 max_consumer_name: 8,
+                responder: false,
+                reply_maxlen: 0,
             },
         )
     }

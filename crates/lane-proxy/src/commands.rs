@@ -15,6 +15,7 @@
 //!
 //! [`Budget`]: crate::budget::Budget
 
+use crate::answer::Answers;
 use crate::budget::Held;
 use crate::command_filter::{decide, Policy, Verdict};
 use crate::connection::{End, LaneSettings, Slot};
@@ -49,7 +50,10 @@ pub async fn pump_commands(
         agent: &s.agent,
         families: s.meter.families(),
         max_consumer_name: s.limits.max_consumer_name,
+        responder: s.responder,
+        reply_maxlen: s.bounds.maxlen.unwrap_or(u64::MAX),
     };
+    let mut answers = Answers::default();
     let timeout = Duration::from_millis(s.limits.command_timeout_ms);
     let mut parser = CommandParser::new((&s.limits).into());
     let mut session = Session::new(&s.meter, &s.consumers, &s.transactions);
@@ -95,6 +99,19 @@ pub async fn pump_commands(
             completed = true;
             let cmd = parser.command(&buf[start..start + n]);
             let mut verdict = decide(&cmd, &policy);
+            if let Verdict::Answer { outbox, request } = verdict {
+                // What came before goes out first (an XACK, say): the
+                // check then sees Redis after it, as far as it has run.
+                if forwarded > 0 {
+                    send(Slot::Upstream(forwarded))?;
+                    forwarded = 0;
+                }
+                if !up.is_empty() {
+                    uw.write_all(&up).await?;
+                    up.clear();
+                }
+                verdict = answers.judge(s, &outbox, request.as_deref()).await;
+            }
             if matches!(verdict, Verdict::Multi) && !session.in_transaction() && s.rate.is_some() {
                 // What came before goes out before this waits.
                 if forwarded > 0 {
@@ -260,7 +277,7 @@ pub async fn pump_commands(
                         send(Slot::Upstream(forwarded))?;
                         forwarded = 0;
                     }
-                    let r = match redis_version(&s.upstream, &s.agent, &s.password).await {
+                    let r = match redis_version(&s.upstream, &s.user(), &s.password).await {
                         Ok(v) => info_reply(v),
                         Err(e) => {
                             log::warn!("lane {}: cannot learn Redis's version: {e}", s.agent);
@@ -280,6 +297,13 @@ pub async fn pump_commands(
                     }
                     refused = r.starts_with(b"-");
                     send(Slot::Local(r))?;
+                }
+                // Judged into Forward or Reply above.
+                Verdict::Answer { .. } => {
+                    refused = true;
+                    send(Slot::Local(Cow::Borrowed(
+                        b"-ERR lane proxy: unchecked reply\r\n",
+                    )))?;
                 }
                 Verdict::ReplyAndClose(r) => {
                     if forwarded > 0 {

@@ -28,7 +28,7 @@ use crate::replies::pump_replies;
 use crate::resp::error_reply;
 use crate::transaction::{Admitted, Queued};
 use crate::upstream;
-use oxidepm_lanes::{AgentName, LimitsConfig, Secret};
+use oxidepm_lanes::{AclUser, AgentName, LimitsConfig, Secret};
 use std::borrow::Cow;
 use std::io;
 use std::path::PathBuf;
@@ -74,6 +74,20 @@ pub struct LaneSettings {
     /// What the lane's open transactions have queued, shared by its
     /// connections.
     pub transactions: Arc<Queued>,
+    /// A responder's lane (`agent` is then the responder's name): its
+    /// commands go through `crate::responder_filter`, as `resp_<name>`.
+    pub responder: bool,
+}
+
+impl LaneSettings {
+    /// The ACL user the lane's connections are upstream.
+    pub fn user(&self) -> AclUser {
+        if self.responder {
+            AclUser::Responder(self.agent.to_string())
+        } else {
+            AclUser::Agent(self.agent.clone())
+        }
+    }
 }
 
 impl std::fmt::Debug for LaneSettings {
@@ -89,6 +103,7 @@ impl std::fmt::Debug for LaneSettings {
             .field("max_connections", &self.max_connections)
             .field("families", &self.meter.families())
             .field("rate", &self.rate.is_some())
+            .field("responder", &self.responder)
             .finish()
     }
 }
@@ -142,7 +157,8 @@ pub async fn serve(client: UnixStream, settings: Arc<LaneSettings>) {
         refuse(client, &format!("ERR lane proxy: {why}")).await;
         return;
     }
-    let connect = upstream::connect(&settings.upstream, &settings.agent, &settings.password);
+    let user = settings.user();
+    let connect = upstream::connect_as(&settings.upstream, &user, &settings.password);
     let upstream = match tokio::time::timeout(UPSTREAM_TIMEOUT, connect).await {
         Ok(Ok(u)) => u,
         Ok(Err(e)) => {

@@ -24,10 +24,12 @@
 //!
 //! The names read are those of the groups of `<agent>:<family>:inbox` for
 //! the configured families: the inboxes the bridge and responders write.
+//! On a responder's lane they are those of its group on every agent's
+//! `<agent>:<name>:outbox`, read as `resp_<name>`.
 
 use crate::groups::parse_groups;
 use crate::upstream::{Reply, Upstream};
-use oxidepm_lanes::{AgentName, Secret, StreamKey};
+use oxidepm_lanes::{AclUser, AgentName, Secret, StreamKey};
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::Path;
@@ -66,6 +68,8 @@ struct State {
 #[derive(Debug)]
 pub struct Consumers {
     agent: AgentName,
+    /// A responder's lane: `agent` is the responder.
+    responder: bool,
     state: Mutex<State>,
     /// One read of Redis at a time.
     reading: tokio::sync::Mutex<()>,
@@ -76,11 +80,33 @@ impl Consumers {
     pub fn new(agent: AgentName, families: &[String]) -> Consumers {
         let c = Consumers {
             agent,
+            responder: false,
             state: Mutex::new(State::default()),
             reading: tokio::sync::Mutex::new(()),
         };
         c.set_families(families);
         c
+    }
+
+    /// The consumer names of responder `name`, whose group is on the
+    /// outboxes of its family of `agents`.
+    pub fn for_responder(name: AgentName, agents: &[AgentName]) -> Consumers {
+        let c = Consumers {
+            agent: name,
+            responder: true,
+            state: Mutex::new(State::default()),
+            reading: tokio::sync::Mutex::new(()),
+        };
+        c.set_agents(agents);
+        c
+    }
+
+    /// On a responder's lane: the outboxes are now those of `agents`.
+    pub fn set_agents(&self, agents: &[AgentName]) {
+        self.lock().inboxes = agents
+            .iter()
+            .map(|a| StreamKey::outbox(a, self.agent.as_str()).to_string())
+            .collect();
     }
 
     /// The inboxes are now those of `families`.
@@ -188,7 +214,12 @@ impl Consumers {
             return;
         };
         let read = tokio::time::timeout(SYNC_TIMEOUT, async {
-            let mut up = Upstream::open(socket, &self.agent, password).await?;
+            let user = if self.responder {
+                AclUser::Responder(self.agent.to_string())
+            } else {
+                AclUser::Agent(self.agent.clone())
+            };
+            let mut up = Upstream::open_as(socket, &user, password).await?;
             read_names(&mut up, &inboxes).await
         })
         .await

@@ -11,6 +11,8 @@
 //! * [`resp`] — the RESP command parser and encoder;
 //! * [`reply_scanner`] — finds reply boundaries in Redis's byte stream;
 //! * [`command_filter`] — the allowlist and the outbox-name mapping;
+//!   [`responder_filter`] — a responder's lane (responder mode), whose
+//!   replies [`answer`] checks against the requests pending in Redis;
 //!   [`consumer_arg`] — where a command names a consumer;
 //!   [`group_scope`] — the streams and group a group command may name;
 //!   [`handshake`] — what libraries send at connect, answered locally
@@ -34,6 +36,7 @@
 //! daemon.
 
 mod activation;
+mod answer;
 mod budget;
 mod command_filter;
 mod commands;
@@ -43,6 +46,7 @@ mod consumers;
 mod group_scope;
 mod groups;
 mod handshake;
+mod lane_settings;
 mod lane_socket;
 mod meter;
 mod rate_limit;
@@ -51,6 +55,7 @@ mod relay_socket;
 mod replies;
 mod reply_scanner;
 mod resp;
+mod responder_filter;
 mod server;
 mod transaction;
 mod upstream;

@@ -4,7 +4,7 @@
 //! never sends INFO costs nothing.
 
 use crate::upstream::{Reply, Upstream};
-use oxidepm_lanes::{AgentName, Secret};
+use oxidepm_lanes::{AclUser, Secret};
 use std::io;
 use std::path::Path;
 use std::time::Duration;
@@ -15,16 +15,16 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 
 static VERSION: OnceCell<String> = OnceCell::const_new();
 
-/// Redis's version (`HELLO`'s `version`), asked as `agent` the first time;
+/// Redis's version (`HELLO`'s `version`), asked as `user` the first time;
 /// a failure is not kept, the next INFO asks again.
 pub async fn redis_version(
     socket: &Path,
-    agent: &AgentName,
+    user: &AclUser,
     password: &Secret,
 ) -> io::Result<&'static str> {
     let v = VERSION
         .get_or_try_init(|| async {
-            tokio::time::timeout(TIMEOUT, ask(socket, agent, password))
+            tokio::time::timeout(TIMEOUT, ask(socket, user, password))
                 .await
                 .unwrap_or_else(|_| Err(io::Error::other("Redis did not answer in time")))
         })
@@ -32,8 +32,8 @@ pub async fn redis_version(
     Ok(v.as_str())
 }
 
-async fn ask(socket: &Path, agent: &AgentName, password: &Secret) -> io::Result<String> {
-    let mut up = Upstream::open(socket, agent, password).await?;
+async fn ask(socket: &Path, user: &AclUser, password: &Secret) -> io::Result<String> {
+    let mut up = Upstream::open_as(socket, user, password).await?;
     let replies = up.call(&[vec![b"HELLO".to_vec()]]).await?;
     version_of(&replies[0]).ok_or_else(|| {
         io::Error::other(format!(

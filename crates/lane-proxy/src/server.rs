@@ -12,21 +12,19 @@
 //! that it too ends with the lane.
 
 use crate::activation::{self, ActivatedSocket};
-use crate::budget::Budget;
 use crate::connection::{self, LaneSettings};
-use crate::consumers::Consumers;
+use crate::lane_settings;
 use crate::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
-use crate::meter::{self, Bounds, Meter};
-use crate::rate_limit::TokenBucket;
+use crate::meter;
 use oxidepm_lanes::proxy_config::agent_socket;
-use oxidepm_lanes::{AgentConfig, AgentName, ConfigError, ProxyConfig, Secret, SecretError};
+use oxidepm_lanes::{AgentName, ConfigError, ProxyConfig, SecretError};
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::UnixListener;
 use tokio::runtime::Handle;
 use tokio::task::{JoinHandle, JoinSet};
@@ -228,10 +226,11 @@ impl Proxy {
             }
         }
         // Agents that are gone.
+        let lanes = lane_settings::lanes(&cfg);
         let gone: Vec<String> = st
             .lanes
             .keys()
-            .filter(|n| cfg.agent(n).is_none())
+            .filter(|n| !lanes.iter().any(|(a, _)| a.name == n.as_str()))
             .cloned()
             .collect();
         for name in gone {
@@ -262,12 +261,12 @@ impl Proxy {
         }
         // Agents that stay or arrive.
         let dir_ok = ensure_lanes_dir(&cfg.lanes_dir);
-        for a in &cfg.agents {
+        for (a, responder) in &lanes {
             let old = st
                 .lanes
                 .get(a.name.as_str())
                 .and_then(|l| read_settings(&l.shared));
-            let settings = match lane_settings(&cfg, a, old.as_deref()) {
+            let settings = match lane_settings::lane_settings(&cfg, a, old.as_deref(), *responder) {
                 Ok(s) => Arc::new(s),
                 Err(e) => {
                     report.failed.push((a.name.to_string(), e.to_string()));
@@ -380,70 +379,6 @@ pub enum RunError {
     Signals(#[source] io::Error),
 }
 
-/// A lane's settings from the configuration; what its connections share
-/// (rate bucket, buffer budget, meter) is kept from `old` where unchanged.
-fn lane_settings(
-    cfg: &ProxyConfig,
-    a: &AgentConfig,
-    old: Option<&LaneSettings>,
-) -> Result<LaneSettings, LaneError> {
-    let password = Secret::read(&a.password_file).map_err(|source| match source {
-        SecretError::Read(..) => LaneError::Unreadable(source),
-        source => LaneError::Password {
-            agent: a.name.clone(),
-            source,
-        },
-    })?;
-    let rate = a.rate_limit.map(|r| {
-        // Keep the bucket (and its level) when the rate did not change.
-        match old.and_then(|o| o.rate.clone()) {
-            Some(b) if b.lock().map(|b| b.rate() == r).unwrap_or(false) => b,
-            _ => Arc::new(Mutex::new(TokenBucket::new(r, Instant::now()))),
-        }
-    });
-    // A new budget or meter serves new connections; the old ones keep
-    // theirs until they close.
-    let budget = match old {
-        Some(o) if o.budget.size() == cfg.limits.lane_buffer.min(u32::MAX as usize) => {
-            o.budget.clone()
-        }
-        _ => Budget::new(cfg.limits.lane_buffer),
-    };
-    let meter = match old {
-        Some(o) if o.meter.families() == cfg.families.as_slice() => o.meter.clone(),
-        _ => Meter::new(a.name.clone(), cfg.families.clone()),
-    };
-    // The names stay with the lane, whatever else changes.
-    let consumers = match old {
-        Some(o) => {
-            o.consumers.set_families(&cfg.families);
-            o.consumers.clone()
-        }
-        None => Arc::new(Consumers::new(a.name.clone(), &cfg.families)),
-    };
-    // Open transactions stay queued in Redis across a reload.
-    let transactions = old.map(|o| o.transactions.clone()).unwrap_or_default();
-    Ok(LaneSettings {
-        agent: a.name.clone(),
-        upstream: cfg.upstream.clone(),
-        password,
-        uid: a.uid,
-        check_peer_uid: cfg.check_peer_uid,
-        bounds: Bounds {
-            maxlen: a.maxlen,
-            quota: a.quota,
-        },
-        limits: cfg.limits,
-        max_connections: a.max_connections,
-        meter_interval: Duration::from_millis(cfg.meter_interval_ms),
-        rate,
-        budget,
-        meter,
-        consumers,
-        transactions,
-    })
-}
-
 /// Accepts on one lane, and measures its outboxes, until aborted; dropping
 /// it closes the lane's connections.
 async fn accept_loop(listener: Arc<UnixListener>, shared: Arc<LaneShared>) {
@@ -451,12 +386,14 @@ async fn accept_loop(listener: Arc<UnixListener>, shared: Arc<LaneShared>) {
     let source = {
         let shared = shared.clone();
         move || {
-            read_settings(&shared).map(|s| meter::Source {
-                meter: s.meter.clone(),
-                upstream: s.upstream.clone(),
-                password: s.password.clone(),
-                interval: s.meter_interval,
-            })
+            read_settings(&shared)
+                .filter(|s| !s.responder)
+                .map(|s| meter::Source {
+                    meter: s.meter.clone(),
+                    upstream: s.upstream.clone(),
+                    password: s.password.clone(),
+                    interval: s.meter_interval,
+                })
         }
     };
     let metering = meter::run(source);

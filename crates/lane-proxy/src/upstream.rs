@@ -10,10 +10,11 @@ use std::path::Path;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-/// Connects to Redis at `socket` and authenticates as `agent_<agent>`.
-pub async fn connect(
+/// Connects to Redis at `socket` and authenticates as `user` (an agent's
+/// or a responder's).
+pub async fn connect_as(
     socket: &Path,
-    agent: &AgentName,
+    user: &AclUser,
     password: &Secret,
 ) -> io::Result<UnixStream> {
     let mut up = UnixStream::connect(socket).await.map_err(|e| {
@@ -22,7 +23,7 @@ pub async fn connect(
             format!("cannot connect to {}: {e}", socket.display()),
         )
     })?;
-    let user = AclUser::Agent(agent.clone()).to_string();
+    let user = user.to_string();
     let mut auth = Vec::with_capacity(64);
     encode_args(
         &mut auth,
@@ -175,8 +176,13 @@ pub struct Upstream {
 impl Upstream {
     /// Connects and authenticates as `agent_<agent>`.
     pub async fn open(socket: &Path, agent: &AgentName, password: &Secret) -> io::Result<Upstream> {
+        Self::open_as(socket, &AclUser::Agent(agent.clone()), password).await
+    }
+
+    /// Connects and authenticates as `user`.
+    pub async fn open_as(socket: &Path, user: &AclUser, password: &Secret) -> io::Result<Upstream> {
         Ok(Upstream {
-            stream: connect(socket, agent, password).await?,
+            stream: connect_as(socket, user, password).await?,
             buf: Vec::new(),
         })
     }

@@ -244,13 +244,28 @@ fn bridge_rules() -> Vec<String> {
     r
 }
 
-/// A responder: reads its own outboxes of every agent, writes the matching
-/// inboxes.
+/// A responder: reads and acknowledges its own outboxes of every agent
+/// (no XADD there: it cannot forge a request), and only appends to the
+/// matching inboxes, through a write-only selector (it cannot read an
+/// answer back, its own or another's).
 fn responder_rules(responder: &str) -> Vec<String> {
     let mut r = vec!["resetchannels".to_string(), "-@all".to_string()];
-    r.extend(HOST_STREAM_COMMANDS.iter().map(|s| s.to_string()));
+    // What a lane's connection itself needs (HELLO, MULTI/EXEC for a reply
+    // and its XACK together, …), as an agent's has it.
+    r.extend(acl_rules(&[Scope::Connection]));
+    r.extend(
+        HOST_STREAM_COMMANDS
+            .iter()
+            .filter(|c| c.starts_with("+x") && **c != "+xadd")
+            .map(|s| s.to_string()),
+    );
+    // The lane proxy counts the consumer names of its group.
+    r.push("+xinfo|consumers".into());
     r.push(format!("~{}", glob(None, Some(responder), Dir::Outbox)));
-    r.push(format!("%W~{}", glob(None, Some(responder), Dir::Inbox)));
+    r.push(format!(
+        "(+xadd %W~{})",
+        glob(None, Some(responder), Dir::Inbox)
+    ));
     r
 }
 
@@ -368,10 +383,32 @@ mod tests {
              +zadd +zrem +zscore +zcard +zremrangebyscore +pexpire +multi +exec \
              ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox"
         );
-        assert!(ops
-            .rules(&families())
-            .join(" ")
-            .ends_with("+acl|whoami ~*:ops:outbox %W~*:ops:inbox"));
+        let r = ops.rules(&families()).join(" ");
+        assert!(
+            r.starts_with("resetchannels -@all ")
+                && r.ends_with(
+                    "+xreadgroup +xack +xautoclaim +xclaim +xpending +xlen +xrange \
+                     +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
+                     +xinfo|consumers ~*:ops:outbox (+xadd %W~*:ops:inbox)"
+                ),
+            "{r}"
+        );
+        for cmd in ["+multi", "+exec", "+hello", "+ping", "+acl|whoami"] {
+            assert!(r.contains(&format!(" {cmd} ")), "{cmd} missing: {r}");
+        }
+        // No XADD but to inboxes, no other key, no trimming or deleting.
+        assert_eq!(r.matches("+xadd").count(), 1, "{r}");
+        for no in [
+            "~*",
+            "%R~",
+            "+xtrim",
+            "+xdel",
+            "+del",
+            "+xgroup|destroy",
+            "+scan",
+        ] {
+            assert!(!r.contains(&format!("{no} ")), "{no} granted: {r}");
+        }
         assert_eq!(
             AclUser::Admin.rules(&families()).join(" "),
             "resetchannels ~* +@all"

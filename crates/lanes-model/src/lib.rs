@@ -14,6 +14,7 @@ pub mod consult;
 pub mod lane_commands;
 pub mod name;
 pub mod proxy_config;
+pub mod responder;
 pub mod secret;
 pub mod stream_key;
 

@@ -63,6 +63,10 @@ pub struct ProxyConfig {
     /// the entries every consumer group has acknowledged removed.
     #[serde(default = "default_meter_interval_ms")]
     pub meter_interval_ms: u64,
+    /// The responders' lanes (apps of kind `responder`), served in the
+    /// proxy's responder mode. Absent: none.
+    #[serde(default)]
+    pub responders: Vec<crate::responder::ResponderConfig>,
 }
 
 fn yes() -> bool {
@@ -200,6 +204,7 @@ impl ProxyConfig {
             limits: LimitsConfig::default(),
             families: Vec::new(),
             meter_interval_ms: default_meter_interval_ms(),
+            responders: Vec::new(),
         }
     }
 
@@ -248,7 +253,7 @@ impl ProxyConfig {
                 return Err(ProxyConfigError::MaxConnections { agent: agent() });
             }
         }
-        Ok(())
+        crate::responder::validate(&self.responders, &self.agents)
     }
 
     /// The lane of agent `name`.

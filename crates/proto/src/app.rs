@@ -41,6 +41,10 @@ pub enum AppKind {
     Adapter,
     /// oxidepm's own infrastructure; always protected.
     System,
+    /// A host service agents ask things of (`<agent>:<name>:outbox` in,
+    /// `<agent>:<name>:inbox` out), with a lane of its own; a host-side
+    /// identity like an adapter.
+    Responder,
 }
 
 impl AppKind {
@@ -51,6 +55,7 @@ impl AppKind {
             AppKind::Agent => "agent",
             AppKind::Adapter => "adapter",
             AppKind::System => "system",
+            AppKind::Responder => "responder",
         }
     }
 }
@@ -529,6 +534,7 @@ mod tests {
             AppKind::Agent,
             AppKind::Adapter,
             AppKind::System,
+            AppKind::Responder,
         ] {
             assert_eq!(name(serde_json::to_value(k).unwrap()), k.as_str());
         }

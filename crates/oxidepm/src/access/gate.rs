@@ -219,7 +219,7 @@ fn adapter_of(origin: &Origin) -> Option<&str> {
     match origin {
         Origin::App {
             name,
-            kind: AppKind::Adapter,
+            kind: AppKind::Adapter | AppKind::Responder,
             ..
         } => Some(name),
         Origin::App { defined_by, .. } if defined_by.class == Class::Adapter => {

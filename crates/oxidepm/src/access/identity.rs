@@ -24,7 +24,7 @@ pub fn decide(socket: SocketKind, origin: &Origin, claim: Option<&str>) -> Actor
         Origin::Unattributed => Actor::new(Class::Ai, "unattributed"),
         Origin::App {
             name,
-            kind: AppKind::Adapter,
+            kind: AppKind::Adapter | AppKind::Responder,
             ..
         } => Actor::new(Class::Adapter, name.clone()),
         Origin::App {

@@ -410,6 +410,7 @@ pub fn check_definition(caller: &Caller, specs: &[AppSpec]) -> Result<(), Refusa
         let special = match s.kind {
             AppKind::Agent => Some("an agent"),
             AppKind::Adapter => Some("an adapter"),
+            AppKind::Responder => Some("a responder"),
             _ if s.protected => Some("a protected app"),
             _ => None,
         };

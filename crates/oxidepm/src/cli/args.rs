@@ -292,7 +292,7 @@ pub struct StartArgs {
     /// Restart on this cron schedule.
     #[arg(long, value_name = "CRON")]
     pub cron_restart: Option<String>,
-    /// app | agent | adapter.
+    /// app | agent | adapter | responder.
     #[arg(long)]
     pub kind: Option<String>,
     /// Only a human may stop, restart, change or delete it.

@@ -73,7 +73,7 @@ pub enum LocalError {
         reason: String,
     },
     /// `--kind` with an unknown kind.
-    #[error("--kind {value:?} is not a kind — use app, agent or adapter")]
+    #[error("--kind {value:?} is not a kind — use app, agent, adapter or responder")]
     Kind {
         /// The value as given.
         value: String,

@@ -279,6 +279,7 @@ fn spec_from_args(
         None | Some("app") => AppKind::App,
         Some("agent") => AppKind::Agent,
         Some("adapter") => AppKind::Adapter,
+        Some("responder") => AppKind::Responder,
         Some(other) => {
             return Err(LocalError::Kind {
                 value: other.to_string(),

@@ -246,6 +246,7 @@ impl From<lanes::Error> for ErrorBody {
         let code = match e {
             E::Supervise(e) => return e.into(),
             E::BadName(_)
+            | E::ResponderName(_)
             | E::BadRoute(_)
             | E::UnknownSource { .. }
             | E::RequestNotJson(_)

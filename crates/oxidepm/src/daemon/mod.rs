@@ -283,13 +283,19 @@ async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<
         let mut s = crate::supervise::lock(&sup);
         if config.lanes.backend == Backend::Redis {
             let layout = lanes.layout.clone();
-            let families = config.lanes.families();
+            let families = lanes.live_families();
             let scheme = config.lanes.lane_url_scheme;
             // A name that is not a valid agent name (an old state) gets no
             // lane, only the plain agent variables.
-            s.lane_env = Some(Box::new(move |agent: &str| {
-                let agent = agent.parse().ok()?;
-                Some(layout::agent_env(&layout, &agent, &families, scheme))
+            s.lane_env = Some(Box::new(move |kind, name: &str| {
+                let name = name.parse().ok()?;
+                if kind == oxidepm_proto::AppKind::Responder {
+                    return Some(crate::lanes::responders::responder_env(
+                        &layout, &name, scheme,
+                    ));
+                }
+                let families = families.read().unwrap_or_else(|p| p.into_inner()).clone();
+                Some(layout::agent_env(&layout, &name, &families, scheme))
             }));
         }
         s.load()?;

@@ -8,14 +8,16 @@ use super::bridge_user;
 use super::budgets;
 use super::error::{ConnectError, Error};
 use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
+use super::live::{apply_live, set_maxmemory};
 use super::purge;
+pub(super) use super::report::group_pending;
+use super::responders::{self, ResponderLane};
 use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
 use oxidepm_lanes::acl::{self, AclUser};
 use oxidepm_lanes::secret as secrets;
-use oxidepm_lanes::stream_key::BRIDGE_GROUP;
 use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret};
-use oxidepm_proto::{Actor, AgentLaneReport, AppKind, AppSpec, Status, StreamReport};
+use oxidepm_proto::{Actor, AppKind, AppSpec, Status};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -71,16 +73,37 @@ pub(super) struct LanesState {
     /// The consult rules put in force by a reload (`None`: daemon.toml's
     /// at start).
     pub(super) consult: std::sync::Mutex<Option<oxidepm_lanes::consult::ConsultConfig>>,
+    /// Every family as of the last reconcile (the responder apps' too);
+    /// read when an agent starts, for its environment.
+    pub(super) families: Arc<std::sync::RwLock<Vec<String>>>,
 }
 
 impl Lanes {
     /// The lanes of the home of `layout`, with `settings`.
     pub fn new(layout: Layout, settings: LanesSettings) -> Lanes {
+        let state = LanesState {
+            families: Arc::new(std::sync::RwLock::new(settings.families())),
+            ..LanesState::default()
+        };
         Lanes {
             layout,
             settings,
-            state: Arc::default(),
+            state: Arc::new(state),
         }
+    }
+
+    /// Every family as of the last reconcile, shared: what an agent
+    /// starting now has outboxes for.
+    pub fn live_families(&self) -> Arc<std::sync::RwLock<Vec<String>>> {
+        self.state.families.clone()
+    }
+
+    pub(super) fn families_now(&self) -> Vec<String> {
+        self.state
+            .families
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Checks agent specs before they are defined: names, and that lanes
@@ -131,6 +154,16 @@ impl Lanes {
     /// Makes Redis, its users, the proxy and the agents' files match the
     /// defined agents plus `extra` (agents about to be defined).
     pub async fn reconcile(&self, shared: &Shared, extra: &[AgentLane]) -> Result<(), Error> {
+        self.reconcile_with(shared, extra, &[]).await
+    }
+
+    /// [`Lanes::reconcile`], with the responder apps about to be defined.
+    pub async fn reconcile_with(
+        &self,
+        shared: &Shared,
+        extra: &[AgentLane],
+        extra_responders: &[ResponderLane],
+    ) -> Result<(), Error> {
         if self.settings.backend == Backend::Off {
             return Ok(());
         }
@@ -141,14 +174,36 @@ impl Lanes {
                 agents.push(e.clone());
             }
         }
+        let mut responders = self.responders(shared);
+        for e in extra_responders {
+            // As about to be defined: an update may change its uid.
+            responders.retain(|r| r.name != e.name);
+            responders.push(e.clone());
+        }
         let redis_id = find_app(shared, REDIS_APP);
-        if agents.is_empty() && redis_id.is_none() {
+        if agents.is_empty() && responders.is_empty() && redis_id.is_none() {
             return Ok(());
         }
         let (redis_exe, proxy_exe) = self.programs()?;
-        self.prepare_dirs(&agents).map_err(Error::Dirs)?;
-        let (users, fresh) = self.users(&agents).map_err(Error::Passwords)?;
+        // Responders' sockets are reached like agents' (see prepare_dirs).
+        let lanes: Vec<AgentLane> = agents
+            .iter()
+            .cloned()
+            .chain(responders.iter().map(|r| AgentLane {
+                name: r.name.clone(),
+                uid: r.uid,
+            }))
+            .collect();
+        self.prepare_dirs(&lanes).map_err(Error::Dirs)?;
+        let families = self.families_with(&responders);
+        *self
+            .state
+            .families
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = families.clone();
+        let (users, fresh) = self.users(&agents, &responders).map_err(Error::Passwords)?;
         let gone = purge::gone(&self.layout.secrets_dir(), &users);
+        let gone_responders = responders::gone(&self.layout.secrets_dir(), &users);
 
         let running = redis_id.is_some_and(|id| is_running(shared, id));
         // Written even when Redis runs: what it reads at its next start
@@ -157,7 +212,7 @@ impl Lanes {
         if !running {
             write_atomic(
                 &self.layout.acl_file(),
-                acl::acl_file(&users, &self.settings.families()).as_bytes(),
+                acl::acl_file(&users, &families).as_bytes(),
             )
             .map_err(Error::RedisConf)?;
             let spec = self.redis_spec(&redis_exe);
@@ -165,8 +220,9 @@ impl Lanes {
         }
         let admin_pw = users[0].1.clone();
         let sock = self.layout.redis_socket();
-        let families = self.settings.families();
         let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
+        let responder_names: Vec<AgentName> = responders.iter().map(|r| r.name.clone()).collect();
+        let (gone_r, names_r) = (gone_responders.clone(), names.clone());
         // Gone agents' keys, and whatever lies under the name of an agent
         // whose lane is new.
         let purged: Vec<AgentName> = gone
@@ -175,15 +231,20 @@ impl Lanes {
             .chain(fresh)
             .collect();
         let maxmemory = budgets::maxmemory(&self.settings);
+        let live_families = families.clone();
         tokio::task::spawn_blocking(move || {
-            apply_live(&sock, &admin_pw, &users, &names, &families, &purged)?;
+            apply_live(&sock, &admin_pw, &users, &names, &live_families, &purged)?;
+            let mut con = connect(&sock, &admin_pw)?;
+            responders::apply(&mut con, &gone_r, &responder_names, &names_r)?;
             set_maxmemory(&sock, &admin_pw, maxmemory)
         })
         .await
         .map_err(Error::Task)??;
         purge::forget(&self.layout.secrets_dir(), &gone);
+        responders::forget(&self.layout.secrets_dir(), &gone_responders);
 
-        self.write_proxy_conf(&agents).map_err(Error::ProxyConf)?;
+        self.write_proxy_conf(&agents, &responders)
+            .map_err(Error::ProxyConf)?;
         let proxy_id = find_app(shared, PROXY_APP);
         match proxy_id {
             Some(id) if is_running(shared, id) => {
@@ -196,8 +257,11 @@ impl Lanes {
             }
             _ => ensure_app(shared, self.proxy_spec(&proxy_exe), proxy_id).await?,
         }
-        self.wait_for_sockets(&agents).await;
+        self.wait_for_sockets(&lanes).await;
+        responders::wait_removed(&self.layout, &gone_responders).await;
         self.write_descriptions(&agents);
+        let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
+        self.write_responder_descriptions(&responders, &names);
         self.ensure_bridge(shared, &agents).await
     }
 
@@ -231,7 +295,11 @@ impl Lanes {
     /// Every user with its password: the admin user first, then the bridge,
     /// the responders and the agents; and the agents whose password was
     /// made now (their lane is new).
-    fn users(&self, agents: &[AgentLane]) -> std::io::Result<(Users, Vec<AgentName>)> {
+    fn users(
+        &self,
+        agents: &[AgentLane],
+        apps: &[ResponderLane],
+    ) -> std::io::Result<(Users, Vec<AgentName>)> {
         let dir = self.layout.secrets_dir();
         secrets::ensure_dir(&dir)?;
         let mut users = vec![AclUser::Admin, AclUser::Bridge];
@@ -241,6 +309,7 @@ impl Lanes {
                 .iter()
                 .map(|r| AclUser::Responder(r.clone())),
         );
+        users.extend(apps.iter().map(|r| AclUser::Responder(r.name.to_string())));
         users.extend(agents.iter().map(|a| AclUser::Agent(a.name.clone())));
         let mut out = Vec::with_capacity(users.len());
         let mut fresh = Vec::new();
@@ -348,8 +417,15 @@ impl Lanes {
         p
     }
 
-    pub(super) fn write_proxy_conf(&self, agents: &[AgentLane]) -> std::io::Result<()> {
-        write_json(&self.layout.proxy_conf(), &self.proxy_conf(agents))
+    pub(super) fn write_proxy_conf(
+        &self,
+        agents: &[AgentLane],
+        responders: &[ResponderLane],
+    ) -> std::io::Result<()> {
+        let mut conf = self.proxy_conf(agents);
+        conf.families = self.families_with(responders);
+        conf.responders = self.responder_configs(responders);
+        write_json(&self.layout.proxy_conf(), &conf)
     }
 
     async fn wait_for_sockets(&self, agents: &[AgentLane]) {
@@ -366,7 +442,7 @@ impl Lanes {
     }
 
     fn write_descriptions(&self, agents: &[AgentLane]) {
-        let families = self.settings.families();
+        let families = self.families_now();
         for a in agents {
             let path = self.layout.agent_json(&a.name);
             let text = layout::agent_description(
@@ -389,77 +465,14 @@ impl Lanes {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if let Some(agent) = name.strip_suffix(".json") {
-                    if !agents.iter().any(|a| a.name == agent) {
+                    let responder = self.families_now().iter().any(|f| f == agent);
+                    if !responder && !agents.iter().any(|a| a.name == agent) {
                         let _ = std::fs::remove_file(e.path());
                     }
                 }
             }
         }
     }
-
-    /// Per agent: socket, ACL user, and each stream with its length and
-    /// pending count.
-    pub async fn report(&self, shared: &Shared) -> Result<Vec<AgentLaneReport>, Error> {
-        let agents = self.agents(shared);
-        if agents.is_empty() {
-            return Ok(Vec::new());
-        }
-        let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin))
-            .map_err(Error::NotSetUp)?;
-        let sock = self.layout.redis_socket();
-        let families = self.settings.families();
-        let layout = self.layout.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut con = connect(&sock, &pw)?;
-            let mut out = Vec::new();
-            for a in agents {
-                let (inboxes, outboxes) = layout::streams(&a.name, &families);
-                let mut streams = Vec::new();
-                for (key, group) in inboxes
-                    .iter()
-                    .map(|k| (k, a.name.as_str()))
-                    .chain(outboxes.iter().map(|k| (k, BRIDGE_GROUP)))
-                {
-                    let len: i64 = redis::cmd("XLEN").arg(key).query(&mut con).unwrap_or(0);
-                    let pending = group_pending(&mut con, key, group);
-                    streams.push(StreamReport {
-                        key: key.clone(),
-                        length: len,
-                        pending,
-                    });
-                }
-                out.push(AgentLaneReport {
-                    acl_user: AclUser::Agent(a.name.clone()).to_string(),
-                    agent: a.name.to_string(),
-                    socket: layout.agent_socket(&a.name),
-                    streams,
-                });
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(Error::Task)?
-    }
-}
-
-pub(super) fn group_pending(con: &mut redis::Connection, key: &str, group: &str) -> i64 {
-    let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
-        .arg("GROUPS")
-        .arg(key)
-        .query(con)
-        .unwrap_or_default();
-    groups
-        .iter()
-        .filter(|g| {
-            g.get("name")
-                .and_then(|v| redis::from_redis_value::<String>(v).ok())
-                .is_some_and(|n| n == group)
-        })
-        .filter_map(|g| {
-            g.get("pending")
-                .and_then(|v| redis::from_redis_value::<i64>(v).ok())
-        })
-        .sum()
 }
 
 pub(super) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
@@ -536,97 +549,4 @@ pub(super) fn connect_as(
             source,
         })?;
     Ok(con)
-}
-
-/// Sets a running Redis's `maxmemory` (redis.conf is written only when
-/// Redis is not running), so that a changed `[lanes] maxmemory` applies to
-/// a Redis the daemon adopted.
-fn set_maxmemory(sock: &Path, admin_pw: &Secret, bytes: u64) -> Result<(), Error> {
-    let mut con = connect(sock, admin_pw)?;
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg(bytes)
-        .query::<()>(&mut con)
-        .map_err(|source| Error::Redis {
-            command: format!("CONFIG SET maxmemory {bytes}"),
-            source,
-        })
-}
-
-/// Applies the users to a running Redis (ACL SETUSER / DELUSER, then ACL
-/// SAVE: no restart, and no ACL LOAD, which would drop every client on
-/// Redis 7.0/7.2), deletes the keys of the lanes of `purged` (after
-/// DELUSER, which disconnects a gone agent's clients), and makes each
-/// agent's inbox streams and group.
-fn apply_live(
-    sock: &Path,
-    admin_pw: &Secret,
-    users: &[(AclUser, Secret)],
-    agents: &[AgentName],
-    families: &[String],
-    purged: &[AgentName],
-) -> Result<(), Error> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut con = loop {
-        match connect(sock, admin_pw) {
-            Ok(c) => break c,
-            Err(e) if Instant::now() > deadline => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    };
-    let fail = |command: String, source: redis::RedisError| Error::Redis { command, source };
-    for (user, pw) in users {
-        let mut c = redis::cmd("ACL");
-        c.arg("SETUSER")
-            .arg(user.to_string())
-            .arg("reset")
-            .arg("on")
-            .arg(acl::hashed(pw.expose()));
-        for r in user.rules(families) {
-            c.arg(r);
-        }
-        c.query::<()>(&mut con)
-            .map_err(|e| fail(format!("ACL SETUSER {user}"), e))?;
-    }
-    let existing: Vec<String> = redis::cmd("ACL")
-        .arg("USERS")
-        .query(&mut con)
-        .map_err(|e| fail("ACL USERS".into(), e))?;
-    for u in existing {
-        if AclUser::is_per_lane(&u) && !users.iter().any(|(n, _)| n.to_string() == u) {
-            redis::cmd("ACL")
-                .arg("DELUSER")
-                .arg(&u)
-                .query::<()>(&mut con)
-                .map_err(|e| fail(format!("ACL DELUSER {u}"), e))?;
-        }
-    }
-    redis::cmd("ACL")
-        .arg("SAVE")
-        .query::<()>(&mut con)
-        .map_err(|e| fail("ACL SAVE".into(), e))?;
-    for a in purged {
-        let n = purge::purge(&mut con, a).map_err(|e| fail(format!("SCAN/UNLINK {a}:*"), e))?;
-        if n > 0 {
-            log::info!("lanes: deleted the {n} stream(s) left by agent {a}");
-        }
-    }
-    for a in agents {
-        for key in layout::streams(a, families).0 {
-            let r: redis::RedisResult<()> = redis::cmd("XGROUP")
-                .arg("CREATE")
-                .arg(&key)
-                .arg(a.as_str())
-                .arg("0")
-                .arg("MKSTREAM")
-                .query(&mut con);
-            if let Err(e) = r {
-                if e.code() != Some("BUSYGROUP") {
-                    return Err(fail(format!("XGROUP CREATE {key}"), e));
-                }
-            }
-        }
-    }
-    Ok(())
 }

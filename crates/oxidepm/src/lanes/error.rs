@@ -66,6 +66,9 @@ pub enum Error {
     /// An agent's name cannot be a lane's.
     #[error(transparent)]
     BadName(#[from] NameError),
+    /// A responder app's name cannot be a family.
+    #[error(transparent)]
+    ResponderName(#[from] super::responders::NameRefused),
     /// A route given at runtime is malformed.
     #[error(transparent)]
     BadRoute(#[from] RouteError),

@@ -4,9 +4,9 @@
 //! [`admin`] runs the private Redis, provisions ACL users and the auth proxy
 //! app; [`bridge_admin`] runs the bridge app and keeps its routes, as the
 //! user [`bridge_user`] picks, and hands it the rules of agents consulting
-//! each other ([`consult`]); [`ops`]
-//! is the ops responder; [`purge`] deletes what a deleted agent's lane
-//! held. The proxy itself is the `oxidepm-lane-proxy`
+//! each other ([`consult`]); [`ops`] is the ops responder, [`responders`]
+//! the lanes of responder apps; [`purge`] deletes what a deleted agent's
+//! lane held. The proxy itself is the `oxidepm-lane-proxy`
 //! crate, the bridge the `oxidepm-bridge` crate, and the vocabulary they
 //! share with the daemon (names, ACL rules, secrets, configuration files)
 //! the `oxidepm-lanes` crate.
@@ -18,8 +18,11 @@ pub mod budgets;
 pub mod consult;
 pub mod error;
 pub mod layout;
+mod live;
 pub mod ops;
 pub mod purge;
+mod report;
+pub mod responders;
 pub mod settings;
 
 pub use error::Error;

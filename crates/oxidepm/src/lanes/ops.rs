@@ -1,5 +1,9 @@
 //! The `ops` responder: an agent asks the daemon for what its grant allows
 //! (itself, and the apps `[agents.<name>]` grants it) through its own lane.
+//! It is the first responder of the contract every responder app keeps
+//! (`oxidepm_lanes::responder`: keys, group, `request_id`, ACL user), and
+//! the one built into the daemon: it talks to Redis as `resp_ops` directly,
+//! where an app's replies pass the lane proxy's check.
 //! It writes a request to `<agent>:ops:outbox`; the responder (ACL user
 //! `resp_ops`) takes the agent from the KEY it read, never from the
 //! payload, and has the daemon answer it as `ai:<agent>` through the same
@@ -43,8 +47,9 @@ use std::time::Duration;
 
 /// The responder's name (stream family and ACL user suffix).
 pub const NAME: &str = "ops";
-/// Consumer group of the responder on every `<agent>:ops:outbox`.
-const GROUP: &str = "ops";
+/// Consumer group of the responder on every `<agent>:ops:outbox`: its
+/// name, as the contract has it.
+const GROUP: &str = NAME;
 /// Its consumer name; stable, so a restarted daemon finds its pending entries.
 const CONSUMER: &str = "oxidepmd";
 /// Entries read at once from one outbox.
@@ -56,6 +61,8 @@ const BLOCK_MS: u64 = 1000;
 /// never reads them loses the oldest instead of filling Redis, which all
 /// agents share (at most about this many × `ops_max_reply_bytes`).
 const INBOX_MAXLEN: u64 = 100;
+/// The field naming the request a reply answers.
+const REQUEST_ID: &str = oxidepm_lanes::responder::REQUEST_ID_FIELDS[0];
 /// Feed records moved into an inbox at once.
 const FEED_BATCH: usize = 64;
 
@@ -361,7 +368,7 @@ impl Lane {
             .arg("~")
             .arg(INBOX_MAXLEN)
             .arg("*")
-            .arg("request_id")
+            .arg(REQUEST_ID)
             .arg(request_id)
             .arg("response")
             .arg(json);

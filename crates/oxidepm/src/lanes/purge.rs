@@ -45,25 +45,31 @@ pub fn purge(con: &mut redis::Connection, agent: &AgentName) -> redis::RedisResu
     // asked.
     let consult = oxidepm_lanes::consult::open_globs(agent);
     for pattern in lane_globs(agent).into_iter().chain(consult) {
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(SCAN_COUNT)
-                .query(con)?;
-            if !keys.is_empty() {
-                removed += redis::cmd("UNLINK").arg(&keys).query::<usize>(con)?;
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        removed += unlink_matching(con, &pattern)?;
     }
     Ok(removed)
+}
+
+/// Deletes every key matching `pattern`; returns how many there were.
+pub fn unlink_matching(con: &mut redis::Connection, pattern: &str) -> redis::RedisResult<usize> {
+    let mut removed = 0;
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT)
+            .query(con)?;
+        if !keys.is_empty() {
+            removed += redis::cmd("UNLINK").arg(&keys).query::<usize>(con)?;
+        }
+        if next == 0 {
+            return Ok(removed);
+        }
+        cursor = next;
+    }
 }
 
 /// An agent whose lane outlived it: the name of its password file in

@@ -84,6 +84,10 @@ pub struct LanesSettings {
     /// `[lanes.consult_limits]`: the bounds of consulting.
     #[serde(default)]
     pub consult_limits: ConsultLimits,
+    /// The largest `MAXLEN` a responder app's reply may give (every reply
+    /// caps the inbox it goes to); default 1000.
+    #[serde(default)]
+    pub responder_inbox_maxlen: Option<u64>,
 }
 
 /// `[lanes.bridge]`: the bridge's bounds (unset: the bridge's defaults).
@@ -246,6 +250,9 @@ impl LanesSettings {
         if self.max_connections == 0 {
             return Err(SettingsError::MaxConnections);
         }
+        if self.responder_inbox_maxlen == Some(0) {
+            return Err(SettingsError::ResponderInboxMaxlen);
+        }
         self.limits.validate().map_err(SettingsError::Limits)
     }
 }
@@ -325,6 +332,9 @@ pub enum SettingsError {
     /// `max_connections` 0.
     #[error("lanes.max_connections must be at least 1")]
     MaxConnections,
+    /// `responder_inbox_maxlen` 0.
+    #[error("lanes.responder_inbox_maxlen must be at least 1 (leave it out for 1000)")]
+    ResponderInboxMaxlen,
     /// `[lanes.limits]` cannot be met.
     #[error("lanes.{0}")]
     Limits(#[source] ProxyConfigError),

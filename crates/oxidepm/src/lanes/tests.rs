@@ -46,7 +46,7 @@ fn the_proxy_reads_the_configuration_the_daemon_writes() {
         "rate_limit = 50.0\nmaxlen = 1000\nmaxmemory = 67108864\n\
          max_connections = 4\n[limits]\nmax_bulk = 4096\n",
     );
-    l.write_proxy_conf(&agents()).unwrap();
+    l.write_proxy_conf(&agents(), &[]).unwrap();
     let got = ProxyConfig::load(&l.layout.proxy_conf()).unwrap();
     let before = json!({
         "upstream": root.join("redis/redis.sock"),

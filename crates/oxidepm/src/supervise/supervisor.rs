@@ -24,7 +24,8 @@ use tokio::sync::{oneshot, watch};
 pub type Shared = Arc<Mutex<Supervisor>>;
 
 /// What an agent app is told about its lane, by agent name.
-pub type LaneEnv = Box<dyn Fn(&str) -> Option<Vec<(String, String)>> + Send>;
+pub type LaneEnv =
+    Box<dyn Fn(oxidepm_proto::AppKind, &str) -> Option<Vec<(String, String)>> + Send>;
 
 mod agents;
 mod members;
@@ -317,17 +318,25 @@ impl Supervisor {
     ///
     /// An agent also gets its lane's environment from `lane_env` (without
     /// lanes, OXIDEPM_AGENT and OXIDEPM_SOCKET pointing at agent.sock);
-    /// these override the spec's values.
+    /// these override the spec's values. So does a responder (nothing
+    /// without lanes).
     fn app_extra_env(&self, spec: &AppSpec) -> Vec<(String, String)> {
         let mut env = vec![(
             "OXIDEPM_HOME".to_string(),
             self.home.root().display().to_string(),
         )];
+        if spec.kind == oxidepm_proto::AppKind::Responder {
+            let lane = self.lane_env.as_ref();
+            env.extend(
+                lane.and_then(|l| l(spec.kind, &spec.name))
+                    .unwrap_or_default(),
+            );
+        }
         if spec.kind == oxidepm_proto::AppKind::Agent {
             match self
                 .lane_env
                 .as_ref()
-                .and_then(|lane_env| lane_env(&spec.name))
+                .and_then(|lane_env| lane_env(spec.kind, &spec.name))
             {
                 Some(lane) => env.extend(lane),
                 None => {

@@ -33,6 +33,8 @@ mod pm2_files;
 mod recovery;
 mod reload;
 mod reload_config;
+mod responder_lanes;
+mod responders;
 mod retention;
 mod review13;
 mod review13b;

@@ -234,11 +234,12 @@ pub(super) fn kind(s: &str) -> Result<AppKind, String> {
         "app" => Ok(AppKind::App),
         "agent" => Ok(AppKind::Agent),
         "adapter" => Ok(AppKind::Adapter),
+        "responder" => Ok(AppKind::Responder),
         "system" => Err(
-            "kind \"system\" is reserved for the daemon's own apps; use \"app\", \"agent\" or \"adapter\"".into(),
+            "kind \"system\" is reserved for the daemon's own apps; use \"app\", \"agent\", \"adapter\" or \"responder\"".into(),
         ),
         _ => Err(format!(
-            "unknown kind {s:?}; use \"app\", \"agent\" or \"adapter\""
+            "unknown kind {s:?}; use \"app\", \"agent\", \"adapter\" or \"responder\""
         )),
     }
 }

@@ -52,7 +52,20 @@ impl Daemon {
             return Err(OpError::NothingToDefine);
         }
         self.prepare_lanes(&apps).await?;
-        let agents = apps.iter().any(|a| a.kind == AppKind::Agent);
+        let agents = apps
+            .iter()
+            .any(|a| matches!(a.kind, AppKind::Agent | AppKind::Responder));
+        // An agent or responder updated into another kind loses its lane.
+        let had_lane = {
+            let s = lock(&self.sup);
+            apps.iter().any(|a| {
+                s.apps().any(|o| {
+                    o.spec.name == a.name
+                        && o.spec.kind != a.kind
+                        && matches!(o.spec.kind, AppKind::Agent | AppKind::Responder)
+                })
+            })
+        };
         let mut out = match control::define(&self.sup, apps, actor, update).await {
             Ok(out) => out,
             Err(e) => {
@@ -66,6 +79,9 @@ impl Daemon {
                 return Err(e.into());
             }
         };
+        if had_lane {
+            self.lanes.reconcile(&self.sup, &[]).await?;
+        }
         let warnings = lock(&self.sup).agent_uid_warnings();
         for d in &mut out {
             if let Some(w) = d.name.as_ref().and_then(|n| warnings.get(n)) {
@@ -124,7 +140,10 @@ impl Daemon {
             let agents: Vec<u64> = ids
                 .iter()
                 .copied()
-                .filter(|id| s.app(*id).is_some_and(|a| a.spec.kind == AppKind::Agent))
+                .filter(|id| {
+                    s.app(*id)
+                        .is_some_and(|a| matches!(a.spec.kind, AppKind::Agent | AppKind::Responder))
+                })
                 .collect();
             (ids, agents)
         };

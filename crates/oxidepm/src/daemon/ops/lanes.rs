@@ -10,7 +10,21 @@ use oxidepm_proto::{AppKind, AppSpec, LanesReport, Route, RouteAdded, RouteRemov
 impl Daemon {
     /// Makes the lanes of the agents among `apps` before they are defined.
     pub(super) async fn prepare_lanes(&self, apps: &[AppSpec]) -> Result<(), OpError> {
+        if apps.iter().any(|a| a.kind == AppKind::Responder)
+            && self.lanes.settings.backend != crate::lanes::settings::Backend::Off
+        {
+            // A responder's lane, too, exists before its first process.
+            self.lanes.check_responders(&self.sup, apps)?;
+            if !apps.iter().any(|a| a.kind == AppKind::Agent) {
+                let responders = crate::lanes::admin::Lanes::responder_lanes(apps);
+                self.lanes
+                    .reconcile_with(&self.sup, &[], &responders)
+                    .await?;
+                return Ok(());
+            }
+        }
         if apps.iter().any(|a| a.kind == AppKind::Agent) {
+            self.lanes.check_responders(&self.sup, apps)?;
             // The lane exists before the agent's first process.
             self.lanes.check_agents(apps)?;
             lock(&self.sup)
@@ -31,7 +45,10 @@ impl Daemon {
                     })
                 })
                 .collect::<Result<Vec<AgentLane>, LanesError>>()?;
-            self.lanes.reconcile(&self.sup, &agents).await?;
+            let responders = crate::lanes::admin::Lanes::responder_lanes(apps);
+            self.lanes
+                .reconcile_with(&self.sup, &agents, &responders)
+                .await?;
         }
         Ok(())
     }

@@ -1,0 +1,106 @@
+//! A lane's settings, made from the proxy's configuration file: what its
+//! connections share is kept across reloads where it did not change.
+
+use crate::budget::Budget;
+use crate::connection::LaneSettings;
+use crate::consumers::Consumers;
+use crate::meter::{Bounds, Meter};
+use crate::rate_limit::TokenBucket;
+use crate::server::LaneError;
+use oxidepm_lanes::responder::ResponderConfig;
+use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret, SecretError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Every lane of `cfg`, each with whether it is a responder's: a
+/// responder's lane is served like an agent's, with the defaults of the
+/// bounds it does not have (its replies are checked instead).
+pub(crate) fn lanes(cfg: &ProxyConfig) -> Vec<(AgentConfig, bool)> {
+    let responder = |r: &ResponderConfig| {
+        let mut a = AgentConfig::new(r.name.clone(), r.password_file.clone());
+        a.uid = r.uid;
+        a.max_connections = r.max_connections;
+        // On a responder's lane: the largest MAXLEN of a reply.
+        a.maxlen = Some(r.inbox_maxlen);
+        (a, true)
+    };
+    cfg.agents
+        .iter()
+        .map(|a| (a.clone(), false))
+        .chain(cfg.responders.iter().map(responder))
+        .collect()
+}
+
+/// A lane's settings from the configuration; what its connections share
+/// (rate bucket, buffer budget, meter) is kept from `old` where unchanged.
+pub(crate) fn lane_settings(
+    cfg: &ProxyConfig,
+    a: &AgentConfig,
+    old: Option<&LaneSettings>,
+    responder: bool,
+) -> Result<LaneSettings, LaneError> {
+    // A responder's lane has no outboxes of its own to measure.
+    let families: &[String] = if responder { &[] } else { &cfg.families };
+    let password = Secret::read(&a.password_file).map_err(|source| match source {
+        SecretError::Read(..) => LaneError::Unreadable(source),
+        source => LaneError::Password {
+            agent: a.name.clone(),
+            source,
+        },
+    })?;
+    let rate = a.rate_limit.map(|r| {
+        // Keep the bucket (and its level) when the rate did not change.
+        match old.and_then(|o| o.rate.clone()) {
+            Some(b) if b.lock().map(|b| b.rate() == r).unwrap_or(false) => b,
+            _ => Arc::new(Mutex::new(TokenBucket::new(r, Instant::now()))),
+        }
+    });
+    // A new budget or meter serves new connections; the old ones keep
+    // theirs until they close.
+    let budget = match old {
+        Some(o) if o.budget.size() == cfg.limits.lane_buffer.min(u32::MAX as usize) => {
+            o.budget.clone()
+        }
+        _ => Budget::new(cfg.limits.lane_buffer),
+    };
+    let meter = match old {
+        Some(o) if o.meter.families() == families => o.meter.clone(),
+        _ => Meter::new(a.name.clone(), families.to_vec()),
+    };
+    // The names stay with the lane, whatever else changes.
+    let agents: Vec<AgentName> = cfg.agents.iter().map(|a| a.name.clone()).collect();
+    let consumers = match old {
+        Some(o) if responder => {
+            o.consumers.set_agents(&agents);
+            o.consumers.clone()
+        }
+        Some(o) => {
+            o.consumers.set_families(families);
+            o.consumers.clone()
+        }
+        None if responder => Arc::new(Consumers::for_responder(a.name.clone(), &agents)),
+        None => Arc::new(Consumers::new(a.name.clone(), families)),
+    };
+    // Open transactions stay queued in Redis across a reload.
+    let transactions = old.map(|o| o.transactions.clone()).unwrap_or_default();
+    Ok(LaneSettings {
+        agent: a.name.clone(),
+        upstream: cfg.upstream.clone(),
+        password,
+        uid: a.uid,
+        check_peer_uid: cfg.check_peer_uid,
+        bounds: Bounds {
+            maxlen: a.maxlen,
+            quota: a.quota,
+        },
+        limits: cfg.limits,
+        max_connections: a.max_connections,
+        meter_interval: Duration::from_millis(cfg.meter_interval_ms),
+        rate,
+        budget,
+        meter,
+        consumers,
+        transactions,
+        responder,
+    })
+}

@@ -1,0 +1,434 @@
+//! What a responder may send through its lane (the proxy's responder
+//! mode; the contract is `oxidepm_lanes::responder`).
+//!
+//! Pure, like `crate::command_filter`, whose connection-level rules it
+//! shares (HELLO, CLIENT, INFO, QUIT, AUTH, RESET, MULTI/EXEC). On keys it
+//! is stricter than the ACL of `resp_<name>`, which it doubles: every
+//! stream command names only outboxes `<agent>:<name>:outbox` and the
+//! group `<name>`; the only write is XADD to an inbox `<agent>:<name>:inbox`
+//! with the ID `*`, and it becomes [`Verdict::Answer`]: forwarded only once
+//! `crate::answer` has seen in Redis that the request it answers is
+//! pending. No MKSTREAM: a responder makes no key (the daemon made its
+//! group on every agent's outbox).
+
+use crate::command_filter::{upper, Policy, Verdict};
+use crate::consumer_arg::xreadgroup_consumer;
+use crate::handshake;
+use crate::resp::{error_reply, Command};
+use oxidepm_lanes::responder::{group, is_entry_id, REQUEST_ID_FIELDS};
+use oxidepm_lanes::{Dir, StreamKey};
+use std::borrow::Cow;
+
+const OK: &[u8] = b"+OK\r\n";
+
+/// Decides what to do with `cmd`, sent on responder `policy.agent`'s lane.
+pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
+    let name = policy.agent.as_str();
+    let mut name_buf = [0u8; 16];
+    // A command naming a consumer is admitted by the lane's count of
+    // consumer names (`crate::consumers`), as on an agent's lane.
+    let checked = |keys: &[usize], grp: Option<usize>, consumer: Option<usize>| match check(
+        cmd, policy, keys, grp, consumer,
+    ) {
+        Ok(()) => consumer.map_or(Verdict::Forward, |arg| Verdict::Consume { arg }),
+        Err(why) => refuse(&why),
+    };
+    match upper(cmd.arg(0), &mut name_buf) {
+        b"XADD" => answer(cmd, name, policy.reply_maxlen),
+        b"XREADGROUP" => xreadgroup(cmd, policy),
+        b"XACK" | b"XPENDING" if cmd.len() >= 3 => checked(&[1], Some(2), None),
+        // Redis's arity: with fewer arguments it refuses, creating nothing.
+        b"XCLAIM" | b"XAUTOCLAIM" if cmd.len() >= 6 => checked(&[1], Some(2), Some(3)),
+        b"XCLAIM" | b"XAUTOCLAIM" if cmd.len() >= 3 => checked(&[1], Some(2), None),
+        b"XLEN" | b"XRANGE" if cmd.len() >= 2 => checked(&[1], None, None),
+        b"XINFO" if cmd.len() >= 3 => {
+            let mut sub = [0u8; 16];
+            match upper(cmd.arg(1), &mut sub) {
+                b"STREAM" | b"GROUPS" => checked(&[2], None, None),
+                _ => not_here(cmd),
+            }
+        }
+        b"XGROUP" if cmd.len() >= 4 => {
+            let mut sub = [0u8; 16];
+            match upper(cmd.arg(1), &mut sub) {
+                b"CREATE" => {
+                    if cmd
+                        .args()
+                        .skip(4)
+                        .any(|a| a.eq_ignore_ascii_case(b"MKSTREAM"))
+                    {
+                        return refuse(
+                            "NOPERM XGROUP CREATE … MKSTREAM is not allowed on a responder lane: \
+                             a responder makes no key (its group is made on every agent's outbox \
+                             by the daemon)",
+                        );
+                    }
+                    checked(&[2], Some(3), None)
+                }
+                b"CREATECONSUMER" if cmd.len() == 5 => checked(&[2], Some(3), Some(4)),
+                _ => not_here(cmd),
+            }
+        }
+        b"PING" | b"ECHO" | b"COMMAND" | b"UNWATCH" => Verdict::Forward,
+        b"ACL" => {
+            let mut sub = [0u8; 16];
+            match upper(cmd.arg(1), &mut sub) {
+                b"WHOAMI" => Verdict::Forward,
+                _ => not_here(cmd),
+            }
+        }
+        b"HELLO" => handshake::hello(cmd),
+        b"INFO" => Verdict::Info,
+        b"QUIT" => Verdict::ReplyAndClose(Cow::Borrowed(OK)),
+        b"CLIENT" => handshake::client(cmd),
+        b"MULTI" if cmd.len() == 1 => Verdict::Multi,
+        b"EXEC" if cmd.len() == 1 => Verdict::Exec,
+        b"DISCARD" if cmd.len() == 1 => Verdict::Discard,
+        b"MULTI" | b"EXEC" | b"DISCARD" => Verdict::Forward,
+        _ => not_here(cmd),
+    }
+}
+
+fn refuse(why: &str) -> Verdict {
+    Verdict::Reply(Cow::Owned(error_reply(why)))
+}
+
+fn not_here(cmd: &Command<'_>) -> Verdict {
+    refuse(&format!(
+        "NOPERM '{}' is not allowed on a responder lane: a responder reads and acknowledges \
+         its outboxes and appends replies to the asking agents' inboxes",
+        printable(cmd.arg(0))
+    ))
+}
+
+fn printable(s: &[u8]) -> String {
+    crate::resp::printable(s, 40)
+}
+
+/// The agent whose `dir` stream of this responder `key` is, if it is one.
+fn lane_key(key: &[u8], name: &str, dir: Dir) -> Option<StreamKey> {
+    let k: StreamKey = std::str::from_utf8(key).ok()?.parse().ok()?;
+    (k.family == name && k.dir == dir).then_some(k)
+}
+
+/// Every key at `keys` is an outbox of this responder, the group at `grp`
+/// is its own and the consumer at `consumer` is short enough.
+fn check(
+    cmd: &Command<'_>,
+    policy: &Policy<'_>,
+    keys: &[usize],
+    grp: Option<usize>,
+    consumer: Option<usize>,
+) -> Result<(), String> {
+    let name = policy.agent.as_str();
+    for &i in keys {
+        if lane_key(cmd.arg(i), name, Dir::Outbox).is_none() {
+            return Err(format!(
+                "NOPERM '{}' is not an outbox of responder '{name}': a responder reads only \
+                 <agent>:{name}:outbox",
+                printable(cmd.arg(i))
+            ));
+        }
+    }
+    if let Some(g) = grp {
+        if cmd.arg(g) != group(name).as_bytes() {
+            return Err(format!(
+                "NOPERM group '{}' is not responder '{name}''s: use the group '{}'",
+                printable(cmd.arg(g)),
+                group(name)
+            ));
+        }
+    }
+    if let Some(c) = consumer {
+        let len = cmd.arg(c).len();
+        if len > policy.max_consumer_name {
+            return Err(format!(
+                "OXIDEPM consumer name: {len} bytes is longer than the {} bytes a consumer name \
+                 may have (lanes.limits.max_consumer_name); use a shorter name",
+                policy.max_consumer_name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// XREADGROUP: its group and consumer, and every stream after STREAMS.
+fn xreadgroup(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
+    let consumer = match xreadgroup_consumer(cmd) {
+        Ok(Some(c)) => c,
+        // Redis refuses the options, reading nothing.
+        Ok(None) => return Verdict::Forward,
+        Err(why) => return refuse(why),
+    };
+    let Some(streams) = cmd.args().position(|a| a.eq_ignore_ascii_case(b"STREAMS")) else {
+        return Verdict::Forward;
+    };
+    let rest = cmd.len() - streams - 1;
+    if rest == 0 || !rest.is_multiple_of(2) {
+        // Redis answers the syntax error.
+        return Verdict::Forward;
+    }
+    let keys: Vec<usize> = (streams + 1..streams + 1 + rest / 2).collect();
+    match check(cmd, policy, &keys, Some(consumer - 1), Some(consumer)) {
+        Ok(()) => Verdict::Consume { arg: consumer },
+        Err(why) => refuse(&why),
+    }
+}
+
+/// XADD: a reply, to an inbox of this responder, with the ID `*` and a
+/// `MAXLEN` of at most `maxlen`; the request it names, if any, must be an
+/// entry ID.
+fn answer(cmd: &Command<'_>, name: &str, maxlen: u64) -> Verdict {
+    if cmd.len() < 2 {
+        return Verdict::Forward;
+    }
+    let Some(to) = lane_key(cmd.arg(1), name, Dir::Inbox) else {
+        return refuse(&format!(
+            "NOPERM XADD to '{}' is not allowed: responder '{name}' appends only replies to \
+             <agent>:{name}:inbox, for the agent whose request it answers",
+            printable(cmd.arg(1))
+        ));
+    };
+    let mut i = 2;
+    let mut capped = false;
+    while i < cmd.len() {
+        let mut buf = [0u8; 16];
+        match upper(cmd.arg(i), &mut buf) {
+            b"NOMKSTREAM" => i += 1,
+            b"MAXLEN" => {
+                i += 1;
+                if matches!(cmd.arg(i), b"=" | b"~") {
+                    i += 1;
+                }
+                capped = std::str::from_utf8(cmd.arg(i))
+                    .ok()
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|n| n <= maxlen);
+                i += 1;
+            }
+            b"*" => break,
+            _ => {
+                return refuse(&format!(
+                    "NOPERM XADD '{}' on a responder lane: give the ID * (optionally after \
+                     NOMKSTREAM and MAXLEN [~] <n>)",
+                    printable(cmd.arg(i))
+                ))
+            }
+        }
+    }
+    if !capped {
+        return refuse(&format!(
+            "OXIDEPM reply: give MAXLEN ~ <n> with n at most {maxlen} \
+             (lanes.responder_inbox_maxlen), e.g. XADD {} MAXLEN ~ {maxlen} * …: every reply \
+             caps the inbox it goes to",
+            printable(cmd.arg(1))
+        ));
+    }
+    let fields = i + 1;
+    if fields >= cmd.len() || !(cmd.len() - fields).is_multiple_of(2) {
+        // Redis answers the arity error.
+        return Verdict::Forward;
+    }
+    let mut request: Option<&[u8]> = None;
+    for f in (fields..cmd.len()).step_by(2) {
+        if REQUEST_ID_FIELDS.iter().any(|n| n.as_bytes() == cmd.arg(f)) {
+            let id = cmd.arg(f + 1);
+            if !is_entry_id(id) {
+                return refuse(&format!(
+                    "OXIDEPM reply: {} '{}' is not an entry id; give the id of the request \
+                     (the entry of {} read with XREADGROUP)",
+                    printable(cmd.arg(f)),
+                    printable(id),
+                    StreamKey::outbox(&to.agent, name)
+                ));
+            }
+            if request.is_some_and(|r| r != id) {
+                return refuse(
+                    "OXIDEPM reply: request_id and re name different requests; give one",
+                );
+            }
+            request = Some(id);
+        }
+    }
+    Verdict::Answer {
+        outbox: StreamKey::outbox(&to.agent, name).to_string(),
+        request: request.map(<[u8]>::to_vec),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resp::{encode_args, CommandParser, Limits};
+    use oxidepm_lanes::AgentName;
+
+    fn run(args: &[&str]) -> Verdict {
+        let mut buf = Vec::new();
+        encode_args(&mut buf, args);
+        let mut p = CommandParser::new(Limits::default());
+        assert_eq!(p.parse(&buf).unwrap(), Some(buf.len()));
+        let cmd = p.command(&buf);
+        let echo: AgentName = "echo".parse().unwrap();
+        decide(
+            &cmd,
+            &Policy {
+                agent: &echo,
+                families: &[],
+                max_consumer_name: 8,
+                responder: true,
+                reply_maxlen: 1000,
+            },
+        )
+    }
+
+    fn refused(v: &Verdict) -> bool {
+        matches!(v, Verdict::Reply(r) if r.starts_with(b"-"))
+    }
+
+    #[test]
+    fn reads_its_outboxes_with_its_group_only() {
+        for ok in [
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "echo",
+                "c1",
+                "COUNT",
+                "5",
+                "BLOCK",
+                "100",
+                "STREAMS",
+                "alice:echo:outbox",
+                "bob:echo:outbox",
+                ">",
+                ">",
+            ][..],
+            &["XACK", "alice:echo:outbox", "echo", "1-0"],
+            &["XPENDING", "alice:echo:outbox", "echo"],
+            &["XAUTOCLAIM", "alice:echo:outbox", "echo", "c1", "0", "0"],
+            &["XGROUP", "CREATE", "alice:echo:outbox", "echo", "0"],
+            &["XINFO", "GROUPS", "alice:echo:outbox"],
+            &["PING"],
+        ] {
+            let v = run(ok);
+            assert!(
+                matches!(v, Verdict::Forward | Verdict::Consume { .. }),
+                "{ok:?}: {v:?}"
+            );
+        }
+        for bad in [
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "echo",
+                "c1",
+                "STREAMS",
+                "alice:echo:inbox",
+                ">",
+            ][..],
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "echo",
+                "c1",
+                "STREAMS",
+                "alice:ops:outbox",
+                ">",
+            ],
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "alice",
+                "c1",
+                "STREAMS",
+                "alice:echo:outbox",
+                ">",
+            ],
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "echo",
+                "waytoolong",
+                "STREAMS",
+                "alice:echo:outbox",
+                ">",
+            ],
+            &["XREAD", "STREAMS", "alice:echo:inbox", "0"],
+            &["XRANGE", "alice:echo:inbox", "-", "+"],
+            &["XACK", "alice:ops:outbox", "ops", "1-0"],
+            &[
+                "XGROUP",
+                "CREATE",
+                "zed:echo:outbox",
+                "echo",
+                "0",
+                "MKSTREAM",
+            ],
+            &["XGROUP", "DESTROY", "alice:echo:outbox", "echo"],
+            &["XTRIM", "alice:echo:outbox", "MAXLEN", "0"],
+            &["XDEL", "alice:echo:outbox", "1-0"],
+            &["DEL", "alice:echo:outbox"],
+            &["KEYS", "*"],
+            &["AUTH", "x", "y"],
+            &["WATCH", "alice:echo:inbox"],
+        ] {
+            assert!(refused(&run(bad)), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn replies_go_to_inboxes_as_answers() {
+        assert_eq!(
+            run(&[
+                "XADD",
+                "alice:echo:inbox",
+                "MAXLEN",
+                "~",
+                "100",
+                "*",
+                "request_id",
+                "1-2",
+                "text",
+                "hi"
+            ]),
+            Verdict::Answer {
+                outbox: "alice:echo:outbox".into(),
+                request: Some(b"1-2".to_vec())
+            }
+        );
+        assert_eq!(
+            run(&[
+                "XADD",
+                "bob:echo:inbox",
+                "MAXLEN",
+                "1000",
+                "*",
+                "text",
+                "hi"
+            ]),
+            Verdict::Answer {
+                outbox: "bob:echo:outbox".into(),
+                request: None
+            }
+        );
+        for bad in [
+            &["XADD", "alice:echo:outbox", "*", "a", "b"][..],
+            &["XADD", "alice:ops:inbox", "*", "a", "b"],
+            &["XADD", "echo:inbox", "*", "a", "b"],
+            &["XADD", "alice:echo:inbox", "99999999999999-0", "a", "b"],
+            &["XADD", "alice:echo:inbox", "MINID", "0", "*", "a", "b"],
+            &["XADD", "alice:echo:inbox", "*", "re", "nope"],
+            &[
+                "XADD",
+                "alice:echo:inbox",
+                "*",
+                "re",
+                "1-0",
+                "request_id",
+                "2-0",
+            ],
+        ] {
+            assert!(refused(&run(bad)), "{bad:?}");
+        }
+    }
+}

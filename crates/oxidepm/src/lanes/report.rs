@@ -1,0 +1,82 @@
+//! What `oxidepm lanes` shows of each agent's lane: its socket, its ACL
+//! user, and each of its streams with its length and what its reader has
+//! pending.
+
+use super::admin::{connect, Lanes};
+use super::error::Error;
+use super::layout;
+use crate::supervise::Shared;
+use oxidepm_lanes::acl::AclUser;
+use oxidepm_lanes::secret as secrets;
+use oxidepm_lanes::stream_key::BRIDGE_GROUP;
+use oxidepm_lanes::Secret;
+use oxidepm_proto::{AgentLaneReport, StreamReport};
+
+impl Lanes {
+    /// Per agent: socket, ACL user, and each stream with its length and
+    /// pending count.
+    pub async fn report(&self, shared: &Shared) -> Result<Vec<AgentLaneReport>, Error> {
+        let agents = self.agents(shared);
+        if agents.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin))
+            .map_err(Error::NotSetUp)?;
+        let sock = self.layout.redis_socket();
+        let families = self.families_now();
+        let sources = self.settings.sources.clone();
+        let layout = self.layout.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut con = connect(&sock, &pw)?;
+            let mut out = Vec::new();
+            for a in agents {
+                let (inboxes, outboxes) = layout::streams(&a.name, &families);
+                let mut streams = Vec::new();
+                for (key, group) in inboxes.iter().map(|k| (k, a.name.as_str())).chain(
+                    outboxes.iter().zip(&families).map(|(k, f)| {
+                        // A responder's outbox is read by its own group.
+                        let bridge = sources.contains(f);
+                        (k, if bridge { BRIDGE_GROUP } else { f.as_str() })
+                    }),
+                ) {
+                    let len: i64 = redis::cmd("XLEN").arg(key).query(&mut con).unwrap_or(0);
+                    let pending = group_pending(&mut con, key, group);
+                    streams.push(StreamReport {
+                        key: key.clone(),
+                        length: len,
+                        pending,
+                    });
+                }
+                out.push(AgentLaneReport {
+                    acl_user: AclUser::Agent(a.name.clone()).to_string(),
+                    agent: a.name.to_string(),
+                    socket: layout.agent_socket(&a.name),
+                    streams,
+                });
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(Error::Task)?
+    }
+}
+
+pub(super) fn group_pending(con: &mut redis::Connection, key: &str, group: &str) -> i64 {
+    let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(key)
+        .query(con)
+        .unwrap_or_default();
+    groups
+        .iter()
+        .filter(|g| {
+            g.get("name")
+                .and_then(|v| redis::from_redis_value::<String>(v).ok())
+                .is_some_and(|n| n == group)
+        })
+        .filter_map(|g| {
+            g.get("pending")
+                .and_then(|v| redis::from_redis_value::<i64>(v).ok())
+        })
+        .sum()
+}

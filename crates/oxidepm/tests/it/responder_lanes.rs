@@ -1,0 +1,230 @@
+//! A responder app's lane over its life: defined (its socket, user,
+//! environment and file), bounded, updated, deleted, refused a name; and
+//! the Python example answering through it. Real daemon, redis-server,
+//! lane proxy and uids (made with useradd when run as root).
+
+use crate::harness::{read, test_user, Env};
+use crate::lanes::{host_conn, run};
+use crate::responders::{ids, lane, start, text};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+#[test]
+fn a_responder_app_has_its_lane_and_loses_it_when_deleted() {
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    let sock = env.home.join("lanes/echo.sock");
+    let meta = std::fs::metadata(&sock).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    if let Some((uid, _)) = test_user("oxpm-echo") {
+        assert_eq!(meta.uid(), uid, "the socket is the responder's");
+    }
+    // Its environment names its lane.
+    let pid = env.pid("echo");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let environ = String::from_utf8_lossy(&environ).replace('\0', "\n");
+    assert!(environ.contains("OXIDEPM_RESPONDER=echo\n"), "{environ}");
+    assert!(
+        environ.contains(&format!("OXIDEPM_LANE=unix://{}\n", sock.display())),
+        "{environ}"
+    );
+    assert!(
+        environ.contains(&format!("OXIDEPM_LANE_SOCKET={}\n", sock.display())),
+        "{environ}"
+    );
+    let file = env.home.join("lanes/echo.json");
+    assert!(read(&file).contains("alice:echo:outbox"), "{}", read(&file));
+    // An agent defined later has the family too, and is in the file.
+    start(&env, "agent", "bob", "oxpm-bob");
+    let bob = std::fs::read(format!("/proc/{}/environ", env.pid("bob"))).unwrap();
+    assert!(
+        String::from_utf8_lossy(&bob).contains("bob:echo:outbox"),
+        "bob's OXIDEPM_OUTBOXES names his echo outbox"
+    );
+    assert!(read(&file).contains("bob:echo:outbox"), "{}", read(&file));
+    // An agent started now has its outbox; alice's, made before, takes XADD.
+    let mut alice = lane(&env, "alice");
+    run(
+        &mut alice,
+        &["XADD", "alice:echo:outbox", "*", "text", "hi"],
+    )
+    .unwrap();
+    let mut sys = host_conn(&env, "sys");
+    let users = |sys: &mut redis::Connection| text(&run(sys, &["ACL", "USERS"]).unwrap());
+    assert!(users(&mut sys).contains("resp_echo"));
+    env.ok(&["delete", "echo"]);
+    assert!(
+        !users(&mut sys).contains("resp_echo"),
+        "its ACL user is gone"
+    );
+    assert!(!sock.exists(), "its socket is gone");
+    assert!(!env.home.join("secrets/resp_echo").exists());
+    let keys = run(&mut sys, &["KEYS", "*:echo:*"]).unwrap();
+    assert_eq!(keys, redis::Value::Array(vec![]), "its keys are gone");
+    // Alice may no longer append to a family nobody drains.
+    let e = run(
+        &mut alice,
+        &["XADD", "alice:echo:outbox", "*", "text", "hi"],
+    )
+    .unwrap_err();
+    assert!(e.starts_with("NOPERM"), "{e}");
+}
+
+#[test]
+fn a_responder_cannot_take_the_name_of_an_agent_a_source_or_ops() {
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    let alice_pid = env.pid("alice");
+    let mut sys = host_conn(&env, "sys");
+    let users_before = text(&run(&mut sys, &["ACL", "USERS"]).unwrap());
+    for name in [
+        "alice", "webhook", "email", "discord", "consult", "ops", "bridge", "Bad*",
+    ] {
+        let e = env.fails(&[
+            "start",
+            "--kind",
+            "responder",
+            "--name",
+            name,
+            "--",
+            "sleep",
+            "100",
+        ]);
+        assert!(
+            e.contains("responder") || e.contains("reserved") || e.contains("not allowed"),
+            "{name}: {e}"
+        );
+        assert!(
+            e.contains("choose another") || e.contains("name"),
+            "{name}: {e}"
+        );
+    }
+    let apps: Vec<_> = env
+        .status()
+        .into_iter()
+        .filter(|a| a["kind"] != "system")
+        .collect();
+    assert_eq!(apps.len(), 1, "nothing was defined: {apps:?}");
+    assert_eq!(apps[0]["name"], "alice");
+    assert_eq!(env.pid("alice"), alice_pid);
+    assert_eq!(
+        text(&run(&mut sys, &["ACL", "USERS"]).unwrap()),
+        users_before
+    );
+    // Nor can an agent take a responder's.
+    start(&env, "responder", "echo", "oxpm-echo");
+    let e = env.fails(&[
+        "start", "--kind", "agent", "--name", "echo", "--", "sleep", "100",
+    ]);
+    assert!(e.contains("reserved"), "{e}");
+}
+
+#[test]
+fn the_python_echo_responder_answers_the_agent_that_asked() {
+    let has_redis_py = std::process::Command::new("python3")
+        .args(["-c", "import redis"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_redis_py {
+        eprintln!("skipped: python3 with redis-py is not installed (test.sh installs it)");
+        return;
+    }
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "agent", "bob", "oxpm-bob");
+    // The example's app file, as the README has it (as the daemon's own
+    // user: the script must be readable by it).
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/responders/echo.toml")
+        .canonicalize()
+        .unwrap();
+    env.ok(&["start", file.to_str().unwrap()]);
+    let mut alice = lane(&env, "alice");
+    let id: String = redis::cmd("XADD")
+        .arg("alice:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg("ping from alice")
+        .query(&mut alice)
+        .unwrap();
+    let got = env.wait(20, "echo's answer", || {
+        let r = run(
+            &mut alice,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "alice",
+                "a",
+                "STREAMS",
+                "alice:echo:inbox",
+                ">",
+            ],
+        )
+        .unwrap();
+        let t = text(&r);
+        t.contains("ping from alice").then_some(t)
+    });
+    assert!(got.contains(&id), "the answer names the request: {got}");
+    assert!(ids(&env, "bob:echo:inbox").is_empty(), "bob got nothing");
+    // Acknowledged once answered.
+    let mut sys = host_conn(&env, "sys");
+    env.wait(10, "the request acknowledged", || {
+        let p = run(&mut sys, &["XPENDING", "alice:echo:outbox", "echo"]).unwrap();
+        matches!(p, redis::Value::Array(ref v) if v.first() == Some(&redis::Value::Int(0)))
+    });
+}
+
+#[test]
+fn a_responder_s_consumer_names_are_bounded() {
+    let env = Env::new();
+    env.daemon_toml("[lanes.limits]\nmax_consumers = 2\n");
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    let mut resp = lane(&env, "echo");
+    let read = |resp: &mut redis::Connection, c: &str| {
+        run(
+            resp,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "echo",
+                c,
+                "STREAMS",
+                "alice:echo:outbox",
+                ">",
+            ],
+        )
+    };
+    for c in ["c1", "c2", "c1"] {
+        read(&mut resp, c).unwrap();
+    }
+    let e = read(&mut resp, "c3").unwrap_err();
+    assert!(e.starts_with("OXIDEPM consumers"), "{e}");
+    let mut sys = host_conn(&env, "sys");
+    let consumers = run(
+        &mut sys,
+        &["XINFO", "CONSUMERS", "alice:echo:outbox", "echo"],
+    )
+    .unwrap();
+    let n = consumers.as_sequence().map_or(0, |v| v.len());
+    assert!(n <= 2, "Redis holds no third name: {consumers:?}");
+}
+
+#[test]
+fn a_responder_updated_into_a_plain_app_loses_its_lane() {
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    let sock = env.home.join("lanes/echo.sock");
+    assert!(sock.exists());
+    env.ok(&[
+        "start", "--update", "--kind", "app", "--name", "echo", "--", "sleep", "100000",
+    ]);
+    assert!(!sock.exists(), "its socket is gone");
+    let mut sys = host_conn(&env, "sys");
+    let users = text(&run(&mut sys, &["ACL", "USERS"]).unwrap());
+    assert!(!users.contains("resp_echo"), "{users}");
+    let mut alice = lane(&env, "alice");
+    let e = run(&mut alice, &["XADD", "alice:echo:outbox", "*", "t", "x"]).unwrap_err();
+    assert!(e.starts_with("NOPERM"), "{e}");
+}
