@@ -273,12 +273,51 @@ impl Drop for Env {
                 }
             }
         }
+        // A daemon that died before the test ended (a failed test after a
+        // SIGKILL) leaves its children: every process of the home goes.
+        kill_home_processes(&self.home);
         // Killed processes take a moment to leave their cgroups.
         for _ in 0..20 {
             if remove_home_cgroups(&self.home) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// SIGKILLs every process in the home's cgroups (`cgroup.kill`) and every
+/// process whose command line names a path in the home (Redis, the lane
+/// proxy, log writers), whichever daemon started them.
+fn kill_home_processes(home: &Path) {
+    let name = oxidepm::home_cgroup_name(home);
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    if let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) {
+        for mount in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+            let dir = Path::new(mount)
+                .join(rel.trim_start_matches('/'))
+                .join(&name);
+            let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+        }
+    }
+    let needle = format!("{}/", home.display()).into_bytes();
+    let me = std::process::id();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in procs.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if cmdline
+            .windows(needle.len())
+            .any(|w| w == needle.as_slice())
+        {
+            kill(pid, libc::SIGKILL);
         }
     }
 }
