@@ -28,8 +28,8 @@
 //! * [`outbox`] — the reader of every outbox;
 //! * [`delivery`] — one outbox's worker: deliver, retry, dead-letter, ack;
 //! * [`trim`] — trimming what is delivered from an outbox, and only that;
-//! * [`sources`] — the sources: `webhook` (HTTP in, HTTP out) and `email`
-//!   (Maildir in, SMTP out);
+//! * [`sources`] — the sources: `webhook` (HTTP in, HTTP out), `email`
+//!   (Maildir in, SMTP out) and `discord` (gateway in, REST out);
 //! * [`service`] — the whole bridge: start, reload (SIGHUP), shutdown.
 
 mod config;

@@ -49,6 +49,9 @@ pub enum BridgeError {
     /// The email source cannot run.
     #[error(transparent)]
     Email(#[from] EmailError),
+    /// The discord source cannot run.
+    #[error(transparent)]
+    Discord(#[from] crate::sources::discord::DiscordError),
     /// Redis does not take the bridge's connection.
     #[error(transparent)]
     Connect(#[from] ConnectError),
@@ -85,6 +88,9 @@ pub fn build_sources(cfg: &BridgeConfig) -> Result<Sources, BridgeError> {
     }
     if let Some(mail) = crate::sources::email::EmailSource::new(cfg)? {
         all.push(Arc::new(mail));
+    }
+    if let Some(discord) = crate::sources::discord::DiscordSource::new(cfg)? {
+        all.push(Arc::new(discord));
     }
     Ok(Sources { all, webhook_addr })
 }
@@ -302,6 +308,9 @@ impl Bridge {
         }
         if cfg.webhook.is_some() != self.sources.iter().any(|s| s.name() == "webhook") {
             need_restart.push("adding or removing the webhook source".into());
+        }
+        if cfg.discord.is_some() != self.sources.iter().any(|s| s.name() == "discord") {
+            need_restart.push("adding or removing the discord source".into());
         }
         for s in &self.sources {
             let more = s.reload(&cfg).map_err(|source| BridgeError::Reload {

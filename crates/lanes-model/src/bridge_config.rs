@@ -72,6 +72,9 @@
 //! sender address) and `domain` (`<agent>@<domain>` for agents without
 //! one).
 //!
+//! `discord` keys: see [`DiscordConfig`] (the bot token's file, the
+//! gateway and REST addresses for a proxy or a stand-in, inbound bounds).
+//!
 //! Unknown keys are errors, so that a typo does not silently turn something
 //! off.
 
@@ -129,6 +132,9 @@ pub struct BridgeConfig {
     /// Cap (`MAXLEN ~`) of the inboxes and `bridge:unrouted`.
     #[serde(default = "default_inbox_maxlen")]
     pub inbox_maxlen: u64,
+    /// The discord source.
+    #[serde(default)]
+    pub discord: Option<DiscordConfig>,
 }
 
 fn default_inbox_maxlen() -> u64 {
@@ -319,6 +325,7 @@ impl BridgeConfig {
             retry: RetryConfig::default(),
             outbox: OutboxConfig::default(),
             inbox_maxlen: default_inbox_maxlen(),
+            discord: None,
         }
     }
 
@@ -365,6 +372,13 @@ impl BridgeConfig {
             (None, true) => return Err(BridgeConfigError::NoWebhookSection),
             (Some(_), false) => return Err(BridgeConfigError::WebhookNotSource),
             (Some(w), true) => w.check(self)?,
+            (None, false) => {}
+        }
+        let has_discord = self.sources.iter().any(|s| s == "discord");
+        match (&self.discord, has_discord) {
+            (None, true) => return Err(BridgeConfigError::NoDiscordSection),
+            (Some(_), false) => return Err(BridgeConfigError::DiscordNotSource),
+            (Some(d), true) => d.check()?,
             (None, false) => {}
         }
         Ok(())
@@ -555,6 +569,15 @@ pub enum BridgeConfigError {
         /// The key.
         key: &'static str,
     },
+    /// The `discord` section cannot be used.
+    #[error(transparent)]
+    Discord(#[from] DiscordConfigError),
+    /// `discord` is a source without its section.
+    #[error("discord is a source but there is no discord section (it needs at least token_file)")]
+    NoDiscordSection,
+    /// A discord section without the source.
+    #[error("there is a discord section but discord is not in sources")]
+    DiscordNotSource,
 }
 
 /// The `email` section of the bridge's configuration.
@@ -572,6 +595,9 @@ pub struct EmailConfig {
     #[serde(default)]
     pub domain: Option<String>,
 }
+
+mod discord;
+pub use discord::{api_host, DiscordConfig, DiscordConfigError};
 
 #[cfg(test)]
 mod tests;

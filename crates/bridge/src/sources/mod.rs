@@ -1,4 +1,5 @@
 //! The bridge's sources, each behind the [`Source`](crate::Source) trait.
 
+pub mod discord;
 pub mod email;
 pub mod webhook;
