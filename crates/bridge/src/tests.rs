@@ -3,7 +3,7 @@
 //! signal is the point.
 
 mod bounds;
-mod harness;
+pub(crate) mod harness;
 mod maildir_race;
 mod parking;
 mod webhook_limits;

@@ -21,6 +21,9 @@ mod message;
 pub mod rest;
 mod split;
 
+#[cfg(test)]
+mod tests;
+
 use crate::config::{BridgeConfig, DiscordConfig, DiscordConfigError};
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
