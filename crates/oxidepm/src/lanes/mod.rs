@@ -14,6 +14,7 @@ pub mod admin;
 pub mod bridge_admin;
 pub mod bridge_user;
 pub mod budgets;
+pub mod discord;
 pub mod error;
 pub mod layout;
 pub mod ops;

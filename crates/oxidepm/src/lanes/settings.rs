@@ -75,6 +75,9 @@ pub struct LanesSettings {
     /// `redis+unix` of earlier versions, kept for one release.
     #[serde(default)]
     pub lane_url_scheme: super::layout::LaneUrlScheme,
+    /// `[lanes.discord]`: the discord source.
+    #[serde(default)]
+    pub discord: Option<super::discord::DiscordSettings>,
 }
 
 /// `[lanes.bridge]`: the bridge's bounds (unset: the bridge's defaults).
@@ -191,6 +194,14 @@ impl LanesSettings {
         if let Some(key) = self.webhook.as_ref().and_then(|w| w.limits.zero()) {
             return Err(SettingsError::WebhookLimit { key });
         }
+        if let Some(d) = self.discord.as_ref().filter(|d| d.enabled) {
+            if !self.sources.iter().any(|s| s == "discord") {
+                return Err(SettingsError::DiscordNotSource {
+                    sources: self.sources.clone(),
+                });
+            }
+            d.check().map_err(SettingsError::Discord)?;
+        }
         let b = &self.bridge;
         if b.max_entry_bytes == Some(0) || b.buffer_bytes == Some(0) || b.dead_maxlen == Some(0) {
             return Err(SettingsError::BridgeZero);
@@ -289,4 +300,13 @@ pub enum SettingsError {
     /// `[lanes.limits]` cannot be met.
     #[error("lanes.{0}")]
     Limits(#[source] ProxyConfigError),
+    /// `[lanes.discord]` is enabled but `discord` is not a source.
+    #[error("[lanes.discord] is enabled but \"discord\" is not in lanes.sources {sources:?}; add it (sources = [\"webhook\", \"email\", \"discord\"])")]
+    DiscordNotSource {
+        /// The lanes' sources.
+        sources: Vec<String>,
+    },
+    /// A value of `[lanes.discord]` cannot be used.
+    #[error("lanes.{0}")]
+    Discord(#[source] oxidepm_lanes::bridge_config::DiscordConfigError),
 }

@@ -10,6 +10,7 @@ mod cli_reads;
 mod compat;
 mod connections;
 mod containment;
+mod discord;
 mod event_feed;
 mod event_stream;
 mod foreign_files;
