@@ -251,6 +251,24 @@ impl StandIn {
         lock(&self.state).posts.clone()
     }
 
+    /// How many messages were posted.
+    pub fn post_count(&self) -> usize {
+        lock(&self.state).posts.len()
+    }
+
+    /// Waits until `n` messages were posted, polling finely (for latency
+    /// figures); false after `within`.
+    pub fn wait_posts(&self, n: usize, within: Duration) -> bool {
+        let end = Instant::now() + within;
+        while self.post_count() < n {
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        true
+    }
+
     /// How many IDENTIFYs and RESUMEs the gateway took.
     pub fn sessions_started(&self) -> (u32, u32) {
         let st = lock(&self.state);
