@@ -81,6 +81,8 @@ struct State {
     channels: HashSet<u64>,
     throttle: u32,
     reset_after: f64,
+    /// Posts to let through, then posts to answer 500.
+    fail_after: (u32, u32),
     rate_limited: Vec<Instant>,
     nonces: HashMap<(u64, String), u64>,
     identifies: u32,
@@ -124,6 +126,7 @@ impl StandIn {
             channels: HashSet::new(),
             throttle: 0,
             reset_after: 0.2,
+            fail_after: (0, 0),
             rate_limited: Vec::new(),
             nonces: HashMap::new(),
             identifies: 0,
@@ -239,6 +242,12 @@ impl StandIn {
         let mut st = lock(&self.state);
         st.throttle = n;
         st.reset_after = secs;
+    }
+
+    /// After `skip` more posts are taken, the next `n` are answered 500
+    /// (Discord having trouble), and nothing is posted for them.
+    pub fn fail_after(&self, skip: u32, n: u32) {
+        lock(&self.state).fail_after = (skip, n);
     }
 
     /// When each `429` was answered.

@@ -91,6 +91,17 @@ async fn answer(req: Request<Incoming>, state: &Shared) -> Response<Full<Bytes>>
                 }
                 return r;
             }
+            match st.fail_after {
+                (0, n) if n > 0 => {
+                    st.fail_after.1 -= 1;
+                    return reply(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        json!({"message": "500: Internal Server Error", "code": 0}),
+                    );
+                }
+                (skip, n) if skip > 0 && n > 0 => st.fail_after.0 -= 1,
+                _ => {}
+            }
             if !st.channels.contains(&channel) {
                 return reply(
                     StatusCode::FORBIDDEN,

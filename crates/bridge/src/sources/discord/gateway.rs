@@ -35,6 +35,8 @@ const QUEUE: usize = 1024;
 /// First pause after a failed publish; doubled each time, at most `MAX_PAUSE`.
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
 const MAX_PAUSE: Duration = Duration::from_secs(5);
+/// How long stopping waits for the gateway to see the close frame.
+const CLOSING: Duration = Duration::from_secs(2);
 
 /// What the inbound side counted since the bridge started.
 #[derive(Debug, Default)]
@@ -106,7 +108,17 @@ pub async fn run(
         }
     }
     // Resumable: a bridge started again soon picks up where this one was.
+    // The close frame is sent while the shard is polled (a close is
+    // yielded whatever the flags).
     shard.close(CloseFrame::RESUME);
+    let _ = tokio::time::timeout(CLOSING, async {
+        while let Some(Ok(e)) = shard.next_event(EventTypeFlags::empty()).await {
+            if matches!(e, Event::GatewayClose(_)) {
+                break;
+            }
+        }
+    })
+    .await;
     drop(tx);
     let _ = publishing.await;
     result

@@ -162,6 +162,38 @@ fn an_answer_is_posted_as_the_bot_split_and_in_order_and_its_echo_ignored() {
 }
 
 #[test]
+fn a_delivery_tried_again_does_not_post_a_part_twice() {
+    let (redis, standin, _tb) = setup();
+    // Discord takes the first part, then fails on the second: the entry is
+    // delivered again, and its first part, with the same nonce, is not
+    // posted a second time.
+    standin.fail_after(1, 1);
+    let text = format!("{}\n{}", "a".repeat(1500), "b".repeat(1500));
+    agent_says(
+        &redis,
+        &[("channel", &CHANNEL.to_string()), ("text", &text)],
+    );
+    let mut admin = redis.admin();
+    assert!(wait(WAIT, || stats(&mut admin).get("delivered") == Some(&1)));
+    let posts = standin.posts();
+    assert_eq!(posts.len(), 2, "{posts:?}");
+    assert_eq!(format!("{}{}", posts[0].content, posts[1].content), text);
+    assert_eq!(stats(&mut admin).get("retried"), Some(&1));
+}
+
+#[test]
+fn a_session_the_gateway_ends_is_identified_again() {
+    let (redis, standin, _tb) = setup();
+    standin.send_message(&Msg::new(CHANNEL, "before"));
+    inbox_of(&redis, 1);
+    standin.invalidate_session();
+    assert!(standin.wait_connected(WAIT));
+    standin.send_message(&Msg::new(CHANNEL, "after"));
+    assert_eq!(texts(&inbox_of(&redis, 2)), ["before", "after"]);
+    assert_eq!(standin.sessions_started().0, 2);
+}
+
+#[test]
 fn a_rate_limit_is_waited_out_and_the_message_posted_once() {
     let (redis, standin, _tb) = setup();
     standin.rate_limit_next(1, 0.5);
