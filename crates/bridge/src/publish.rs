@@ -281,6 +281,8 @@ struct Job {
 pub struct Publisher {
     jobs: mpsc::Sender<Job>,
     table: Arc<RwLock<Arc<RoutingTable>>>,
+    /// The bridge's connection, for a source's own keys under `bridge:`.
+    con: ConnectionManager,
 }
 
 impl Publisher {
@@ -290,8 +292,15 @@ impl Publisher {
     pub fn new(con: ConnectionManager, table: RoutingTable) -> Publisher {
         let (jobs, rx) = mpsc::channel(QUEUE);
         let table = Arc::new(RwLock::new(Arc::new(table)));
-        tokio::spawn(batches(con, table.clone(), rx));
-        Publisher { jobs, table }
+        tokio::spawn(batches(con.clone(), table.clone(), rx));
+        Publisher { jobs, table, con }
+    }
+
+    /// The bridge's Redis connection, for what a source keeps under its
+    /// own `bridge:` keys (never an inbox: [`Publisher::publish`] is the
+    /// way there).
+    pub fn connection(&self) -> ConnectionManager {
+        self.con.clone()
     }
 
     /// Routes and writes one message (see [`publish`]).

@@ -65,6 +65,11 @@ pub async fn run(
     if let Some(u) = &cfg.gateway_url {
         b = b.proxy_url(u.clone());
     }
+    let mut con = publisher.connection();
+    if let Some(saved) = super::resume::take(&mut con).await {
+        log::info!("discord: resuming the session of the last run");
+        b = b.session(saved.session).resume_url(saved.resume_url);
+    }
     let mut shard = Shard::with_config(ShardId::ONE, b.build());
     let (tx, rx) = mpsc::channel(QUEUE);
     let publishing = tokio::spawn(publish_all(
@@ -107,6 +112,10 @@ pub async fn run(
             Some(Ok(_)) => {}
         }
     }
+    // What was taken so far: dispatches that arrive while closing are
+    // replayed to the next bridge.
+    let session = shard.session().cloned();
+    let resume_url = shard.resume_url().map(str::to_string);
     // Resumable: a bridge started again soon picks up where this one was.
     // The close frame is sent while the shard is polled (a close is
     // yielded whatever the flags).
@@ -121,6 +130,9 @@ pub async fn run(
     .await;
     drop(tx);
     let _ = publishing.await;
+    if let (Ok(()), Some(s), Some(u)) = (&result, session, resume_url) {
+        super::resume::save(&mut con, &s, &u).await;
+    }
     result
 }
 

@@ -19,6 +19,7 @@ mod dedupe;
 pub mod gateway;
 mod message;
 pub mod rest;
+mod resume;
 mod split;
 
 #[cfg(test)]

@@ -182,6 +182,26 @@ fn a_delivery_tried_again_does_not_post_a_part_twice() {
 }
 
 #[test]
+fn a_bridge_stopped_and_started_again_misses_nothing() {
+    let (redis, standin, tb) = setup();
+    standin.send_message(&Msg::new(CHANNEL, "before"));
+    inbox_of(&redis, 1);
+    drop(tb);
+    assert!(wait(WAIT, || !standin.connected()));
+    standin.send_message(&Msg::new(CHANNEL, "while stopped"));
+    let _tb = TestBridge::start(&redis.config_path());
+    assert!(standin.wait_connected(WAIT));
+    standin.send_message(&Msg::new(CHANNEL, "after"));
+    assert_eq!(
+        texts(&inbox_of(&redis, 3)),
+        ["before", "while stopped", "after"]
+    );
+    let (identifies, resumes) = standin.sessions_started();
+    assert_eq!(identifies, 1, "resumed, not identified again");
+    assert!(resumes >= 1);
+}
+
+#[test]
 fn a_session_the_gateway_ends_is_identified_again() {
     let (redis, standin, _tb) = setup();
     standin.send_message(&Msg::new(CHANNEL, "before"));
