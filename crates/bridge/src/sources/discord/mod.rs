@@ -4,7 +4,9 @@
 //! direct messages the bot can see, as inbox entries ([`message`]), routed
 //! by `channel` and `guild`; the bot's own messages are ignored, and so
 //! are other bots' unless `ignore_bots` is false. A message the gateway
-//! sends twice (a RESUME's replay) is taken once ([`dedupe`]).
+//! sends twice (a RESUME's replay) is taken once ([`dedupe`]). A bridge
+//! stopped cleanly leaves its session for the next one to resume
+//! ([`resume`]), so what is sent during a restart is replayed.
 //!
 //! **Outbound** ([`rest`]): an outbox entry's `text` is posted as the bot
 //! to its `channel` (an optional `reply_to` makes it a reply), in parts of
