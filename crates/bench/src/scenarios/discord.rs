@@ -191,6 +191,7 @@ fn measure(
     ])
 }
 
+/// Runs the scenario: redis-server, the stand-in and the release bridge.
 pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let exe = bins
         .me

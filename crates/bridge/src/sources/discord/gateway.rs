@@ -30,8 +30,9 @@ use twilight_gateway::{
 };
 use twilight_model::gateway::payload::incoming::MessageCreate;
 
-/// Messages received and not yet published.
-const QUEUE: usize = 1024;
+/// Messages received and not yet published (each within Discord's own
+/// bounds on a message, and the text cut at `max_text_bytes` when taken).
+const QUEUE: usize = 256;
 /// First pause after a failed publish; doubled each time, at most `MAX_PAUSE`.
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
 const MAX_PAUSE: Duration = Duration::from_secs(5);

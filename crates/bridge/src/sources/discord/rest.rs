@@ -24,6 +24,10 @@ use std::time::Duration;
 use twilight_http::error::ErrorType;
 use twilight_model::id::Id;
 
+/// The most messages one entry becomes (20,000 characters): past it, a
+/// delivery would take a channel's rate limit for minutes.
+pub const MAX_PARTS: usize = 10;
+
 /// The REST client of the bot.
 pub struct Rest {
     client: twilight_http::Client,
@@ -140,6 +144,14 @@ pub fn parts(
             "the entry has no text to post (a `text` field that is not blank)".into(),
         ));
     }
+    if texts.len() > MAX_PARTS {
+        return Err(DeliveryError::Permanent(format!(
+            "the text would take {} messages, more than the {MAX_PARTS} an entry may become \
+             (about {} characters); send it as several entries, or shorter",
+            texts.len(),
+            MAX_PARTS * super::split::MAX_CHARS
+        )));
+    }
     Ok(texts
         .into_iter()
         .enumerate()
@@ -190,6 +202,7 @@ mod tests {
             ("123", "", None),
             ("123", "  ", None),
             ("123", "hi", Some("x")),
+            ("123", &"x ".repeat(10_001), None),
         ] {
             let e = parts("a:discord:outbox", "1-0", channel, text, reply).unwrap_err();
             assert!(
