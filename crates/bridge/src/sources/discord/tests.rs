@@ -202,6 +202,32 @@ fn a_bridge_stopped_and_started_again_misses_nothing() {
 }
 
 #[test]
+fn a_message_received_while_redis_is_away_is_published_when_it_is_back() {
+    let (mut redis, standin, _tb) = setup();
+    standin.send_message(&Msg::new(CHANNEL, "before"));
+    inbox_of(&redis, 1);
+    redis.kill();
+    standin.send_message(&Msg::new(CHANNEL, "while redis is away"));
+    // Long enough for the first tries to fail.
+    std::thread::sleep(Duration::from_millis(300));
+    let acl = std::fs::read_to_string(redis.dir.path().join("users.acl")).unwrap();
+    let _again = KillOnDrop(oxidepm_testkit::redis::private_redis(redis.dir.path(), &acl).0);
+    // The new server starts empty: what its inbox holds was published since.
+    let got = inbox_of(&redis, 1);
+    assert_eq!(texts(&got), ["while redis is away"]);
+}
+
+/// A process stopped when the test ends, passed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
 fn a_session_the_gateway_ends_is_identified_again() {
     let (redis, standin, _tb) = setup();
     standin.send_message(&Msg::new(CHANNEL, "before"));
