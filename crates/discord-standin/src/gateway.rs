@@ -6,7 +6,15 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tokio_websockets::{Message, ServerBuilder};
+use tokio_websockets::{CloseCode, Message, ServerBuilder};
+
+/// What the connection sends in answer to an op.
+enum Out {
+    /// A text frame.
+    Text(String),
+    /// A close frame with this code, then the end of the connection.
+    Close(u16, &'static str),
+}
 
 /// Kept dispatches per session, for a RESUME.
 const LOG: usize = 100_000;
@@ -73,11 +81,21 @@ async fn connection(
                     continue;
                 };
                 let Ok(v) = serde_json::from_str::<Value>(text) else { continue };
-                let out = handle(&state, conn, &tx, &v);
-                for text in out {
-                    if ws.send(Message::text(text)).await.is_err() {
-                        break;
+                let mut end = false;
+                for out in handle(&state, conn, &tx, &v) {
+                    let frame = match out {
+                        Out::Text(t) => Message::text(t),
+                        Out::Close(code, why) => {
+                            end = true;
+                            Message::close(CloseCode::try_from(code).ok(), why)
+                        }
+                    };
+                    if ws.send(frame).await.is_err() {
+                        end = true;
                     }
+                }
+                if end {
+                    break;
                 }
             }
             cmd = rx.recv() => {
@@ -106,13 +124,13 @@ async fn connection(
 }
 
 /// Answers one op of the client; returns the frames to send.
-fn handle(state: &Shared, conn: u64, tx: &mpsc::UnboundedSender<Cmd>, v: &Value) -> Vec<String> {
+fn handle(state: &Shared, conn: u64, tx: &mpsc::UnboundedSender<Cmd>, v: &Value) -> Vec<Out> {
     let mut st = lock(state);
     match v["op"].as_u64() {
-        Some(1) => vec![json!({ "op": 11 }).to_string()],
+        Some(1) => vec![Out::Text(json!({ "op": 11 }).to_string())],
         Some(2) => {
             if !token_ok(&st, v["d"]["token"].as_str()) {
-                return vec![];
+                return vec![Out::Close(4004, "Authentication failed.")];
             }
             st.identifies += 1;
             let id = format!("session-{:04}", st.identifies);
@@ -125,29 +143,29 @@ fn handle(state: &Shared, conn: u64, tx: &mpsc::UnboundedSender<Cmd>, v: &Value)
             .to_string();
             st.sessions.insert(id.clone(), s);
             st.current = Some((id, conn, tx.clone()));
-            vec![ready]
+            vec![Out::Text(ready)]
         }
         Some(6) => {
             let d = &v["d"];
             let sid = d["session_id"].as_str().unwrap_or_default().to_string();
             let seq = d["seq"].as_u64().unwrap_or(0);
             if !token_ok(&st, d["token"].as_str()) || !st.sessions.contains_key(&sid) {
-                return vec![json!({ "op": 9, "d": false }).to_string()];
+                return vec![Out::Text(json!({ "op": 9, "d": false }).to_string())];
             }
             st.resumes += 1;
             let from = seq.saturating_sub(st.resume_overlap);
             let Some(s) = st.sessions.get_mut(&sid) else {
                 return vec![];
             };
-            let mut out: Vec<String> = s
+            let mut out: Vec<Out> = s
                 .log
                 .iter()
                 .filter(|(n, _)| *n > from)
-                .map(|(_, t)| t.clone())
+                .map(|(_, t)| Out::Text(t.clone()))
                 .collect();
             s.seq += 1;
             let resumed = json!({ "op": 0, "t": "RESUMED", "s": s.seq, "d": {} }).to_string();
-            out.push(resumed);
+            out.push(Out::Text(resumed));
             st.current = Some((sid, conn, tx.clone()));
             out
         }

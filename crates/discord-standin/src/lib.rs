@@ -3,7 +3,7 @@
 //! with only the addresses changed:
 //!
 //! * the **Gateway** ([`gateway`]), a websocket on `ws://127.0.0.1:<port>`:
-//!   HELLO; IDENTIFY → READY (with a `resume_gateway_url` back to itself);
+//!   HELLO; IDENTIFY → READY (a wrong token: close code 4004) (with a `resume_gateway_url` back to itself);
 //!   heartbeats and their ACK; MESSAGE_CREATE dispatched on demand with an
 //!   increasing `s`; RESUME → the missed dispatches again, then RESUMED; and
 //!   on demand a RECONNECT (op 7), a dropped connection or an

@@ -16,11 +16,18 @@ type Entry = (String, HashMap<String, String>);
 /// Redis with alice and bob, the stand-in, and the bridge routing
 /// `CHANNEL` to alice.
 fn setup() -> (Redis, StandIn, TestBridge) {
+    let (redis, standin, tb) = start(BOT_TOKEN);
+    assert!(standin.wait_connected(WAIT), "the bridge never identified");
+    (redis, standin, tb)
+}
+
+/// As [`setup`], with `token` in the bridge's token file, not waiting.
+fn start(token: &str) -> (Redis, StandIn, TestBridge) {
     let redis = Redis::start(&["alice", "bob"]);
     let standin = StandIn::start(BOT_TOKEN).unwrap();
     standin.allow_channel(CHANNEL);
-    let token = redis.dir.path().join("discord_token");
-    std::fs::write(&token, format!("{BOT_TOKEN}\n")).unwrap();
+    let token_file = redis.dir.path().join("discord_token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
     redis.write_config(
         &redis.config_path(),
         json!({
@@ -28,14 +35,13 @@ fn setup() -> (Redis, StandIn, TestBridge) {
             "sources": ["webhook", "email", "discord"],
             "routes": [{"source": "discord", "channel": CHANNEL.to_string(), "agent": "alice"}],
             "discord": {
-                "token_file": token,
+                "token_file": token_file,
                 "gateway_url": standin.gateway_url(),
                 "api_url": standin.api_url(),
             },
         }),
     );
     let tb = TestBridge::start(&redis.config_path());
-    assert!(standin.wait_connected(WAIT), "the bridge never identified");
     (redis, standin, tb)
 }
 
@@ -285,4 +291,19 @@ fn what_cannot_be_posted_goes_to_the_dead_stream_with_the_reason() {
     );
     assert!(standin.posts().is_empty());
     assert_eq!(pending(&mut admin, "alice:discord:outbox"), 0);
+}
+
+#[test]
+fn a_refused_token_posts_nothing_and_answers_are_dead_lettered_saying_so() {
+    let (redis, standin, _tb) = start("not-the-bot-token");
+    agent_says(&redis, &[("channel", &CHANNEL.to_string()), ("text", "hi")]);
+    let mut admin = redis.admin();
+    let dead = "alice:discord:outbox:dead";
+    assert!(wait(WAIT, || entries(&mut admin, dead).len() == 1));
+    let got = entries(&mut admin, dead);
+    assert!(got[0].1["error"].contains("token"), "{got:?}");
+    assert!(!got[0].1["error"].contains("not-the-bot-token"), "{got:?}");
+    assert!(standin.posts().is_empty());
+    assert_eq!(standin.sessions_started(), (0, 0));
+    assert!(!standin.connected());
 }
