@@ -29,8 +29,9 @@
 //! * [`delivery`] — one outbox's worker: deliver, retry, dead-letter, ack;
 //! * [`trim`] — trimming what is delivered from an outbox, and only that;
 //! * [`sources`] — the sources: `webhook` (HTTP in, HTTP out), `email`
-//!   (Maildir in, SMTP out) and `consult` (agents consulting each other,
-//!   one agent's outbox routed into another's inbox under the rules);
+//!   (Maildir in, SMTP out), `discord` (gateway in, REST out) and
+//!   `consult` (agents consulting each other, one agent's outbox routed
+//!   into another's inbox under the rules);
 //! * [`service`] — the whole bridge: start, reload (SIGHUP), shutdown.
 
 mod config;

@@ -291,6 +291,8 @@ struct Job {
 pub struct Publisher {
     jobs: mpsc::Sender<Job>,
     table: Arc<RwLock<Arc<RoutingTable>>>,
+    /// The bridge's connection, for a source's own keys under `bridge:`
+    /// and the consult router's inbox writes.
     con: ConnectionManager,
 }
 
@@ -305,8 +307,10 @@ impl Publisher {
         Publisher { jobs, table, con }
     }
 
-    /// The bridge's shared Redis connection, for a source that writes
-    /// inboxes without routing (the consult router).
+    /// The bridge's shared Redis connection, for what a source keeps under
+    /// its own `bridge:` keys, and for the consult router, which writes
+    /// inboxes without routing (every other source goes through
+    /// [`Publisher::publish`]).
     pub fn connection(&self) -> ConnectionManager {
         self.con.clone()
     }

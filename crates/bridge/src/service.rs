@@ -49,6 +49,9 @@ pub enum BridgeError {
     /// The email source cannot run.
     #[error(transparent)]
     Email(#[from] EmailError),
+    /// The discord source cannot run.
+    #[error(transparent)]
+    Discord(#[from] crate::sources::discord::DiscordError),
     /// Redis does not take the bridge's connection.
     #[error(transparent)]
     Connect(#[from] ConnectError),
@@ -88,6 +91,9 @@ pub fn build_sources(cfg: &BridgeConfig) -> Result<Sources, BridgeError> {
     }
     if let Some(consult) = crate::sources::consult::ConsultSource::new(cfg) {
         all.push(Arc::new(consult));
+    }
+    if let Some(discord) = crate::sources::discord::DiscordSource::new(cfg)? {
+        all.push(Arc::new(discord));
     }
     Ok(Sources { all, webhook_addr })
 }
@@ -309,6 +315,9 @@ impl Bridge {
         let consult = oxidepm_lanes::consult::CONSULT;
         if cfg.consult.is_some() != self.sources.iter().any(|s| s.name() == consult) {
             need_restart.push("adding or removing the consult source".into());
+        }
+        if cfg.discord.is_some() != self.sources.iter().any(|s| s.name() == "discord") {
+            need_restart.push("adding or removing the discord source".into());
         }
         for s in &self.sources {
             let more = s.reload(&cfg).map_err(|source| BridgeError::Reload {

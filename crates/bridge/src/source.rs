@@ -143,6 +143,9 @@ pub enum SourceError {
     /// The webhook's.
     #[error(transparent)]
     Webhook(#[from] crate::sources::webhook::WebhookError),
+    /// The discord source's.
+    #[error(transparent)]
+    Discord(#[from] crate::sources::discord::DiscordError),
 }
 
 /// One family of outside channels.

@@ -4,7 +4,7 @@
 
 mod bounds;
 mod consult;
-mod harness;
+pub(crate) mod harness;
 mod maildir_race;
 mod parking;
 mod webhook_limits;

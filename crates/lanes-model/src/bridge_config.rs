@@ -76,6 +76,9 @@
 //! sender address) and `domain` (`<agent>@<domain>` for agents without
 //! one).
 //!
+//! `discord` keys: see [`DiscordConfig`] (the bot token's file, the
+//! gateway and REST addresses for a proxy or a stand-in, inbound bounds).
+//!
 //! Unknown keys are errors, so that a typo does not silently turn something
 //! off.
 
@@ -138,6 +141,9 @@ pub struct BridgeConfig {
     /// source (see [`crate::consult`]).
     #[serde(default)]
     pub consult: Option<ConsultConfig>,
+    /// The discord source.
+    #[serde(default)]
+    pub discord: Option<DiscordConfig>,
 }
 
 fn default_inbox_maxlen() -> u64 {
@@ -329,6 +335,7 @@ impl BridgeConfig {
             outbox: OutboxConfig::default(),
             inbox_maxlen: default_inbox_maxlen(),
             consult: None,
+            discord: None,
         }
     }
 
@@ -375,6 +382,13 @@ impl BridgeConfig {
             (None, true) => return Err(BridgeConfigError::NoWebhookSection),
             (Some(_), false) => return Err(BridgeConfigError::WebhookNotSource),
             (Some(w), true) => w.check(self)?,
+            (None, false) => {}
+        }
+        let has_discord = self.sources.iter().any(|s| s == "discord");
+        match (&self.discord, has_discord) {
+            (None, true) => return Err(BridgeConfigError::NoDiscordSection),
+            (Some(_), false) => return Err(BridgeConfigError::DiscordNotSource),
+            (Some(d), true) => d.check()?,
             (None, false) => {}
         }
         self.check_consult()
@@ -583,6 +597,15 @@ pub enum BridgeConfigError {
     /// A bound of `consult.limits` cannot be met.
     #[error("consult.limits.{0}")]
     ConsultLimits(#[source] crate::consult::LimitError),
+    /// The `discord` section cannot be used.
+    #[error(transparent)]
+    Discord(#[from] DiscordConfigError),
+    /// `discord` is a source without its section.
+    #[error("discord is a source but there is no discord section (it needs at least token_file)")]
+    NoDiscordSection,
+    /// A discord section without the source.
+    #[error("there is a discord section but discord is not in sources")]
+    DiscordNotSource,
 }
 
 /// The `email` section of the bridge's configuration.
@@ -600,6 +623,9 @@ pub struct EmailConfig {
     #[serde(default)]
     pub domain: Option<String>,
 }
+
+mod discord;
+pub use discord::{api_host, DiscordConfig, DiscordConfigError};
 
 #[cfg(test)]
 mod tests;

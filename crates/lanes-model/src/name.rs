@@ -25,6 +25,9 @@ pub const RESERVED: &[&str] = &[
     "deleted",
     // The family of agents consulting each other (`<agent>:consult:inbox`).
     "consult",
+    // A source built into the bridge, reserved whether or not a host
+    // enables it, so that enabling it later never clashes with an agent.
+    "discord",
 ];
 
 /// A valid agent name: `[a-z][a-z0-9_-]{0,30}` and not in [`RESERVED`].

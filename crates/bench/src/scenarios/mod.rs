@@ -3,6 +3,7 @@
 mod adopt;
 mod agentsock;
 mod bridge;
+mod discord;
 mod health;
 mod kill2000;
 mod logs;
@@ -116,6 +117,11 @@ pub const ALL: &[Scenario] = &[
         about:
             "oxidepm-bridge: webhook -> inbox msgs/s, outbox -> sink deliveries/s, routing latency, peak RSS under 8 x 32 MiB outbox entries",
         run: bridge::run,
+    },
+    Scenario {
+        name: "discord",
+        about: "oxidepm-bridge's discord source against a local gateway/REST stand-in: gateway -> inbox msgs/s, message -> agent answer posted p50/p99",
+        run: discord::run,
     },
     Scenario {
         name: "adopt",

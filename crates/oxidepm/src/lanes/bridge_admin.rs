@@ -66,15 +66,26 @@ impl Lanes {
         let routes: Vec<Route> = self.routes(shared).into_iter().map(|(r, _)| r).collect();
         let Some(conf) = self.bridge_conf(agents, &routes)? else {
             log::info!(
-                "lanes: no source is configured ([lanes.webhook], [lanes.email]); no bridge runs"
+                "lanes: no source is configured ([lanes.webhook], [lanes.email], [lanes.discord]); no bridge runs"
             );
             return Ok(());
+        };
+        // The bot token is checked before anything is written: a token
+        // others could have read is not handed on.
+        let discord_token = match conf
+            .discord
+            .as_ref()
+            .map(|_| super::discord::read_token(&l.secrets_dir()))
+        {
+            None => None,
+            Some(Ok(t)) => Some(t),
+            Some(Err(e)) => return self.keep_bridge_stopped(shared, e.into()).await,
         };
         let user = match self.prepare_bridge_user(agents, &conf) {
             Ok(u) => u,
             Err(problem) => return self.keep_bridge_stopped(shared, problem).await,
         };
-        self.write_bridge_files(&conf, user.as_ref())
+        self.write_bridge_files(&conf, user.as_ref(), discord_token.as_ref())
             .map_err(Error::BridgeConf)?;
         self.set_bridge_problem(None);
 
@@ -186,8 +197,14 @@ impl Lanes {
 
     /// Writes everything the bridge reads into `bridge/`, as `user`'s
     /// files: its configuration, and copies of its password and of the
-    /// webhook token (the canonical ones stay in `secrets/`).
-    fn write_bridge_files(&self, conf: &BridgeConfig, user: Option<&BridgeUser>) -> io::Result<()> {
+    /// webhook token and of the discord bot token, when given (the
+    /// canonical ones stay in `secrets/`).
+    fn write_bridge_files(
+        &self,
+        conf: &BridgeConfig,
+        user: Option<&BridgeUser>,
+        discord_token: Option<&Secret>,
+    ) -> io::Result<()> {
         let l = &self.layout;
         self.write_bridge_json(conf, user)?;
         let copy = |from: PathBuf, to: PathBuf| -> io::Result<()> {
@@ -205,6 +222,12 @@ impl Lanes {
             )?;
         } else {
             let _ = std::fs::remove_file(l.bridge_token());
+        }
+        match discord_token {
+            Some(t) => write_private(&l.bridge_discord_token(), t.expose().as_bytes(), user)?,
+            None => {
+                let _ = std::fs::remove_file(l.bridge_discord_token());
+            }
         }
         let _ = std::fs::remove_file(l.old_bridge_conf());
         Ok(())
@@ -248,6 +271,7 @@ impl Lanes {
             .filter(|s| match s.as_str() {
                 "webhook" => self.settings.webhook.is_some(),
                 "email" => self.settings.email.is_some(),
+                "discord" => self.settings.discord.as_ref().is_some_and(|d| d.enabled),
                 _ => false,
             })
             .cloned()
@@ -292,6 +316,13 @@ impl Lanes {
             domain: e.domain.clone(),
         });
         conf.consult = self.consults().then(|| self.consult_config());
+        if conf.sources.iter().any(|s| s == "discord") {
+            conf.discord = self
+                .settings
+                .discord
+                .as_ref()
+                .map(|d| d.config(l.bridge_discord_token()));
+        }
         Ok(Some(conf))
     }
 
@@ -427,7 +458,7 @@ impl Lanes {
         routes: &[Route],
     ) -> Result<(Vec<Option<String>>, Option<String>), Error> {
         let Some(conf) = self.bridge_conf(agents, routes)? else {
-            let why = "no source has settings ([lanes.webhook], [lanes.email]): no bridge runs";
+            let why = "no source has settings ([lanes.webhook], [lanes.email], [lanes.discord]): no bridge runs";
             return Ok((vec![Some(why.to_string()); routes.len()], None));
         };
         let plan = conf.route_plan();

@@ -16,6 +16,7 @@
 //! | its configuration | `bridge/bridge.json` | its own file, 0600 |
 //! | its Redis password | `bridge/password` | a copy of `secrets/bridge`, its own, 0600 |
 //! | the webhook token | `bridge/webhook_token` | a copy of `secrets/webhook_token`, its own, 0600 |
+//! | the discord bot token | `bridge/discord_token` | a copy of `secrets/discord_token` (which the person writes), its own, 0600 |
 //! | the Redis socket | `redis/redis.sock` | 0770, the bridge user's group |
 //! | the Maildir | as configured | made for it when missing, else it must list and move in `new/` and `cur/` |
 //! | its log | `logs/` | written by the daemon's log writer from its output; the bridge opens nothing there |
@@ -126,6 +127,9 @@ pub enum Problem {
         /// The failure.
         source: io::Error,
     },
+    /// The discord bot token cannot be handed to the bridge.
+    #[error("lanes.discord: {0}")]
+    DiscordToken(#[from] super::discord::TokenError),
 }
 
 impl BridgeUser {

@@ -16,6 +16,7 @@ pub mod bridge_admin;
 pub mod bridge_user;
 pub mod budgets;
 pub mod consult;
+pub mod discord;
 pub mod error;
 pub mod layout;
 mod live;

@@ -88,6 +88,9 @@ pub struct LanesSettings {
     /// caps the inbox it goes to); default 1000.
     #[serde(default)]
     pub responder_inbox_maxlen: Option<u64>,
+    /// `[lanes.discord]`: the discord source.
+    #[serde(default)]
+    pub discord: Option<super::discord::DiscordSettings>,
 }
 
 /// `[lanes.bridge]`: the bridge's bounds (unset: the bridge's defaults).
@@ -208,6 +211,14 @@ impl LanesSettings {
             return Err(SettingsError::WebhookLimit { key });
         }
         self.check_consult()?;
+        if let Some(d) = self.discord.as_ref().filter(|d| d.enabled) {
+            if !self.sources.iter().any(|s| s == "discord") {
+                return Err(SettingsError::DiscordNotSource {
+                    sources: self.sources.clone(),
+                });
+            }
+            d.check().map_err(SettingsError::Discord)?;
+        }
         let b = &self.bridge;
         if b.max_entry_bytes == Some(0) || b.buffer_bytes == Some(0) || b.dead_maxlen == Some(0) {
             return Err(SettingsError::BridgeZero);
@@ -352,4 +363,13 @@ pub enum SettingsError {
     /// A bound of `[lanes.consult_limits]` cannot be met.
     #[error("lanes.consult_limits.{0}")]
     ConsultLimits(#[source] oxidepm_lanes::consult::LimitError),
+    /// `[lanes.discord]` is enabled but `discord` is not a source.
+    #[error("[lanes.discord] is enabled but \"discord\" is not in lanes.sources {sources:?}; add it (sources = [\"webhook\", \"email\", \"discord\"])")]
+    DiscordNotSource {
+        /// The lanes' sources.
+        sources: Vec<String>,
+    },
+    /// A value of `[lanes.discord]` cannot be used.
+    #[error("lanes.{0}")]
+    Discord(#[source] oxidepm_lanes::bridge_config::DiscordConfigError),
 }

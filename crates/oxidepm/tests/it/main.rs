@@ -11,6 +11,7 @@ mod compat;
 mod connections;
 mod consult;
 mod containment;
+mod discord;
 mod event_feed;
 mod event_stream;
 mod foreign_files;

@@ -14,7 +14,7 @@
 
 mod attack;
 mod http;
-mod resp;
+pub(super) mod resp;
 
 use super::Plan;
 use crate::procfs;
@@ -35,14 +35,14 @@ use std::time::{Duration, Instant};
 const SENDERS: usize = 8;
 const AGENTS: usize = 8;
 const TOKEN: &str = "bench-webhook-token";
-const BRIDGE_PW: &str = "bench-bridge-pw";
-const ADMIN_PW: &str = "bench-admin-pw";
+pub(super) const BRIDGE_PW: &str = "bench-bridge-pw";
+pub(super) const ADMIN_PW: &str = "bench-admin-pw";
 
 /// The source the benchmark sends through.
 const SOURCE: &str = "webhook";
 
 /// Agent `i` of the benchmark.
-fn agent(i: usize) -> AgentName {
+pub(super) fn agent(i: usize) -> AgentName {
     format!("a{i}").parse().expect("a valid agent name")
 }
 
@@ -56,7 +56,7 @@ fn sizes(plan: &Plan) -> (usize, usize, usize) {
 }
 
 /// Processes started here, ended on drop.
-struct Procs(Vec<Child>);
+pub(super) struct Procs(pub(super) Vec<Child>);
 
 impl Drop for Procs {
     fn drop(&mut self) {
@@ -84,7 +84,7 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Result<()> {
+pub(super) fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Result<()> {
     let deadline = Instant::now() + timeout;
     while !ok() {
         if Instant::now() > deadline {
@@ -95,7 +95,7 @@ fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Resu
     Ok(())
 }
 
-fn start_redis(dir: &Path, procs: &mut Procs) -> Result<PathBuf> {
+pub(super) fn start_redis(dir: &Path, procs: &mut Procs) -> Result<PathBuf> {
     let exe = find_on_path("redis-server")
         .ok_or("redis-server is not on PATH (Debian: apt-get install redis-server)")?;
     let socket = dir.join("redis.sock");

@@ -1,0 +1,69 @@
+//! The message ids seen lately, to drop a message the gateway sends twice
+//! (a RESUME replays what the bridge may already have taken). Bounded: the
+//! oldest id is forgotten when a new one does not fit.
+
+use std::collections::{HashSet, VecDeque};
+
+/// The last `cap` message ids, oldest first.
+#[derive(Debug)]
+pub struct Seen {
+    order: VecDeque<u64>,
+    set: HashSet<u64>,
+    cap: usize,
+}
+
+impl Seen {
+    /// Remembers at most `cap` ids (at least one).
+    pub fn new(cap: usize) -> Seen {
+        let cap = cap.max(1);
+        Seen {
+            order: VecDeque::with_capacity(cap.min(1 << 16)),
+            set: HashSet::with_capacity(cap.min(1 << 16)),
+            cap,
+        }
+    }
+
+    /// Whether `id` was remembered.
+    pub fn contains(&self, id: u64) -> bool {
+        self.set.contains(&id)
+    }
+
+    /// Remembers `id`, forgetting the oldest when full.
+    pub fn insert(&mut self, id: u64) {
+        if !self.set.insert(id) {
+            return;
+        }
+        self.order.push_back(id);
+        if self.order.len() > self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+
+    /// How many ids are remembered.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembers_the_last_ones_only() {
+        let mut s = Seen::new(3);
+        for id in 1..=3 {
+            assert!(!s.contains(id));
+            s.insert(id);
+        }
+        s.insert(2);
+        assert_eq!(s.len(), 3);
+        s.insert(4);
+        assert!(!s.contains(1));
+        assert!(s.contains(2) && s.contains(3) && s.contains(4));
+        assert_eq!(s.len(), 3);
+    }
+}

@@ -1,0 +1,132 @@
+//! The `discord` source: gateway in, REST out, as one bot.
+//!
+//! **Inbound** ([`gateway`]): messages of guild text channels, threads and
+//! direct messages the bot can see, as inbox entries ([`message`]), routed
+//! by `channel` and `guild`; the bot's own messages are ignored, and so
+//! are other bots' unless `ignore_bots` is false. A message the gateway
+//! sends twice (a RESUME's replay) is taken once ([`dedupe`]). A bridge
+//! stopped cleanly leaves its session for the next one to resume
+//! ([`resume`]), so what is sent during a restart is replayed.
+//!
+//! **Outbound** ([`rest`]): an outbox entry's `text` is posted as the bot
+//! to its `channel` (an optional `reply_to` makes it a reply), in parts of
+//! at most 2,000 characters ([`split`]), in order; rate limits are waited
+//! for; a channel the bot cannot post to is a permanent failure, which the
+//! bridge dead-letters with the reason.
+//!
+//! The token is read from `discord.token_file` and only handed to twilight;
+//! it is in no log line, error or entry.
+
+mod dedupe;
+pub mod gateway;
+mod message;
+pub mod rest;
+mod resume;
+mod split;
+
+#[cfg(test)]
+mod tests;
+
+use crate::config::{BridgeConfig, DiscordConfig, DiscordConfigError};
+use crate::publish::Publisher;
+use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
+use oxidepm_lanes::{Secret, SecretError};
+use std::sync::Arc;
+
+/// The source's name.
+pub const NAME: &str = "discord";
+
+/// Why the discord source cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscordError {
+    /// The token file cannot be read.
+    #[error("discord.token_file: {0}")]
+    Token(#[source] SecretError),
+    /// The section cannot be used.
+    #[error(transparent)]
+    Config(#[from] DiscordConfigError),
+    /// The gateway ended the session for good.
+    #[error(
+        "discord: the gateway closed the session for good: the token was refused, or an intent is not allowed \
+         (enable MESSAGE CONTENT for the bot in the developer portal); fix it and restart the bridge"
+    )]
+    Closed,
+}
+
+/// The discord source.
+pub struct DiscordSource {
+    cfg: Arc<DiscordConfig>,
+    token: Secret,
+    rest: rest::Rest,
+    counts: Arc<gateway::Counts>,
+}
+
+impl DiscordSource {
+    /// The source of a configuration with a `discord` section (reads the
+    /// token); `None` without one.
+    pub fn new(cfg: &BridgeConfig) -> Result<Option<DiscordSource>, DiscordError> {
+        let Some(d) = &cfg.discord else {
+            return Ok(None);
+        };
+        d.check()?;
+        // One TLS provider for the gateway and REST; an error means one is
+        // installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let token = Secret::read(&d.token_file).map_err(DiscordError::Token)?;
+        let rest = rest::Rest::new(&token, d)?;
+        Ok(Some(DiscordSource {
+            cfg: Arc::new(d.clone()),
+            token,
+            rest,
+            counts: Arc::default(),
+        }))
+    }
+}
+
+impl Source for DiscordSource {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn inbound(
+        &self,
+        publisher: Publisher,
+        shutdown: Shutdown,
+    ) -> BoxFuture<'_, Result<(), SourceError>> {
+        Box::pin(async move {
+            gateway::run(
+                self.cfg.clone(),
+                &self.token,
+                publisher,
+                shutdown,
+                self.counts.clone(),
+            )
+            .await
+            .map_err(SourceError::from)
+        })
+    }
+
+    fn deliver<'a>(&'a self, msg: &'a Outbound) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        Box::pin(async move {
+            let parts = rest::parts(
+                &msg.stream,
+                &msg.id,
+                &msg.channel,
+                &msg.text,
+                msg.field("reply_to"),
+            )?;
+            for p in &parts {
+                self.rest.post(p).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn reload(&self, config: &BridgeConfig) -> Result<Vec<String>, SourceError> {
+        match &config.discord {
+            Some(d) if *d == *self.cfg => Ok(Vec::new()),
+            Some(_) => Ok(vec!["the discord settings".into()]),
+            None => Ok(vec!["removing the discord source".into()]),
+        }
+    }
+}

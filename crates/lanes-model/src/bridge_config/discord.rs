@@ -1,0 +1,196 @@
+//! The `discord` section of the bridge's configuration.
+//!
+//! ```json
+//! "discord": {
+//!   "token_file": "/home/u/.oxidepm/bridge/discord_token",
+//!   "gateway_url": null,
+//!   "api_url": null
+//! }
+//! ```
+//!
+//! `token_file` holds the bot token (a copy the daemon makes of
+//! `secrets/discord_token`); the token itself is never in this file.
+//! `gateway_url` (a `ws://` or `wss://` URL) and `api_url` (an `http://` or
+//! `https://` base, the part before `/api/v10/…`) are for a gateway proxy or
+//! a local stand-in; unset, the bot talks to Discord itself. The bounds:
+//! `max_text_bytes` (an inbound message's text is cut at this many bytes, on
+//! a character boundary; default 16 KiB), `max_attachments` (attachment
+//! URLs kept per message, default 10), `dedupe_ids` (message ids remembered
+//! to drop a message the gateway sends twice, default 4,096),
+//! `publish_attempts` (tries to put an inbound message into Redis before it
+//! is counted lost, default 8), `ignore_bots` (messages of other bots are
+//! dropped, default true, so that two bots cannot answer each other
+//! forever), `post_timeout_ms` (one REST request, default 10,000).
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The `discord` section.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DiscordConfig {
+    /// File holding the bot token.
+    pub token_file: PathBuf,
+    /// Gateway URL instead of Discord's (`ws://` or `wss://`).
+    #[serde(default)]
+    pub gateway_url: Option<String>,
+    /// REST base instead of `https://discord.com` (`http://` or `https://`).
+    #[serde(default)]
+    pub api_url: Option<String>,
+    /// Bytes of an inbound message's text kept.
+    #[serde(default = "default_max_text_bytes")]
+    pub max_text_bytes: usize,
+    /// Attachment URLs kept per inbound message.
+    #[serde(default = "default_max_attachments")]
+    pub max_attachments: usize,
+    /// Message ids remembered for de-duplication.
+    #[serde(default = "default_dedupe_ids")]
+    pub dedupe_ids: usize,
+    /// Tries to publish one inbound message.
+    #[serde(default = "default_publish_attempts")]
+    pub publish_attempts: u32,
+    /// Drop messages written by other bots.
+    #[serde(default = "yes")]
+    pub ignore_bots: bool,
+    /// Timeout of one REST request, in milliseconds.
+    #[serde(default = "default_post_timeout_ms")]
+    pub post_timeout_ms: u64,
+}
+
+fn default_max_text_bytes() -> usize {
+    16 << 10
+}
+fn default_max_attachments() -> usize {
+    10
+}
+fn default_dedupe_ids() -> usize {
+    4096
+}
+fn default_publish_attempts() -> u32 {
+    8
+}
+fn yes() -> bool {
+    true
+}
+fn default_post_timeout_ms() -> u64 {
+    10_000
+}
+
+impl DiscordConfig {
+    /// A section with the defaults of every optional key.
+    pub fn new(token_file: PathBuf) -> DiscordConfig {
+        DiscordConfig {
+            token_file,
+            gateway_url: None,
+            api_url: None,
+            max_text_bytes: default_max_text_bytes(),
+            max_attachments: default_max_attachments(),
+            dedupe_ids: default_dedupe_ids(),
+            publish_attempts: default_publish_attempts(),
+            ignore_bots: true,
+            post_timeout_ms: default_post_timeout_ms(),
+        }
+    }
+
+    /// Checks the URLs and bounds.
+    pub fn check(&self) -> Result<(), DiscordConfigError> {
+        if let Some(u) = &self.gateway_url {
+            if !(u.starts_with("ws://") || u.starts_with("wss://")) || u.len() <= "wss://".len() {
+                return Err(DiscordConfigError::GatewayUrl { url: u.clone() });
+            }
+        }
+        if let Some(u) = &self.api_url {
+            api_host(u)?;
+        }
+        let zero = [
+            ("max_text_bytes", self.max_text_bytes as u64),
+            ("dedupe_ids", self.dedupe_ids as u64),
+            ("publish_attempts", u64::from(self.publish_attempts)),
+            ("post_timeout_ms", self.post_timeout_ms),
+        ]
+        .into_iter()
+        .find(|(_, v)| *v == 0);
+        if let Some((key, _)) = zero {
+            return Err(DiscordConfigError::Zero { key });
+        }
+        Ok(())
+    }
+}
+
+/// The host (with port) of an `api_url` and whether it is plain HTTP.
+pub fn api_host(url: &str) -> Result<(String, bool), DiscordConfigError> {
+    let bad = || DiscordConfigError::ApiUrl {
+        url: url.to_string(),
+    };
+    let (rest, http) = if let Some(r) = url.strip_prefix("http://") {
+        (r, true)
+    } else if let Some(r) = url.strip_prefix("https://") {
+        (r, false)
+    } else {
+        return Err(bad());
+    };
+    let host = rest.trim_end_matches('/');
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b);
+    if host.is_empty() || !host.bytes().all(plain) {
+        return Err(bad());
+    }
+    Ok((host.to_string(), http))
+}
+
+/// Why the `discord` section cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DiscordConfigError {
+    /// Not a websocket URL.
+    #[error("discord.gateway_url {url:?}: use a ws:// or wss:// URL, or leave it out for Discord's gateway")]
+    GatewayUrl {
+        /// The URL as given.
+        url: String,
+    },
+    /// Not a bare HTTP(S) base.
+    #[error("discord.api_url {url:?}: use http://host[:port] or https://host[:port] with no path, or leave it out for https://discord.com")]
+    ApiUrl {
+        /// The URL as given.
+        url: String,
+    },
+    /// A bound is 0.
+    #[error("discord.{key} must be positive")]
+    Zero {
+        /// The key.
+        key: &'static str,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked() {
+        let mut c = DiscordConfig::new("/t".into());
+        assert!(c.check().is_ok());
+        c.gateway_url = Some("http://x".into());
+        assert!(matches!(
+            c.check(),
+            Err(DiscordConfigError::GatewayUrl { .. })
+        ));
+        c.gateway_url = Some("ws://127.0.0.1:9".into());
+        c.api_url = Some("http://127.0.0.1:9/".into());
+        assert!(c.check().is_ok());
+        assert_eq!(
+            api_host("http://127.0.0.1:9/").unwrap(),
+            ("127.0.0.1:9".into(), true)
+        );
+        assert_eq!(
+            api_host("https://proxy.example").unwrap(),
+            ("proxy.example".into(), false)
+        );
+        for bad in ["ftp://x", "http://", "http://a/b", "https://a b"] {
+            assert!(api_host(bad).is_err(), "{bad}");
+        }
+        c.dedupe_ids = 0;
+        assert_eq!(
+            c.check(),
+            Err(DiscordConfigError::Zero { key: "dedupe_ids" })
+        );
+    }
+}

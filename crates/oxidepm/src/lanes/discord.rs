@@ -1,0 +1,170 @@
+//! `[lanes.discord]`: the discord source's settings, and its bot token.
+//!
+//! The token is a file the person writes, `secrets/discord_token`, mode
+//! 0600, the daemon's own. It is never in daemon.toml, the bridge's
+//! configuration, a log, `show`, `lanes`, an event or an agent's
+//! environment: the daemon checks the file and copies it to
+//! `bridge/discord_token` (the bridge's own, 0600), whose path is all the
+//! bridge's configuration names. A token others could have read is
+//! refused, and the bridge does not run until it is fixed.
+
+use oxidepm_lanes::bridge_config::{DiscordConfig, DiscordConfigError};
+use oxidepm_lanes::{Secret, SecretError};
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The name of the bot token among the secrets.
+pub const DISCORD_TOKEN: &str = "discord_token";
+
+/// `[lanes.discord]` (unset bounds: the bridge's defaults).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscordSettings {
+    /// Whether the bridge runs the discord source.
+    #[serde(default)]
+    pub enabled: bool,
+    /// A gateway proxy or stand-in (`ws://` or `wss://`); unset: Discord's.
+    #[serde(default)]
+    pub gateway_url: Option<String>,
+    /// A REST proxy or stand-in (`http(s)://host[:port]`); unset: Discord's.
+    #[serde(default)]
+    pub api_url: Option<String>,
+    /// Bytes of an inbound message's text kept (default 16 KiB).
+    #[serde(default)]
+    pub max_text_bytes: Option<usize>,
+    /// Attachment URLs kept per inbound message (default 10).
+    #[serde(default)]
+    pub max_attachments: Option<usize>,
+    /// Message ids remembered to drop a message received twice (default 4,096).
+    #[serde(default)]
+    pub dedupe_ids: Option<usize>,
+    /// Drop messages of other bots (default true).
+    #[serde(default)]
+    pub ignore_bots: Option<bool>,
+}
+
+impl DiscordSettings {
+    /// The bridge's `discord` section, reading the token from `token_file`.
+    pub fn config(&self, token_file: PathBuf) -> DiscordConfig {
+        let mut c = DiscordConfig::new(token_file);
+        c.gateway_url = self.gateway_url.clone();
+        c.api_url = self.api_url.clone();
+        c.max_text_bytes = self.max_text_bytes.unwrap_or(c.max_text_bytes);
+        c.max_attachments = self.max_attachments.unwrap_or(c.max_attachments);
+        c.dedupe_ids = self.dedupe_ids.unwrap_or(c.dedupe_ids);
+        c.ignore_bots = self.ignore_bots.unwrap_or(c.ignore_bots);
+        c
+    }
+
+    /// Checks the URLs and bounds, as the bridge will.
+    pub fn check(&self) -> Result<(), DiscordConfigError> {
+        self.config(PathBuf::new()).check()
+    }
+}
+
+/// Why the bot token cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// No token file.
+    #[error("[lanes.discord] is enabled but {} is missing: write the bot token there (from the developer portal: your application → Bot → Reset Token), then chmod 600 it", .0.display())]
+    Missing(PathBuf),
+    /// Not a plain file.
+    #[error("{} is not a regular file; write the bot token into a plain file there", .0.display())]
+    NotRegular(PathBuf),
+    /// Readable or writable by others than the daemon's user.
+    #[error("{} has mode {mode:04o}: group and others may not read or write it; run chmod 600 {}", .path.display(), .path.display())]
+    Mode {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// Owned by another user.
+    #[error("{} belongs to uid {owner}, not the daemon's uid {me}; chown it to the daemon's user", .path.display())]
+    Owner {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The daemon's uid.
+        me: u32,
+    },
+    /// Cannot be read, or is empty.
+    #[error(transparent)]
+    Read(#[from] SecretError),
+}
+
+/// Reads the bot token from `secrets_dir`, refusing a file others could
+/// have read or changed.
+pub fn read_token(secrets_dir: &Path) -> Result<Secret, TokenError> {
+    let path = secrets_dir.join(DISCORD_TOKEN);
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(TokenError::Missing(path))
+        }
+        Err(e) => return Err(TokenError::Read(SecretError::Read(path, e))),
+    };
+    if !meta.file_type().is_file() {
+        return Err(TokenError::NotRegular(path));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(TokenError::Mode { path, mode });
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(TokenError::Owner {
+            path,
+            owner: meta.uid(),
+            me,
+        });
+    }
+    Ok(Secret::read(&path)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_token_others_can_read_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(matches!(read_token(d.path()), Err(TokenError::Missing(_))));
+        let p = d.path().join(DISCORD_TOKEN);
+        std::fs::write(&p, "tok\n").unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = read_token(d.path()).unwrap_err();
+            assert!(matches!(e, TokenError::Mode { .. }), "{mode:o}: {e}");
+            assert!(e.to_string().contains("chmod 600"), "{e}");
+            assert!(!e.to_string().contains("tok\n"));
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_token(d.path()).unwrap().expose(), "tok");
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", &p).unwrap();
+        assert!(matches!(
+            read_token(d.path()),
+            Err(TokenError::NotRegular(_))
+        ));
+    }
+
+    #[test]
+    fn settings_make_the_bridge_section() {
+        let s: DiscordSettings = toml::from_str(
+            "enabled = true\ngateway_url = \"ws://127.0.0.1:9\"\nmax_attachments = 3",
+        )
+        .unwrap();
+        let c = s.config("/b/discord_token".into());
+        assert_eq!(c.gateway_url.as_deref(), Some("ws://127.0.0.1:9"));
+        assert_eq!(c.max_attachments, 3);
+        assert!(c.ignore_bots);
+        assert!(s.check().is_ok());
+        let bad: DiscordSettings = toml::from_str("api_url = \"ftp://x\"").unwrap();
+        assert!(bad.check().is_err());
+        assert!(toml::from_str::<DiscordSettings>("token = \"x\"").is_err());
+    }
+}
