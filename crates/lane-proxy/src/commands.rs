@@ -52,6 +52,7 @@ pub async fn pump_commands(
         max_consumer_name: s.limits.max_consumer_name,
         responder: s.responder,
         reply_maxlen: s.bounds.maxlen.unwrap_or(u64::MAX),
+        reply_max_bytes: s.bounds.quota.map_or(usize::MAX, |q| q as usize),
     };
     let mut answers = Answers::default();
     let timeout = Duration::from_millis(s.limits.command_timeout_ms);

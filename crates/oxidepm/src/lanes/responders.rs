@@ -178,6 +178,9 @@ impl Lanes {
                 if let Some(n) = self.settings.responder_inbox_maxlen {
                     c.inbox_maxlen = n;
                 }
+                if let Some(n) = self.settings.responder_reply_max_bytes {
+                    c.reply_max_bytes = n;
+                }
                 c
             })
             .collect()

@@ -3,8 +3,8 @@
 //! rule or a bound, and asserts what the others see (their streams).
 
 use crate::harness::Env;
-use crate::lanes::{host_conn, start_agents};
-use crate::responders::lane;
+use crate::lanes::{host_conn, run, start_agents};
+use crate::responders::{ids, lane, start};
 use std::collections::HashMap;
 
 type Fields = HashMap<String, String>;
@@ -74,4 +74,75 @@ fn a_consult_question_cannot_carry_the_routers_fields_in_another_case() {
         assert!(named.len() <= 1, "{own} given more than once: {e:?}");
     }
     assert!(!e.values().any(|v| v == "carol"), "{e:?}");
+}
+
+/// A responder holding alice's request pending replies with a whole
+/// command's worth of bytes: refused, alice's inbox stays empty; a reply
+/// within `lanes.responder_reply_max_bytes` passes.
+#[test]
+fn a_responder_cannot_fill_an_agents_inbox_with_huge_replies() {
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    let mut alice = lane(&env, "alice");
+    let id: String = redis::cmd("XADD")
+        .arg("alice:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg("hi")
+        .query(&mut alice)
+        .unwrap();
+    let mut resp = lane(&env, "echo");
+    run(
+        &mut resp,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "echo",
+            "r1",
+            "STREAMS",
+            "alice:echo:outbox",
+            ">",
+        ],
+    )
+    .unwrap();
+    let big = "x".repeat(1000 << 10);
+    for (field, value) in [("text", big.as_str()), (big.as_str(), "x")] {
+        let e = run(
+            &mut resp,
+            &[
+                "XADD",
+                "alice:echo:inbox",
+                "MAXLEN",
+                "~",
+                "1000",
+                "*",
+                "request_id",
+                &id,
+                field,
+                value,
+            ],
+        )
+        .unwrap_err();
+        assert!(e.contains("responder_reply_max_bytes"), "{e}");
+    }
+    assert!(ids(&env, "alice:echo:inbox").is_empty());
+    let small = "y".repeat(1 << 10);
+    run(
+        &mut resp,
+        &[
+            "XADD",
+            "alice:echo:inbox",
+            "MAXLEN",
+            "~",
+            "1000",
+            "*",
+            "request_id",
+            &id,
+            "text",
+            &small,
+        ],
+    )
+    .unwrap();
+    assert_eq!(ids(&env, "alice:echo:inbox").len(), 1);
 }
