@@ -146,3 +146,62 @@ fn a_responder_cannot_fill_an_agents_inbox_with_huge_replies() {
     .unwrap();
     assert_eq!(ids(&env, "alice:echo:inbox").len(), 1);
 }
+
+/// With the lanes off, a responder app named like an agent or a source is
+/// defined all the same, and takes over that name's socket or outboxes
+/// once the lanes are turned on: refused as it is with the lanes on.
+#[test]
+fn a_responder_named_like_an_agent_or_a_source_is_refused_with_the_lanes_off() {
+    let env = Env::new();
+    env.daemon_toml("agents_share_uid = true\n[lanes]\nbackend = \"off\"\n");
+    env.ok(&[
+        "start", "--kind", "agent", "--name", "alice", "--", "sleep", "100000",
+    ]);
+    for name in ["alice", "webhook", "consult", "ops"] {
+        let e = env.fails(&[
+            "start",
+            "--kind",
+            "responder",
+            "--name",
+            name,
+            "--",
+            "sleep",
+            "100000",
+        ]);
+        assert!(e.contains(name), "{name}: {e}");
+        let kinds: Vec<String> = env
+            .status()
+            .iter()
+            .filter(|a| a["name"] == name)
+            .map(|a| a["kind"].to_string())
+            .collect();
+        assert!(
+            kinds.iter().all(|k| k.contains("agent")),
+            "{name}: {kinds:?}"
+        );
+    }
+    // A plain app updated into a responder of a source's name: refused too.
+    env.ok(&["start", "--name", "discord", "--", "sleep", "100000"]);
+    env.fails(&[
+        "start",
+        "--update",
+        "--kind",
+        "responder",
+        "--name",
+        "discord",
+        "--",
+        "sleep",
+        "100000",
+    ]);
+    assert_ne!(env.app("discord")["kind"], "responder");
+    env.ok(&[
+        "start",
+        "--kind",
+        "responder",
+        "--name",
+        "echo",
+        "--",
+        "sleep",
+        "100000",
+    ]);
+}
