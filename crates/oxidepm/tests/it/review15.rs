@@ -205,3 +205,59 @@ fn a_responder_named_like_an_agent_or_a_source_is_refused_with_the_lanes_off() {
         "100000",
     ]);
 }
+
+/// A responder queues its reply to alice's request in MULTI, while the
+/// request is pending, and holds the EXEC; alice is deleted and made anew.
+/// At EXEC the reply answers nothing of the new alice's: the transaction
+/// aborts and her inbox stays empty.
+#[test]
+fn a_reply_queued_in_multi_is_checked_again_when_it_runs() {
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    let mut alice = lane(&env, "alice");
+    let id: String = redis::cmd("XADD")
+        .arg("alice:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg("secret of the old alice")
+        .query(&mut alice)
+        .unwrap();
+    drop(alice);
+    let mut resp = lane(&env, "echo");
+    run(
+        &mut resp,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "echo",
+            "r1",
+            "STREAMS",
+            "alice:echo:outbox",
+            ">",
+        ],
+    )
+    .unwrap();
+    run(&mut resp, &["MULTI"]).unwrap();
+    run(
+        &mut resp,
+        &[
+            "XADD",
+            "alice:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
+            "*",
+            "request_id",
+            &id,
+            "text",
+            "answer for the old alice",
+        ],
+    )
+    .unwrap();
+    env.ok(&["delete", "alice"]);
+    start(&env, "agent", "alice", "oxpm-alice");
+    let e = run(&mut resp, &["EXEC"]).unwrap_err();
+    assert!(e.starts_with("EXECABORT"), "{e}");
+    assert!(ids(&env, "alice:echo:inbox").is_empty());
+}
