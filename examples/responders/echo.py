@@ -31,5 +31,10 @@ while True:
             reply = {"request_id": entry_id, "text": fields.get("text", "")}
             # Reply first, then acknowledge: the lane proxy passes a reply
             # only while its request is pending.
-            r.xadd(f"{agent}:{name}:inbox", reply, maxlen=1000, approximate=True)
+            try:
+                r.xadd(f"{agent}:{name}:inbox", reply, maxlen=1000, approximate=True)
+            except redis.ResponseError as e:
+                # Refused (too large, say): one agent's request must not
+                # stop the answers to the others, so it is dropped.
+                print(f"{agent} {entry_id}: {e}", flush=True)
             r.xack(outbox, name, entry_id)

@@ -261,3 +261,57 @@ fn a_reply_queued_in_multi_is_checked_again_when_it_runs() {
     assert!(e.starts_with("EXECABORT"), "{e}");
     assert!(ids(&env, "alice:echo:inbox").is_empty());
 }
+
+/// Alice asks the example echo responder with a text too large to echo
+/// back (past `lanes.responder_reply_max_bytes`); bob asks next and is
+/// answered: one agent's request does not stop the responder (a refused
+/// reply that raised would crash it, and at each restart it would read
+/// alice's request again first).
+#[test]
+fn one_agents_large_request_does_not_stop_the_example_responder() {
+    let has_redis_py = std::process::Command::new("python3")
+        .args(["-c", "import redis"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_redis_py {
+        eprintln!("skipped: python3 with redis-py is not installed (test.sh installs it)");
+        return;
+    }
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "agent", "bob", "oxpm-bob");
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/responders/echo.toml")
+        .canonicalize()
+        .unwrap();
+    env.ok(&["start", file.to_str().unwrap()]);
+    let mut alice = lane(&env, "alice");
+    let big = "a".repeat(200 << 10);
+    redis::cmd("XADD")
+        .arg("alice:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg(&big)
+        .query::<String>(&mut alice)
+        .unwrap();
+    let mut bob = lane(&env, "bob");
+    let id: String = redis::cmd("XADD")
+        .arg("bob:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg("ping from bob")
+        .query(&mut bob)
+        .unwrap();
+    env.wait(30, "echo's answer to bob", || {
+        ids(&env, "bob:echo:inbox").len() == 1
+    });
+    let got = range(&env, "bob:echo:inbox");
+    assert_eq!(got[0]["request_id"], id, "{got:?}");
+    assert_eq!(got[0]["text"], "ping from bob");
+    // Alice's request is acknowledged, not read again at every restart.
+    let mut sys = host_conn(&env, "sys");
+    env.wait(10, "alice's request acknowledged", || {
+        let p = run(&mut sys, &["XPENDING", "alice:echo:outbox", "echo"]).unwrap();
+        matches!(p, redis::Value::Array(ref v) if v.first() == Some(&redis::Value::Int(0)))
+    });
+}
