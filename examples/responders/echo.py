@@ -14,7 +14,11 @@ import time
 import redis
 
 name = os.environ["OXIDEPM_RESPONDER"]
-r = redis.from_url(os.environ["OXIDEPM_LANE"], decode_responses=True)
+# Agents may send any bytes: decoding strictly would raise while reading,
+# and the same request would stop the responder at every restart.
+r = redis.from_url(
+    os.environ["OXIDEPM_LANE"], decode_responses=True, encoding_errors="replace"
+)
 start = "0"  # first what was read but not answered before a restart
 while True:
     with open(os.environ["OXIDEPM_LANE_FILE"]) as f:

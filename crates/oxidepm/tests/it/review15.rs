@@ -263,7 +263,8 @@ fn a_reply_queued_in_multi_is_checked_again_when_it_runs() {
 }
 
 /// Alice asks the example echo responder with a text too large to echo
-/// back (past `lanes.responder_reply_max_bytes`); bob asks next and is
+/// back (past `lanes.responder_reply_max_bytes`), then with bytes that are
+/// not UTF-8; bob asks next and is
 /// answered: one agent's request does not stop the responder (a refused
 /// reply that raised would crash it, and at each restart it would read
 /// alice's request again first).
@@ -294,6 +295,15 @@ fn one_agents_large_request_does_not_stop_the_example_responder() {
         .arg(&big)
         .query::<String>(&mut alice)
         .unwrap();
+    // And bytes that are not UTF-8, which a client decoding strictly
+    // raises on while reading, before any reply.
+    redis::cmd("XADD")
+        .arg("alice:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg(&b"\xff\xfe not utf-8"[..])
+        .query::<String>(&mut alice)
+        .unwrap();
     let mut bob = lane(&env, "bob");
     let id: String = redis::cmd("XADD")
         .arg("bob:echo:outbox")
@@ -308,7 +318,7 @@ fn one_agents_large_request_does_not_stop_the_example_responder() {
     let got = range(&env, "bob:echo:inbox");
     assert_eq!(got[0]["request_id"], id, "{got:?}");
     assert_eq!(got[0]["text"], "ping from bob");
-    // Alice's request is acknowledged, not read again at every restart.
+    // Alice's requests are acknowledged, not read again at every restart.
     let mut sys = host_conn(&env, "sys");
     env.wait(10, "alice's request acknowledged", || {
         let p = run(&mut sys, &["XPENDING", "alice:echo:outbox", "echo"]).unwrap();
