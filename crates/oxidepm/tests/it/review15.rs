@@ -2,7 +2,7 @@
 //! attacker: each test is what an agent or a responder sends to get past a
 //! rule or a bound, and asserts what the others see (their streams).
 
-use crate::harness::Env;
+use crate::harness::{test_user, Env};
 use crate::lanes::{host_conn, run, start_agents};
 use crate::responders::{ids, lane, start};
 use std::collections::HashMap;
@@ -324,4 +324,63 @@ fn one_agents_large_request_does_not_stop_the_example_responder() {
         let p = run(&mut sys, &["XPENDING", "alice:echo:outbox", "echo"]).unwrap();
         matches!(p, redis::Value::Array(ref v) if v.first() == Some(&redis::Value::Int(0)))
     });
+}
+
+/// A responder given an agent's user (or an agent given a responder's):
+/// the responder's lane socket is that uid's, so the agent could connect
+/// to it and read and answer every agent's requests. Refused both ways;
+/// nothing is defined.
+#[test]
+fn a_responder_and_an_agent_of_one_uid_are_refused() {
+    if test_user("oxpm-alice").is_none() || test_user("oxpm-echo").is_none() {
+        eprintln!("skipped: needs root to make the users oxpm-alice and oxpm-echo");
+        return;
+    }
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    let e = env.fails(&[
+        "start",
+        "--kind",
+        "responder",
+        "--name",
+        "echo",
+        "--user",
+        "oxpm-alice",
+        "--",
+        "sleep",
+        "100000",
+    ]);
+    assert!(e.contains("uid"), "{e}");
+    assert!(!env.home.join("lanes/echo.sock").exists());
+    assert!(env.status().iter().all(|a| a["name"] != "echo"));
+    start(&env, "responder", "echo", "oxpm-echo");
+    let e = env.fails(&[
+        "start",
+        "--kind",
+        "agent",
+        "--name",
+        "mallory",
+        "--user",
+        "oxpm-echo",
+        "--",
+        "sleep",
+        "100000",
+    ]);
+    assert!(e.contains("uid"), "{e}");
+    assert!(env.status().iter().all(|a| a["name"] != "mallory"));
+    // An update into the agent's user, too.
+    let e = env.fails(&[
+        "start",
+        "--update",
+        "--kind",
+        "responder",
+        "--name",
+        "echo",
+        "--user",
+        "oxpm-alice",
+        "--",
+        "sleep",
+        "100000",
+    ]);
+    assert!(e.contains("uid"), "{e}");
 }
