@@ -384,3 +384,36 @@ fn a_responder_and_an_agent_of_one_uid_are_refused() {
     ]);
     assert!(e.contains("uid"), "{e}");
 }
+
+/// `resurrect` defines again what a snapshot holds: a responder saved
+/// with its user comes back beside an agent given that user since (which
+/// `define` refuses), and would share its uid. Refused as `define` refuses
+/// it; the responder stays gone.
+#[test]
+fn a_resurrected_responder_is_checked_as_a_defined_one() {
+    if test_user("oxpm-alice").is_none() || test_user("oxpm-echo").is_none() {
+        eprintln!("skipped: needs root to make the users oxpm-alice and oxpm-echo");
+        return;
+    }
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    env.ok(&["save"]);
+    env.ok(&["delete", "echo"]);
+    env.ok(&[
+        "start",
+        "--kind",
+        "agent",
+        "--name",
+        "mallory",
+        "--user",
+        "oxpm-echo",
+        "--",
+        "sleep",
+        "100000",
+    ]);
+    let e = env.fails(&["resurrect"]);
+    assert!(e.contains("uid"), "{e}");
+    assert!(env.status().iter().all(|a| a["name"] != "echo"));
+    assert!(!env.home.join("lanes/echo.sock").exists());
+}
