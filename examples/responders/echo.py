@@ -14,7 +14,11 @@ import time
 import redis
 
 name = os.environ["OXIDEPM_RESPONDER"]
-r = redis.from_url(os.environ["OXIDEPM_LANE"], decode_responses=True)
+# Agents may send any bytes: decoding strictly would raise while reading,
+# and the same request would stop the responder at every restart.
+r = redis.from_url(
+    os.environ["OXIDEPM_LANE"], decode_responses=True, encoding_errors="replace"
+)
 start = "0"  # first what was read but not answered before a restart
 while True:
     with open(os.environ["OXIDEPM_LANE_FILE"]) as f:
@@ -31,5 +35,10 @@ while True:
             reply = {"request_id": entry_id, "text": fields.get("text", "")}
             # Reply first, then acknowledge: the lane proxy passes a reply
             # only while its request is pending.
-            r.xadd(f"{agent}:{name}:inbox", reply, maxlen=1000, approximate=True)
+            try:
+                r.xadd(f"{agent}:{name}:inbox", reply, maxlen=1000, approximate=True)
+            except redis.ResponseError as e:
+                # Refused (too large, say): one agent's request must not
+                # stop the answers to the others, so it is dropped.
+                print(f"{agent} {entry_id}: {e}", flush=True)
             r.xack(outbox, name, entry_id)

@@ -113,6 +113,9 @@ pub struct Policy<'a> {
     pub responder: bool,
     /// On a responder's lane, the largest `MAXLEN` a reply may give.
     pub reply_maxlen: u64,
+    /// On a responder's lane, the largest reply, in bytes of field names
+    /// and values.
+    pub reply_max_bytes: usize,
 }
 
 const OK: &[u8] = b"+OK\r\n";
@@ -321,6 +324,7 @@ pub(crate) mod tests {
                 max_consumer_name: 8,
                 responder: false,
                 reply_maxlen: 0,
+                reply_max_bytes: 0,
             },
         )
     }

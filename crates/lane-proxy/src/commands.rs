@@ -52,6 +52,7 @@ pub async fn pump_commands(
         max_consumer_name: s.limits.max_consumer_name,
         responder: s.responder,
         reply_maxlen: s.bounds.maxlen.unwrap_or(u64::MAX),
+        reply_max_bytes: s.bounds.quota.map_or(usize::MAX, |q| q as usize),
     };
     let mut answers = Answers::default();
     let timeout = Duration::from_millis(s.limits.command_timeout_ms);
@@ -111,6 +112,28 @@ pub async fn pump_commands(
                     up.clear();
                 }
                 verdict = answers.judge(s, &outbox, request.as_deref()).await;
+                if matches!(verdict, Verdict::Forward) {
+                    session.answer_queued(outbox, request);
+                }
+            }
+            if matches!(verdict, Verdict::Exec) && !session.queued_answers().is_empty() {
+                // The replies run now, not when they were queued: each must
+                // still answer a pending request, or the transaction aborts.
+                if forwarded > 0 {
+                    send(Slot::Upstream(forwarded))?;
+                    forwarded = 0;
+                }
+                if !up.is_empty() {
+                    uw.write_all(&up).await?;
+                    up.clear();
+                }
+                for (outbox, request) in session.queued_answers().to_vec() {
+                    let again = answers.judge(s, &outbox, request.as_deref()).await;
+                    if !matches!(again, Verdict::Forward) {
+                        session.refused();
+                        break;
+                    }
+                }
             }
             if matches!(verdict, Verdict::Multi) && !session.in_transaction() && s.rate.is_some() {
                 // What came before goes out before this waits.

@@ -22,6 +22,8 @@ pub(crate) fn lanes(cfg: &ProxyConfig) -> Vec<(AgentConfig, bool)> {
         a.max_connections = r.max_connections;
         // On a responder's lane: the largest MAXLEN of a reply.
         a.maxlen = Some(r.inbox_maxlen);
+        // And the largest reply, in bytes (a responder has no outbox quota).
+        a.quota = Some(r.reply_max_bytes as u64);
         (a, true)
     };
     cfg.agents

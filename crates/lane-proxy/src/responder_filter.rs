@@ -34,7 +34,7 @@ pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
         Err(why) => refuse(&why),
     };
     match upper(cmd.arg(0), &mut name_buf) {
-        b"XADD" => answer(cmd, name, policy.reply_maxlen),
+        b"XADD" => answer(cmd, name, policy.reply_maxlen, policy.reply_max_bytes),
         b"XREADGROUP" => xreadgroup(cmd, policy),
         b"XACK" | b"XPENDING" if cmd.len() >= 3 => checked(&[1], Some(2), None),
         // Redis's arity: with fewer arguments it refuses, creating nothing.
@@ -175,10 +175,10 @@ fn xreadgroup(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     }
 }
 
-/// XADD: a reply, to an inbox of this responder, with the ID `*` and a
-/// `MAXLEN` of at most `maxlen`; the request it names, if any, must be an
-/// entry ID.
-fn answer(cmd: &Command<'_>, name: &str, maxlen: u64) -> Verdict {
+/// XADD: a reply, to an inbox of this responder, with the ID `*`, a
+/// `MAXLEN` of at most `maxlen` and fields of at most `max_bytes`; the
+/// request it names, if any, must be an entry ID.
+fn answer(cmd: &Command<'_>, name: &str, maxlen: u64, max_bytes: usize) -> Verdict {
     if cmd.len() < 2 {
         return Verdict::Forward;
     }
@@ -229,6 +229,14 @@ fn answer(cmd: &Command<'_>, name: &str, maxlen: u64) -> Verdict {
         // Redis answers the arity error.
         return Verdict::Forward;
     }
+    // Without it a responder holding one request pending could fill that
+    // agent's inbox with MAXLEN replies of a whole command each.
+    let bytes: usize = (fields..cmd.len()).map(|f| cmd.arg(f).len()).sum();
+    if bytes > max_bytes {
+        return refuse(&format!(
+            "OXIDEPM reply: {bytes} bytes of fields is more than the {max_bytes} a reply may              have (lanes.responder_reply_max_bytes); send less, or split it"
+        ));
+    }
     let mut request: Option<&[u8]> = None;
     for f in (fields..cmd.len()).step_by(2) {
         if REQUEST_ID_FIELDS.iter().any(|n| n.as_bytes() == cmd.arg(f)) {
@@ -277,6 +285,7 @@ mod tests {
                 max_consumer_name: 8,
                 responder: true,
                 reply_maxlen: 1000,
+                reply_max_bytes: 64,
             },
         )
     }
@@ -426,6 +435,15 @@ mod tests {
                 "1-0",
                 "request_id",
                 "2-0",
+            ],
+            &[
+                "XADD",
+                "alice:echo:inbox",
+                "MAXLEN",
+                "100",
+                "*",
+                "text",
+                &"x".repeat(61),
             ],
         ] {
             assert!(refused(&run(bad)), "{bad:?}");

@@ -109,6 +109,9 @@ struct Transaction {
     weight: usize,
     /// Admitted accounting of the queued commands.
     held: Vec<Admitted>,
+    /// The replies queued (a responder's lane): the outbox and request
+    /// each answers, checked again at EXEC.
+    answers: Vec<(String, Option<Vec<u8>>)>,
 }
 
 /// How EXEC or DISCARD ends a transaction.
@@ -210,6 +213,20 @@ impl<'a> Session<'a> {
             }
             None => Some(a),
         }
+    }
+
+    /// A reply passed its check and is queued: it is checked again at EXEC,
+    /// when it runs (the request may have been acknowledged, or its agent
+    /// deleted and made anew, since).
+    pub fn answer_queued(&mut self, outbox: String, request: Option<Vec<u8>>) {
+        if let Some(tx) = &mut self.tx {
+            tx.answers.push((outbox, request));
+        }
+    }
+
+    /// The replies queued in the open transaction, to check before EXEC.
+    pub fn queued_answers(&self) -> &[(String, Option<Vec<u8>>)] {
+        self.tx.as_ref().map_or(&[], |tx| &tx.answers)
     }
 
     /// EXEC or DISCARD: how the open transaction ends, if one is open.

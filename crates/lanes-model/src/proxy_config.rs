@@ -371,6 +371,12 @@ pub enum ProxyConfigError {
         /// The agent.
         agent: AgentName,
     },
+    /// A responder's `reply_max_bytes` 0.
+    #[error("responder '{agent}': reply_max_bytes 0 would refuse every reply")]
+    ReplyMaxBytes {
+        /// The responder.
+        agent: AgentName,
+    },
 }
 
 #[cfg(test)]

@@ -22,6 +22,12 @@ pub const REQUEST_ID_FIELDS: &[&str] = &["request_id", "re"];
 /// responder cannot fill Redis through one agent's inbox.
 pub const DEFAULT_INBOX_MAXLEN: u64 = 1000;
 
+/// The largest reply by default (`[lanes] responder_reply_max_bytes`), in
+/// bytes of field names and values: with the inbox's `MAXLEN`, it bounds
+/// the memory a responder can fill in one agent's inbox (1000 replies of a
+/// whole command each would be a gigabyte).
+pub const DEFAULT_REPLY_MAX_BYTES: usize = 64 << 10;
+
 /// The consumer group responder `name` reads its outboxes with: its name.
 pub fn group(name: &str) -> &str {
     name
@@ -60,6 +66,9 @@ pub struct ResponderConfig {
     /// The largest `MAXLEN` a reply may give (every reply gives one).
     #[serde(default = "default_inbox_maxlen")]
     pub inbox_maxlen: u64,
+    /// The largest reply, in bytes of field names and values.
+    #[serde(default = "default_reply_max_bytes")]
+    pub reply_max_bytes: usize,
 }
 
 fn default_max_connections() -> usize {
@@ -68,6 +77,10 @@ fn default_max_connections() -> usize {
 
 fn default_inbox_maxlen() -> u64 {
     DEFAULT_INBOX_MAXLEN
+}
+
+fn default_reply_max_bytes() -> usize {
+    DEFAULT_REPLY_MAX_BYTES
 }
 
 impl ResponderConfig {
@@ -79,6 +92,7 @@ impl ResponderConfig {
             uid: None,
             max_connections: default_max_connections(),
             inbox_maxlen: DEFAULT_INBOX_MAXLEN,
+            reply_max_bytes: DEFAULT_REPLY_MAX_BYTES,
         }
     }
 }
@@ -104,6 +118,11 @@ pub fn validate(
         }
         if r.inbox_maxlen == 0 {
             return Err(ProxyConfigError::Maxlen {
+                agent: r.name.clone(),
+            });
+        }
+        if r.reply_max_bytes == 0 {
+            return Err(ProxyConfigError::ReplyMaxBytes {
                 agent: r.name.clone(),
             });
         }

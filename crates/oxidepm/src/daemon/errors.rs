@@ -247,6 +247,7 @@ impl From<lanes::Error> for ErrorBody {
             E::Supervise(e) => return e.into(),
             E::BadName(_)
             | E::ResponderName(_)
+            | E::ResponderUid(_)
             | E::BadRoute(_)
             | E::UnknownSource { .. }
             | E::RequestNotJson(_)

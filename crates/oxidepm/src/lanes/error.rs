@@ -69,6 +69,9 @@ pub enum Error {
     /// A responder app's name cannot be a family.
     #[error(transparent)]
     ResponderName(#[from] super::responders::NameRefused),
+    /// A responder app and an agent would run as one uid.
+    #[error(transparent)]
+    ResponderUid(#[from] super::responders::SharedUid),
     /// A route given at runtime is malformed.
     #[error(transparent)]
     BadRoute(#[from] RouteError),

@@ -91,6 +91,10 @@ pub struct LanesSettings {
     /// `[lanes.discord]`: the discord source.
     #[serde(default)]
     pub discord: Option<super::discord::DiscordSettings>,
+    /// The largest reply of a responder app, in bytes of field names and
+    /// values; default 64 KiB.
+    #[serde(default)]
+    pub responder_reply_max_bytes: Option<usize>,
 }
 
 /// `[lanes.bridge]`: the bridge's bounds (unset: the bridge's defaults).
@@ -264,6 +268,9 @@ impl LanesSettings {
         if self.responder_inbox_maxlen == Some(0) {
             return Err(SettingsError::ResponderInboxMaxlen);
         }
+        if self.responder_reply_max_bytes == Some(0) {
+            return Err(SettingsError::ResponderReplyMaxBytes);
+        }
         self.limits.validate().map_err(SettingsError::Limits)
     }
 }
@@ -346,6 +353,9 @@ pub enum SettingsError {
     /// `responder_inbox_maxlen` 0.
     #[error("lanes.responder_inbox_maxlen must be at least 1 (leave it out for 1000)")]
     ResponderInboxMaxlen,
+    /// `responder_reply_max_bytes` 0.
+    #[error("lanes.responder_reply_max_bytes must be at least 1 (leave it out for 65536)")]
+    ResponderReplyMaxBytes,
     /// `[lanes.limits]` cannot be met.
     #[error("lanes.{0}")]
     Limits(#[source] ProxyConfigError),

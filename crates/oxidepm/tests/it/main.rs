@@ -39,6 +39,7 @@ mod responders;
 mod retention;
 mod review13;
 mod review13b;
+mod review15;
 mod routes;
 mod start_like_pm2;
 mod startup;

@@ -96,11 +96,16 @@ pub fn judge(
 
 /// The fields of the sender's entry passed on: every one but those the
 /// router writes itself (`from`, `to`, `re`, `request_id`, `kind`, …),
-/// which a sender cannot set for the receiver.
+/// which a sender cannot set for the receiver. Compared without case: a
+/// `From` beside the router's `from` would lie to a reader that folds
+/// case (HTTP-style header maps, a model reading the text).
 pub fn passed_on(msg: &Outbound) -> impl Iterator<Item = &(String, String)> {
-    msg.fields
-        .iter()
-        .filter(|(k, _)| !k.is_empty() && !consult::OWN_FIELDS.contains(&k.as_str()))
+    msg.fields.iter().filter(|(k, _)| {
+        !k.is_empty()
+            && !consult::OWN_FIELDS
+                .iter()
+                .any(|own| own.eq_ignore_ascii_case(k))
+    })
 }
 
 #[cfg(test)]
@@ -197,6 +202,9 @@ mod tests {
             ("text", "hi"),
             ("topic", "dns"),
             ("", "empty name"),
+            ("From", "carol"),
+            ("KIND", "answer"),
+            ("Request_Id", "9-9"),
         ]);
         let passed: Vec<&str> = passed_on(&m).map(|(k, _)| k.as_str()).collect();
         assert_eq!(passed, ["topic"]);

@@ -10,12 +10,14 @@ use oxidepm_proto::{AppKind, AppSpec, LanesReport, Route, RouteAdded, RouteRemov
 impl Daemon {
     /// Makes the lanes of the agents among `apps` before they are defined.
     pub(super) async fn prepare_lanes(&self, apps: &[AppSpec]) -> Result<(), OpError> {
-        if apps.iter().any(|a| a.kind == AppKind::Responder)
-            && self.lanes.settings.backend != crate::lanes::settings::Backend::Off
-        {
-            // A responder's lane, too, exists before its first process.
+        if apps.iter().any(|a| a.kind == AppKind::Responder) {
+            // Checked with the lanes off too: the responder gets its lane,
+            // its family's ACL and groups once they are turned on, and a
+            // source's or an agent's name would then be taken over.
             self.lanes.check_responders(&self.sup, apps)?;
-            if !apps.iter().any(|a| a.kind == AppKind::Agent) {
+            let lanes_on = self.lanes.settings.backend != crate::lanes::settings::Backend::Off;
+            // A responder's lane, too, exists before its first process.
+            if lanes_on && !apps.iter().any(|a| a.kind == AppKind::Agent) {
                 let responders = crate::lanes::admin::Lanes::responder_lanes(apps);
                 self.lanes
                     .reconcile_with(&self.sup, &[], &responders)

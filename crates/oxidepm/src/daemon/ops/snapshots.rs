@@ -59,12 +59,27 @@ impl Daemon {
         if snap.is_empty() {
             return Err(OpError::EmptySnapshot { name });
         }
+        let chosen: Vec<SnapshotApp> = snap
+            .into_iter()
+            .filter(|a| only.is_none_or(|names| names.contains(&a.spec.name)))
+            .collect();
+        // The apps it defines again are checked, and get their lanes, as
+        // a `define` of them would: names and uids may have been taken
+        // since the snapshot was saved.
+        let gone: Vec<oxidepm_proto::AppSpec> = {
+            let s = lock(&self.sup);
+            chosen
+                .iter()
+                .filter(|a| !s.apps().any(|o| o.spec.name == a.spec.name))
+                .map(|a| a.spec.clone())
+                .collect()
+        };
+        if !gone.is_empty() {
+            self.prepare_lanes(&gone).await?;
+        }
         let mut ids = Vec::new();
         {
             let mut s = lock(&self.sup);
-            let chosen = snap
-                .into_iter()
-                .filter(|a| only.is_none_or(|names| names.contains(&a.spec.name)));
             for app in chosen {
                 let existing = s
                     .apps()
