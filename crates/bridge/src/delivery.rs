@@ -40,6 +40,8 @@ pub struct DeliverySettings {
     pub max_entry_bytes: usize,
     /// Cap (`MAXLEN ~`) of each dead-letter stream.
     pub dead_maxlen: u64,
+    /// Bytes of an entry's fields a dead letter keeps.
+    pub dead_entry_bytes: usize,
 }
 
 /// What every worker shares.
@@ -352,13 +354,64 @@ fn delivery_ms(id: &str) -> i64 {
     (chrono::Utc::now().timestamp_millis() - added).clamp(0, DAY_MS)
 }
 
+/// The fields a dead letter keeps of an entry: in order, until their names
+/// and values reach `keep` bytes, the value that crosses it cut (at a
+/// character boundary when it is text); then `truncated` with the bytes
+/// the entry had. What an agent can make the bridge copy into Redis, where
+/// it stays for operators, is bounded by that and the stream's length,
+/// whatever the agent wrote (an entry refused by consult or a source can be
+/// up to `max_entry_bytes`).
+pub fn kept_fields<'a>(
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    keep: usize,
+) -> (Vec<(&'a [u8], &'a [u8])>, Option<usize>) {
+    let mut out = Vec::new();
+    let mut left = keep;
+    let mut total = 0usize;
+    let mut cut = false;
+    for (k, v) in fields {
+        total = total.saturating_add(k.len() + v.len());
+        if cut {
+            continue;
+        }
+        if k.len() + v.len() <= left {
+            left -= k.len() + v.len();
+            out.push((k, v));
+        } else {
+            cut = true;
+            if k.len() < left {
+                out.push((k, prefix(v, left - k.len())));
+            }
+        }
+    }
+    (out, cut.then_some(total))
+}
+
+/// The field a cut dead letter ends with: how many bytes the entry had.
+pub const TRUNCATED: &str = "truncated";
+
+/// The longest prefix of `v` of at most `n` bytes, not splitting a UTF-8
+/// character when `v` is text.
+fn prefix(v: &[u8], n: usize) -> &[u8] {
+    let mut end = n.min(v.len());
+    if std::str::from_utf8(v).is_ok() {
+        while end > 0 && end < v.len() && (v[end] & 0xC0) == 0x80 {
+            end -= 1;
+        }
+    }
+    &v[..end]
+}
+
 /// Writes the outcome (dead letter, ack, counter) in one pipeline, trying
 /// again until Redis takes it: an entry is never acknowledged without
 /// having been delivered or dead-lettered. False if the bridge stopped
 /// first.
 async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Finish<'_>) -> bool {
     let mut pipe = redis::pipe();
-    let dead_maxlen = ctx.settings().dead_maxlen;
+    let (dead_maxlen, keep) = {
+        let s = ctx.settings();
+        (s.dead_maxlen, s.dead_entry_bytes)
+    };
     let failed_at = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     match &how {
         Finish::Dead(msg, reason, attempts) => {
@@ -368,8 +421,13 @@ async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Fin
             x.arg("error").arg(reason);
             x.arg("attempts").arg(*attempts);
             x.arg("failed_at").arg(failed_at());
-            for (k, v) in &msg.fields {
+            let fields = msg.fields.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes()));
+            let (kept, cut) = kept_fields(fields, keep);
+            for (k, v) in kept {
                 x.arg(k).arg(v);
+            }
+            if let Some(total) = cut {
+                x.arg(TRUNCATED).arg(total);
             }
             x.ignore();
         }
@@ -381,8 +439,13 @@ async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Fin
             x.arg("attempts").arg(0);
             x.arg("failed_at").arg(failed_at());
             x.arg("bytes").arg(*bytes);
-            for (k, v) in raw {
-                x.arg(k.as_slice()).arg(v.as_slice());
+            let fields = raw.iter().map(|(k, v)| (k.as_slice(), v.as_slice()));
+            let (kept, cut) = kept_fields(fields, keep);
+            for (k, v) in kept {
+                x.arg(k).arg(v);
+            }
+            if let Some(total) = cut {
+                x.arg(TRUNCATED).arg(total);
             }
             x.ignore();
         }
@@ -438,5 +501,33 @@ mod latency_tests {
         assert_eq!(delivery_ms("0-1"), 86_400_000);
         assert_eq!(delivery_ms(&format!("{}-0", now + 3_600_000)), 0);
         assert_eq!(delivery_ms("not-an-id"), 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kept_fields;
+
+    #[test]
+    fn a_dead_letter_keeps_fields_up_to_its_bound() {
+        let f: Vec<(&[u8], &[u8])> = vec![(b"a", b"12345"), (b"b", "ééé".as_bytes()), (b"c", b"x")];
+        let (kept, cut) = kept_fields(f.iter().copied(), 100);
+        assert_eq!(kept, f);
+        assert_eq!(cut, None);
+        // 6 for a, then b and 3 of ééé's 6 bytes: one whole character.
+        let (kept, cut) = kept_fields(f.iter().copied(), 10);
+        assert_eq!(
+            kept,
+            vec![(&b"a"[..], &b"12345"[..]), (b"b", "é".as_bytes())]
+        );
+        assert_eq!(cut, Some(15));
+        // Not text: cut anywhere.
+        let raw: Vec<(&[u8], &[u8])> = vec![(b"k", &[0x80, 0x80, 0x80])];
+        assert_eq!(
+            kept_fields(raw.iter().copied(), 3).0,
+            vec![(&b"k"[..], &[0x80u8, 0x80][..])]
+        );
+        // A name that does not fit is not kept at all.
+        assert_eq!(kept_fields(f.iter().copied(), 1).0, vec![]);
     }
 }

@@ -172,6 +172,7 @@ fn delivery_settings(cfg: &BridgeConfig) -> DeliverySettings {
         deliver_timeout: Duration::from_millis(cfg.outbox.deliver_timeout_ms),
         max_entry_bytes: cfg.outbox.max_entry_bytes,
         dead_maxlen: cfg.outbox.dead_maxlen,
+        dead_entry_bytes: cfg.outbox.dead_entry_bytes,
     }
 }
 

@@ -64,7 +64,10 @@
 //! of one outbox's entries the bridge holds at once, read and not yet done;
 //! one entry is read even when it alone is larger; default 2 MiB),
 //! `dead_maxlen` (cap of each dead-letter stream, `MAXLEN ~`; default
-//! 10,000). Delivered entries are trimmed from their outbox (`XTRIM MINID`
+//! 1,000), `dead_entry_bytes` (bytes of an entry's fields a dead letter
+//! keeps, the rest cut and the size noted in `truncated`; default 4096: an
+//! agent's dead letters stay within about `dead_maxlen` × that per
+//! stream, whatever it writes). Delivered entries are trimmed from their outbox (`XTRIM MINID`
 //! below the oldest entry not yet acknowledged), never undelivered ones.
 //!
 //! `consult` (present exactly when `consult` is a source): `rules` (a list
@@ -300,6 +303,9 @@ pub struct OutboxConfig {
     pub buffer_bytes: usize,
     /// Cap (`MAXLEN ~`) of each dead-letter stream.
     pub dead_maxlen: u64,
+    /// Bytes of an entry's fields (names and values) a dead letter keeps;
+    /// the rest is cut and the letter says how large the entry was.
+    pub dead_entry_bytes: usize,
 }
 
 impl Default for OutboxConfig {
@@ -313,7 +319,8 @@ impl Default for OutboxConfig {
             deliver_timeout_ms: 30_000,
             max_entry_bytes: 1 << 20,
             buffer_bytes: 2 << 20,
-            dead_maxlen: 10_000,
+            dead_maxlen: 1_000,
+            dead_entry_bytes: 4096,
         }
     }
 }
@@ -365,6 +372,7 @@ impl BridgeConfig {
             || o.max_entry_bytes == 0
             || o.buffer_bytes == 0
             || o.dead_maxlen == 0
+            || o.dead_entry_bytes == 0
             || self.inbox_maxlen == 0;
         if zero {
             return Err(BridgeConfigError::OutboxZero);
@@ -545,7 +553,7 @@ pub enum BridgeConfigError {
     /// An outbox or stream size setting is 0.
     #[error(
         "outbox.batch, outbox.concurrency, outbox.block_ms, outbox.max_entry_bytes, \
-         outbox.buffer_bytes, outbox.dead_maxlen and inbox_maxlen must be positive"
+         outbox.buffer_bytes, outbox.dead_maxlen, outbox.dead_entry_bytes and inbox_maxlen must be positive"
     )]
     OutboxZero,
     /// A consumer name Redis would not take as one word.

@@ -481,3 +481,56 @@ fn one_agents_backlog_does_not_hold_back_another() {
         "bob's message waited for alice's backlog ({done} of {BACKLOG} delivered first)"
     );
 }
+
+/// What an agent can make the bridge keep in its dead-letter stream is
+/// bounded in bytes per letter: a refused entry just under the delivery
+/// limit, and a malformed one, are cut to `dead_entry_bytes` and say how
+/// large they were.
+#[test]
+fn a_dead_letter_keeps_a_bounded_part_of_a_large_entry() {
+    let redis = Redis::start(&["alice"]);
+    let sink = Sink::start(SinkMode::Always(400), Duration::ZERO);
+    let cfg = redis.config_path();
+    redis.write_config(
+        &cfg,
+        json!({"agents": ["alice"], "webhook": {"deliver": {"*": sink.url()}},
+               "outbox": {"dead_entry_bytes": 1000}}),
+    );
+    let big = "é".repeat(300 * 1024); // 600 KiB of text, a 2-byte character
+    let refused = agent_says(
+        &redis,
+        "alice",
+        "webhook",
+        &[("channel", "c"), ("text", &big), ("after", "x")],
+    );
+    let mut raw = vec![0x80u8; 600 * 1024];
+    raw[0] = b'!';
+    let malformed = agent_says_raw(&redis, "alice", &[(b"channel", b"c"), (b"text", &raw)]);
+    let log = redis.dir.path().join("bridge.log");
+    let bridge = BridgeProcess::spawn(&cfg, &log);
+    let mut admin = redis.admin();
+    let dead = eventually(WAIT, "two dead letters", || {
+        let d = raw_entries(&mut admin, "alice:webhook:outbox:dead");
+        (d.len() == 2).then_some(d)
+    });
+    for (id, written) in [(&refused, 600 * 1024 + 18), (&malformed, 600 * 1024 + 12)] {
+        let d = dead
+            .iter()
+            .find(|d| raw_field(d, "original_id").as_deref() == Some(id.as_str()))
+            .unwrap_or_else(|| panic!("no dead letter for {id}"));
+        let total: usize = d.1.iter().map(|(k, v)| k.len() + v.len()).sum();
+        assert!(total < 1000 + 300, "{total} bytes kept");
+        assert_eq!(raw_field(d, "truncated"), Some(written.to_string()));
+        // What is kept is the start of the entry, in order.
+        assert_eq!(d.1.iter().filter(|(k, _)| k == b"channel").count(), 1);
+        assert!(!d.1.iter().any(|(k, _)| k == b"after"));
+    }
+    let text = dead
+        .iter()
+        .find(|d| raw_field(d, "original_id").as_deref() == Some(refused.as_str()))
+        .and_then(|d| raw_field(d, "text"))
+        .unwrap();
+    // Cut at a character boundary.
+    assert!(text.chars().all(|c| c == 'é'), "{text:?}");
+    drop(bridge);
+}

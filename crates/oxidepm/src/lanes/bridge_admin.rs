@@ -303,6 +303,7 @@ impl Lanes {
         o.max_entry_bytes = b.max_entry_bytes.unwrap_or(o.max_entry_bytes);
         o.buffer_bytes = b.buffer_bytes.unwrap_or(o.buffer_bytes);
         o.dead_maxlen = b.dead_maxlen.unwrap_or(o.dead_maxlen);
+        o.dead_entry_bytes = b.dead_entry_bytes.unwrap_or(o.dead_entry_bytes);
         conf.default_agent = self.settings.default_agent.clone();
         conf.webhook = self.settings.webhook.as_ref().map(|w| WebhookConfig {
             deliver: w.deliver.clone(),

@@ -107,8 +107,10 @@ pub struct BridgeSettings {
     /// Bytes of one outbox's entries the bridge holds at once (default
     /// 2 MiB).
     pub buffer_bytes: Option<usize>,
-    /// Cap of each dead-letter stream, in entries (default 10,000).
+    /// Cap of each dead-letter stream, in entries (default 1,000).
     pub dead_maxlen: Option<u64>,
+    /// Bytes of an entry's fields a dead letter keeps (default 4096).
+    pub dead_entry_bytes: Option<usize>,
 }
 
 /// `[lanes.webhook]`.
@@ -224,7 +226,11 @@ impl LanesSettings {
             d.check().map_err(SettingsError::Discord)?;
         }
         let b = &self.bridge;
-        if b.max_entry_bytes == Some(0) || b.buffer_bytes == Some(0) || b.dead_maxlen == Some(0) {
+        if b.max_entry_bytes == Some(0)
+            || b.buffer_bytes == Some(0)
+            || b.dead_maxlen == Some(0)
+            || b.dead_entry_bytes == Some(0)
+        {
             return Err(SettingsError::BridgeZero);
         }
         self.check_bounds()
@@ -330,7 +336,7 @@ pub enum SettingsError {
     },
     /// A bound of `[lanes.bridge]` is 0.
     #[error(
-        "lanes.bridge: max_entry_bytes, buffer_bytes and dead_maxlen must be positive (leave one out for its default)"
+        "lanes.bridge: max_entry_bytes, buffer_bytes, dead_maxlen and dead_entry_bytes must be positive (leave one out for its default)"
     )]
     BridgeZero,
     /// A source or responder name cannot be a stream family.

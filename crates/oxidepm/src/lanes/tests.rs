@@ -177,7 +177,7 @@ buffer_bytes = 131072
     assert_eq!(got.inbox_maxlen, 500);
     assert_eq!(got.outbox.max_entry_bytes, 65536);
     assert_eq!(got.outbox.buffer_bytes, 131072);
-    assert_eq!(got.outbox.dead_maxlen, 10_000);
+    assert_eq!(got.outbox.dead_maxlen, 1_000);
     // Carol is no agent: the bridge takes the file all the same and parks
     // her route.
     assert_eq!(got.routes.len(), 1);
