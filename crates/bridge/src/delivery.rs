@@ -362,9 +362,9 @@ fn delivery_ms(id: &str) -> i64 {
 /// whatever the agent wrote (an entry refused by consult or a source can be
 /// up to `max_entry_bytes`).
 pub fn kept_fields<'a>(
-    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    fields: impl Iterator<Item = Field<'a>>,
     keep: usize,
-) -> (Vec<(&'a [u8], &'a [u8])>, Option<usize>) {
+) -> (Vec<Field<'a>>, Option<usize>) {
     let mut out = Vec::new();
     let mut left = keep;
     let mut total = 0usize;
@@ -386,6 +386,9 @@ pub fn kept_fields<'a>(
     }
     (out, cut.then_some(total))
 }
+
+/// A field of an entry: its name and value.
+pub type Field<'a> = (&'a [u8], &'a [u8]);
 
 /// The field a cut dead letter ends with: how many bytes the entry had.
 pub const TRUNCATED: &str = "truncated";
