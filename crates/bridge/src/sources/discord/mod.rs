@@ -26,6 +26,8 @@ mod split;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_faults;
 
 use crate::config::{BridgeConfig, DiscordConfig, DiscordConfigError};
 use crate::publish::Publisher;

@@ -8,10 +8,10 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::time::Duration;
 
-const BOT_TOKEN: &str = "discord-test-token.abc";
-const CHANNEL: u64 = 1_300_000_000_000_000_111;
+pub(super) const BOT_TOKEN: &str = "discord-test-token.abc";
+pub(super) const CHANNEL: u64 = 1_300_000_000_000_000_111;
 
-type Entry = (String, HashMap<String, String>);
+pub(super) type Entry = (String, HashMap<String, String>);
 
 /// Redis with alice and bob, the stand-in, and the bridge routing
 /// `CHANNEL` to alice.
@@ -45,16 +45,16 @@ fn start(token: &str) -> (Redis, StandIn, TestBridge) {
     (redis, standin, tb)
 }
 
-fn inbox(redis: &Redis, agent: &str) -> Vec<Entry> {
+pub(super) fn inbox(redis: &Redis, agent: &str) -> Vec<Entry> {
     entries(&mut redis.agent(agent), &format!("{agent}:discord:inbox"))
 }
 
-fn texts(v: &[Entry]) -> Vec<String> {
+pub(super) fn texts(v: &[Entry]) -> Vec<String> {
     v.iter().map(|e| e.1["text"].clone()).collect()
 }
 
 /// Waits until alice's inbox holds `n` entries, and returns them.
-fn inbox_of(redis: &Redis, n: usize) -> Vec<Entry> {
+pub(super) fn inbox_of(redis: &Redis, n: usize) -> Vec<Entry> {
     let mut last = Vec::new();
     let ok = wait(WAIT, || {
         last = inbox(redis, "alice");
@@ -64,7 +64,7 @@ fn inbox_of(redis: &Redis, n: usize) -> Vec<Entry> {
     last
 }
 
-fn agent_says(redis: &Redis, fields: &[(&str, &str)]) -> String {
+pub(super) fn agent_says(redis: &Redis, fields: &[(&str, &str)]) -> String {
     let mut cmd = vec!["XADD", "alice:discord:outbox", "*"];
     for (k, v) in fields {
         cmd.push(k);
