@@ -1,10 +1,11 @@
 //! The discord source under faults: a bridge killed with SIGKILL while
 //! messages flow, Redis refusing what Discord sends, rate limits.
 
-use super::tests::{inbox_of, texts, BOT_TOKEN, CHANNEL};
+use super::tests::{agent_says, inbox_of, texts, BOT_TOKEN, CHANNEL};
 use crate::tests::harness::*;
 use oxidepm_discord_standin::{wait, Msg, StandIn};
 use serde_json::{json, Value};
+use std::time::Duration;
 
 /// Redis with alice and bob, the stand-in, and the bridge's configuration
 /// routing `CHANNEL` to alice with `discord` members over the defaults.
@@ -120,4 +121,49 @@ fn a_message_redis_does_not_take_is_counted_lost_in_bridge_stats() {
     // Given up, not published later; the next one is.
     standin.send_message(&Msg::new(CHANNEL, "later"));
     assert_eq!(texts(&inbox_of(&redis, 1)), ["later"]);
+}
+
+#[test]
+fn a_global_rate_limit_holds_every_post_back_and_each_is_posted_once() {
+    let (redis, standin) = setup(json!({}));
+    let other = CHANNEL + 1;
+    standin.allow_channel(other);
+    let _tb = TestBridge::start(&redis.config_path());
+    assert!(standin.wait_connected(WAIT));
+    standin.rate_limit_global_next(1, 0.5);
+    agent_says(
+        &redis,
+        &[("channel", &CHANNEL.to_string()), ("text", "patience")],
+    );
+    assert!(wait(WAIT, || standin.rate_limited().len() == 1));
+    // Bob answers in another channel meanwhile: the global limit is the
+    // bot's, so his post waits too.
+    let id = redis.agent("bob").cmd(&[
+        "XADD",
+        "bob:discord:outbox",
+        "*",
+        "channel",
+        &other.to_string(),
+        "text",
+        "bob's answer",
+    ]);
+    assert!(id.text().is_some(), "{id:?}");
+    assert!(wait(WAIT, || standin.posts().len() == 2));
+    let mut admin = redis.admin();
+    assert!(wait(WAIT, || stats(&mut admin).get("delivered") == Some(&2)));
+    let limited = standin.rate_limited();
+    assert_eq!(limited.len(), 1, "asked again before the limit was over");
+    let posts = standin.posts();
+    let mut got: Vec<&str> = posts.iter().map(|p| p.content.as_str()).collect();
+    got.sort();
+    assert_eq!(got, ["bob's answer", "patience"]);
+    for p in &posts {
+        assert!(
+            p.at.duration_since(limited[0]) >= Duration::from_millis(450),
+            "{:?} posted {:?} after the global 429",
+            p.content,
+            p.at.duration_since(limited[0])
+        );
+    }
+    assert_eq!(stats(&mut admin).get("dead"), None);
 }
