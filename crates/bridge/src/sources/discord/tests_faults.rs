@@ -167,3 +167,18 @@ fn a_global_rate_limit_holds_every_post_back_and_each_is_posted_once() {
     }
     assert_eq!(stats(&mut admin).get("dead"), None);
 }
+
+#[test]
+fn a_huge_author_name_is_cut_before_it_is_written() {
+    let (redis, standin) = setup(json!({}));
+    let _tb = TestBridge::start(&redis.config_path());
+    assert!(standin.wait_connected(WAIT));
+    let mut m = Msg::new(CHANNEL, "hello");
+    m.author = "é".repeat(50_000);
+    standin.send_message(&m);
+    let got = inbox_of(&redis, 1);
+    let sender = &got[0].1["sender"];
+    assert!(sender.len() <= 256, "{} bytes", sender.len());
+    assert!(sender.starts_with("éé"));
+    assert_eq!(got[0].1["text"], "hello");
+}
