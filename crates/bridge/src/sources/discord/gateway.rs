@@ -85,6 +85,7 @@ pub async fn run(
     publisher: Publisher,
     mut shutdown: Shutdown,
     counts: Arc<Counts>,
+    reach: Arc<super::reach::Reach>,
 ) -> Result<(), super::DiscordError> {
     let mut b = ConfigBuilder::new(token.expose().to_string(), intents());
     if let Some(u) = &cfg.gateway_url {
@@ -105,6 +106,7 @@ pub async fn run(
         rx,
         counts,
         shutdown.clone(),
+        reach,
     ));
     let wanted = EventTypeFlags::READY | EventTypeFlags::RESUMED | EventTypeFlags::MESSAGE_CREATE;
     let mut own_id: Option<u64> = None;
@@ -192,6 +194,7 @@ async fn publish_all(
     mut rx: mpsc::Receiver<Item>,
     counts: Arc<Counts>,
     shutdown: Shutdown,
+    reach: Arc<super::reach::Reach>,
 ) {
     let mut seen = Seen::new(cfg.dedupe_ids);
     let mut con = publisher.connection();
@@ -218,7 +221,10 @@ async fn publish_all(
             Item::ResumeRefused => saver.resume_refused(),
             Item::Message(m, at) => {
                 match publish_one(&cfg, &publisher, &m, &mut seen, &counts, &shutdown).await {
-                    Outcome::Taken => {}
+                    Outcome::Taken(Some(agent)) => {
+                        reach.record(&agent, &m.channel_id.to_string()).await;
+                    }
+                    Outcome::Taken(None) => {}
                     Outcome::Lost => saver.lost(),
                     // Not advanced past it: the next bridge's resume
                     // replays it.
@@ -236,8 +242,8 @@ async fn publish_all(
 
 /// What became of one message.
 enum Outcome {
-    /// Published, or a duplicate.
-    Taken,
+    /// Published (to this agent's inbox, if routed), or a duplicate.
+    Taken(Option<String>),
     /// Given up after `publish_attempts` tries.
     Lost,
     /// Not published, and the bridge is stopping.
@@ -257,7 +263,7 @@ async fn publish_one(
     if seen.contains(id) {
         counts.duplicates.fetch_add(1, Ordering::Relaxed);
         log::debug!("discord: message {id} received again; dropped");
-        return Outcome::Taken;
+        return Outcome::Taken(None);
     }
     let msg = message::inbound(m, cfg);
     let mut pause = FIRST_PAUSE;
@@ -266,9 +272,9 @@ async fn publish_one(
         tries += 1;
         let once = dedupe::once(id, cfg.dedupe_ids);
         let err = match publisher.publish_once(msg.clone(), once).await {
-            Ok(_) => {
+            Ok(p) => {
                 seen.insert(id);
-                return Outcome::Taken;
+                return Outcome::Taken(p.agent);
             }
             Err(e) => e,
         };

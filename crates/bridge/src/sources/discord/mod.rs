@@ -9,7 +9,7 @@
 //! ([`resume`]), so what is sent during a restart is replayed.
 //!
 //! **Outbound** ([`rest`]): an outbox entry's `text` is posted as the bot
-//! to its `channel` (an optional `reply_to` makes it a reply), in parts of
+//! to its `channel` — only a channel that is the agent's ([`reach`]) — (an optional `reply_to` makes it a reply), in parts of
 //! at most 2,000 characters ([`split`]), in order; rate limits are waited
 //! for; a channel the bot cannot post to is a permanent failure, which the
 //! bridge dead-letters with the reason.
@@ -20,6 +20,7 @@
 mod dedupe;
 pub mod gateway;
 mod message;
+mod reach;
 pub mod rest;
 mod resume;
 mod split;
@@ -61,6 +62,7 @@ pub struct DiscordSource {
     token: Secret,
     rest: rest::Rest,
     counts: Arc<gateway::Counts>,
+    reach: Arc<reach::Reach>,
 }
 
 impl DiscordSource {
@@ -76,11 +78,14 @@ impl DiscordSource {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let token = Secret::read(&d.token_file).map_err(DiscordError::Token)?;
         let rest = rest::Rest::new(&token, d)?;
+        let reach = Arc::new(reach::Reach::default());
+        reach.set_routes(crate::routing::Routes::from_plan(&cfg.route_plan()));
         Ok(Some(DiscordSource {
             cfg: Arc::new(d.clone()),
             token,
             rest,
             counts: Arc::default(),
+            reach,
         }))
     }
 }
@@ -95,6 +100,7 @@ impl Source for DiscordSource {
         publisher: Publisher,
         shutdown: Shutdown,
     ) -> BoxFuture<'_, Result<(), SourceError>> {
+        self.reach.set_connection(publisher.connection());
         Box::pin(async move {
             gateway::run(
                 self.cfg.clone(),
@@ -102,6 +108,7 @@ impl Source for DiscordSource {
                 publisher,
                 shutdown,
                 self.counts.clone(),
+                self.reach.clone(),
             )
             .await
             .map_err(SourceError::from)
@@ -117,6 +124,7 @@ impl Source for DiscordSource {
                 &msg.text,
                 msg.field("reply_to"),
             )?;
+            self.reach.check(&msg.agent, &msg.channel).await?;
             for p in &parts {
                 self.rest.post(p).await?;
             }
@@ -125,6 +133,8 @@ impl Source for DiscordSource {
     }
 
     fn reload(&self, config: &BridgeConfig) -> Result<Vec<String>, SourceError> {
+        self.reach
+            .set_routes(crate::routing::Routes::from_plan(&config.route_plan()));
         match &config.discord {
             Some(d) if *d == *self.cfg => Ok(Vec::new()),
             Some(_) => Ok(vec!["the discord settings".into()]),

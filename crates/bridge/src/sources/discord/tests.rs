@@ -269,6 +269,15 @@ fn a_rate_limit_is_waited_out_and_the_message_posted_once() {
 #[test]
 fn what_cannot_be_posted_goes_to_the_dead_stream_with_the_reason() {
     let (redis, standin, _tb) = setup();
+    // A channel alice was written from (a DM, say) that the bot may not
+    // post to.
+    let mut admin = redis.admin();
+    admin.cmd(&[
+        "ZADD",
+        "bridge:discord:channels:alice",
+        "1",
+        "1300000000000000999",
+    ]);
     agent_says(
         &redis,
         &[("channel", "1300000000000000999"), ("text", "hi")],
@@ -278,7 +287,6 @@ fn what_cannot_be_posted_goes_to_the_dead_stream_with_the_reason() {
         &redis,
         &[("channel", "general"), ("text", "a name, not an id")],
     );
-    let mut admin = redis.admin();
     let dead = "alice:discord:outbox:dead";
     assert!(wait(WAIT, || entries(&mut admin, dead).len() == 3));
     let got = entries(&mut admin, dead);

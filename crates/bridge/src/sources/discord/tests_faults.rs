@@ -3,7 +3,7 @@
 
 use super::tests::{agent_says, inbox_of, texts, BOT_TOKEN, CHANNEL};
 use crate::tests::harness::*;
-use oxidepm_discord_standin::{wait, Msg, StandIn};
+use oxidepm_discord_standin::{wait, Msg, StandIn, GUILD};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -28,7 +28,11 @@ fn setup(discord: Value) -> (Redis, StandIn) {
         json!({
             "agents": ["alice", "bob"],
             "sources": ["webhook", "email", "discord"],
-            "routes": [{"source": "discord", "channel": CHANNEL.to_string(), "agent": "alice"}],
+            "routes": [
+                {"source": "discord", "channel": CHANNEL.to_string(), "agent": "alice"},
+                {"source": "discord", "channel": (CHANNEL + 1).to_string(), "agent": "bob"},
+                {"source": "discord", "guild": GUILD.to_string(), "agent": "alice"},
+            ],
             "discord": section,
         }),
     );
@@ -181,4 +185,58 @@ fn a_huge_author_name_is_cut_before_it_is_written() {
     assert!(sender.len() <= 256, "{} bytes", sender.len());
     assert!(sender.starts_with("éé"));
     assert_eq!(got[0].1["text"], "hello");
+}
+
+#[test]
+fn an_agent_posts_only_to_its_own_channels() {
+    let (redis, standin) = setup(json!({}));
+    let bobs = CHANNEL + 1;
+    let unrouted_channel = CHANNEL + 2;
+    for c in [bobs, unrouted_channel] {
+        standin.allow_channel(c);
+    }
+    let _tb = TestBridge::start(&redis.config_path());
+    assert!(standin.wait_connected(WAIT));
+    // Alice tries to speak as the bot in bob's channel.
+    agent_says(
+        &redis,
+        &[("channel", &bobs.to_string()), ("text", "I am bob's bot")],
+    );
+    let mut admin = redis.admin();
+    let dead = "alice:discord:outbox:dead";
+    assert!(wait(WAIT, || entries(&mut admin, dead).len() == 1));
+    let got = entries(&mut admin, dead);
+    assert!(got[0].1["error"].contains("is not alice's"), "{got:?}");
+    assert!(standin.posts().is_empty(), "{:?}", standin.posts());
+    // A channel of the server alice's guild route takes: once she was
+    // written from it, she may answer there; bob may not.
+    standin.send_message(&Msg::new(unrouted_channel, "hi alice"));
+    assert_eq!(texts(&inbox_of(&redis, 1)), ["hi alice"]);
+    agent_says(
+        &redis,
+        &[
+            ("channel", &unrouted_channel.to_string()),
+            ("text", "hello"),
+        ],
+    );
+    redis.agent("bob").cmd(&[
+        "XADD",
+        "bob:discord:outbox",
+        "*",
+        "channel",
+        &unrouted_channel.to_string(),
+        "text",
+        "not mine",
+    ]);
+    assert!(wait(WAIT, || entries(
+        &mut admin,
+        "bob:discord:outbox:dead"
+    )
+    .len()
+        == 1));
+    assert!(wait(WAIT, || stats(&mut admin).get("delivered") == Some(&1)));
+    let posts = standin.posts();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(posts[0].content, "hello");
+    assert_eq!(posts[0].channel, unrouted_channel);
 }
