@@ -14,8 +14,9 @@
 //! for; a channel the bot cannot post to is a permanent failure, which the
 //! bridge dead-letters with the reason.
 //!
-//! The token is read from `discord.token_file` and only handed to twilight;
-//! it is in no log line, error or entry.
+//! The token is read from `discord.token_file` and only handed to twilight's
+//! gateway and put in the REST requests' `Authorization` header (marked
+//! sensitive); it is in no log line, error or entry.
 
 mod dedupe;
 pub mod gateway;
