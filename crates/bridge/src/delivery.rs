@@ -26,6 +26,10 @@ use tokio::sync::{mpsc, Notify, Semaphore};
 /// The consumer group every outbox is drained with.
 pub const GROUP: &str = oxidepm_lanes::stream_key::BRIDGE_GROUP;
 
+/// The shortest wait before an entry the far end asked to wait is sent
+/// again: a far end answering "now" forever is not hammered.
+const MIN_WAIT: Duration = Duration::from_millis(50);
+
 /// Entries finished between two trims of a busy outbox.
 pub const TRIM_EVERY: usize = 256;
 
@@ -277,7 +281,9 @@ async fn process(ctx: &DeliveryContext, stream: &OutboxStream, entry: Entry) -> 
     let settings = ctx.settings();
     let attempts = settings.retry.attempts.max(1);
     let mut shutdown = ctx.shutdown.clone();
-    for attempt in 1..=attempts {
+    let mut attempt = 0;
+    while attempt < attempts {
+        attempt += 1;
         let result = {
             let Ok(_slot) = ctx.slots.acquire().await else {
                 return false;
@@ -299,6 +305,17 @@ async fn process(ctx: &DeliveryContext, stream: &OutboxStream, entry: Entry) -> 
                     msg.id
                 );
                 return finish(ctx, stream, &msg.id, Finish::Dead(&msg, reason, attempt)).await;
+            }
+            Err(DeliveryError::Wait(reason, wait)) => {
+                // Not a failed try: the same entry again once the far end
+                // allows it (at least a little later, whatever it said).
+                attempt -= 1;
+                let wait = wait.max(MIN_WAIT);
+                log::info!("{} {}: {reason}", stream.key, msg.id);
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shutdown.wait() => return false,
+                }
             }
             Err(DeliveryError::Retry(reason)) if attempt == attempts => {
                 log::warn!(

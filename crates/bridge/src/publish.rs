@@ -129,6 +129,22 @@ impl fmt::Display for PublishError {
 
 impl std::error::Error for PublishError {}
 
+/// A message to be written at most once: its id joins a sorted set of the
+/// source's own (under `bridge:`) in the same transaction (MULTI/EXEC) as
+/// its XADD, so a bridge killed at any moment has either written both or
+/// neither, and the next one can tell what it already took.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Once {
+    /// The sorted set.
+    pub key: String,
+    /// The message's id in it.
+    pub member: String,
+    /// Its score: the set keeps the `keep` highest.
+    pub score: u64,
+    /// How many ids the set keeps.
+    pub keep: usize,
+}
+
 /// Where one message goes.
 struct Destination {
     /// The agent, or `None` for `bridge:unrouted`.
@@ -203,27 +219,43 @@ fn add_xadd(
 }
 
 /// Routes every message by `table` and writes each to its inbox (or
-/// `bridge:unrouted`), counting them, in one pipeline. The one function
+/// `bridge:unrouted`), counting them, in one pipeline; a message with a
+/// [`Once`] is written in a transaction with its record. The one function
 /// that writes inboxes; one result per message, in order.
 pub async fn publish<C: ConnectionLike>(
     con: &mut C,
     table: &RoutingTable,
-    msgs: &[&Inbound],
+    msgs: &[(&Inbound, Option<&Once>)],
 ) -> Vec<Result<Published, PublishError>> {
     let received_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let mut pipe = redis::pipe();
     // Per message: where it goes, or why not; and its place in the pipeline.
     let mut plan = Vec::with_capacity(msgs.len());
     let (mut routed, mut unrouted) = (0i64, 0i64);
-    for m in msgs {
+    for (m, once) in msgs {
         match destination(table, m) {
             Ok(d) => {
+                // A message with a record: MULTI, XADD, ZADD, trim, EXEC
+                // (five replies, the XADD's in EXEC's); else one reply.
+                if once.is_some() {
+                    pipe.cmd("MULTI");
+                }
                 add_xadd(&mut pipe, table, &d, m, &received_at);
+                if let Some(o) = once {
+                    pipe.cmd("ZADD").arg(&o.key).arg(o.score).arg(&o.member);
+                    let keep = i64::try_from(o.keep).unwrap_or(i64::MAX);
+                    pipe.cmd("ZREMRANGEBYRANK")
+                        .arg(&o.key)
+                        .arg(0)
+                        .arg(-keep.saturating_add(1));
+                    pipe.cmd("EXEC");
+                }
                 match d.unrouted {
                     None => routed += 1,
                     Some(_) => unrouted += 1,
                 }
-                plan.push(Ok((d.agent, d.stream)));
+                let replies = if once.is_some() { 5 } else { 1 };
+                plan.push(Ok((d.agent, d.stream, replies)));
             }
             Err(e) => plan.push(Err(e)),
         }
@@ -254,8 +286,14 @@ pub async fn publish<C: ConnectionLike>(
     };
     plan.into_iter()
         .map(|p| {
-            let (agent, stream) = p?;
-            match ids.next() {
+            let (agent, stream, replies) = p?;
+            let mut mine: Vec<Value> = ids.by_ref().take(replies).collect();
+            let reply = match mine.pop() {
+                // EXEC's answer: the XADD's comes first.
+                Some(Value::Array(a)) if replies > 1 => a.into_iter().next(),
+                other => other,
+            };
+            match reply {
                 Some(Value::BulkString(b)) => Ok(Published {
                     agent,
                     stream,
@@ -283,6 +321,7 @@ pub async fn publish<C: ConnectionLike>(
 struct Job {
     msg: Inbound,
     done: oneshot::Sender<Result<Published, PublishError>>,
+    once: Option<Once>,
 }
 
 /// What sources hold to publish: the queue to the task that publishes in
@@ -317,8 +356,21 @@ impl Publisher {
 
     /// Routes and writes one message (see [`publish`]).
     pub async fn publish(&self, msg: Inbound) -> Result<Published, PublishError> {
+        self.publish_job(msg, None).await
+    }
+
+    /// Routes and writes one message with its record (see [`Once`]).
+    pub async fn publish_once(&self, msg: Inbound, once: Once) -> Result<Published, PublishError> {
+        self.publish_job(msg, Some(once)).await
+    }
+
+    async fn publish_job(
+        &self,
+        msg: Inbound,
+        once: Option<Once>,
+    ) -> Result<Published, PublishError> {
         let (done, result) = oneshot::channel();
-        let job = Job { msg, done };
+        let job = Job { msg, done, once };
         let gone = || PublishError::Unavailable("the bridge is stopping".into());
         self.jobs.send(job).await.map_err(|_| gone())?;
         result.await.unwrap_or_else(|_| Err(gone()))
@@ -381,7 +433,8 @@ async fn batches(
         let t = table.read().unwrap_or_else(|p| p.into_inner()).clone();
         let mut con = con.clone();
         tokio::spawn(async move {
-            let msgs: Vec<&Inbound> = jobs.iter().map(|j| &j.msg).collect();
+            let msgs: Vec<(&Inbound, Option<&Once>)> =
+                jobs.iter().map(|j| (&j.msg, j.once.as_ref())).collect();
             let results = publish(&mut con, &t, &msgs).await;
             drop(slot);
             for (job, r) in jobs.into_iter().zip(results) {

@@ -91,6 +91,9 @@ pub enum DeliveryError {
     Retry(String),
     /// Will never work (a 4xx, no address to deliver to): dead-lettered now.
     Permanent(String),
+    /// The far end asked to be left alone this long (a rate limit): sent
+    /// again after it, not counted as a failed try.
+    Wait(String, std::time::Duration),
 }
 
 impl std::fmt::Display for DeliveryError {
@@ -98,6 +101,7 @@ impl std::fmt::Display for DeliveryError {
         match self {
             DeliveryError::Retry(r) => write!(f, "temporary failure: {r}"),
             DeliveryError::Permanent(r) => write!(f, "permanent failure: {r}"),
+            DeliveryError::Wait(r, _) => write!(f, "asked to wait: {r}"),
         }
     }
 }

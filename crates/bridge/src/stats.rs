@@ -30,6 +30,9 @@ pub enum Counter {
     /// Milliseconds from each delivered entry's XADD to its delivery,
     /// added up (with `delivered`, the mean delivery latency).
     DeliveryMs,
+    /// Inbound messages given up: Redis did not take them in the tries a
+    /// source makes (the discord source's `publish_attempts`).
+    Lost,
 }
 
 impl Counter {
@@ -45,6 +48,7 @@ impl Counter {
             Counter::Malformed => "malformed",
             Counter::Trimmed => "trimmed",
             Counter::DeliveryMs => "delivery_ms",
+            Counter::Lost => "lost",
         }
     }
 

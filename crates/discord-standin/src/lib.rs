@@ -11,7 +11,7 @@
 //! * **REST** ([`rest`]) on `http://127.0.0.1:<port>`: `POST
 //!   /api/v10/channels/{id}/messages` recorded (the bot token checked,
 //!   `403` for a channel the bot may not post to, `429` with `retry_after`
-//!   and the rate-limit headers on demand, `enforce_nonce` honoured), and
+//!   and the rate-limit headers on demand (a route's, or a global one), `enforce_nonce` honoured), and
 //!   each post dispatched back on the gateway as Discord does, so the bot
 //!   sees its own messages; `GET /api/v10/gateway/bot`.
 //!
@@ -81,6 +81,8 @@ struct State {
     channels: HashSet<u64>,
     throttle: u32,
     reset_after: f64,
+    /// Whether the `429`s answered are global ones.
+    global_limit: bool,
     /// Posts to let through, then posts to answer 500.
     fail_after: (u32, u32),
     rate_limited: Vec<Instant>,
@@ -126,6 +128,7 @@ impl StandIn {
             channels: HashSet::new(),
             throttle: 0,
             reset_after: 0.2,
+            global_limit: false,
             fail_after: (0, 0),
             rate_limited: Vec::new(),
             nonces: HashMap::new(),
@@ -242,6 +245,17 @@ impl StandIn {
         let mut st = lock(&self.state);
         st.throttle = n;
         st.reset_after = secs;
+        st.global_limit = false;
+    }
+
+    /// The next `n` posts are answered with Discord's global `429`
+    /// (`X-RateLimit-Global: true`, `"global": true`, no bucket headers),
+    /// asking to wait `secs`.
+    pub fn rate_limit_global_next(&self, n: u32, secs: f64) {
+        let mut st = lock(&self.state);
+        st.throttle = n;
+        st.reset_after = secs;
+        st.global_limit = true;
     }
 
     /// After `skip` more posts are taken, the next `n` are answered 500

@@ -74,6 +74,21 @@ async fn answer(req: Request<Incoming>, state: &Shared) -> Response<Full<Bytes>>
                 st.throttle -= 1;
                 st.rate_limited.push(Instant::now());
                 let ra = st.reset_after;
+                if st.global_limit {
+                    let mut r = reply(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        json!({ "message": "You are being rate limited.", "retry_after": ra, "global": true }),
+                    );
+                    let h = r.headers_mut();
+                    for (k, v) in [
+                        ("x-ratelimit-global", "true".to_string()),
+                        ("x-ratelimit-scope", "global".to_string()),
+                        ("retry-after", format!("{}", ra.ceil() as u64)),
+                    ] {
+                        h.insert(k, v.parse().expect("a header value"));
+                    }
+                    return r;
+                }
                 let mut r = reply(
                     StatusCode::TOO_MANY_REQUESTS,
                     json!({ "message": "You are being rate limited.", "retry_after": ra, "global": false }),

@@ -236,6 +236,10 @@ fn bridge_rules() -> Vec<String> {
     ] {
         r.push(c.into());
     }
+    // The discord source's message ids taken (`bridge:discord:seen`, a
+    // sorted set kept to its last N): read back at start, trimmed by rank.
+    r.push("+zrange".into());
+    r.push("+zremrangebyrank".into());
     let outboxes = glob(None, None, Dir::Outbox);
     r.push(format!("~{outboxes}"));
     r.push(format!("~{}", dead_letter(&outboxes)));
@@ -381,6 +385,7 @@ mod tests {
              +xpending +xlen +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
              +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel +xtrim \
              +zadd +zrem +zscore +zcard +zremrangebyscore +pexpire +multi +exec \
+             +zrange +zremrangebyrank \
              ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox"
         );
         let r = ops.rules(&families()).join(" ");

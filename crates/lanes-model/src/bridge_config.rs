@@ -633,7 +633,7 @@ pub struct EmailConfig {
 }
 
 mod discord;
-pub use discord::{api_host, DiscordConfig, DiscordConfigError};
+pub use discord::{api_host, channels_key, DiscordConfig, DiscordConfigError};
 
 #[cfg(test)]
 mod tests;

@@ -95,6 +95,10 @@ pub struct BridgeCounters {
     pub dead: i64,
     /// Outbox entries delivered and acknowledged.
     pub delivered: i64,
+    /// Inbound messages given up: Redis did not take them in the tries a
+    /// source makes.
+    #[serde(default)]
+    pub lost: i64,
     /// Of the dead, entries not deliverable as written (not UTF-8).
     #[serde(default)]
     pub malformed: i64,
@@ -127,10 +131,11 @@ fn is_zero(v: &i64) -> bool {
 
 impl BridgeCounters {
     /// Name and value of each counter, in the order they are shown.
-    pub fn entries(&self) -> [(&'static str, i64); 10] {
+    pub fn entries(&self) -> [(&'static str, i64); 11] {
         [
             ("dead", self.dead),
             ("delivered", self.delivered),
+            ("lost", self.lost),
             ("malformed", self.malformed),
             ("pending", self.pending),
             ("retried", self.retried),

@@ -117,6 +117,12 @@ impl DiscordConfig {
     }
 }
 
+/// The bridge's record of the Discord channels `agent` was written a
+/// message from (where it may answer); deleted with the agent's lane.
+pub fn channels_key(agent: &str) -> String {
+    format!("bridge:discord:channels:{agent}")
+}
+
 /// The host (with port) of an `api_url` and whether it is plain HTTP.
 pub fn api_host(url: &str) -> Result<(String, bool), DiscordConfigError> {
     let bad = || DiscordConfigError::ApiUrl {

@@ -398,6 +398,7 @@ impl Lanes {
                         .query::<i64>(&mut con)
                         .unwrap_or(0),
                     delivery_ms: stat("delivery_ms"),
+                    lost: stat("lost"),
                 });
                 (counters, reload_error)
             })

@@ -44,7 +44,13 @@ pub fn purge(con: &mut redis::Connection, agent: &AgentName) -> redis::RedisResu
     // that a new agent of the name cannot be answered what the old one
     // asked.
     let consult = oxidepm_lanes::consult::open_globs(agent);
-    for pattern in lane_globs(agent).into_iter().chain(consult) {
+    // And the channels it may answer in on Discord.
+    let discord = oxidepm_lanes::bridge_config::channels_key(agent.as_str());
+    for pattern in lane_globs(agent)
+        .into_iter()
+        .chain(consult)
+        .chain([discord])
+    {
         removed += unlink_matching(con, &pattern)?;
     }
     Ok(removed)
@@ -123,6 +129,31 @@ mod tests {
                 "al:*:outbox".to_string()
             ]
         );
+    }
+
+    #[test]
+    fn a_deleted_agent_leaves_no_discord_channel_for_its_namesake() {
+        use oxidepm_lanes::acl::ADMIN_USER;
+        let redis = oxidepm_testkit::Redis::start(&["al", "alice"]);
+        let mut t = redis.admin();
+        for k in [
+            "bridge:discord:channels:al",
+            "bridge:discord:channels:alice",
+        ] {
+            t.cmd(&["ZADD", k, "1", "42"]);
+        }
+        let url = format!("unix://{}", redis.socket.display());
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let pw = oxidepm_testkit::password(ADMIN_USER);
+        redis::cmd("AUTH")
+            .arg(ADMIN_USER)
+            .arg(&pw)
+            .query::<()>(&mut con)
+            .unwrap();
+        purge(&mut con, &"al".parse().unwrap()).unwrap();
+        let mut exists = |k: &str| redis::cmd("EXISTS").arg(k).query::<i64>(&mut con).unwrap();
+        assert_eq!(exists("bridge:discord:channels:al"), 0);
+        assert_eq!(exists("bridge:discord:channels:alice"), 1);
     }
 
     #[test]

@@ -1,8 +1,47 @@
 //! The message ids seen lately, to drop a message the gateway sends twice
 //! (a RESUME replays what the bridge may already have taken). Bounded: the
 //! oldest id is forgotten when a new one does not fit.
+//!
+//! The ids are also kept in Redis ([`SEEN_KEY`], a sorted set scored by the
+//! id's time, trimmed to `dedupe_ids`), each written in one transaction
+//! with its message ([`once`]), and read back at start ([`load`]): a
+//! bridge killed with SIGKILL, whose successor resumes the session from
+//! before its last messages, publishes none of them twice.
 
+use crate::publish::Once;
+use redis::aio::ConnectionManager;
 use std::collections::{HashSet, VecDeque};
+
+/// The sorted set of the message ids taken.
+pub const SEEN_KEY: &str = "bridge:discord:seen";
+
+/// The record written with message `id`, in a set that keeps `keep` ids.
+pub fn once(id: u64, keep: usize) -> Once {
+    Once {
+        key: SEEN_KEY.to_string(),
+        member: id.to_string(),
+        // A snowflake's time (ms since Discord's epoch): exact as a score.
+        score: id >> 22,
+        keep,
+    }
+}
+
+/// Remembers the ids kept in Redis, oldest first; an error leaves `seen`
+/// as it was (the in-memory record still drops what this bridge takes twice).
+pub async fn load(con: &mut ConnectionManager, seen: &mut Seen) -> redis::RedisResult<usize> {
+    let ids: Vec<String> = redis::cmd("ZRANGE")
+        .arg(SEEN_KEY)
+        .arg(0)
+        .arg(-1)
+        .query_async(con)
+        .await?;
+    let mut n = 0;
+    for id in ids.iter().filter_map(|i| i.parse::<u64>().ok()) {
+        seen.insert(id);
+        n += 1;
+    }
+    Ok(n)
+}
 
 /// The last `cap` message ids, oldest first.
 #[derive(Debug)]

@@ -12,11 +12,14 @@
 //! The gateway is read without waiting on Redis: messages go through a
 //! bounded queue to the publishing task, which tries each up to
 //! `publish_attempts` times with a growing pause while Redis is away, and
-//! counts and logs one it has to give up. When the queue is full the
-//! gateway waits: Discord resumes it later.
+//! counts (`lost` in `bridge:stats`, once Redis takes it) and logs one it
+//! has to give up. When the queue is full the gateway waits: Discord
+//! resumes it later. Each message carries the session's place after it,
+//! which the publishing task saves once the message is in ([`Saver`]).
 
-use super::dedupe::Seen;
+use super::dedupe::{self, Seen};
 use super::message;
+use super::resume::{Mark, Saver};
 use crate::config::DiscordConfig;
 use crate::publish::{PublishError, Publisher};
 use crate::source::Shutdown;
@@ -48,6 +51,27 @@ pub struct Counts {
     pub lost: AtomicU64,
 }
 
+/// What the gateway hands the publishing task, in order.
+#[derive(Debug)]
+enum Item {
+    /// A message to publish, and the session's place after it.
+    Message(Box<MessageCreate>, Option<Mark>),
+    /// The session's place after something with nothing to publish.
+    Position(Mark),
+    /// The saved session's resume was refused: a new session began.
+    ResumeRefused,
+}
+
+/// The session's place now (after the event just received).
+fn mark(shard: &Shard) -> Option<Mark> {
+    let s = shard.session()?;
+    Some(Mark {
+        session: s.id().into(),
+        seq: s.sequence(),
+        resume_url: shard.resume_url()?.into(),
+    })
+}
+
 /// The intents the source identifies with.
 pub fn intents() -> Intents {
     Intents::GUILDS | Intents::GUILD_MESSAGES | Intents::DIRECT_MESSAGES | Intents::MESSAGE_CONTENT
@@ -61,15 +85,18 @@ pub async fn run(
     publisher: Publisher,
     mut shutdown: Shutdown,
     counts: Arc<Counts>,
+    reach: Arc<super::reach::Reach>,
 ) -> Result<(), super::DiscordError> {
     let mut b = ConfigBuilder::new(token.expose().to_string(), intents());
     if let Some(u) = &cfg.gateway_url {
         b = b.proxy_url(u.clone());
     }
     let mut con = publisher.connection();
-    if let Some(saved) = super::resume::take(&mut con).await {
+    let mut resuming = false;
+    if let Some(saved) = super::resume::load(&mut con).await {
         log::info!("discord: resuming the session of the last run");
         b = b.session(saved.session).resume_url(saved.resume_url);
+        resuming = true;
     }
     let mut shard = Shard::with_config(ShardId::ONE, b.build());
     let (tx, rx) = mpsc::channel(QUEUE);
@@ -79,6 +106,7 @@ pub async fn run(
         rx,
         counts,
         shutdown.clone(),
+        reach,
     ));
     let wanted = EventTypeFlags::READY | EventTypeFlags::RESUMED | EventTypeFlags::MESSAGE_CREATE;
     let mut own_id: Option<u64> = None;
@@ -96,6 +124,20 @@ pub async fn run(
             // twilight reconnects by itself after these.
             Some(Err(e)) => log::warn!("discord: gateway: {e}"),
             Some(Ok(Event::Ready(r))) => {
+                if std::mem::take(&mut resuming) {
+                    log::warn!(
+                        "discord: the gateway refused to resume the last session; \
+                         what was sent since its last save is not replayed"
+                    );
+                    if tx.send(Item::ResumeRefused).await.is_err() {
+                        break;
+                    }
+                }
+                if let Some(m) = mark(&shard) {
+                    if tx.send(Item::Position(m)).await.is_err() {
+                        break;
+                    }
+                }
                 own_id = Some(r.user.id.get());
                 log::info!(
                     "discord: connected as {} ({}) in {} servers",
@@ -104,19 +146,26 @@ pub async fn run(
                     r.guilds.len()
                 );
             }
-            Some(Ok(Event::Resumed)) => log::info!("discord: session resumed"),
+            Some(Ok(Event::Resumed)) => {
+                resuming = false;
+                log::info!("discord: session resumed");
+            }
             Some(Ok(Event::MessageCreate(m))) => {
-                if message::wanted(&m, own_id, &cfg) && tx.send(m).await.is_err() {
+                let at = mark(&shard);
+                let item = if message::wanted(&m, own_id, &cfg) {
+                    Item::Message(m, at)
+                } else if let Some(at) = at {
+                    Item::Position(at)
+                } else {
+                    continue;
+                };
+                if tx.send(item).await.is_err() {
                     break;
                 }
             }
             Some(Ok(_)) => {}
         }
     }
-    // What was taken so far: dispatches that arrive while closing are
-    // replayed to the next bridge.
-    let session = shard.session().cloned();
-    let resume_url = shard.resume_url().map(str::to_string);
     // Resumable: a bridge started again soon picks up where this one was.
     // The close frame is sent while the shard is polled (a close is
     // yielded whatever the flags).
@@ -129,57 +178,128 @@ pub async fn run(
         }
     })
     .await;
+    // The publishing task saves where it got to: dispatches that arrive
+    // while closing, or that it could not publish, are replayed to the
+    // next bridge.
     drop(tx);
     let _ = publishing.await;
-    if let (Ok(()), Some(s), Some(u)) = (&result, session, resume_url) {
-        super::resume::save(&mut con, &s, &u).await;
-    }
     result
 }
 
-/// Publishes every received message once, in order.
+/// Publishes every received message once, in order, and saves the
+/// session's place after what it published.
 async fn publish_all(
     cfg: Arc<DiscordConfig>,
     publisher: Publisher,
-    mut rx: mpsc::Receiver<Box<MessageCreate>>,
+    mut rx: mpsc::Receiver<Item>,
     counts: Arc<Counts>,
     shutdown: Shutdown,
+    reach: Arc<super::reach::Reach>,
 ) {
     let mut seen = Seen::new(cfg.dedupe_ids);
-    while let Some(m) = rx.recv().await {
-        let id = m.id.get();
-        if seen.contains(id) {
-            counts.duplicates.fetch_add(1, Ordering::Relaxed);
-            log::debug!("discord: message {id} received again; dropped");
-            continue;
-        }
-        let msg = message::inbound(&m, &cfg);
-        let mut pause = FIRST_PAUSE;
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let err = match publisher.publish(msg.clone()).await {
-                Ok(_) => {
-                    seen.insert(id);
-                    break;
+    let mut con = publisher.connection();
+    match dedupe::load(&mut con, &mut seen).await {
+        Ok(n) => log::debug!("discord: {n} message ids taken before"),
+        Err(e) => log::warn!("discord: cannot read the message ids taken before ({e})"),
+    }
+    let mut saver = Saver::new(con);
+    loop {
+        let item = if saver.dirty() {
+            match tokio::time::timeout(saver.due_in(), rx.recv()).await {
+                Ok(i) => i,
+                Err(_) => {
+                    saver.save().await;
+                    continue;
                 }
-                Err(e) => e,
-            };
-            let give_up = matches!(err, PublishError::UnknownSource(_))
-                || tries >= cfg.publish_attempts
-                || shutdown.is_set();
-            if give_up {
-                let lost = counts.lost.fetch_add(1, Ordering::Relaxed) + 1;
-                log::error!(
-                    "discord: message {id} of channel {} not taken after {tries} tries ({err}); \
-                     {lost} lost since the bridge started",
-                    msg.channel
-                );
-                break;
             }
-            log::warn!("discord: message {id} not taken yet ({err}); trying again");
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
+        } else {
+            rx.recv().await
+        };
+        let Some(item) = item else { break };
+        match item {
+            Item::Position(at) => saver.advance(at),
+            Item::ResumeRefused => saver.resume_refused(),
+            Item::Message(m, at) => {
+                match publish_one(&cfg, &publisher, &m, &mut seen, &counts, &shutdown).await {
+                    Outcome::Taken(Some(agent)) => {
+                        reach.record(&agent, &m.channel_id.to_string()).await;
+                    }
+                    Outcome::Taken(None) => {}
+                    Outcome::Lost => saver.lost(),
+                    // Not advanced past it: the next bridge's resume
+                    // replays it.
+                    Outcome::Stopping => break,
+                }
+                if let Some(at) = at {
+                    saver.advance(at);
+                }
+            }
         }
+        saver.maybe_save().await;
+    }
+    saver.save().await;
+}
+
+/// What became of one message.
+enum Outcome {
+    /// Published (to this agent's inbox, if routed), or a duplicate.
+    Taken(Option<String>),
+    /// Given up after `publish_attempts` tries.
+    Lost,
+    /// Not published, and the bridge is stopping.
+    Stopping,
+}
+
+/// Publishes one message unless it was taken before.
+async fn publish_one(
+    cfg: &DiscordConfig,
+    publisher: &Publisher,
+    m: &MessageCreate,
+    seen: &mut Seen,
+    counts: &Counts,
+    shutdown: &Shutdown,
+) -> Outcome {
+    let id = m.id.get();
+    if seen.contains(id) {
+        counts.duplicates.fetch_add(1, Ordering::Relaxed);
+        log::debug!("discord: message {id} received again; dropped");
+        return Outcome::Taken(None);
+    }
+    let msg = message::inbound(m, cfg);
+    let mut pause = FIRST_PAUSE;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let once = dedupe::once(id, cfg.dedupe_ids);
+        let err = match publisher.publish_once(msg.clone(), once).await {
+            Ok(p) => {
+                seen.insert(id);
+                return Outcome::Taken(p.agent);
+            }
+            Err(e) => e,
+        };
+        if shutdown.is_set() && !matches!(err, PublishError::UnknownSource(_)) {
+            log::warn!(
+                "discord: message {id} not taken ({err}) as the bridge stops; \
+                 the next bridge's resume replays it"
+            );
+            return Outcome::Stopping;
+        }
+        if matches!(err, PublishError::UnknownSource(_)) || tries >= cfg.publish_attempts {
+            let lost = counts.lost.fetch_add(1, Ordering::Relaxed) + 1;
+            log::error!(
+                "discord: message {id} of channel {} not taken after {tries} tries ({err}); \
+                 {lost} lost since the bridge started",
+                msg.channel
+            );
+            return Outcome::Lost;
+        }
+        log::warn!("discord: message {id} not taken yet ({err}); trying again");
+        let mut stop = shutdown.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = stop.wait() => {}
+        }
+        pause = (pause * 2).min(MAX_PAUSE);
     }
 }

@@ -3,7 +3,7 @@
 //! Fields of the inbox entry: `channel` (the channel or thread id; a thread
 //! is a channel of its own for routing, a `guild` route takes every channel
 //! and thread of its server), `guild` (absent for a direct message),
-//! `sender` (the author's user name), `sender_id` (the author's id: the name
+//! `sender` (the author's user name, at most 256 bytes), `sender_id` (the author's id: the name
 //! can change, the id cannot), `text` (cut at `max_text_bytes` on a
 //! character boundary, with `truncated = true`), `external_id` (the message
 //! id), `attachments` (one URL a line, at most `max_attachments`, each at
@@ -16,6 +16,9 @@ use twilight_model::channel::Message;
 
 /// The longest attachment URL kept (Discord's are far shorter).
 const MAX_URL_BYTES: usize = 2048;
+/// The most bytes of the author's name kept (Discord's are at most 32
+/// characters; a gateway proxy could send anything).
+const MAX_NAME_BYTES: usize = 256;
 
 /// Whether a message is to be taken in: not the bot's own, and not another
 /// bot's when `ignore_bots` (two bots answering each other would never
@@ -52,7 +55,7 @@ pub fn inbound(m: &Message, cfg: &DiscordConfig) -> Inbound {
         channel: m.channel_id.to_string(),
         guild: m.guild_id.map(|g| g.to_string()),
         address: None,
-        sender: m.author.name.clone(),
+        sender: cut(&m.author.name, MAX_NAME_BYTES).0.to_string(),
         text: text.to_string(),
         external_id: Some(m.id.to_string()),
         extra,

@@ -9,23 +9,27 @@
 //! ([`resume`]), so what is sent during a restart is replayed.
 //!
 //! **Outbound** ([`rest`]): an outbox entry's `text` is posted as the bot
-//! to its `channel` (an optional `reply_to` makes it a reply), in parts of
+//! to its `channel` — only a channel that is the agent's ([`reach`]) — (an optional `reply_to` makes it a reply), in parts of
 //! at most 2,000 characters ([`split`]), in order; rate limits are waited
 //! for; a channel the bot cannot post to is a permanent failure, which the
 //! bridge dead-letters with the reason.
 //!
-//! The token is read from `discord.token_file` and only handed to twilight;
-//! it is in no log line, error or entry.
+//! The token is read from `discord.token_file` and only handed to twilight's
+//! gateway and put in the REST requests' `Authorization` header (marked
+//! sensitive); it is in no log line, error or entry.
 
 mod dedupe;
 pub mod gateway;
 mod message;
+mod reach;
 pub mod rest;
 mod resume;
 mod split;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_faults;
 
 use crate::config::{BridgeConfig, DiscordConfig, DiscordConfigError};
 use crate::publish::Publisher;
@@ -59,6 +63,7 @@ pub struct DiscordSource {
     token: Secret,
     rest: rest::Rest,
     counts: Arc<gateway::Counts>,
+    reach: Arc<reach::Reach>,
 }
 
 impl DiscordSource {
@@ -74,11 +79,14 @@ impl DiscordSource {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let token = Secret::read(&d.token_file).map_err(DiscordError::Token)?;
         let rest = rest::Rest::new(&token, d)?;
+        let reach = Arc::new(reach::Reach::default());
+        reach.set_routes(crate::routing::Routes::from_plan(&cfg.route_plan()));
         Ok(Some(DiscordSource {
             cfg: Arc::new(d.clone()),
             token,
             rest,
             counts: Arc::default(),
+            reach,
         }))
     }
 }
@@ -93,6 +101,7 @@ impl Source for DiscordSource {
         publisher: Publisher,
         shutdown: Shutdown,
     ) -> BoxFuture<'_, Result<(), SourceError>> {
+        self.reach.set_connection(publisher.connection());
         Box::pin(async move {
             gateway::run(
                 self.cfg.clone(),
@@ -100,6 +109,7 @@ impl Source for DiscordSource {
                 publisher,
                 shutdown,
                 self.counts.clone(),
+                self.reach.clone(),
             )
             .await
             .map_err(SourceError::from)
@@ -115,6 +125,7 @@ impl Source for DiscordSource {
                 &msg.text,
                 msg.field("reply_to"),
             )?;
+            self.reach.check(&msg.agent, &msg.channel).await?;
             for p in &parts {
                 self.rest.post(p).await?;
             }
@@ -123,6 +134,8 @@ impl Source for DiscordSource {
     }
 
     fn reload(&self, config: &BridgeConfig) -> Result<Vec<String>, SourceError> {
+        self.reach
+            .set_routes(crate::routing::Routes::from_plan(&config.route_plan()));
         match &config.discord {
             Some(d) if *d == *self.cfg => Ok(Vec::new()),
             Some(_) => Ok(vec!["the discord settings".into()]),

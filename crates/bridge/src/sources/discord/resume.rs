@@ -1,19 +1,34 @@
-//! The gateway session of a cleanly stopped bridge, kept in Redis
-//! (`bridge:discord:session`: the session id, the last sequence number
-//! taken and the resume URL), so that the next bridge RESUMEs it and
-//! Discord replays what was sent meanwhile — a restart loses nothing.
+//! The gateway session, kept in Redis (`bridge:discord:session`: the
+//! session id, the sequence number of the last message published and the
+//! resume URL), so that the next bridge RESUMEs it and Discord replays
+//! what came after — a restart, or a bridge killed with SIGKILL, loses
+//! nothing.
 //!
-//! Saved only after every message received was published, and taken (read
-//! and removed) at start, so it is used once. A session Discord no longer
-//! knows is refused (INVALID_SESSION) and twilight identifies anew; after a
-//! crash there is nothing saved and the new session starts from now.
+//! The publishing task saves it as it goes ([`Saver`]): after the messages
+//! it published, at most every [`SAVE_EVERY`] (a bounded write rate), and
+//! when it stops. The sequence saved is never past a message not yet
+//! published, so a replay may repeat messages (dropped by
+//! `super::dedupe`) but never skips one. A session Discord no longer knows
+//! is refused (INVALID_SESSION) and twilight identifies anew: what was sent
+//! between the last save and the new session is then not replayed by
+//! Discord, and the refused resume is counted (`discord_resume_refused` in
+//! `bridge:stats`).
 
+use crate::stats::{Counter, STATS_KEY};
 use redis::aio::ConnectionManager;
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use twilight_gateway::Session;
 
 /// The hash the session is kept in.
 pub const SESSION_KEY: &str = "bridge:discord:session";
+
+/// The shortest time between two saves.
+pub const SAVE_EVERY: Duration = Duration::from_millis(250);
+
+/// The `bridge:stats` field counting resumes the gateway refused.
+pub const RESUME_REFUSED: &str = "discord_resume_refused";
 
 /// A saved session.
 #[derive(Debug)]
@@ -24,9 +39,20 @@ pub struct Saved {
     pub resume_url: String,
 }
 
-/// The saved session, removed from Redis; `None` when there is none or it
-/// cannot be read.
-pub async fn take(con: &mut ConnectionManager) -> Option<Saved> {
+/// Where a session stood: resuming from here replays what came after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// The session id.
+    pub session: Arc<str>,
+    /// The sequence number of the last dispatch taken.
+    pub seq: u64,
+    /// Where to resume it.
+    pub resume_url: Arc<str>,
+}
+
+/// The saved session (left in Redis: a bridge killed before its first save
+/// resumes from it again); `None` when there is none or it cannot be read.
+pub async fn load(con: &mut ConnectionManager) -> Option<Saved> {
     let h: HashMap<String, String> = redis::cmd("HGETALL")
         .arg(SESSION_KEY)
         .query_async(con)
@@ -35,13 +61,6 @@ pub async fn take(con: &mut ConnectionManager) -> Option<Saved> {
     if h.is_empty() {
         return None;
     }
-    let _: Result<i64, _> = redis::cmd("HDEL")
-        .arg(SESSION_KEY)
-        .arg("session_id")
-        .arg("sequence")
-        .arg("resume_url")
-        .query_async(con)
-        .await;
     let sequence = h.get("sequence")?.parse().ok()?;
     let id = h.get("session_id")?.clone();
     let resume_url = h.get("resume_url")?.clone();
@@ -52,21 +71,105 @@ pub async fn take(con: &mut ConnectionManager) -> Option<Saved> {
     })
 }
 
-/// Saves the session for the next bridge.
-pub async fn save(con: &mut ConnectionManager, session: &Session, resume_url: &str) {
-    let r: redis::RedisResult<i64> = redis::cmd("HSET")
-        .arg(SESSION_KEY)
-        .arg("session_id")
-        .arg(session.id())
-        .arg("sequence")
-        .arg(session.sequence())
-        .arg("resume_url")
-        .arg(resume_url)
-        .query_async(con)
-        .await;
-    if let Err(e) = r {
-        log::warn!(
-            "discord: cannot save the gateway session ({e}); the next start identifies anew"
-        );
+/// What the publishing task owes Redis: the session's place, and the
+/// messages it gave up (counted in `lost` once Redis takes it).
+pub struct Saver {
+    con: ConnectionManager,
+    mark: Option<Mark>,
+    saved: Option<Mark>,
+    lost: i64,
+    refused: i64,
+    last: Option<Instant>,
+}
+
+impl Saver {
+    /// Nothing owed yet.
+    pub fn new(con: ConnectionManager) -> Saver {
+        Saver {
+            con,
+            mark: None,
+            saved: None,
+            lost: 0,
+            refused: 0,
+            last: None,
+        }
+    }
+
+    /// Everything up to `mark` is published (or given up).
+    pub fn advance(&mut self, mark: Mark) {
+        self.mark = Some(mark);
+    }
+
+    /// One message given up.
+    pub fn lost(&mut self) {
+        self.lost += 1;
+    }
+
+    /// A resume of the saved session was refused.
+    pub fn resume_refused(&mut self) {
+        self.refused += 1;
+    }
+
+    /// Whether something is owed.
+    pub fn dirty(&self) -> bool {
+        self.mark != self.saved || self.lost > 0 || self.refused > 0
+    }
+
+    /// How long until a save is allowed (zero: now).
+    pub fn due_in(&self) -> Duration {
+        self.last
+            .map_or(Duration::ZERO, |t| SAVE_EVERY.saturating_sub(t.elapsed()))
+    }
+
+    /// Saves what is owed if the last save is far enough back.
+    pub async fn maybe_save(&mut self) {
+        if self.dirty() && self.due_in().is_zero() {
+            self.save().await;
+        }
+    }
+
+    /// Saves what is owed, in one pipeline; on failure it stays owed.
+    pub async fn save(&mut self) {
+        if !self.dirty() {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let mut pipe = redis::pipe();
+        if let Some(m) = self
+            .mark
+            .as_ref()
+            .filter(|m| Some(*m) != self.saved.as_ref())
+        {
+            pipe.cmd("HSET")
+                .arg(SESSION_KEY)
+                .arg("session_id")
+                .arg(&*m.session)
+                .arg("sequence")
+                .arg(m.seq)
+                .arg("resume_url")
+                .arg(&*m.resume_url)
+                .ignore();
+        }
+        if self.lost > 0 {
+            Counter::Lost.add_to(&mut pipe, self.lost);
+        }
+        if self.refused > 0 {
+            pipe.cmd("HINCRBY")
+                .arg(STATS_KEY)
+                .arg(RESUME_REFUSED)
+                .arg(self.refused)
+                .ignore();
+        }
+        match pipe.query_async::<()>(&mut self.con).await {
+            Ok(()) => {
+                self.saved = self.mark.clone();
+                self.lost = 0;
+                self.refused = 0;
+            }
+            Err(e) => log::warn!(
+                "discord: cannot save the gateway session ({e}); trying again in {} ms",
+                SAVE_EVERY.as_millis()
+            ),
+        }
     }
 }

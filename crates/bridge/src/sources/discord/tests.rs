@@ -8,10 +8,10 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::time::Duration;
 
-const BOT_TOKEN: &str = "discord-test-token.abc";
-const CHANNEL: u64 = 1_300_000_000_000_000_111;
+pub(super) const BOT_TOKEN: &str = "discord-test-token.abc";
+pub(super) const CHANNEL: u64 = 1_300_000_000_000_000_111;
 
-type Entry = (String, HashMap<String, String>);
+pub(super) type Entry = (String, HashMap<String, String>);
 
 /// Redis with alice and bob, the stand-in, and the bridge routing
 /// `CHANNEL` to alice.
@@ -45,16 +45,16 @@ fn start(token: &str) -> (Redis, StandIn, TestBridge) {
     (redis, standin, tb)
 }
 
-fn inbox(redis: &Redis, agent: &str) -> Vec<Entry> {
+pub(super) fn inbox(redis: &Redis, agent: &str) -> Vec<Entry> {
     entries(&mut redis.agent(agent), &format!("{agent}:discord:inbox"))
 }
 
-fn texts(v: &[Entry]) -> Vec<String> {
+pub(super) fn texts(v: &[Entry]) -> Vec<String> {
     v.iter().map(|e| e.1["text"].clone()).collect()
 }
 
 /// Waits until alice's inbox holds `n` entries, and returns them.
-fn inbox_of(redis: &Redis, n: usize) -> Vec<Entry> {
+pub(super) fn inbox_of(redis: &Redis, n: usize) -> Vec<Entry> {
     let mut last = Vec::new();
     let ok = wait(WAIT, || {
         last = inbox(redis, "alice");
@@ -64,7 +64,7 @@ fn inbox_of(redis: &Redis, n: usize) -> Vec<Entry> {
     last
 }
 
-fn agent_says(redis: &Redis, fields: &[(&str, &str)]) -> String {
+pub(super) fn agent_says(redis: &Redis, fields: &[(&str, &str)]) -> String {
     let mut cmd = vec!["XADD", "alice:discord:outbox", "*"];
     for (k, v) in fields {
         cmd.push(k);
@@ -269,6 +269,15 @@ fn a_rate_limit_is_waited_out_and_the_message_posted_once() {
 #[test]
 fn what_cannot_be_posted_goes_to_the_dead_stream_with_the_reason() {
     let (redis, standin, _tb) = setup();
+    // A channel alice was written from (a DM, say) that the bot may not
+    // post to.
+    let mut admin = redis.admin();
+    admin.cmd(&[
+        "ZADD",
+        "bridge:discord:channels:alice",
+        "1",
+        "1300000000000000999",
+    ]);
     agent_says(
         &redis,
         &[("channel", "1300000000000000999"), ("text", "hi")],
@@ -278,7 +287,6 @@ fn what_cannot_be_posted_goes_to_the_dead_stream_with_the_reason() {
         &redis,
         &[("channel", "general"), ("text", "a name, not an id")],
     );
-    let mut admin = redis.admin();
     let dead = "alice:discord:outbox:dead";
     assert!(wait(WAIT, || entries(&mut admin, dead).len() == 3));
     let got = entries(&mut admin, dead);
