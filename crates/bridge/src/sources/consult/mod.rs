@@ -14,7 +14,7 @@
 //! ([`DeliveryError::Permanent`]). Each outbox is delivered one entry at a
 //! time, in order, like every outbox.
 //!
-//! * [`judge`] — what an entry is and whether the rules allow it (pure);
+//! * [`mod@judge`] — what an entry is and whether the rules allow it (pure);
 //! * [`record`] — the writes, and the open questions answers are checked
 //!   against.
 
