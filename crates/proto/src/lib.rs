@@ -32,11 +32,11 @@ pub use reply::{
     RouteRemoved, Saved, Stopped,
 };
 pub use reply::{ConfigReloaded, NotApplied};
-pub use report::ConsultRuleReport;
 pub use report::{
     AgentLaneReport, BridgeCounters, Counters, LanesReport, RouteOrigin, RouteReport, RoutesReport,
     StreamReport,
 };
+pub use report::{ConsultRuleReport, ResponderLaneReport};
 pub use route::{Route, RouteError};
 pub use stream::{Streamed, Subscribed, EVENT_KINDS, REFUSAL_KIND};
 pub use verbs::{

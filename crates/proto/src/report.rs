@@ -16,6 +16,25 @@ pub struct LanesReport {
     /// share a uid are not isolated from each other).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// One entry per responder app.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub responders: Vec<ResponderLaneReport>,
+}
+
+/// One responder app's lane: its identity, its socket and the requests
+/// agents left it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponderLaneReport {
+    /// The responder's name (its family and consumer group).
+    pub responder: String,
+    /// Its ACL user.
+    pub acl_user: String,
+    /// Its proxy socket.
+    pub socket: PathBuf,
+    /// Entries in the agents' `<agent>:<responder>:outbox`es together.
+    pub requests: i64,
+    /// Of those, read by the responder and not acknowledged yet.
+    pub pending: i64,
 }
 
 /// One agent's lane.

@@ -407,6 +407,7 @@ impl Printer {
         }
         if rows.is_empty() {
             writeln!(out, "no agents; define one with `oxidepm start --kind agent --name <name> -- <command>`")?;
+            self.responder_lanes(&mut out, report)?;
             return out.flush();
         }
         table(
@@ -418,9 +419,40 @@ impl Printer {
         for a in &report.agents {
             writeln!(out, "{}: {}", a.agent, a.socket.display())?;
         }
+        self.responder_lanes(&mut out, report)?;
         writeln!(out)?;
         drop(out);
         self.routes(&report.bridge)
+    }
+
+    /// The responder apps' lanes, after the agents'.
+    fn responder_lanes(&self, out: &mut impl Write, report: &LanesReport) -> io::Result<()> {
+        if report.responders.is_empty() {
+            return Ok(());
+        }
+        writeln!(out)?;
+        let rows = report
+            .responders
+            .iter()
+            .map(|r| {
+                vec![
+                    r.responder.clone().into(),
+                    r.acl_user.clone().into(),
+                    r.requests.to_string().into(),
+                    r.pending.to_string().into(),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            &["responder", "acl user", "requests", "pending"],
+            rows,
+            self.color,
+        )?;
+        for r in &report.responders {
+            writeln!(out, "{}: {}", r.responder, r.socket.display())?;
+        }
+        Ok(())
     }
 
     /// Prints the routing table and the bridge's counters.

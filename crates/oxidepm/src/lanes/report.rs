@@ -7,10 +7,12 @@ use super::error::Error;
 use super::layout;
 use crate::supervise::Shared;
 use oxidepm_lanes::acl::AclUser;
+use oxidepm_lanes::responder::{group, responder_socket};
 use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::stream_key::BRIDGE_GROUP;
 use oxidepm_lanes::Secret;
-use oxidepm_proto::{AgentLaneReport, StreamReport};
+use oxidepm_lanes::StreamKey;
+use oxidepm_proto::{AgentLaneReport, ResponderLaneReport, StreamReport};
 
 impl Lanes {
     /// Per agent: socket, ACL user, and each stream with its length and
@@ -52,6 +54,48 @@ impl Lanes {
                     agent: a.name.to_string(),
                     socket: layout.agent_socket(&a.name),
                     streams,
+                });
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(Error::Task)?
+    }
+}
+
+impl Lanes {
+    /// Per responder app: its user, its socket, and the requests in the
+    /// agents' outboxes of its family, with how many it has pending.
+    pub async fn responder_report(
+        &self,
+        shared: &Shared,
+    ) -> Result<Vec<ResponderLaneReport>, Error> {
+        let responders = self.responders(shared);
+        if responders.is_empty() {
+            return Ok(Vec::new());
+        }
+        let agents: Vec<_> = self.agents(shared).into_iter().map(|a| a.name).collect();
+        let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin))
+            .map_err(Error::NotSetUp)?;
+        let sock = self.layout.redis_socket();
+        let lanes_dir = self.layout.lanes_dir();
+        tokio::task::spawn_blocking(move || {
+            let mut con = connect(&sock, &pw)?;
+            let mut out = Vec::new();
+            for r in responders {
+                let (mut requests, mut pending) = (0i64, 0i64);
+                for a in &agents {
+                    let key = StreamKey::outbox(a, r.name.as_str()).to_string();
+                    let len: i64 = redis::cmd("XLEN").arg(&key).query(&mut con).unwrap_or(0);
+                    requests += len;
+                    pending += group_pending(&mut con, &key, group(r.name.as_str()));
+                }
+                out.push(ResponderLaneReport {
+                    responder: r.name.to_string(),
+                    acl_user: AclUser::Responder(r.name.to_string()).to_string(),
+                    socket: responder_socket(&lanes_dir, &r.name),
+                    requests,
+                    pending,
                 });
             }
             Ok(out)

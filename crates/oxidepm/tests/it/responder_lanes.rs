@@ -52,7 +52,18 @@ fn a_responder_app_has_its_lane_and_loses_it_when_deleted() {
     let mut sys = host_conn(&env, "sys");
     let users = |sys: &mut redis::Connection| text(&run(sys, &["ACL", "USERS"]).unwrap());
     assert!(users(&mut sys).contains("resp_echo"));
+    // `lanes` shows it with its user, its socket and alice's request.
+    let report = env.json(&["lanes"]);
+    let shown = &report["responders"][0];
+    assert_eq!(shown["responder"], "echo", "{report}");
+    assert_eq!(shown["acl_user"], "resp_echo");
+    assert_eq!(shown["socket"], sock.display().to_string());
+    assert!(shown["requests"].as_i64().unwrap() >= 1, "{report}");
     env.ok(&["delete", "echo"]);
+    assert!(
+        env.json(&["lanes"]).get("responders").is_none(),
+        "a deleted responder is not shown"
+    );
     assert!(
         !users(&mut sys).contains("resp_echo"),
         "its ACL user is gone"

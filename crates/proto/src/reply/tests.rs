@@ -154,6 +154,7 @@ fn reports_keep_their_shape() {
             consult: Vec::new(),
         },
         warnings: Vec::new(),
+        responders: Vec::new(),
     };
     let text = same_both_ways(&lanes);
     assert_eq!(

@@ -57,10 +57,15 @@ impl Daemon {
 
     /// `lanes`: every agent's lane, then the bridge.
     pub(super) async fn lanes_report(&self) -> Result<LanesReport, OpError> {
+        let agents = self.lanes.report(&self.sup).await?;
+        let bridge = self.lanes.routes_report(&self.sup).await?;
+        let responders = self.lanes.responder_report(&self.sup).await?;
+        let warnings = lock(&self.sup).agent_uid_warnings().into_values().collect();
         Ok(LanesReport {
-            agents: self.lanes.report(&self.sup).await?,
-            bridge: self.lanes.routes_report(&self.sup).await?,
-            warnings: lock(&self.sup).agent_uid_warnings().into_values().collect(),
+            agents,
+            bridge,
+            warnings,
+            responders,
         })
     }
 
