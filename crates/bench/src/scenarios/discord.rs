@@ -13,7 +13,7 @@
 //!   that limit's wait, not the bridge's latency.
 
 use super::bridge::resp::Resp;
-use super::bridge::{agent, start_redis, wait_for, Procs, ADMIN_PW, BRIDGE_PW};
+use super::bridge::{agent, spawn_bridge, start_redis, wait_for, Procs, ADMIN_PW, BRIDGE_PW};
 use super::Plan;
 use crate::report::{percentile, Row};
 use crate::sandbox::{Bins, Result};
@@ -22,7 +22,6 @@ use oxidepm_lanes::acl::AclUser;
 use oxidepm_lanes::bridge_config::{BridgeConfig, DiscordConfig, RouteConfig};
 use oxidepm_lanes::StreamKey;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "bench-discord-token";
@@ -67,20 +66,7 @@ fn start_bridge(
     // Every dispatched message must be taken, however many.
     d.dedupe_ids = 1 << 16;
     cfg.discord = Some(d);
-    let path = dir.join("bridge.json");
-    let text = serde_json::to_string(&cfg).map_err(|e| e.to_string())?;
-    std::fs::write(&path, text).map_err(|e| e.to_string())?;
-    let log = std::fs::File::create(dir.join("bridge.log")).map_err(|e| e.to_string())?;
-    let child = Command::new(exe)
-        .arg("--config")
-        .arg(&path)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-    procs.0.push(child);
+    spawn_bridge(exe, dir, &cfg, procs)?;
     if !standin.wait_connected(Duration::from_secs(30)) {
         return Err("the bridge did not connect to the gateway stand-in".into());
     }

@@ -128,6 +128,31 @@ pub(super) fn start_redis(dir: &Path, procs: &mut Procs) -> Result<PathBuf> {
     Ok(socket)
 }
 
+/// Writes `cfg` as `dir/bridge.json` and starts the bridge on it, its
+/// warnings logged to `dir/bridge.log`.
+pub(super) fn spawn_bridge(
+    exe: &Path,
+    dir: &Path,
+    cfg: &BridgeConfig,
+    procs: &mut Procs,
+) -> Result<()> {
+    let path = dir.join("bridge.json");
+    let text = serde_json::to_string(cfg).map_err(|e| e.to_string())?;
+    std::fs::write(&path, text).map_err(|e| e.to_string())?;
+    let log = std::fs::File::create(dir.join("bridge.log")).map_err(|e| e.to_string())?;
+    let child = Command::new(exe)
+        .arg("--config")
+        .arg(&path)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    procs.0.push(child);
+    Ok(())
+}
+
 fn start_bridge(
     exe: &Path,
     dir: &Path,
@@ -161,20 +186,7 @@ fn start_bridge(
         .deliver
         .insert("*".into(), format!("http://{sink}/out"));
     cfg.webhook = Some(webhook);
-    let path = dir.join("bridge.json");
-    let text = serde_json::to_string(&cfg).map_err(|e| e.to_string())?;
-    std::fs::write(&path, text).map_err(|e| e.to_string())?;
-    let log = std::fs::File::create(dir.join("bridge.log")).map_err(|e| e.to_string())?;
-    let child = Command::new(exe)
-        .arg("--config")
-        .arg(&path)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-    procs.0.push(child);
+    spawn_bridge(exe, dir, &cfg, procs)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     wait_for(
         "the bridge's webhook listener",
