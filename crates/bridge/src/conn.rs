@@ -5,17 +5,17 @@
 //! reconnects by itself after an error — Redis 7.0/7.2 drops every client
 //! on `ACL LOAD`, and the daemon may restart Redis.
 
-use oxidepm_lanes::{Secret, SecretError};
+use oxidepm_lanes::redis_url::Topology;
+use oxidepm_lanes::{RedisUrl, Secret, SecretError};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion, RedisConnectionInfo};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Where and as whom to connect.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisTarget {
-    /// The unix socket.
-    pub socket: PathBuf,
+    /// The server.
+    pub redis: RedisUrl,
     /// The ACL user.
     pub user: String,
     /// Its password.
@@ -26,7 +26,7 @@ impl std::fmt::Debug for RedisTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the password: this ends up in logs.
         f.debug_struct("RedisTarget")
-            .field("socket", &self.socket)
+            .field("redis", &self.redis)
             .field("user", &self.user)
             .finish_non_exhaustive()
     }
@@ -36,22 +36,33 @@ impl RedisTarget {
     /// The target of a configuration, with the password read from its file.
     pub fn from_config(cfg: &crate::BridgeConfig) -> Result<RedisTarget, SecretError> {
         Ok(RedisTarget {
-            socket: cfg.redis_socket.clone(),
+            redis: cfg.redis.clone(),
             user: cfg.user.clone(),
             password: Secret::read(&cfg.password_file)?,
         })
     }
 
-    fn info(&self) -> ConnectionInfo {
-        ConnectionInfo {
-            addr: ConnectionAddr::Unix(self.socket.clone()),
+    fn info(&self) -> redis::RedisResult<ConnectionInfo> {
+        let addr = match (&self.redis.topology, self.redis.tls) {
+            (Topology::Unix(p), _) => ConnectionAddr::Unix(p.clone()),
+            (Topology::Standalone(h), false) => ConnectionAddr::Tcp(h.host.clone(), h.port),
+            _ => {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "this bridge reaches a unix socket or one server over plain TCP only",
+                    self.redis.to_string(),
+                )))
+            }
+        };
+        Ok(ConnectionInfo {
+            addr,
             redis: RedisConnectionInfo {
                 db: 0,
                 username: Some(self.user.clone()),
                 password: Some(self.password.expose().to_string()),
                 protocol: ProtocolVersion::RESP2,
             },
-        }
+        })
     }
 
     /// Connects once; `response_timeout` bounds every command (a blocking
@@ -60,7 +71,7 @@ impl RedisTarget {
         &self,
         response_timeout: Duration,
     ) -> redis::RedisResult<ConnectionManager> {
-        let client = redis::Client::open(self.info())?;
+        let client = redis::Client::open(self.info()?)?;
         let cfg = ConnectionManagerConfig::new()
             .set_connection_timeout(Duration::from_secs(2))
             .set_response_timeout(response_timeout)
@@ -86,7 +97,7 @@ impl RedisTarget {
                 Ok(c) => return Ok(c),
                 Err(source) if Instant::now() >= deadline => {
                     return Err(ConnectError {
-                        socket: self.socket.clone(),
+                        redis: self.redis.to_string(),
                         user: self.user.clone(),
                         source,
                     })
@@ -103,10 +114,10 @@ impl RedisTarget {
 
 /// Redis did not take a connection within the patience given.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot connect to the private Redis at {} as {user}: {source}", .socket.display())]
+#[error("cannot connect to the lanes' Redis at {redis} as {user}: {source}")]
 pub struct ConnectError {
-    /// The unix socket.
-    pub socket: PathBuf,
+    /// The server, as its URL.
+    pub redis: String,
     /// The ACL user.
     pub user: String,
     /// The last failure.

@@ -267,7 +267,7 @@ impl Bridge {
         log::info!(
             "bridge started as {} on {}: {} agents, {routes} routes ({parked} parked), {} outboxes drained",
             target.user,
-            target.socket.display(),
+            target.redis,
             cfg.agents.len(),
             plan.outboxes.len()
         );
@@ -301,7 +301,8 @@ impl Bridge {
         let table = RoutingTable::from_config(&cfg);
         let mut old = self.config.lock().unwrap_or_else(|p| p.into_inner());
         let mut need_restart = Vec::new();
-        if cfg.redis_socket != old.redis_socket
+        if cfg.redis != old.redis
+            || cfg.tls != old.tls
             || cfg.password_file != old.password_file
             || cfg.user != old.user
         {

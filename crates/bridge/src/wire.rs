@@ -105,7 +105,13 @@ pub struct Wire {
 impl Wire {
     /// Connects to `target` and authenticates.
     pub async fn connect(target: &RedisTarget) -> Result<Wire, WireError> {
-        let s = UnixStream::connect(&target.socket).await?;
+        let Some(socket) = target.redis.unix_path() else {
+            return Err(WireError::Protocol(format!(
+                "{}: the outbox reader reaches a unix socket only so far",
+                target.redis
+            )));
+        };
+        let s = UnixStream::connect(socket).await?;
         let (r, w) = s.into_split();
         let mut wire = Wire {
             r: BufReader::with_capacity(64 * 1024, r),

@@ -41,6 +41,11 @@ pub(crate) fn lane_settings(
     old: Option<&LaneSettings>,
     responder: bool,
 ) -> Result<LaneSettings, LaneError> {
+    let upstream = cfg
+        .upstream
+        .unix_path()
+        .ok_or_else(|| LaneError::Upstream(cfg.upstream.to_string()))?
+        .to_path_buf();
     // A responder's lane has no outboxes of its own to measure.
     let families: &[String] = if responder { &[] } else { &cfg.families };
     let password = Secret::read(&a.password_file).map_err(|source| match source {
@@ -87,7 +92,7 @@ pub(crate) fn lane_settings(
     let transactions = old.map(|o| o.transactions.clone()).unwrap_or_default();
     Ok(LaneSettings {
         agent: a.name.clone(),
-        upstream: cfg.upstream.clone(),
+        upstream,
         password,
         uid: a.uid,
         check_peer_uid: cfg.check_peer_uid,

@@ -366,6 +366,9 @@ pub enum LaneError {
         /// What is wrong with the file.
         source: SecretError,
     },
+    /// The upstream is not one this proxy reaches.
+    #[error("upstream {0}: only a unix socket is reached so far")]
+    Upstream(String),
 }
 
 /// Why the proxy stopped, or could not start.

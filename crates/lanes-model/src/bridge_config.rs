@@ -2,7 +2,7 @@
 //!
 //! ```json
 //! {
-//!   "redis_socket": "/home/u/.oxidepm/redis/redis.sock",
+//!   "redis": "unix:///home/u/.oxidepm/redis/redis.sock",
 //!   "password_file": "/home/u/.oxidepm/bridge/password",
 //!   "agents": ["alice", "bob"],
 //!   "sources": ["webhook", "email"],
@@ -21,7 +21,8 @@
 //! }
 //! ```
 //!
-//! Required: `redis_socket`, `password_file` (the clear password of the ACL
+//! Required: `redis` (a [`crate::redis_url`]; `redis_socket`, a bare path,
+//! is read too), `password_file` (the clear password of the ACL
 //! user, one line), and a `webhook` section when `webhook` is a source.
 //! Defaults: `user` "bridge"; `agents` none; `sources` webhook and email;
 //! `routes` none; `default_agent` none (unrouted messages go to
@@ -106,8 +107,16 @@ pub use crate::bridge_routes::{
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BridgeConfig {
-    /// The private Redis's unix socket.
-    pub redis_socket: PathBuf,
+    /// The lanes' Redis: the private one's unix socket, or `[lanes]
+    /// redis_url` (see [`crate::redis_url`]).
+    #[serde(alias = "redis_socket")]
+    pub redis: crate::redis_url::RedisUrl,
+    /// TLS files for a `rediss` server.
+    #[serde(default, skip_serializing_if = "crate::redis_url::TlsFiles::is_empty")]
+    pub tls: crate::redis_url::TlsFiles,
+    /// How keys name their agent (see [`crate::stream_key::KeyForm`]).
+    #[serde(default)]
+    pub key_form: crate::stream_key::KeyForm,
     /// File holding the clear password of the ACL user.
     pub password_file: PathBuf,
     /// The ACL user (default `bridge`).
@@ -327,9 +336,14 @@ impl Default for OutboxConfig {
 
 impl BridgeConfig {
     /// A configuration with the defaults of every optional key.
-    pub fn new(redis_socket: PathBuf, password_file: PathBuf) -> BridgeConfig {
+    pub fn new(
+        redis: impl Into<crate::redis_url::RedisUrl>,
+        password_file: PathBuf,
+    ) -> BridgeConfig {
         BridgeConfig {
-            redis_socket,
+            redis: redis.into(),
+            tls: Default::default(),
+            key_form: Default::default(),
             password_file,
             user: bridge_user(),
             agents: Vec::new(),

@@ -39,8 +39,15 @@ pub fn agent_socket(lanes_dir: &Path, agent: &AgentName) -> PathBuf {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ProxyConfig {
-    /// The private Redis's unix socket.
-    pub upstream: PathBuf,
+    /// The lanes' Redis: the private one's unix socket, or `[lanes]
+    /// redis_url` (see [`crate::redis_url`]).
+    pub upstream: crate::redis_url::RedisUrl,
+    /// TLS files for a `rediss` upstream.
+    #[serde(default, skip_serializing_if = "crate::redis_url::TlsFiles::is_empty")]
+    pub tls: crate::redis_url::TlsFiles,
+    /// How keys name their agent (see [`crate::stream_key::KeyForm`]).
+    #[serde(default)]
+    pub key_form: crate::stream_key::KeyForm,
     /// Where `<agent>.sock` files are created.
     pub lanes_dir: PathBuf,
     /// The lanes served.
@@ -195,9 +202,15 @@ fn default_max_connections() -> usize {
 
 impl ProxyConfig {
     /// A configuration with the defaults of every optional key.
-    pub fn new(upstream: PathBuf, lanes_dir: PathBuf, agents: Vec<AgentConfig>) -> ProxyConfig {
+    pub fn new(
+        upstream: impl Into<crate::redis_url::RedisUrl>,
+        lanes_dir: PathBuf,
+        agents: Vec<AgentConfig>,
+    ) -> ProxyConfig {
         ProxyConfig {
-            upstream,
+            upstream: upstream.into(),
+            tls: Default::default(),
+            key_form: Default::default(),
             lanes_dir,
             agents,
             check_peer_uid: yes(),
@@ -419,7 +432,7 @@ mod tests {
         let mut a = AgentConfig::new("alice".parse().unwrap(), "/s/agent_alice".into());
         a.uid = Some(1001);
         a.rate_limit = Some(2.5);
-        let cfg = ProxyConfig::new("/r.sock".into(), "/l".into(), vec![a]);
+        let cfg = ProxyConfig::new(PathBuf::from("/r.sock"), "/l".into(), vec![a]);
         let text = serde_json::to_string(&cfg).unwrap();
         assert_eq!(serde_json::from_str::<ProxyConfig>(&text).unwrap(), cfg);
         let minimal: ProxyConfig = serde_json::from_str(
@@ -461,7 +474,7 @@ mod tests {
 
     #[test]
     fn rejects_bounds_that_cannot_be_met() {
-        let mut cfg = ProxyConfig::new("/r".into(), "/l".into(), Vec::new());
+        let mut cfg = ProxyConfig::new(PathBuf::from("/r"), "/l".into(), Vec::new());
         cfg.validate().unwrap();
         cfg.limits.lane_buffer = cfg.limits.max_command - 1;
         assert!(matches!(

@@ -3,6 +3,13 @@
 //! (`ops`, …). The agent part is what Redis's ACL scopes, and the bridge
 //! and responders take the sender from it, so keys are built and read only
 //! here, as are the globs the ACL grants on them.
+//!
+//! Keys have one of two forms, a property of the deployment fixed when a
+//! lanes process starts ([`set_key_form`]): `plain`, `alice:webhook:inbox`
+//! (a private Redis, and every key written before several hosts), or
+//! `tagged`, `{alice}:webhook:inbox`, whose hash tag puts every key of one
+//! agent in one Redis Cluster slot, so that one XREADGROUP over all its
+//! inboxes, and a MULTI over its streams, work on a cluster.
 
 use crate::name::AgentName;
 use std::fmt;
@@ -20,6 +27,59 @@ pub const BRIDGE_KEYS: &str = "bridge:*";
 pub const BRIDGE_GROUP: &str = "bridge";
 /// What follows an outbox key in the name of its dead-letter stream.
 const DEAD_SUFFIX: &str = ":dead";
+
+/// How an agent's part of a key is written.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyForm {
+    /// `alice:webhook:inbox`.
+    #[default]
+    Plain,
+    /// `{alice}:webhook:inbox`: one cluster slot per agent.
+    Tagged,
+}
+
+impl KeyForm {
+    /// The agent part of a key (or `*` for every agent, in a glob).
+    pub fn agent_part(self, agent: &str) -> String {
+        match self {
+            KeyForm::Plain => agent.to_string(),
+            KeyForm::Tagged if agent == "*" => "{*}".to_string(),
+            KeyForm::Tagged => format!("{{{agent}}}"),
+        }
+    }
+
+    /// The agent named by the agent part `part`, if it has this form.
+    pub fn agent_of(self, part: &str) -> Option<&str> {
+        match self {
+            KeyForm::Plain => Some(part),
+            KeyForm::Tagged => part.strip_prefix('{')?.strip_suffix('}'),
+        }
+    }
+}
+
+static KEY_FORM: std::sync::OnceLock<KeyForm> = std::sync::OnceLock::new();
+
+/// Fixes this process's key form; called once at start, before any key is
+/// built. Setting the form already in force again is fine; another one is
+/// refused (two forms in one process would address two keyspaces).
+pub fn set_key_form(form: KeyForm) -> Result<(), KeyError> {
+    let now = *KEY_FORM.get_or_init(|| form);
+    if now == form {
+        Ok(())
+    } else {
+        Err(KeyError(format!(
+            "the key form is already {now:?} in this process; it cannot become {form:?}"
+        )))
+    }
+}
+
+/// This process's key form (`plain` until [`set_key_form`]).
+pub fn key_form() -> KeyForm {
+    KEY_FORM.get().copied().unwrap_or_default()
+}
 
 /// Which way a stream carries messages, seen from the agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -101,8 +161,9 @@ impl StreamKey {
         if family.is_empty() || family.contains(&b':') {
             return None;
         }
-        let mut k = Vec::with_capacity(agent.as_str().len() + 1 + shared.len());
-        k.extend_from_slice(agent.as_str().as_bytes());
+        let part = key_form().agent_part(agent.as_str());
+        let mut k = Vec::with_capacity(part.len() + 1 + shared.len());
+        k.extend_from_slice(part.as_bytes());
         k.push(b':');
         k.extend_from_slice(shared);
         Some(k)
@@ -120,14 +181,15 @@ pub fn dead_letter(key: &str) -> String {
 pub fn glob(agent: Option<&AgentName>, family: Option<&str>, dir: Dir) -> String {
     format!(
         "{}:{}:{dir}",
-        agent.map_or("*", AgentName::as_str),
+        key_form().agent_part(agent.map_or("*", AgentName::as_str)),
         family.unwrap_or("*")
     )
 }
 
 impl fmt::Display for StreamKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.agent, self.family, self.dir)
+        let agent = key_form().agent_part(self.agent.as_str());
+        write!(f, "{agent}:{}:{}", self.family, self.dir)
     }
 }
 
@@ -154,6 +216,10 @@ impl FromStr for StreamKey {
         else {
             return Err(bad("want <agent>:<family>:inbox|outbox".into()));
         };
+        let form = key_form();
+        let agent = form
+            .agent_of(agent)
+            .ok_or_else(|| bad(format!("the agent part is not in the {form:?} form")))?;
         let agent: AgentName = agent
             .parse()
             .map_err(|e: crate::NameError| bad(e.to_string()))?;
@@ -201,6 +267,20 @@ mod tests {
         ] {
             assert!(bad.parse::<StreamKey>().is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn the_tagged_form_puts_the_agent_in_a_hash_tag() {
+        let t = KeyForm::Tagged;
+        assert_eq!(t.agent_part("alice"), "{alice}");
+        assert_eq!(t.agent_part("*"), "{*}");
+        assert_eq!(t.agent_of("{alice}"), Some("alice"));
+        assert_eq!(t.agent_of("alice"), None);
+        assert_eq!(KeyForm::Plain.agent_of("alice"), Some("alice"));
+        // A test process keeps the plain form; only another form is refused.
+        assert!(set_key_form(KeyForm::Plain).is_ok());
+        assert!(set_key_form(KeyForm::Tagged).is_err());
+        assert_eq!(key_form(), KeyForm::Plain);
     }
 
     #[test]

@@ -113,7 +113,10 @@ fn assert_crlf_only(text: &str) {
 }
 
 fn source(relay: &str, maildir: &std::path::Path) -> EmailSource {
-    let mut cfg = BridgeConfig::new("/nonexistent/redis.sock".into(), "/nonexistent/pw".into());
+    let mut cfg = BridgeConfig::new(
+        std::path::PathBuf::from("/nonexistent/redis.sock"),
+        "/nonexistent/pw".into(),
+    );
     cfg.email = Some(EmailConfig {
         maildir: maildir.display().to_string(),
         smtp: relay.to_owned(),
