@@ -281,6 +281,29 @@ fn admin_rules() -> Vec<String> {
         .collect()
 }
 
+/// The rules of the user a person creates on a shared server for oxidepm
+/// (`[lanes] redis_url`): every key, because agents' names are not known in
+/// advance, and every command but the dangerous ones, given back only
+/// what provisioning needs — ACL (without LOAD, which would drop every
+/// client of every tenant), INFO, ROLE and the cluster's layout. No
+/// FLUSHALL, FLUSHDB, KEYS, CONFIG, SHUTDOWN, DEBUG, MIGRATE or MONITOR.
+pub const SHARED_ADMIN_RULES: &[&str] = &[
+    "~*",
+    "&*",
+    "+@all",
+    "-@dangerous",
+    "+acl",
+    "-acl|load",
+    "-acl|log",
+    "+info",
+    "+role",
+    "+cluster|info",
+    "+cluster|myid",
+    "+cluster|nodes",
+    "+cluster|shards",
+    "+cluster|slots",
+];
+
 /// One `user` line of an ACL file.
 pub fn user_line(user: &AclUser, password: &Secret, families: &[String]) -> String {
     format!(

@@ -10,10 +10,13 @@
 //! * [`wait`] — polling until something holds;
 //! * [`workspace_bin`] — the path of a workspace binary, built if needed.
 
+pub mod cluster;
 pub mod http;
 pub mod redis;
 pub mod resp;
+pub mod shared;
 pub mod smtp;
+pub mod tls;
 pub mod wait;
 
 pub use http::{free_port, http, Sink, SinkMode};
