@@ -76,6 +76,9 @@ pub(super) struct LanesState {
     /// Every family as of the last reconcile (the responder apps' too);
     /// read when an agent starts, for its environment.
     pub(super) families: Arc<std::sync::RwLock<Vec<String>>>,
+    /// Whether this daemon's agents' streams were moved into the key form
+    /// in force (once per start: it scans the keyspace).
+    keys_migrated: std::sync::atomic::AtomicBool,
 }
 
 impl Lanes {
@@ -232,8 +235,20 @@ impl Lanes {
             .collect();
         let maxmemory = budgets::maxmemory(&self.settings);
         let live_families = families.clone();
+        let migrate_keys = !self
+            .state
+            .keys_migrated
+            .swap(true, std::sync::atomic::Ordering::SeqCst);
         tokio::task::spawn_blocking(move || {
-            apply_live(&sock, &admin_pw, &users, &names, &live_families, &purged)?;
+            apply_live(
+                &sock,
+                &admin_pw,
+                &users,
+                &names,
+                &live_families,
+                &purged,
+                migrate_keys,
+            )?;
             let mut con = connect(&sock, &admin_pw)?;
             responders::apply(&mut con, &gone_r, &responder_names, &names_r)?;
             set_maxmemory(&sock, &admin_pw, maxmemory)

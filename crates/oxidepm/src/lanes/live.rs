@@ -4,7 +4,7 @@
 
 use super::admin::connect;
 use super::error::Error;
-use super::{layout, purge};
+use super::{layout, migrate, purge};
 use oxidepm_lanes::acl::{self, AclUser};
 use oxidepm_lanes::{AgentName, Secret};
 use std::path::Path;
@@ -38,6 +38,7 @@ pub(super) fn apply_live(
     agents: &[AgentName],
     families: &[String],
     purged: &[AgentName],
+    migrate_keys: bool,
 ) -> Result<(), Error> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut con = loop {
@@ -48,6 +49,24 @@ pub(super) fn apply_live(
         }
     };
     let fail = |command: String, source: redis::RedisError| Error::Redis { command, source };
+    if migrate_keys {
+        // Before anything makes a stream in the form in force.
+        let form = oxidepm_lanes::stream_key::key_form();
+        let done = migrate::migrate(&mut con, agents, form)
+            .map_err(|e| fail(format!("RENAMENX into the {form:?} key form"), e))?;
+        if done.renamed > 0 {
+            log::info!(
+                "lanes: {} stream(s) renamed into the {form:?} key form",
+                done.renamed
+            );
+        }
+        for k in &done.kept {
+            log::error!(
+                "lanes: {k} kept its name: its {form:?} form exists too; read what it \
+                 holds and delete one of them (nothing was overwritten)"
+            );
+        }
+    }
     for (user, pw) in users {
         let mut c = redis::cmd("ACL");
         c.arg("SETUSER")
