@@ -5,6 +5,7 @@
 use oxidepm_testkit::{eventually, Ready};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -32,6 +33,33 @@ pub fn lane_binaries() {
 pub struct Env {
     pub dir: tempfile::TempDir,
     pub home: PathBuf,
+    /// The shared server of the shared pass (see [`shared_lanes`]).
+    pub shared: Option<oxidepm_testkit::shared::SharedRedis>,
+}
+
+/// Whether this run is the shared pass (`OXIDEPM_TEST_LANES=shared`): every
+/// `Env` puts its lanes on a TLS redis-server of its own that the daemon
+/// does not run, as `[lanes] redis_url` does on several hosts, with the
+/// plain key form so that the tests' keys are the same in both passes. The
+/// isolation tests run in both (test.sh).
+pub fn shared_lanes() -> bool {
+    std::env::var("OXIDEPM_TEST_LANES").as_deref() == Ok("shared")
+}
+
+/// Points `[lanes]` of daemon.toml `text` at `server`.
+fn with_shared_lanes(text: &str, server: &oxidepm_testkit::shared::SharedRedis) -> String {
+    let mut doc: toml::Table = text.parse().expect("a test's daemon.toml parses");
+    let lanes = doc
+        .entry("lanes")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let Some(t) = lanes.as_table_mut() {
+        t.insert("redis_url".into(), server.url().into());
+        if let Some(ca) = &server.tls_files().ca_file {
+            t.insert("tls_ca_file".into(), ca.display().to_string().into());
+        }
+        t.entry("key_form").or_insert_with(|| "plain".into());
+    }
+    doc.to_string()
 }
 
 impl Env {
@@ -71,7 +99,25 @@ impl Env {
         lane_binaries();
         let dir = tempfile::Builder::new().prefix("oxpm").tempdir().unwrap();
         let home = dir.path().join("h");
-        Env { dir, home }
+        let shared = shared_lanes().then(|| oxidepm_testkit::shared::SharedRedis::start(true));
+        let env = Env { dir, home, shared };
+        if let Some(server) = &env.shared {
+            let secrets = env.home.join("secrets");
+            oxidepm_lanes::secret::ensure_dir(&secrets).unwrap();
+            let file = secrets.join("lanes_admin");
+            std::fs::write(
+                &file,
+                format!(
+                    "{}\n{}\n",
+                    oxidepm_testkit::shared::OXIDEPM_USER,
+                    oxidepm_testkit::shared::OXIDEPM_PASSWORD
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::fs::write(env.home.join("daemon.toml"), with_shared_lanes("", server)).unwrap();
+        }
+        env
     }
 
     /// Writes the daemon's configuration (before the daemon starts).
@@ -98,6 +144,10 @@ impl Env {
 
     pub fn daemon_toml(&self, text: &str) {
         std::fs::create_dir_all(&self.home).unwrap();
+        let text = match &self.shared {
+            Some(server) => with_shared_lanes(text, server),
+            None => text.to_string(),
+        };
         std::fs::write(self.home.join("daemon.toml"), text).unwrap();
     }
 

@@ -22,6 +22,15 @@ pub fn conn(sock: &Path) -> redis::Connection {
 
 /// A connection to the private Redis as a host-side user (`sys`, `bridge`).
 pub fn host_conn(env: &Env, user: &str) -> redis::Connection {
+    if let Some(server) = &env.shared {
+        // The shared pass: the daemon's admin is the server's `oxidepm`.
+        use oxidepm_testkit::shared::{OXIDEPM_PASSWORD, OXIDEPM_USER};
+        if user == "sys" {
+            return server.connect(OXIDEPM_USER, OXIDEPM_PASSWORD).unwrap();
+        }
+        let pw = Secret::read(&env.home.join("secrets").join(user)).unwrap();
+        return server.connect(user, pw.expose()).unwrap();
+    }
     let mut c = conn(&env.home.join("redis/redis.sock"));
     let pw = Secret::read(&env.home.join("secrets").join(user)).unwrap();
     redis::cmd("AUTH")
