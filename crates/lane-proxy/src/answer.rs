@@ -83,7 +83,7 @@ impl Answers {
         request: Option<&[u8]>,
     ) -> io::Result<bool> {
         if self.side.is_none() {
-            self.side = Some(Upstream::open_as(&s.upstream, &s.user(), &s.password).await?);
+            self.side = Some(Upstream::open_as(&s.route, &s.user(), &s.password).await?);
         }
         let Some(up) = self.side.as_mut() else {
             return Err(io::Error::other("no connection"));
