@@ -1,0 +1,148 @@
+//! Agents' lanes on a shared Redis reached over TLS, in the tagged key
+//! form: the proxy trusts the CA it is given and nothing else.
+
+mod support;
+
+use oxidepm_testkit::shared::SharedRedis;
+use oxidepm_testkit::tls::Certs;
+use oxidepm_testkit::{bulk, Value};
+use support::{agent_setuser, inbox, outbox, tagged, ProxyProcess};
+
+/// A TLS shared server with alice's and bob's users and groups, as the
+/// daemon provisions them.
+fn shared() -> SharedRedis {
+    tagged();
+    let redis = SharedRedis::start(true);
+    let mut root = redis.root();
+    for a in ["alice", "bob"] {
+        let _: () = redis::cmd("ACL")
+            .arg(agent_setuser(a))
+            .query(&mut root)
+            .unwrap();
+        for f in support::FAMILIES {
+            let _: () = redis::cmd("XGROUP")
+                .arg(&["CREATE", &inbox(a, f), a, "0", "MKSTREAM"])
+                .query(&mut root)
+                .unwrap();
+        }
+    }
+    redis
+}
+
+fn xadd(root: &mut redis::Connection, key: &str, text: &str) -> String {
+    redis::cmd("XADD")
+        .arg(&[key, "*", "text", text])
+        .query(root)
+        .unwrap()
+}
+
+fn xlen(root: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("XLEN").arg(key).query(root).unwrap()
+}
+
+#[test]
+fn lanes_work_through_tls_and_stay_apart() {
+    let redis = shared();
+    let proxy = ProxyProcess::start(&redis.url(), &redis.tls_files(), &["alice", "bob"]);
+    let mut root = redis.root();
+    let mut alice = proxy.client("alice");
+    assert_eq!(alice.whoami(), bulk("agent_alice"));
+
+    // Out: the shared form lands in alice's tagged outbox.
+    let id = alice.cmd(&["XADD", "webhook:outbox", "*", "text", "out"]);
+    assert!(matches!(id, Value::Bulk(_)), "{id:?}");
+    assert_eq!(xlen(&mut root, &outbox("alice", "webhook")), 1);
+    let id = alice.cmd(&["XADD", &outbox("alice", "email"), "*", "text", "out"]);
+    assert!(matches!(id, Value::Bulk(_)), "{id:?}");
+
+    // In: one read over both inboxes, then acknowledged.
+    xadd(&mut root, &inbox("alice", "webhook"), "in 1");
+    xadd(&mut root, &inbox("alice", "email"), "in 2");
+    let (w, e) = (inbox("alice", "webhook"), inbox("alice", "email"));
+    let got = alice.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "alice",
+        "c1",
+        "COUNT",
+        "10",
+        "STREAMS",
+        &w,
+        &e,
+        ">",
+        ">",
+    ]);
+    let s = got.strings();
+    assert!(
+        s.contains(&"in 1".into()) && s.contains(&"in 2".into()),
+        "{got:?}"
+    );
+    let ids: Vec<String> = s
+        .iter()
+        .filter(|x| x.contains('-') && x.chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .cloned()
+        .collect();
+    assert_eq!(alice.cmd(&["XACK", &w, "alice", &ids[0]]), Value::Int(1));
+    assert_eq!(alice.cmd(&["XACK", &e, "alice", &ids[1]]), Value::Int(1));
+
+    // Bob's keys, in either form, are not alice's.
+    xadd(&mut root, &inbox("bob", "webhook"), "for bob");
+    let before = xlen(&mut root, &inbox("bob", "webhook"));
+    for c in [
+        vec!["XADD", "{bob}:webhook:outbox", "*", "text", "spoof"],
+        vec!["XADD", "bob:webhook:outbox", "*", "text", "spoof"],
+        vec!["XRANGE", "{bob}:webhook:inbox", "-", "+"],
+        vec![
+            "XREADGROUP",
+            "GROUP",
+            "bob",
+            "c",
+            "STREAMS",
+            "{bob}:webhook:inbox",
+            ">",
+        ],
+        vec!["XADD", "{bob}:webhook:inbox", "*", "text", "spoof"],
+        vec!["CLUSTER", "SLOTS"],
+    ] {
+        let r = alice.cmd(&c);
+        assert!(matches!(r, Value::Error(_)), "{c:?}: {r:?}");
+    }
+    assert_eq!(xlen(&mut root, &inbox("bob", "webhook")), before);
+    assert_eq!(xlen(&mut root, &outbox("bob", "webhook")), 0);
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("bob:webhook:outbox")
+        .query(&mut root)
+        .unwrap();
+    assert_eq!(exists, 0);
+    let mut bob = proxy.client("bob");
+    assert_eq!(bob.whoami(), bulk("agent_bob"));
+}
+
+#[test]
+fn a_server_signed_by_another_ca_is_refused() {
+    let redis = shared();
+    let other = tempfile::tempdir().unwrap();
+    let wrong = Certs::generate(other.path());
+    let tls = oxidepm_lanes::TlsFiles {
+        ca_file: Some(wrong.ca.clone()),
+        ..Default::default()
+    };
+    let proxy = ProxyProcess::start(&redis.url(), &tls, &["alice"]);
+    let mut alice = proxy.client("alice");
+    let r = alice.cmd(&["XADD", "webhook:outbox", "*", "text", "leak?"]);
+    assert!(r.error_starts("ERR lane unavailable"), "{r:?}");
+    alice.assert_closed();
+    // Nothing reached the server.
+    assert_eq!(xlen(&mut redis.root(), &outbox("alice", "webhook")), 0);
+}
+
+#[test]
+fn a_plain_client_of_a_tls_server_gets_an_error_not_a_hang() {
+    let redis = shared();
+    // The same port, without TLS: the server never answers in plain text.
+    let url = redis.url().replace("rediss://", "redis://");
+    let proxy = ProxyProcess::start(&url, &Default::default(), &["alice"]);
+    let mut alice = proxy.client("alice");
+    let r = alice.cmd(&["PING"]);
+    assert!(r.error_starts("ERR lane unavailable"), "{r:?}");
+}
