@@ -33,7 +33,7 @@ use crate::upstream::{Reply, Upstream};
 use oxidepm_lanes::{AclUser, AgentName, Secret, StreamKey};
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The soonest a refusal makes the lane read Redis's names again after the
@@ -131,7 +131,7 @@ impl Consumers {
         &self,
         name: &[u8],
         max: usize,
-        route: &Route,
+        route: &Arc<Route>,
         password: &Secret,
     ) -> Result<(), String> {
         if !self.lock().seeded {
@@ -205,7 +205,7 @@ impl Consumers {
     /// logged; the names known stay.
     async fn read_redis(
         &self,
-        route: &Route,
+        route: &Arc<Route>,
         password: &Secret,
         still_due: impl Fn(&State) -> bool,
     ) {

@@ -7,6 +7,7 @@ use crate::route::Route;
 use crate::upstream::{Reply, Upstream};
 use oxidepm_lanes::{AclUser, Secret};
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -18,7 +19,7 @@ static VERSION: OnceCell<String> = OnceCell::const_new();
 /// Redis's version (`HELLO`'s `version`), asked as `user` the first time;
 /// a failure is not kept, the next INFO asks again.
 pub async fn redis_version(
-    route: &Route,
+    route: &Arc<Route>,
     user: &AclUser,
     password: &Secret,
 ) -> io::Result<&'static str> {
@@ -32,7 +33,7 @@ pub async fn redis_version(
     Ok(v.as_str())
 }
 
-async fn ask(route: &Route, user: &AclUser, password: &Secret) -> io::Result<String> {
+async fn ask(route: &Arc<Route>, user: &AclUser, password: &Secret) -> io::Result<String> {
     let mut up = Upstream::open_as(route, user, password).await?;
     let replies = up.call(&[vec![b"HELLO".to_vec()]]).await?;
     version_of(&replies[0]).ok_or_else(|| {

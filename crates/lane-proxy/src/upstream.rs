@@ -8,6 +8,7 @@ use crate::resp::{encode_args, parse_int};
 use crate::route::Route;
 use oxidepm_lanes::{AclUser, AgentName, Secret};
 use std::io;
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The lane a user's connections belong to: its slot on a cluster.
@@ -170,18 +171,32 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Reply, usize)
 pub struct Upstream {
     stream: Link,
     buf: Vec<u8>,
+    /// The route it was opened on, and for which lane: told when a reply
+    /// says the lane is served elsewhere.
+    route: Option<(Arc<Route>, String)>,
 }
 
 impl Upstream {
     /// Connects and authenticates as `agent_<agent>`.
-    pub async fn open(route: &Route, agent: &AgentName, password: &Secret) -> io::Result<Upstream> {
+    pub async fn open(
+        route: &Arc<Route>,
+        agent: &AgentName,
+        password: &Secret,
+    ) -> io::Result<Upstream> {
         Self::open_as(route, &AclUser::Agent(agent.clone()), password).await
     }
 
     /// Connects and authenticates as `user`.
-    pub async fn open_as(route: &Route, user: &AclUser, password: &Secret) -> io::Result<Upstream> {
-        let link = route.connect(&lane_of(user), user, password).await?;
-        Ok(Self::from_link(link))
+    pub async fn open_as(
+        route: &Arc<Route>,
+        user: &AclUser,
+        password: &Secret,
+    ) -> io::Result<Upstream> {
+        let lane = lane_of(user);
+        let link = route.connect(&lane, user, password).await?;
+        let mut up = Self::from_link(link);
+        up.route = Some((route.clone(), lane));
+        Ok(up)
     }
 
     /// Asks on `link`, already authenticated (or needing no credential).
@@ -189,6 +204,7 @@ impl Upstream {
         Upstream {
             stream: link,
             buf: Vec::new(),
+            route: None,
         }
     }
 
@@ -227,6 +243,22 @@ impl Upstream {
             }
         }
         self.buf.drain(..start);
+        if let Some((route, lane)) = &self.route {
+            if !route.is_unix() {
+                for r in &replies {
+                    if let Reply::Error(e) = r {
+                        if let Some(m) = crate::cluster_map::moved(e.as_bytes()) {
+                            // This connection is on the wrong node now: the
+                            // caller drops it, the next one goes elsewhere.
+                            route.moved(lane, m);
+                            return Err(io::Error::other(format!(
+                                "the lane moved to another node ({e})"
+                            )));
+                        }
+                    }
+                }
+            }
+        }
         Ok(replies)
     }
 }
