@@ -230,4 +230,25 @@ mod tests {
         let mut rest = Vec::with_capacity(8);
         assert_eq!(ar.read_buf(&mut rest).await.unwrap(), 0);
     }
+
+    #[tokio::test]
+    async fn relays_a_tcp_socket_too() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (a, b) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let (mut ar, mut aw) = split_tcp(a.unwrap()).unwrap();
+        let (mut b, _) = b.unwrap();
+        aw.write_all(b"PING\r\n").await.unwrap();
+        let mut got = [0u8; 6];
+        b.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"PING\r\n");
+        b.write_all(b"+PONG\r\n").await.unwrap();
+        ar.readable().await.unwrap();
+        let mut back = Vec::with_capacity(16);
+        ar.read_buf(&mut back).await.unwrap();
+        assert_eq!(back, b"+PONG\r\n");
+        drop(aw);
+        let mut rest = Vec::new();
+        assert_eq!(b.read_to_end(&mut rest).await.unwrap(), 0);
+    }
 }

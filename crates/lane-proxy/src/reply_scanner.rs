@@ -237,6 +237,22 @@ impl ReplyScanner {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_watching_scanner_stops_before_a_redirection_only_at_top_level() {
+        let mut s = ReplyScanner::new();
+        s.watch_moves();
+        let stream = b"+OK\r\n*1\r\n-MOVED 1 h:2\r\n-MOVED 3 h:4\r\n+OK\r\n";
+        let (used, n) = s.scan(stream, 10).unwrap();
+        // The nested error is an element of a reply, not a redirection.
+        assert_eq!((used, n), (23, 2));
+        assert!(matches!(s.take_moved(), Some(Moved::To(3, _))));
+        assert_eq!(s.take_moved(), None);
+        // Not watching (the private Redis): errors are replies like any.
+        let mut plain = ReplyScanner::new();
+        assert_eq!(plain.scan(stream, 10).unwrap(), (stream.len(), 4));
+        assert_eq!(plain.take_moved(), None);
+    }
+
     /// Scans `stream` fed in pieces of `step` bytes, the way the proxy
     /// does (unconsumed bytes are kept and re-offered). Returns replies.
     fn count(stream: &[u8], step: usize) -> usize {

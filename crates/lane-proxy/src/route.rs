@@ -255,14 +255,27 @@ impl Route {
                 }
             };
             let slots = vec![b"CLUSTER".to_vec(), b"SLOTS".to_vec()];
-            let r = up.call(&[slots]).await?;
+            let r = match up.call(&[slots]).await {
+                Ok(r) => r,
+                Err(e) => {
+                    why.push(format!("{seed}: {e}"));
+                    continue;
+                }
+            };
             let node = match cluster_map::parse_slots(&r[0], seed) {
                 Ok(ranges) => {
                     let node = cluster_map::node_of(&ranges, slot).cloned();
                     self.known().ranges = ranges;
                     node
                 }
-                Err(_) => probe(&mut up, lane).await?,
+                // No CLUSTER SLOTS for this user: where its keys redirect.
+                Err(_) => match probe(&mut up, lane).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        why.push(format!("{seed}: {e}"));
+                        continue;
+                    }
+                },
             };
             let node = match node {
                 Some(n) if n != *seed => n,

@@ -574,3 +574,24 @@ pub async fn run(config_path: PathBuf, activated: Vec<ActivatedSocket>) -> Resul
     proxy.shutdown();
     Ok(())
 }
+
+#[cfg(test)]
+mod upstream_tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_needs_the_tagged_form() {
+        let url: oxidepm_lanes::RedisUrl = "redis+cluster://127.0.0.1:7000".parse().unwrap();
+        let cfg = ProxyConfig::new(url, "/l".into(), Vec::new());
+        // Plain: this test process's form, so only the cluster is wrong.
+        let why = upstream_of(&cfg, None).unwrap_err();
+        assert!(why.contains("tagged"), "{why}");
+        let plain = ProxyConfig::new(PathBuf::from("/r.sock"), "/l".into(), Vec::new());
+        let route = upstream_of(&plain, None).unwrap();
+        let again = upstream_of(&plain, Some(&route)).unwrap();
+        assert!(
+            Arc::ptr_eq(&route, &again),
+            "the same upstream keeps its route"
+        );
+    }
+}
