@@ -17,6 +17,17 @@
 //! proxy buffer them; and the reply pump reads Redis only when the client
 //! has taken what came before, so Redis keeps what the client does not
 //! take, in its own client output buffer.
+//!
+//! The upstream connection goes where [`Route`] says: the private Redis's
+//! unix socket, or a shared server over TCP or TLS (the primary Sentinel
+//! names, or the cluster node of the agent's slot: every key of an agent
+//! carries its hash tag, so one node serves its whole lane). Unix and TCP
+//! sockets are relayed at the descriptor level (`relay_socket`), TLS
+//! through its session. When a shared server answers that the lane is
+//! served elsewhere (`-MOVED`, `-ASK`, `-READONLY`, a blocked read
+//! `-UNBLOCKED` by a failover), the client gets `-TRYAGAIN … reconnect` in
+//! place of that reply and the connection closes (see `crate::replies`):
+//! its next connection goes to the node that serves the lane now.
 
 use crate::budget::Budget;
 use crate::commands::pump_commands;

@@ -13,7 +13,7 @@ use crate::link::Link;
 use crate::tls::{self, TlsError};
 use crate::upstream::{authenticate, Reply, Upstream};
 use oxidepm_lanes::redis_url::{HostPort, Topology};
-use oxidepm_lanes::{AclUser, AgentName, Dir, RedisUrl, Secret, StreamKey, TlsFiles};
+use oxidepm_lanes::{AclUser, AgentName, Dir, ProxyConfig, RedisUrl, Secret, StreamKey, TlsFiles};
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -339,6 +339,29 @@ fn primary_of(r: &Reply, master: &str) -> io::Result<HostPort> {
     }
 }
 
+/// The key form and the way upstream of `cfg`, which hold for every lane:
+/// the route `old` when `cfg` names the same one (what it learnt stays).
+pub fn from_config(cfg: &ProxyConfig, old: Option<&Arc<Route>>) -> Result<Arc<Route>, String> {
+    // Keys are built from here on: the form must be fixed first, and can
+    // never change in a running proxy (its lanes would address two
+    // keyspaces at once); a new form needs a restart.
+    oxidepm_lanes::stream_key::set_key_form(cfg.key_form)
+        .map_err(|e| format!("key_form: {e}; restart the proxy to change it"))?;
+    if cfg.upstream.is_cluster() && cfg.key_form != oxidepm_lanes::KeyForm::Tagged {
+        return Err(format!(
+            "upstream {} is a Redis Cluster, where an agent's keys must share a slot: \
+             key_form must be \"tagged\"",
+            cfg.upstream
+        ));
+    }
+    match old {
+        Some(r) if r.is_for(&cfg.upstream, &cfg.tls) => Ok(r.clone()),
+        _ => Route::new(&cfg.upstream, &cfg.tls)
+            .map(Arc::new)
+            .map_err(|e| format!("upstream {}: {e}", cfg.upstream)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,5 +379,21 @@ mod tests {
             Reply::Bulk(Some(b"99999".to_vec())),
         ]));
         assert!(primary_of(&bad_port, "m").is_err());
+    }
+
+    #[test]
+    fn a_cluster_needs_the_tagged_form() {
+        let url: oxidepm_lanes::RedisUrl = "redis+cluster://127.0.0.1:7000".parse().unwrap();
+        let cfg = ProxyConfig::new(url, "/l".into(), Vec::new());
+        // Plain: this test process's form, so only the cluster is wrong.
+        let why = from_config(&cfg, None).unwrap_err();
+        assert!(why.contains("tagged"), "{why}");
+        let plain = ProxyConfig::new(std::path::PathBuf::from("/r.sock"), "/l".into(), Vec::new());
+        let route = from_config(&plain, None).unwrap();
+        let again = from_config(&plain, Some(&route)).unwrap();
+        assert!(
+            Arc::ptr_eq(&route, &again),
+            "the same upstream keeps its route"
+        );
     }
 }

@@ -16,7 +16,7 @@ use crate::connection::{self, LaneSettings};
 use crate::lane_settings;
 use crate::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
 use crate::meter;
-use crate::route::Route;
+use crate::route::{self, Route};
 use oxidepm_lanes::proxy_config::agent_socket;
 use oxidepm_lanes::{AgentName, ConfigError, ProxyConfig, SecretError};
 use std::collections::HashMap;
@@ -229,7 +229,7 @@ impl Proxy {
             }
         }
         let lanes = lane_settings::lanes(&cfg);
-        let route = match upstream_of(&cfg, st.route.as_ref()) {
+        let route = match route::from_config(&cfg, st.route.as_ref()) {
             Ok(r) => r,
             Err(why) => {
                 // Nothing changes: every lane keeps what it had.
@@ -398,29 +398,6 @@ pub enum RunError {
     Signals(#[source] io::Error),
 }
 
-/// The key form and the way upstream of `cfg`, which hold for every lane:
-/// the route `old` when `cfg` names the same one (what it learnt stays).
-fn upstream_of(cfg: &ProxyConfig, old: Option<&Arc<Route>>) -> Result<Arc<Route>, String> {
-    // Keys are built from here on: the form must be fixed first, and can
-    // never change in a running proxy (its lanes would address two
-    // keyspaces at once); a new form needs a restart.
-    oxidepm_lanes::stream_key::set_key_form(cfg.key_form)
-        .map_err(|e| format!("key_form: {e}; restart the proxy to change it"))?;
-    if cfg.upstream.is_cluster() && cfg.key_form != oxidepm_lanes::KeyForm::Tagged {
-        return Err(format!(
-            "upstream {} is a Redis Cluster, where an agent's keys must share a slot: \
-             key_form must be \"tagged\"",
-            cfg.upstream
-        ));
-    }
-    match old {
-        Some(r) if r.is_for(&cfg.upstream, &cfg.tls) => Ok(r.clone()),
-        _ => Route::new(&cfg.upstream, &cfg.tls)
-            .map(Arc::new)
-            .map_err(|e| format!("upstream {}: {e}", cfg.upstream)),
-    }
-}
-
 /// Accepts on one lane, and measures its outboxes, until aborted; dropping
 /// it closes the lane's connections.
 async fn accept_loop(listener: Arc<UnixListener>, shared: Arc<LaneShared>) {
@@ -573,25 +550,4 @@ pub async fn run(config_path: PathBuf, activated: Vec<ActivatedSocket>) -> Resul
     log::info!("lane proxy stopping");
     proxy.shutdown();
     Ok(())
-}
-
-#[cfg(test)]
-mod upstream_tests {
-    use super::*;
-
-    #[test]
-    fn a_cluster_needs_the_tagged_form() {
-        let url: oxidepm_lanes::RedisUrl = "redis+cluster://127.0.0.1:7000".parse().unwrap();
-        let cfg = ProxyConfig::new(url, "/l".into(), Vec::new());
-        // Plain: this test process's form, so only the cluster is wrong.
-        let why = upstream_of(&cfg, None).unwrap_err();
-        assert!(why.contains("tagged"), "{why}");
-        let plain = ProxyConfig::new(PathBuf::from("/r.sock"), "/l".into(), Vec::new());
-        let route = upstream_of(&plain, None).unwrap();
-        let again = upstream_of(&plain, Some(&route)).unwrap();
-        assert!(
-            Arc::ptr_eq(&route, &again),
-            "the same upstream keeps its route"
-        );
-    }
 }

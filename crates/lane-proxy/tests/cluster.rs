@@ -222,3 +222,22 @@ fn lanes_on_a_cluster_follow_their_slot_and_survive_a_failover() {
     xadd(&c, &bob_in, "msg 4");
     assert!(read_and_ack(&mut cb, &b).contains(&"msg 4".to_string()));
 }
+
+#[test]
+fn lanes_on_a_tls_cluster_reach_the_node_of_their_slot() {
+    tagged();
+    let c = Cluster::start(true);
+    let (a, b) = two_agents(&c);
+    provision(&c, &[&a, &b]);
+    let proxy = ProxyProcess::start(&c.url(), &c.tls_files(), &[&a, &b]);
+    for agent in [&a, &b] {
+        let mut client = proxy.client(agent);
+        assert_eq!(client.whoami(), bulk(&format!("agent_{agent}")));
+        let id = client.cmd(&["XADD", "email:outbox", "*", "text", "out"]);
+        assert!(matches!(id, Value::Bulk(_)), "{agent}: {id:?}");
+        let key = outbox(agent, "email");
+        assert_eq!(on_primary::<i64>(&c, &key, &["XLEN", &key]), 1);
+        xadd(&c, &inbox(agent, "email"), "msg tls");
+        assert_eq!(read_and_ack(&mut client, agent), ["msg tls"]);
+    }
+}
