@@ -41,6 +41,10 @@ struct Known {
     ranges: Vec<SlotRange>,
     /// Slots learnt from `-MOVED` (or a probe), over `ranges`.
     slots: HashMap<u16, HostPort>,
+    /// `CLUSTER SLOTS` was refused to the lanes' users (agents' rules
+    /// need not grant it): asked no more, so that a server's ACL LOG
+    /// shows one refusal, not one per connection.
+    no_slots: bool,
 }
 
 impl std::fmt::Debug for Route {
@@ -254,22 +258,36 @@ impl Route {
                     continue;
                 }
             };
-            let slots = vec![b"CLUSTER".to_vec(), b"SLOTS".to_vec()];
-            let r = match up.call(&[slots]).await {
-                Ok(r) => r,
-                Err(e) => {
-                    why.push(format!("{seed}: {e}"));
-                    continue;
+            let asked = if self.known().no_slots {
+                None
+            } else {
+                let slots = vec![b"CLUSTER".to_vec(), b"SLOTS".to_vec()];
+                match up.call(&[slots]).await {
+                    Ok(mut r) => r.pop(),
+                    Err(e) => {
+                        why.push(format!("{seed}: {e}"));
+                        continue;
+                    }
                 }
             };
-            let node = match cluster_map::parse_slots(&r[0], seed) {
-                Ok(ranges) => {
+            let ranges = match asked.as_ref().map(|r| cluster_map::parse_slots(r, seed)) {
+                Some(Ok(ranges)) => Some(ranges),
+                Some(Err(e)) => {
+                    if e.starts_with("NOPERM") {
+                        self.known().no_slots = true;
+                    }
+                    None
+                }
+                None => None,
+            };
+            let node = match ranges {
+                Some(ranges) => {
                     let node = cluster_map::node_of(&ranges, slot).cloned();
                     self.known().ranges = ranges;
                     node
                 }
                 // No CLUSTER SLOTS for this user: where its keys redirect.
-                Err(_) => match probe(&mut up, lane).await {
+                None => match probe(&mut up, lane).await {
                     Ok(n) => n,
                     Err(e) => {
                         why.push(format!("{seed}: {e}"));

@@ -6,7 +6,7 @@
 mod support;
 
 use oxidepm_testkit::cluster::Cluster;
-use oxidepm_testkit::{bulk, Client, Value};
+use oxidepm_testkit::{bulk, eventually, Client, Value};
 use std::time::Duration;
 use support::{agent_setuser, inbox, outbox, tagged, ProxyProcess, FAMILIES};
 
@@ -25,15 +25,17 @@ fn two_agents(c: &Cluster) -> (String, String) {
 }
 
 /// The users and groups the daemon provisions, on every node (ACLs are
-/// not replicated).
-fn provision(c: &Cluster, agents: &[&str]) {
+/// not replicated); `slots`: the users may also ask `CLUSTER SLOTS` (else
+/// the proxy finds a lane's node by where its keys redirect).
+fn provision(c: &Cluster, agents: &[&str], slots: bool) {
     for n in &c.nodes {
         let mut node = c.node(n.port);
         for a in agents {
-            let _: () = redis::cmd("ACL")
-                .arg(agent_setuser(a))
-                .query(&mut node)
-                .unwrap();
+            let mut setuser = agent_setuser(a);
+            if slots {
+                setuser.push("+cluster|slots".into());
+            }
+            let _: () = redis::cmd("ACL").arg(setuser).query(&mut node).unwrap();
         }
     }
     for a in agents {
@@ -122,7 +124,7 @@ fn lanes_on_a_cluster_follow_their_slot_and_survive_a_failover() {
     tagged();
     let c = Cluster::start(false);
     let (a, b) = two_agents(&c);
-    provision(&c, &[&a, &b]);
+    provision(&c, &[&a, &b], false);
     let proxy = ProxyProcess::start(&c.url(), &Default::default(), &[&a, &b]);
 
     // Both lanes work, each on its own primary.
@@ -191,7 +193,12 @@ fn lanes_on_a_cluster_follow_their_slot_and_survive_a_failover() {
     let old = c.primary_of(&a_in);
     let new = c.failover(old);
     assert_ne!(old, new);
-    assert_eq!(c.primary_of(&a_in), new);
+    // Every node's view of the slots follows in a moment.
+    eventually(
+        Duration::from_secs(20),
+        "the new primary in CLUSTER SLOTS",
+        || c.primary_of(&a_in) == new,
+    );
 
     // The blocked read gets a plain error (never a cluster address), and
     // its connection closes.
@@ -225,10 +232,11 @@ fn lanes_on_a_cluster_follow_their_slot_and_survive_a_failover() {
 
 #[test]
 fn lanes_on_a_tls_cluster_reach_the_node_of_their_slot() {
+    // Here the proxy learns the whole map from CLUSTER SLOTS.
     tagged();
     let c = Cluster::start(true);
     let (a, b) = two_agents(&c);
-    provision(&c, &[&a, &b]);
+    provision(&c, &[&a, &b], true);
     let proxy = ProxyProcess::start(&c.url(), &c.tls_files(), &[&a, &b]);
     for agent in [&a, &b] {
         let mut client = proxy.client(agent);
