@@ -358,7 +358,9 @@ fn primary_of(r: &Reply, master: &str) -> io::Result<HostPort> {
 }
 
 /// The key form and the way upstream of `cfg`, which hold for every lane:
-/// the route `old` when `cfg` names the same one (what it learnt stays).
+/// the route `old` when `cfg` names the same one without TLS (what it
+/// learnt stays); with TLS a new one, so that a reload re-reads the
+/// certificate files (renewed in place, under the same names).
 pub fn from_config(cfg: &ProxyConfig, old: Option<&Arc<Route>>) -> Result<Arc<Route>, String> {
     // Keys are built from here on: the form must be fixed first, and can
     // never change in a running proxy (its lanes would address two
@@ -373,7 +375,7 @@ pub fn from_config(cfg: &ProxyConfig, old: Option<&Arc<Route>>) -> Result<Arc<Ro
         ));
     }
     match old {
-        Some(r) if r.is_for(&cfg.upstream, &cfg.tls) => Ok(r.clone()),
+        Some(r) if r.is_for(&cfg.upstream, &cfg.tls) && !cfg.upstream.tls => Ok(r.clone()),
         _ => Route::new(&cfg.upstream, &cfg.tls)
             .map(Arc::new)
             .map_err(|e| format!("upstream {}: {e}", cfg.upstream)),
