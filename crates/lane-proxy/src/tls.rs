@@ -119,5 +119,17 @@ pub async fn handshake(
     TlsConnector::from(config.clone())
         .connect(name, tcp)
         .await
-        .map_err(|e| io::Error::new(e.kind(), format!("TLS with {host}: {e}")))
+        .map_err(|e| {
+            let certificate = e
+                .get_ref()
+                .and_then(|i| i.downcast_ref::<rustls::Error>())
+                .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+            let hint = if certificate {
+                "; the server's certificate must be signed by the CA of tls_ca_file (else \
+                 the system's) and name the host of redis_url"
+            } else {
+                ""
+            };
+            io::Error::new(e.kind(), format!("TLS with {host}: {e}{hint}"))
+        })
 }
