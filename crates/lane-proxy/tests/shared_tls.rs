@@ -146,3 +146,93 @@ fn a_plain_client_of_a_tls_server_gets_an_error_not_a_hang() {
     let r = alice.cmd(&["PING"]);
     assert!(r.error_starts("ERR lane unavailable"), "{r:?}");
 }
+
+/// A redis-server that asks every client for a certificate of its CA
+/// (`tls-auth-clients yes`); killed on drop.
+struct MutualTls {
+    /// Its files, removed on drop.
+    _dir: tempfile::TempDir,
+    port: u16,
+    certs: Certs,
+    child: std::process::Child,
+}
+
+impl MutualTls {
+    fn start() -> MutualTls {
+        use oxidepm_testkit::shared::{acl_file, connect, ROOT_PASSWORD, ROOT_USER};
+        let dir = tempfile::tempdir().unwrap();
+        let certs = Certs::generate(dir.path());
+        std::fs::write(dir.path().join("users.acl"), acl_file()).unwrap();
+        let port = oxidepm_testkit::free_port();
+        let conf = format!(
+            "port 0\ntls-port {port}\n{}bind 127.0.0.1\nprotected-mode no\n\
+             aclfile {d}/users.acl\ndir {d}\nsave \"\"\nappendonly no\nlogfile {d}/redis.log\n",
+            certs.server_conf(true),
+            d = dir.path().display()
+        );
+        std::fs::write(dir.path().join("redis.conf"), conf).unwrap();
+        let child = std::process::Command::new("redis-server")
+            .arg(dir.path().join("redis.conf"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed");
+        let s = MutualTls {
+            _dir: dir,
+            port,
+            certs,
+            child,
+        };
+        oxidepm_testkit::eventually(std::time::Duration::from_secs(20), "redis-server", || {
+            connect(port, Some(&s.certs), ROOT_USER, ROOT_PASSWORD).is_ok()
+        });
+        s
+    }
+
+    fn root(&self) -> redis::Connection {
+        use oxidepm_testkit::shared::{connect, ROOT_PASSWORD, ROOT_USER};
+        connect(self.port, Some(&self.certs), ROOT_USER, ROOT_PASSWORD).unwrap()
+    }
+}
+
+impl Drop for MutualTls {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_server_that_asks_for_a_client_certificate_gets_the_configured_one() {
+    tagged();
+    let redis = MutualTls::start();
+    let _: () = redis::cmd("ACL")
+        .arg(agent_setuser("alice"))
+        .query(&mut redis.root())
+        .unwrap();
+    let url = format!("rediss://127.0.0.1:{}", redis.port);
+    let with_cert = oxidepm_lanes::TlsFiles {
+        ca_file: Some(redis.certs.ca.clone()),
+        cert_file: Some(redis.certs.client_cert.clone()),
+        key_file: Some(redis.certs.client_key.clone()),
+    };
+    let proxy = ProxyProcess::start(&url, &with_cert, &["alice"]);
+    let id = proxy
+        .client("alice")
+        .cmd(&["XADD", "webhook:outbox", "*", "text", "with cert"]);
+    assert!(matches!(id, Value::Bulk(_)), "{id:?}");
+    assert_eq!(xlen(&mut redis.root(), &outbox("alice", "webhook")), 1);
+    drop(proxy);
+
+    // Without the certificate the server closes the handshake.
+    let ca_only = oxidepm_lanes::TlsFiles {
+        ca_file: Some(redis.certs.ca.clone()),
+        ..Default::default()
+    };
+    let proxy = ProxyProcess::start(&url, &ca_only, &["alice"]);
+    let r = proxy
+        .client("alice")
+        .cmd(&["XADD", "webhook:outbox", "*", "text", "without"]);
+    assert!(r.error_starts("ERR lane unavailable"), "{r:?}");
+    assert_eq!(xlen(&mut redis.root(), &outbox("alice", "webhook")), 1);
+}
