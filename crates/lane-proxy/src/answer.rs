@@ -42,7 +42,9 @@ impl Answers {
         match tokio::time::timeout(TIMEOUT, self.pending(s, outbox, request)).await {
             Ok(Ok(true)) => Verdict::Forward,
             Ok(Ok(false)) => {
-                let agent = outbox.split(':').next().unwrap_or_default();
+                let agent = outbox
+                    .parse::<oxidepm_lanes::StreamKey>()
+                    .map_or_else(|_| outbox.to_string(), |k| k.agent.to_string());
                 let what = match request {
                     Some(id) => format!(
                         "request {} of agent '{agent}' is not pending",

@@ -236,3 +236,79 @@ fn a_server_that_asks_for_a_client_certificate_gets_the_configured_one() {
     assert!(r.error_starts("ERR lane unavailable"), "{r:?}");
     assert_eq!(xlen(&mut redis.root(), &outbox("alice", "webhook")), 1);
 }
+
+#[test]
+fn a_responder_answers_only_pending_requests_in_the_tagged_form() {
+    let redis = shared();
+    let mut root = redis.root();
+    let responder = oxidepm_lanes::AclUser::Responder("triage".into());
+    for (user, extra) in [
+        (
+            oxidepm_lanes::AclUser::Agent("alice".parse().unwrap()),
+            &["triage"][..],
+        ),
+        (
+            oxidepm_lanes::AclUser::Agent("bob".parse().unwrap()),
+            &["triage"][..],
+        ),
+        (responder, &[][..]),
+    ] {
+        let _: () = redis::cmd("ACL")
+            .arg(support::setuser(user, extra))
+            .query(&mut root)
+            .unwrap();
+    }
+    // As the daemon makes them: the responder's group on every agent's
+    // outbox of its family, the agent's on its inbox.
+    for a in ["alice", "bob"] {
+        for (key, group) in [(outbox(a, "triage"), "triage"), (inbox(a, "triage"), a)] {
+            let _: () = redis::cmd("XGROUP")
+                .arg(&["CREATE", &key, group, "0", "MKSTREAM"])
+                .query(&mut root)
+                .unwrap();
+        }
+    }
+    let proxy = ProxyProcess::start_with(
+        &redis.url(),
+        &redis.tls_files(),
+        &["alice", "bob"],
+        &["triage"],
+    );
+    let mut alice = proxy.client("alice");
+    let Value::Bulk(request) = alice.cmd(&["XADD", "triage:outbox", "*", "text", "help"]) else {
+        panic!("alice's request refused");
+    };
+    let request = String::from_utf8(request).unwrap();
+    let mut triage = proxy.client("triage");
+    assert_eq!(triage.whoami(), bulk("resp_triage"));
+    let a_out = outbox("alice", "triage");
+    let got = triage.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "triage",
+        "r1",
+        "STREAMS",
+        &a_out,
+        ">",
+    ]);
+    assert!(got.strings().contains(&"help".to_string()), "{got:?}");
+
+    // A reply to bob, who asked nothing, is refused; alice's goes through.
+    let b_in = inbox("bob", "triage");
+    let r = triage.cmd(&[
+        "XADD", &b_in, "MAXLEN", "~", "100", "*", "re", &request, "text", "spoof",
+    ]);
+    assert!(r.error_starts("NOPERM"), "{r:?}");
+    assert_eq!(xlen(&mut root, &b_in), 0);
+    let a_in = inbox("alice", "triage");
+    let r = triage.cmd(&[
+        "XADD", &a_in, "MAXLEN", "~", "100", "*", "re", &request, "text", "answer",
+    ]);
+    assert!(matches!(r, Value::Bulk(_)), "{r:?}");
+    let got = alice.cmd(&["XREADGROUP", "GROUP", "alice", "c", "STREAMS", &a_in, ">"]);
+    assert!(got.strings().contains(&"answer".to_string()), "{got:?}");
+    assert_eq!(
+        triage.cmd(&["XACK", &a_out, "triage", &request]),
+        Value::Int(1)
+    );
+}

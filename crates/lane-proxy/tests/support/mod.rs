@@ -22,8 +22,17 @@ pub fn tagged() {
 
 /// The `ACL SETUSER` arguments of `agent_<name>`, as the daemon provisions it.
 pub fn agent_setuser(name: &str) -> Vec<String> {
-    let user = AclUser::Agent(name.parse().unwrap());
-    let families: Vec<String> = FAMILIES.iter().map(|f| f.to_string()).collect();
+    setuser(AclUser::Agent(name.parse().unwrap()), &[])
+}
+
+/// The `ACL SETUSER` arguments of `user`, whose agents may also append to
+/// the outboxes of `responders`.
+pub fn setuser(user: AclUser, responders: &[&str]) -> Vec<String> {
+    let families: Vec<String> = FAMILIES
+        .iter()
+        .chain(responders)
+        .map(|f| f.to_string())
+        .collect();
     let mut args = vec![
         "SETUSER".to_string(),
         user.to_string(),
@@ -56,6 +65,17 @@ impl ProxyProcess {
     /// Starts `oxidepm-lane-proxy` for `agents` on `url`, and waits until
     /// their sockets exist.
     pub fn start(url: &str, tls: &TlsFiles, agents: &[&str]) -> ProxyProcess {
+        Self::start_with(url, tls, agents, &[])
+    }
+
+    /// Also serving the lanes of `responders` (whose families the agents
+    /// may append to).
+    pub fn start_with(
+        url: &str,
+        tls: &TlsFiles,
+        agents: &[&str],
+        responders: &[&str],
+    ) -> ProxyProcess {
         let dir = tempfile::tempdir().unwrap();
         let secrets = dir.path().join("secrets");
         let lanes = dir.path().join("lanes");
@@ -67,12 +87,21 @@ impl ProxyProcess {
             std::fs::write(&pw, format!("{}\n", password(&user))).unwrap();
             list.push(serde_json::json!({"name": a, "password_file": pw}));
         }
+        let mut resp = Vec::new();
+        for r in responders {
+            let user = AclUser::Responder(r.to_string()).to_string();
+            let pw = secrets.join(&user);
+            std::fs::write(&pw, format!("{}\n", password(&user))).unwrap();
+            resp.push(serde_json::json!({"name": r, "password_file": pw}));
+        }
+        let families: Vec<&str> = FAMILIES.iter().chain(responders).copied().collect();
         let mut cfg = serde_json::json!({
             "upstream": url,
             "key_form": "tagged",
             "lanes_dir": lanes,
-            "families": FAMILIES,
+            "families": families,
             "agents": list,
+            "responders": resp,
             "meter_interval_ms": 200,
         });
         if !tls.is_empty() {
@@ -91,7 +120,7 @@ impl ProxyProcess {
             .spawn()
             .unwrap();
         let p = ProxyProcess { dir, lanes, child };
-        for a in agents {
+        for a in agents.iter().chain(responders) {
             let s = p.socket(a);
             eventually(Duration::from_secs(20), "the lane sockets", || s.exists());
         }
