@@ -249,3 +249,51 @@ fn lanes_on_a_tls_cluster_reach_the_node_of_their_slot() {
         assert_eq!(read_and_ack(&mut client, agent), ["msg tls"]);
     }
 }
+
+#[test]
+fn a_lane_whose_primary_dies_comes_back_on_the_promoted_replica() {
+    tagged();
+    let mut c = Cluster::start(false);
+    let (a, b) = two_agents(&c);
+    provision(&c, &[&a, &b], false);
+    let proxy = ProxyProcess::start(&c.url(), &Default::default(), &[&a, &b]);
+    let a_in = inbox(&a, "webhook");
+    let mut ca = proxy.client(&a);
+    xadd(&c, &a_in, "msg 1");
+    assert_eq!(read_and_ack(&mut ca, &a), ["msg 1"]);
+    // Replication is asynchronous: the test waits until the replica has
+    // the acknowledgement, as a crash may otherwise lose it.
+    let primary = c.primary_of(&a_in);
+    let synced: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut c.node(primary))
+        .unwrap();
+    assert_eq!(synced, 1);
+    c.kill_node(primary);
+
+    // Until the replica is promoted the lane is unavailable (an error,
+    // never a hang); then a new connection works, on the new primary.
+    let mut back = None;
+    eventually(Duration::from_secs(60), "alice's lane back", || {
+        let mut client = proxy.client(&a);
+        let r = client.cmd(&["XRANGE", &a_in, "-", "+"]);
+        let ok = !matches!(r, Value::Error(_));
+        if ok {
+            back = Some((client, r));
+        } else {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        ok
+    });
+    let (mut again, all) = back.unwrap();
+    assert!(all.strings().contains(&"msg 1".to_string()), "{all:?}");
+    let pending = again.cmd(&["XPENDING", &a_in, &a]);
+    assert_eq!(pending.strings().len(), 0, "{pending:?}");
+    let id = again.cmd(&["XADD", "webhook:outbox", "*", "text", "after"]);
+    assert!(matches!(id, Value::Bulk(_)), "{id:?}");
+
+    // Bob's lane, on a primary that lives, works throughout.
+    let mut cb = proxy.client(&b);
+    assert_eq!(cb.cmd(&["PING"]), Value::Simple("PONG".into()));
+}
