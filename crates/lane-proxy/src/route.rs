@@ -265,6 +265,9 @@ impl Route {
                 match up.call(&[slots]).await {
                     Ok(mut r) => r.pop(),
                     Err(e) => {
+                        // An answer too long for the proxy (a cluster of
+                        // many small ranges) fails this way every time.
+                        self.known().no_slots = true;
                         why.push(format!("{seed}: {e}"));
                         continue;
                     }
