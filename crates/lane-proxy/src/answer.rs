@@ -42,7 +42,9 @@ impl Answers {
         match tokio::time::timeout(TIMEOUT, self.pending(s, outbox, request)).await {
             Ok(Ok(true)) => Verdict::Forward,
             Ok(Ok(false)) => {
-                let agent = outbox.split(':').next().unwrap_or_default();
+                let agent = outbox
+                    .parse::<oxidepm_lanes::StreamKey>()
+                    .map_or_else(|_| outbox.to_string(), |k| k.agent.to_string());
                 let what = match request {
                     Some(id) => format!(
                         "request {} of agent '{agent}' is not pending",
@@ -83,7 +85,7 @@ impl Answers {
         request: Option<&[u8]>,
     ) -> io::Result<bool> {
         if self.side.is_none() {
-            self.side = Some(Upstream::open_as(&s.upstream, &s.user(), &s.password).await?);
+            self.side = Some(Upstream::open_as(&s.route, &s.user(), &s.password).await?);
         }
         let Some(up) = self.side.as_mut() else {
             return Err(io::Error::other("no connection"));

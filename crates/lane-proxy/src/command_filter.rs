@@ -276,12 +276,23 @@ fn xadd(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
 /// The index of the family of `key` when it is `policy.agent`'s outbox of
 /// one of `policy.families` (compared as bytes: this runs for every XADD).
 fn own_outbox_family(key: &[u8], policy: &Policy<'_>) -> Option<usize> {
-    let rest = key.strip_prefix(policy.agent.as_str().as_bytes())?;
-    let family = rest
-        .strip_prefix(b":")?
+    let family = strip_agent(key, policy.agent.as_str())?
         .strip_suffix(Dir::Outbox.as_str().as_bytes())?
         .strip_suffix(b":")?;
     policy.families.iter().position(|f| f.as_bytes() == family)
+}
+
+/// What follows `agent`'s part of `key` and its `:`, if `key` starts
+/// with them in this process's key form (`alice:` or `{alice}:`).
+pub(crate) fn strip_agent<'k>(key: &'k [u8], agent: &str) -> Option<&'k [u8]> {
+    let rest = match oxidepm_lanes::stream_key::key_form() {
+        oxidepm_lanes::KeyForm::Plain => key.strip_prefix(agent.as_bytes())?,
+        oxidepm_lanes::KeyForm::Tagged => key
+            .strip_prefix(b"{")?
+            .strip_prefix(agent.as_bytes())?
+            .strip_prefix(b"}")?,
+    };
+    rest.strip_prefix(b":")
 }
 
 /// The ASCII upper case of `s` in `buf`; a name longer than `buf` gives an

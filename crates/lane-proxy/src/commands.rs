@@ -21,14 +21,14 @@ use crate::command_filter::{decide, Policy, Verdict};
 use crate::connection::{End, LaneSettings, Slot};
 use crate::handshake::{getname_reply, info_reply};
 use crate::redis_version::redis_version;
-use crate::relay_socket::{OwnedReadHalf, OwnedWriteHalf};
+use crate::relay_socket::OwnedReadHalf;
 use crate::replies::release;
 use crate::resp::{encode_command, error_reply, Command, CommandParser, ProtocolError};
 use crate::transaction::{Admitted, Session, DISCARD};
 use std::borrow::Cow;
 use std::io;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Semaphore;
 
@@ -39,9 +39,9 @@ const SMALL: usize = 16 << 10;
 
 /// Client → upstream, until the client closes, a `Close` is queued, or an
 /// I/O error.
-pub async fn pump_commands(
+pub async fn pump_commands<W: AsyncWrite + Unpin>(
     mut cr: OwnedReadHalf,
-    mut uw: OwnedWriteHalf,
+    mut uw: W,
     tx: UnboundedSender<Slot>,
     permits: &Semaphore,
     s: &LaneSettings,
@@ -182,7 +182,7 @@ pub async fn pump_commands(
                     }
                     let name = cmd.arg(arg);
                     let max = s.limits.max_consumers;
-                    match s.consumers.admit(name, max, &s.upstream, &s.password).await {
+                    match s.consumers.admit(name, max, &s.route, &s.password).await {
                         Ok(()) => {
                             match session.admitted(Admitted::Consumer(name.to_vec())) {
                                 Some(_) => send(Slot::Consumer(name.to_vec()))?,
@@ -300,7 +300,7 @@ pub async fn pump_commands(
                         send(Slot::Upstream(forwarded))?;
                         forwarded = 0;
                     }
-                    let r = match redis_version(&s.upstream, &s.user(), &s.password).await {
+                    let r = match redis_version(&s.route, &s.user(), &s.password).await {
                         Ok(v) => info_reply(v),
                         Err(e) => {
                             log::warn!("lane {}: cannot learn Redis's version: {e}", s.agent);
@@ -390,6 +390,9 @@ pub async fn pump_commands(
             uw.write_all(&up).await?;
             up.clear();
         }
+        // Before waiting for the client: TLS may hold back what was
+        // written (a no-op on a socket).
+        uw.flush().await?;
         if closing {
             return Ok(End::Graceful);
         }
@@ -575,7 +578,7 @@ fn encode_with_key(out: &mut Vec<u8>, cmd: &Command<'_>, key: Option<&[u8]>) {
 /// Writes a large command piece by piece: its headers are re-encoded, its
 /// arguments written from where they lie.
 async fn write_args(
-    uw: &mut OwnedWriteHalf,
+    uw: &mut (impl AsyncWrite + Unpin),
     cmd: &Command<'_>,
     key: Option<&[u8]>,
 ) -> io::Result<()> {

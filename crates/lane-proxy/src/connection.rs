@@ -17,24 +17,36 @@
 //! proxy buffer them; and the reply pump reads Redis only when the client
 //! has taken what came before, so Redis keeps what the client does not
 //! take, in its own client output buffer.
+//!
+//! The upstream connection goes where [`Route`] says: the private Redis's
+//! unix socket, or a shared server over TCP or TLS (the primary Sentinel
+//! names, or the cluster node of the agent's slot: every key of an agent
+//! carries its hash tag, so one node serves its whole lane). Unix and TCP
+//! sockets are relayed at the descriptor level (`relay_socket`), TLS
+//! through its session. When a shared server answers that the lane is
+//! served elsewhere (`-MOVED`, `-ASK`, `-READONLY`, a blocked read
+//! `-UNBLOCKED` by a failover), the client gets `-TRYAGAIN … reconnect` in
+//! place of that reply and the connection closes (see `crate::replies`):
+//! its next connection goes to the node that serves the lane now.
 
 use crate::budget::Budget;
 use crate::commands::pump_commands;
 use crate::consumers::Consumers;
+use crate::link::Link;
 use crate::meter::{Bounds, Meter};
 use crate::rate_limit::TokenBucket;
-use crate::relay_socket;
+use crate::relay_socket::{self, OwnedReadHalf, OwnedWriteHalf};
 use crate::replies::pump_replies;
 use crate::resp::error_reply;
+use crate::route::Route;
 use crate::transaction::{Admitted, Queued};
 use crate::upstream;
 use oxidepm_lanes::{AclUser, AgentName, LimitsConfig, Secret};
 use std::borrow::Cow;
 use std::io;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc::unbounded_channel;
 use tokio::sync::Semaphore;
@@ -47,8 +59,8 @@ const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct LaneSettings {
     /// The lane's agent: its identity upstream.
     pub agent: AgentName,
-    /// The private Redis's socket.
-    pub upstream: PathBuf,
+    /// The way to the lanes' Redis, shared by every lane.
+    pub route: Arc<Route>,
     /// The password of `agent_<agent>`.
     pub password: Secret,
     /// The uid allowed besides the proxy's own.
@@ -94,7 +106,7 @@ impl std::fmt::Debug for LaneSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LaneSettings")
             .field("agent", &self.agent)
-            .field("upstream", &self.upstream)
+            .field("route", &self.route)
             .field("password", &"<redacted>")
             .field("uid", &self.uid)
             .field("check_peer_uid", &self.check_peer_uid)
@@ -158,7 +170,8 @@ pub async fn serve(client: UnixStream, settings: Arc<LaneSettings>) {
         return;
     }
     let user = settings.user();
-    let connect = upstream::connect_as(&settings.upstream, &user, &settings.password);
+    let lane = upstream::lane_of(&user);
+    let connect = settings.route.connect(&lane, &user, &settings.password);
     let upstream = match tokio::time::timeout(UPSTREAM_TIMEOUT, connect).await {
         Ok(Ok(u)) => u,
         Ok(Err(e)) => {
@@ -173,30 +186,55 @@ pub async fn serve(client: UnixStream, settings: Arc<LaneSettings>) {
         }
     };
     log::debug!("lane {agent}: connection open");
-    let halves = relay_socket::split(client).and_then(|c| Ok((c, relay_socket::split(upstream)?)));
-    let ((cr, cw), (ur, uw)) = match halves {
+    let (cr, cw) = match relay_socket::split(client) {
         Ok(h) => h,
         Err(e) => {
             log::error!("lane {agent}: cannot register the connection: {e}");
             return;
         }
     };
+    // Sockets are relayed at the descriptor level; TLS through its
+    // session, split by tokio.
+    let result = match upstream {
+        Link::Unix(u) => match relay_socket::split(u) {
+            Ok((ur, uw)) => relay(cr, cw, ur, uw, &settings).await,
+            Err(e) => Err(e),
+        },
+        Link::Tcp(u) => match relay_socket::split_tcp(u) {
+            Ok((ur, uw)) => relay(cr, cw, ur, uw, &settings).await,
+            Err(e) => Err(e),
+        },
+        Link::Tls(u) => {
+            let (ur, uw) = tokio::io::split(*u);
+            relay(cr, cw, ur, uw, &settings).await
+        }
+    };
+    match result {
+        Ok(()) => log::debug!("lane {agent}: connection closed"),
+        Err(e) => log::debug!("lane {agent}: connection ended: {e}"),
+    }
+}
+
+/// Runs the two pumps of a connection until it ends.
+async fn relay(
+    cr: OwnedReadHalf,
+    cw: OwnedWriteHalf,
+    ur: impl AsyncRead + Unpin,
+    uw: impl AsyncWrite + Unpin,
+    settings: &LaneSettings,
+) -> io::Result<()> {
     let permits = Semaphore::new(settings.limits.max_pipeline);
     let (tx, rx) = unbounded_channel();
-    let commands = pump_commands(cr, uw, tx, &permits, &settings);
-    let replies = pump_replies(ur, cw, rx, &permits, &settings);
+    let commands = pump_commands(cr, uw, tx, &permits, settings);
+    let replies = pump_replies(ur, cw, rx, &permits, settings);
     tokio::pin!(commands, replies);
-    let result = tokio::select! {
+    tokio::select! {
         end = &mut commands => match end {
             Ok(End::Graceful) => replies.await,
             Ok(End::Abort) => Ok(()),
             Err(e) => Err(e),
         },
         r = &mut replies => r,
-    };
-    match result {
-        Ok(()) => log::debug!("lane {agent}: connection closed"),
-        Err(e) => log::debug!("lane {agent}: connection ended: {e}"),
     }
 }
 

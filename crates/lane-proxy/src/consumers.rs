@@ -28,12 +28,12 @@
 //! `<agent>:<name>:outbox`, read as `resp_<name>`.
 
 use crate::groups::parse_groups;
+use crate::route::Route;
 use crate::upstream::{Reply, Upstream};
 use oxidepm_lanes::{AclUser, AgentName, Secret, StreamKey};
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The soonest a refusal makes the lane read Redis's names again after the
@@ -131,11 +131,11 @@ impl Consumers {
         &self,
         name: &[u8],
         max: usize,
-        socket: &Path,
+        route: &Arc<Route>,
         password: &Secret,
     ) -> Result<(), String> {
         if !self.lock().seeded {
-            self.read_redis(socket, password, |st| !st.seeded).await;
+            self.read_redis(route, password, |st| !st.seeded).await;
         }
         if let Err(why) = self.try_admit(name, max) {
             let due = |st: &State| {
@@ -145,7 +145,7 @@ impl Consumers {
             if !due(&self.lock()) {
                 return Err(why);
             }
-            self.read_redis(socket, password, due).await;
+            self.read_redis(route, password, due).await;
             self.try_admit(name, max)?;
         }
         Ok(())
@@ -205,7 +205,7 @@ impl Consumers {
     /// logged; the names known stay.
     async fn read_redis(
         &self,
-        socket: &Path,
+        route: &Arc<Route>,
         password: &Secret,
         still_due: impl Fn(&State) -> bool,
     ) {
@@ -219,7 +219,7 @@ impl Consumers {
             } else {
                 AclUser::Agent(self.agent.clone())
             };
-            let mut up = Upstream::open_as(socket, &user, password).await?;
+            let mut up = Upstream::open_as(route, &user, password).await?;
             read_names(&mut up, &inboxes).await
         })
         .await

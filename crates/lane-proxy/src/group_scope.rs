@@ -13,7 +13,7 @@
 
 use crate::command_filter::{upper, Policy};
 use crate::resp::Command;
-use oxidepm_lanes::Dir;
+use oxidepm_lanes::{Dir, StreamKey};
 
 /// Where a group command names its stream and its group.
 #[derive(Debug, PartialEq, Eq)]
@@ -128,9 +128,7 @@ pub fn check_watch(cmd: &Command<'_>, policy: &Policy<'_>) -> Result<(), String>
 
 /// Whether `key` is `<agent>:<family>:<dir>` for a configured family.
 fn is_own(key: &[u8], dir: Dir, policy: &Policy<'_>) -> bool {
-    let family = key
-        .strip_prefix(policy.agent.as_str().as_bytes())
-        .and_then(|r| r.strip_prefix(b":"))
+    let family = crate::command_filter::strip_agent(key, policy.agent.as_str())
         .and_then(|r| r.strip_suffix(dir.as_str().as_bytes()))
         .and_then(|r| r.strip_suffix(b":"));
     family.is_some_and(|f| policy.families.iter().any(|c| c.as_bytes() == f))
@@ -143,7 +141,10 @@ fn own_list(dir: Dir, policy: &Policy<'_>) -> String {
     policy
         .families
         .iter()
-        .map(|f| format!("{}:{f}:{}", policy.agent, dir.as_str()))
+        .map(|f| match dir {
+            Dir::Inbox => StreamKey::inbox(policy.agent, f).to_string(),
+            Dir::Outbox => StreamKey::outbox(policy.agent, f).to_string(),
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -6,6 +6,7 @@ use crate::connection::LaneSettings;
 use crate::consumers::Consumers;
 use crate::meter::{Bounds, Meter};
 use crate::rate_limit::TokenBucket;
+use crate::route::Route;
 use crate::server::LaneError;
 use oxidepm_lanes::responder::ResponderConfig;
 use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret, SecretError};
@@ -37,15 +38,21 @@ pub(crate) fn lanes(cfg: &ProxyConfig) -> Vec<(AgentConfig, bool)> {
 /// (rate bucket, buffer budget, meter) is kept from `old` where unchanged.
 pub(crate) fn lane_settings(
     cfg: &ProxyConfig,
+    route: &Arc<Route>,
     a: &AgentConfig,
     old: Option<&LaneSettings>,
     responder: bool,
 ) -> Result<LaneSettings, LaneError> {
-    let upstream = cfg
-        .upstream
-        .unix_path()
-        .ok_or_else(|| LaneError::Upstream(cfg.upstream.to_string()))?
-        .to_path_buf();
+    if responder && route.is_cluster() {
+        // A responder reads every agent's outbox of its family: keys in
+        // every slot, which no one cluster node holds.
+        return Err(LaneError::Upstream(format!(
+            "responder '{}': a responder's lane cannot be served on a Redis Cluster yet \
+             (its requests are in every agent's slot); run it with a standalone or \
+             Sentinel redis_url",
+            a.name
+        )));
+    }
     // A responder's lane has no outboxes of its own to measure.
     let families: &[String] = if responder { &[] } else { &cfg.families };
     let password = Secret::read(&a.password_file).map_err(|source| match source {
@@ -92,7 +99,7 @@ pub(crate) fn lane_settings(
     let transactions = old.map(|o| o.transactions.clone()).unwrap_or_default();
     Ok(LaneSettings {
         agent: a.name.clone(),
-        upstream,
+        route: route.clone(),
         password,
         uid: a.uid,
         check_peer_uid: cfg.check_peer_uid,

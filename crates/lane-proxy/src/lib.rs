@@ -2,7 +2,7 @@
 //!
 //! One process listens on one unix socket per agent,
 //! `<lanes_dir>/<agent>.sock`. The socket a connection arrives on is its
-//! identity: the proxy opens a connection of its own to the private Redis,
+//! identity: the proxy opens a connection of its own to the lanes' Redis,
 //! authenticates it as `agent_<name>` before reading anything from the
 //! client, and then relays the client's commands — parsed, checked against
 //! an allowlist, re-encoded — and Redis's replies. The agent holds no
@@ -26,6 +26,9 @@
 //! * [`consumers`] — the consumer names a lane has in Redis: at most
 //!   `max_consumers`;
 //! * [`upstream`] — the proxy's own connections to Redis, as an agent;
+//!   [`route`] — where the lanes' Redis is (a unix socket, TCP, TLS
+//!   ([`tls`]), Sentinel, or the cluster node of a lane's slot
+//!   ([`cluster_map`])), and [`link`], the stream that reaches it;
 //! * [`activation`] — sockets inherited from systemd (LISTEN_FDS);
 //! * [`lane_socket`] — the sockets' directory and files;
 //! * [`connection`] — one client connection: its set-up and its two
@@ -38,6 +41,7 @@
 mod activation;
 mod answer;
 mod budget;
+mod cluster_map;
 mod command_filter;
 mod commands;
 mod connection;
@@ -48,6 +52,7 @@ mod groups;
 mod handshake;
 mod lane_settings;
 mod lane_socket;
+mod link;
 mod meter;
 mod rate_limit;
 mod redis_version;
@@ -56,7 +61,9 @@ mod replies;
 mod reply_scanner;
 mod resp;
 mod responder_filter;
+mod route;
 mod server;
+mod tls;
 mod transaction;
 mod upstream;
 

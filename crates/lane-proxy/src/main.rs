@@ -4,7 +4,10 @@
 //! file (see `oxidepm_lanes::ProxyConfig`), or the listening sockets it
 //! inherits by socket activation (named by FileDescriptorName). Runs in the
 //! foreground and logs to stderr (`RUST_LOG`, default `info`). SIGHUP
-//! re-reads the configuration; SIGTERM and SIGINT stop it cleanly.
+//! re-reads the configuration; SIGTERM and SIGINT stop it cleanly. The
+//! configuration's `key_form` is fixed for the process when it is first
+//! applied, before any key is built; a reload that names another form is
+//! refused, with the reason, and changes nothing.
 
 use oxidepm_lane_proxy::{run, runtime, take_from_env};
 use std::io::Write;

@@ -36,7 +36,6 @@ use crate::groups::{parse_groups, Group, StreamId};
 use crate::upstream::{Reply, Upstream};
 use oxidepm_lanes::{AgentName, Secret, StreamKey};
 use std::io;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -350,8 +349,8 @@ impl Meter {
 pub struct Source {
     /// The lane's meter now.
     pub meter: Arc<Meter>,
-    /// The private Redis's socket.
-    pub upstream: PathBuf,
+    /// The way to the lanes' Redis.
+    pub route: Arc<crate::route::Route>,
     /// The agent's password.
     pub password: Secret,
     /// How often to measure while the lane is in use.
@@ -404,7 +403,7 @@ pub async fn run(current: impl Fn() -> Option<Source>) {
 async fn measure_once(src: &Source, up: &mut Option<Upstream>) -> io::Result<()> {
     let work = async {
         if up.is_none() {
-            *up = Some(Upstream::open(&src.upstream, &src.meter.agent, &src.password).await?);
+            *up = Some(Upstream::open(&src.route, &src.meter.agent, &src.password).await?);
         }
         match up.as_mut() {
             Some(c) => src.meter.measure(c).await,

@@ -3,10 +3,11 @@
 //! of the proxy's own, the first time a client asks; a connection that
 //! never sends INFO costs nothing.
 
+use crate::route::Route;
 use crate::upstream::{Reply, Upstream};
 use oxidepm_lanes::{AclUser, Secret};
 use std::io;
-use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -18,13 +19,13 @@ static VERSION: OnceCell<String> = OnceCell::const_new();
 /// Redis's version (`HELLO`'s `version`), asked as `user` the first time;
 /// a failure is not kept, the next INFO asks again.
 pub async fn redis_version(
-    socket: &Path,
+    route: &Arc<Route>,
     user: &AclUser,
     password: &Secret,
 ) -> io::Result<&'static str> {
     let v = VERSION
         .get_or_try_init(|| async {
-            tokio::time::timeout(TIMEOUT, ask(socket, user, password))
+            tokio::time::timeout(TIMEOUT, ask(route, user, password))
                 .await
                 .unwrap_or_else(|_| Err(io::Error::other("Redis did not answer in time")))
         })
@@ -32,8 +33,8 @@ pub async fn redis_version(
     Ok(v.as_str())
 }
 
-async fn ask(socket: &Path, user: &AclUser, password: &Secret) -> io::Result<String> {
-    let mut up = Upstream::open_as(socket, user, password).await?;
+async fn ask(route: &Arc<Route>, user: &AclUser, password: &Secret) -> io::Result<String> {
+    let mut up = Upstream::open_as(route, user, password).await?;
     let replies = up.call(&[vec![b"HELLO".to_vec()]]).await?;
     version_of(&replies[0]).ok_or_else(|| {
         io::Error::other(format!(

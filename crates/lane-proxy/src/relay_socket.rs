@@ -1,4 +1,6 @@
-//! The two halves of a relayed unix socket, watched for readability only.
+//! The two halves of a relayed socket (the client's unix socket, and the
+//! upstream one: unix, or TCP to a shared server), watched for
+//! readability only.
 //!
 //! Tokio registers a socket for reading and writing, edge-triggered. Then
 //! every time the peer reads what the proxy wrote, the kernel reports the
@@ -9,12 +11,18 @@
 //! on a duplicate of its descriptor registered for that alone, and dropped
 //! once the write went through.
 //!
+//! A TCP socket's read half watches a duplicate of its descriptor (the
+//! runtime registers only unix streams and owned descriptors), the same
+//! socket: reading one reads the other.
+//!
 //! Both halves behave as tokio's `OwnedReadHalf` / `OwnedWriteHalf` do for
 //! the pumps: dropping the write half shuts the socket down for writing.
 
 use oxidepm_sys::async_fd::{read_buf, watch_fd, watch_stream};
 use std::io::{self, Write};
 use std::net::Shutdown;
+use std::net::TcpStream as StdTcp;
+use std::os::fd::AsRawFd;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream as StdStream;
 use std::pin::Pin;
@@ -22,7 +30,52 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
-use tokio::net::UnixStream;
+use tokio::net::{TcpStream, UnixStream};
+
+/// A connected socket the write half writes to and shuts down itself.
+pub trait Socket: AsFd + Send + Sync + 'static {
+    /// One write(2), never waiting.
+    fn write_now(&self, buf: &[u8]) -> io::Result<usize>;
+    /// Shuts the socket down for writing.
+    fn shutdown_write(&self) -> io::Result<()>;
+}
+
+impl Socket for StdStream {
+    fn write_now(&self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn shutdown_write(&self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+impl Socket for StdTcp {
+    fn write_now(&self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn shutdown_write(&self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+/// Splits a TCP `stream` into halves that the runtime watches for reading
+/// only.
+pub fn split_tcp(
+    stream: TcpStream,
+) -> io::Result<(OwnedReadHalf<OwnedFd>, OwnedWriteHalf<StdTcp>)> {
+    // Non-blocking still: tokio hands its sockets over that way.
+    let stream = stream.into_std()?;
+    let read = watch_fd(stream.as_fd().try_clone_to_owned()?, Interest::READABLE)?;
+    Ok((
+        OwnedReadHalf { fd: read },
+        OwnedWriteHalf {
+            stream: Arc::new(stream),
+            blocked: None,
+        },
+    ))
+}
 
 /// Splits `stream` into halves that the runtime watches for reading only.
 pub fn split(stream: UnixStream) -> io::Result<(OwnedReadHalf, OwnedWriteHalf)> {
@@ -39,11 +92,11 @@ pub fn split(stream: UnixStream) -> io::Result<(OwnedReadHalf, OwnedWriteHalf)> 
 
 /// The reading half.
 #[derive(Debug)]
-pub struct OwnedReadHalf {
-    fd: AsyncFd<Arc<StdStream>>,
+pub struct OwnedReadHalf<R: AsRawFd = Arc<StdStream>> {
+    fd: AsyncFd<R>,
 }
 
-impl OwnedReadHalf {
+impl<R: AsRawFd> OwnedReadHalf<R> {
     /// Waits until there is something to read (or the peer is gone).
     pub async fn readable(&self) -> io::Result<()> {
         // Dropping the guard keeps the readiness for the read that follows.
@@ -57,7 +110,7 @@ impl AsRef<StdStream> for OwnedReadHalf {
     }
 }
 
-impl AsyncRead for OwnedReadHalf {
+impl<R: AsRawFd + AsFd> AsyncRead for OwnedReadHalf<R> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -86,20 +139,20 @@ impl AsyncRead for OwnedReadHalf {
 
 /// The writing half.
 #[derive(Debug)]
-pub struct OwnedWriteHalf {
-    stream: Arc<StdStream>,
+pub struct OwnedWriteHalf<S: Socket = StdStream> {
+    stream: Arc<S>,
     /// A duplicate descriptor watched for writability while a write waits.
     blocked: Option<AsyncFd<OwnedFd>>,
 }
 
-impl AsyncWrite for OwnedWriteHalf {
+impl<S: Socket> AsyncWrite for OwnedWriteHalf<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         loop {
-            match (&*self.stream).write(buf) {
+            match self.stream.write_now(buf) {
                 Ok(n) => {
                     self.blocked = None;
                     return Poll::Ready(Ok(n));
@@ -130,13 +183,13 @@ impl AsyncWrite for OwnedWriteHalf {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.stream.shutdown(Shutdown::Write))
+        Poll::Ready(self.stream.shutdown_write())
     }
 }
 
-impl Drop for OwnedWriteHalf {
+impl<S: Socket> Drop for OwnedWriteHalf<S> {
     fn drop(&mut self) {
-        let _ = self.stream.shutdown(Shutdown::Write);
+        let _ = self.stream.shutdown_write();
     }
 }
 
@@ -176,5 +229,26 @@ mod tests {
         drop(bw);
         let mut rest = Vec::with_capacity(8);
         assert_eq!(ar.read_buf(&mut rest).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn relays_a_tcp_socket_too() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (a, b) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let (mut ar, mut aw) = split_tcp(a.unwrap()).unwrap();
+        let (mut b, _) = b.unwrap();
+        aw.write_all(b"PING\r\n").await.unwrap();
+        let mut got = [0u8; 6];
+        b.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"PING\r\n");
+        b.write_all(b"+PONG\r\n").await.unwrap();
+        ar.readable().await.unwrap();
+        let mut back = Vec::with_capacity(16);
+        ar.read_buf(&mut back).await.unwrap();
+        assert_eq!(back, b"+PONG\r\n");
+        drop(aw);
+        let mut rest = Vec::new();
+        assert_eq!(b.read_to_end(&mut rest).await.unwrap(), 0);
     }
 }

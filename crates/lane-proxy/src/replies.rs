@@ -10,11 +10,11 @@
 use crate::connection::{LaneSettings, Slot};
 use crate::consumers::Consumers;
 use crate::meter::Meter;
-use crate::relay_socket::{OwnedReadHalf, OwnedWriteHalf};
+use crate::relay_socket::OwnedWriteHalf;
 use crate::reply_scanner::ReplyScanner;
 use std::collections::VecDeque;
 use std::io;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Semaphore;
 
@@ -42,8 +42,8 @@ impl Drop for Owed<'_> {
 
 /// Upstream → client, until the client's connection closes (or a `Close`
 /// slot is reached).
-pub async fn pump_replies(
-    mut ur: OwnedReadHalf,
+pub async fn pump_replies<R: AsyncRead + Unpin>(
+    mut ur: R,
     mut cw: OwnedWriteHalf,
     rx: UnboundedReceiver<Slot>,
     permits: &Semaphore,
@@ -63,6 +63,9 @@ pub async fn pump_replies(
         consumers,
     } = &mut owed;
     let mut scanner = ReplyScanner::new();
+    if !s.route.is_unix() {
+        scanner.watch_moves();
+    }
     let mut inbuf: Vec<u8> = Vec::new();
     let mut start = 0usize;
     let mut out: Vec<u8> = Vec::new();
@@ -114,6 +117,12 @@ pub async fn pump_replies(
                         out.extend_from_slice(&inbuf[relayed_from..start]);
                     }
                     let (used, done) = scanner.scan(&inbuf[start..], want).map_err(bad)?;
+                    if let Some(m) = scanner.take_moved() {
+                        // A replaced reply's bytes before it are in `out` already.
+                        let from = if replaced { start } else { relayed_from };
+                        out.extend_from_slice(&inbuf[from..start + used]);
+                        return lane_moved(cw, out, m, s).await;
+                    }
                     if let Slot::Settle {
                         replace: Some(r), ..
                     } = slot
@@ -188,6 +197,34 @@ pub async fn pump_replies(
         }
     }
 }
+
+/// The server said the lane is elsewhere (a slot moved, a failover): the
+/// client gets what came before, then a plain error in place of the
+/// redirection (an agent never follows a cluster address itself), and the
+/// connection closes, so that the client reconnects: its next connection
+/// goes where the lane is now. Switching nodes under a live connection
+/// would lose what the old node held for it (a blocked read, an open
+/// transaction, its place in the replies).
+async fn lane_moved(
+    mut cw: OwnedWriteHalf,
+    mut out: Vec<u8>,
+    m: crate::cluster_map::Moved,
+    s: &LaneSettings,
+) -> io::Result<()> {
+    log::info!(
+        "lane {}: Redis says the lane is served elsewhere ({m:?}); the client is told to \
+         reconnect",
+        s.agent
+    );
+    s.route.moved(s.agent.as_str(), m);
+    out.extend_from_slice(LANE_MOVED);
+    cw.write_all(&out).await?;
+    let _ = cw.shutdown().await;
+    Ok(())
+}
+
+/// What a client gets instead of a redirection.
+pub const LANE_MOVED: &[u8] = b"-TRYAGAIN the lane moved to another node; reconnect\r\n";
 
 /// Counts what `slot`'s command was admitted with answered.
 pub fn release(slot: Slot, meter: &Meter, consumers: &Consumers) {

@@ -6,6 +6,7 @@
 //! without buffering values — bulk payloads are skipped as they stream by,
 //! only an incomplete header line is ever left unconsumed.
 
+use crate::cluster_map::{self, Moved};
 use crate::resp::parse_int;
 use std::fmt;
 
@@ -53,11 +54,27 @@ pub struct ReplyScanner {
     /// A top-level attribute has been passed; the reply it annotates has
     /// not started yet.
     after_attribute: bool,
+    /// Whether top-level errors saying the lane moved stop the scan.
+    watch_moves: bool,
+    /// The error that stopped the scan, not consumed.
+    moved: Option<Moved>,
 }
 
 impl ReplyScanner {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Stops the scan before a top-level error saying the lane is served
+    /// elsewhere (see [`cluster_map::moved`]); [`ReplyScanner::take_moved`]
+    /// then says where. Off for the private Redis, where nothing moves.
+    pub fn watch_moves(&mut self) {
+        self.watch_moves = true;
+    }
+
+    /// The redirection that stopped the last scan, if one did.
+    pub fn take_moved(&mut self) -> Option<Moved> {
+        self.moved.take()
     }
 
     #[cfg(test)]
@@ -110,6 +127,12 @@ impl ReplyScanner {
                 return Err(ReplyError("line not terminated by CRLF".into()));
             }
             let line = &rest[..lf - 1];
+            if ty == b'-' && self.watch_moves && self.stack.is_empty() {
+                if let Some(m) = cluster_map::moved(line) {
+                    self.moved = Some(m);
+                    return Ok((pos, replies));
+                }
+            }
             pos += 1 + lf + 1;
             let int = || {
                 parse_int(line).ok_or_else(|| {
@@ -213,6 +236,22 @@ impl ReplyScanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_watching_scanner_stops_before_a_redirection_only_at_top_level() {
+        let mut s = ReplyScanner::new();
+        s.watch_moves();
+        let stream = b"+OK\r\n*1\r\n-MOVED 1 h:2\r\n-MOVED 3 h:4\r\n+OK\r\n";
+        let (used, n) = s.scan(stream, 10).unwrap();
+        // The nested error is an element of a reply, not a redirection.
+        assert_eq!((used, n), (23, 2));
+        assert!(matches!(s.take_moved(), Some(Moved::To(3, _))));
+        assert_eq!(s.take_moved(), None);
+        // Not watching (the private Redis): errors are replies like any.
+        let mut plain = ReplyScanner::new();
+        assert_eq!(plain.scan(stream, 10).unwrap(), (stream.len(), 4));
+        assert_eq!(plain.take_moved(), None);
+    }
 
     /// Scans `stream` fed in pieces of `step` bytes, the way the proxy
     /// does (unconsumed bytes are kept and re-offered). Returns replies.

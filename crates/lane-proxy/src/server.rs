@@ -16,6 +16,7 @@ use crate::connection::{self, LaneSettings};
 use crate::lane_settings;
 use crate::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
 use crate::meter;
+use crate::route::{self, Route};
 use oxidepm_lanes::proxy_config::agent_socket;
 use oxidepm_lanes::{AgentName, ConfigError, ProxyConfig, SecretError};
 use std::collections::HashMap;
@@ -78,6 +79,8 @@ impl Drop for Lane {
 #[derive(Debug, Default)]
 struct State {
     config: Option<ProxyConfig>,
+    /// The way upstream, kept across reloads that do not change it.
+    route: Option<Arc<Route>>,
     lanes: HashMap<String, Lane>,
 }
 
@@ -225,8 +228,20 @@ impl Proxy {
                 );
             }
         }
-        // Agents that are gone.
         let lanes = lane_settings::lanes(&cfg);
+        let route = match route::from_config(&cfg, st.route.as_ref()) {
+            Ok(r) => r,
+            Err(why) => {
+                // Nothing changes: every lane keeps what it had.
+                log::error!("{why}");
+                for (a, _) in &lanes {
+                    report.failed.push((a.name.to_string(), why.clone()));
+                }
+                return report;
+            }
+        };
+        st.route = Some(route.clone());
+        // Agents that are gone.
         let gone: Vec<String> = st
             .lanes
             .keys()
@@ -266,13 +281,14 @@ impl Proxy {
                 .lanes
                 .get(a.name.as_str())
                 .and_then(|l| read_settings(&l.shared));
-            let settings = match lane_settings::lane_settings(&cfg, a, old.as_deref(), *responder) {
-                Ok(s) => Arc::new(s),
-                Err(e) => {
-                    report.failed.push((a.name.to_string(), e.to_string()));
-                    continue;
-                }
-            };
+            let settings =
+                match lane_settings::lane_settings(&cfg, &route, a, old.as_deref(), *responder) {
+                    Ok(s) => Arc::new(s),
+                    Err(e) => {
+                        report.failed.push((a.name.to_string(), e.to_string()));
+                        continue;
+                    }
+                };
             if let Some(lane) = st.lanes.get_mut(a.name.as_str()) {
                 let was_served = read_settings(&lane.shared).is_some();
                 if let Origin::Bound(path) = &lane.origin {
@@ -366,8 +382,8 @@ pub enum LaneError {
         /// What is wrong with the file.
         source: SecretError,
     },
-    /// The upstream is not one this proxy reaches.
-    #[error("upstream {0}: only a unix socket is reached so far")]
+    /// The lane cannot be served on this upstream.
+    #[error("{0}")]
     Upstream(String),
 }
 
@@ -393,7 +409,7 @@ async fn accept_loop(listener: Arc<UnixListener>, shared: Arc<LaneShared>) {
                 .filter(|s| !s.responder)
                 .map(|s| meter::Source {
                     meter: s.meter.clone(),
-                    upstream: s.upstream.clone(),
+                    route: s.route.clone(),
                     password: s.password.clone(),
                     interval: s.meter_interval,
                 })

@@ -14,6 +14,7 @@ mod outboxes;
 mod own_group;
 mod protocol;
 mod transactions;
+mod upstream_config;
 
 use harness::{bulk, ok, send_blocking_read, Agent, Redis, TestProxy, Value};
 

@@ -1,28 +1,27 @@
-//! Connections of the proxy's own to the private Redis, as an agent: the
+//! Connections of the proxy's own to the lanes' Redis, as an agent: the
 //! one opened for each client connection (then relayed byte-wise by
 //! `connection`), and the meter's, on which the proxy asks and reads the
 //! answers itself ([`Upstream::call`]).
 
+use crate::link::Link;
 use crate::resp::{encode_args, parse_int};
+use crate::route::Route;
 use oxidepm_lanes::{AclUser, AgentName, Secret};
 use std::io;
-use std::path::Path;
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixStream;
 
-/// Connects to Redis at `socket` and authenticates as `user` (an agent's
-/// or a responder's).
-pub async fn connect_as(
-    socket: &Path,
-    user: &AclUser,
-    password: &Secret,
-) -> io::Result<UnixStream> {
-    let mut up = UnixStream::connect(socket).await.map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot connect to {}: {e}", socket.display()),
-        )
-    })?;
+/// The lane a user's connections belong to: its slot on a cluster.
+pub fn lane_of(user: &AclUser) -> String {
+    match user {
+        AclUser::Agent(a) => a.to_string(),
+        AclUser::Responder(r) => r.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Authenticates `link` as `user` (an agent's or a responder's).
+pub async fn authenticate(link: &mut Link, user: &AclUser, password: &Secret) -> io::Result<()> {
     let user = user.to_string();
     let mut auth = Vec::with_capacity(64);
     encode_args(
@@ -33,14 +32,15 @@ pub async fn connect_as(
             password.expose().as_bytes(),
         ],
     );
-    up.write_all(&auth).await?;
+    link.write_all(&auth).await?;
+    link.flush().await?;
     let mut reply = Vec::with_capacity(64);
     loop {
         if reply.len() > 4096 {
             return Err(io::Error::other("oversized reply to AUTH"));
         }
         let mut b = [0u8; 256];
-        let n = up.read(&mut b).await?;
+        let n = link.read(&mut b).await?;
         if n == 0 {
             return Err(io::Error::other("Redis closed the connection during AUTH"));
         }
@@ -50,7 +50,7 @@ pub async fn connect_as(
         }
     }
     if reply == b"+OK\r\n" {
-        return Ok(up);
+        return Ok(());
     }
     let text = String::from_utf8_lossy(reply.strip_prefix(b"-").unwrap_or(&reply))
         .trim_end()
@@ -169,22 +169,48 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Reply, usize)
 /// A connection on which the proxy asks Redis things itself.
 #[derive(Debug)]
 pub struct Upstream {
-    stream: UnixStream,
+    stream: Link,
     buf: Vec<u8>,
+    /// The route it was opened on, and for which lane: told when a reply
+    /// says the lane is served elsewhere.
+    route: Option<(Arc<Route>, String)>,
 }
 
 impl Upstream {
     /// Connects and authenticates as `agent_<agent>`.
-    pub async fn open(socket: &Path, agent: &AgentName, password: &Secret) -> io::Result<Upstream> {
-        Self::open_as(socket, &AclUser::Agent(agent.clone()), password).await
+    pub async fn open(
+        route: &Arc<Route>,
+        agent: &AgentName,
+        password: &Secret,
+    ) -> io::Result<Upstream> {
+        Self::open_as(route, &AclUser::Agent(agent.clone()), password).await
     }
 
     /// Connects and authenticates as `user`.
-    pub async fn open_as(socket: &Path, user: &AclUser, password: &Secret) -> io::Result<Upstream> {
-        Ok(Upstream {
-            stream: connect_as(socket, user, password).await?,
+    pub async fn open_as(
+        route: &Arc<Route>,
+        user: &AclUser,
+        password: &Secret,
+    ) -> io::Result<Upstream> {
+        let lane = lane_of(user);
+        let link = route.connect(&lane, user, password).await?;
+        let mut up = Self::from_link(link);
+        up.route = Some((route.clone(), lane));
+        Ok(up)
+    }
+
+    /// Asks on `link`, already authenticated (or needing no credential).
+    pub fn from_link(link: Link) -> Upstream {
+        Upstream {
+            stream: link,
             buf: Vec::new(),
-        })
+            route: None,
+        }
+    }
+
+    /// The connection, once every answer asked for was read.
+    pub fn into_link(self) -> Link {
+        self.stream
     }
 
     /// Sends `commands` in one write and reads their replies, in order.
@@ -194,6 +220,7 @@ impl Upstream {
             encode_args(&mut out, c);
         }
         self.stream.write_all(&out).await?;
+        self.stream.flush().await?;
         let mut replies = Vec::with_capacity(commands.len());
         let mut start = 0;
         while replies.len() < commands.len() {
@@ -216,6 +243,22 @@ impl Upstream {
             }
         }
         self.buf.drain(..start);
+        if let Some((route, lane)) = &self.route {
+            if !route.is_unix() {
+                for r in &replies {
+                    if let Reply::Error(e) = r {
+                        if let Some(m) = crate::cluster_map::moved(e.as_bytes()) {
+                            // This connection is on the wrong node now: the
+                            // caller drops it, the next one goes elsewhere.
+                            route.moved(lane, m);
+                            return Err(io::Error::other(format!(
+                                "the lane moved to another node ({e})"
+                            )));
+                        }
+                    }
+                }
+            }
+        }
         Ok(replies)
     }
 }
