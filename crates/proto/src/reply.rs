@@ -188,6 +188,15 @@ pub struct RouteAdded {
     pub added: Route,
 }
 
+/// Answer to `lanes_release`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NameReleased {
+    /// The name.
+    pub released: String,
+    /// Whose it was, or that nobody held it.
+    pub note: String,
+}
+
 /// Answer to `route_rm`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteRemoved {
@@ -260,6 +269,8 @@ pub enum Reply {
     RouteAdded(RouteAdded),
     /// `route_rm`.
     RouteRemoved(RouteRemoved),
+    /// `lanes_release`.
+    NameReleased(NameReleased),
     /// `kill`.
     Killed(Killed),
     /// `signal`.
@@ -306,6 +317,7 @@ reply_from! {
     RoutesReport => Routes,
     RouteAdded => RouteAdded,
     RouteRemoved => RouteRemoved,
+    NameReleased => NameReleased,
     Killed => Killed,
     Vec<crate::verbs::Signalled> => Signalled,
     Vec<crate::verbs::ResetDone> => Reset,

@@ -173,6 +173,12 @@ pub enum Op {
         /// The route.
         route: Route,
     },
+    /// Frees a name another host holds in a shared server's registry
+    /// (`lanes release <name> --force`).
+    LanesRelease {
+        /// The agent or responder name.
+        name: String,
+    },
     /// Removes a route added at runtime.
     RouteRm {
         /// The route (all its fields must match).
@@ -272,6 +278,7 @@ impl Op {
             Op::Routes => "routes",
             Op::RouteAdd { .. } => "route-add",
             Op::RouteRm { .. } => "route-rm",
+            Op::LanesRelease { .. } => "lanes-release",
             Op::Kill => "kill",
             Op::Signal { .. } => "signal",
             Op::Reset { .. } => "reset",

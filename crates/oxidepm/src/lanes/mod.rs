@@ -22,9 +22,12 @@ pub mod layout;
 mod live;
 pub mod ops;
 pub mod purge;
+pub mod registry;
 mod report;
 pub mod responders;
+pub mod server;
 pub mod settings;
+mod shared;
 
 pub use error::Error;
 

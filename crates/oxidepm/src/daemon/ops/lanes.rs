@@ -5,7 +5,7 @@ use crate::daemon::Daemon;
 use crate::lanes::admin::AgentLane;
 use crate::lanes::Error as LanesError;
 use crate::supervise::lock;
-use oxidepm_proto::{AppKind, AppSpec, LanesReport, Route, RouteAdded, RouteRemoved};
+use oxidepm_proto::{AppKind, AppSpec, LanesReport, NameReleased, Route, RouteAdded, RouteRemoved};
 
 impl Daemon {
     /// Makes the lanes of the agents among `apps` before they are defined.
@@ -60,12 +60,24 @@ impl Daemon {
         let agents = self.lanes.report(&self.sup).await?;
         let bridge = self.lanes.routes_report(&self.sup).await?;
         let responders = self.lanes.responder_report(&self.sup).await?;
+        let shared = self.lanes.shared_report(&self.sup).await;
         let warnings = lock(&self.sup).agent_uid_warnings().into_values().collect();
         Ok(LanesReport {
             agents,
             bridge,
             warnings,
             responders,
+            shared,
+        })
+    }
+
+    /// `lanes_release`: frees a name another host holds on the shared
+    /// server.
+    pub(super) async fn lanes_release(&self, name: String) -> Result<NameReleased, OpError> {
+        let note = self.lanes.release_force(&name).await?;
+        Ok(NameReleased {
+            released: name,
+            note,
         })
     }
 
