@@ -142,7 +142,7 @@ pub enum Error {
     #[error("lanes: {0}")]
     AdminCredential(#[source] super::server::CredentialError),
     /// Another host holds the name in the shared server's registry.
-    #[error("the name {name:?} is taken on the shared Redis by host {host} (its lease ends in {secs_left} s unless that host renews it); pick another name, or, if host {host} is gone for good, run `oxidepm lanes release {name} --force` there or here")]
+    #[error("the name {name:?} is taken on the shared Redis by host {host} (its lease ends in {secs_left} s unless that host renews it); pick another name, or, if host {host} is gone for good, free it with `oxidepm lanes release {name} --force`")]
     NameTaken {
         /// The agent or responder name.
         name: String,
