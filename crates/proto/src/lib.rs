@@ -28,8 +28,8 @@ pub use app::{MAX_LOG_KEEP, MIN_LOG_ROTATE_BYTES};
 pub use change::{spec_changes, SpecChange};
 pub use record::{AuditRecord, EventKind, EventRecord, LogLine, LogStream};
 pub use reply::{
-    Action, AppAction, Defined, Flushed, Identity, Killed, LogsDone, NameReleased, Pong, Reply,
-    RouteAdded, RouteRemoved, Saved, Stopped,
+    Action, AppAction, Defined, Flushed, Identity, KeysMigrated, Killed, LogsDone, NameReleased,
+    Pong, Reply, RouteAdded, RouteRemoved, Saved, Stopped,
 };
 pub use reply::{ConfigReloaded, NotApplied};
 pub use report::{

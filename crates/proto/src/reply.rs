@@ -197,6 +197,15 @@ pub struct NameReleased {
     pub note: String,
 }
 
+/// Answer to `lanes_migrate_keys`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeysMigrated {
+    /// `[from, to]` of each stream renamed.
+    pub migrated: Vec<[String; 2]>,
+    /// `[key, why]` of each stream left where it was.
+    pub kept: Vec<[String; 2]>,
+}
+
 /// Answer to `route_rm`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteRemoved {
@@ -271,6 +280,8 @@ pub enum Reply {
     RouteRemoved(RouteRemoved),
     /// `lanes_release`.
     NameReleased(NameReleased),
+    /// `lanes_migrate_keys`.
+    KeysMigrated(KeysMigrated),
     /// `kill`.
     Killed(Killed),
     /// `signal`.
@@ -318,6 +329,7 @@ reply_from! {
     RouteAdded => RouteAdded,
     RouteRemoved => RouteRemoved,
     NameReleased => NameReleased,
+    KeysMigrated => KeysMigrated,
     Killed => Killed,
     Vec<crate::verbs::Signalled> => Signalled,
     Vec<crate::verbs::ResetDone> => Reset,

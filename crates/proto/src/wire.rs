@@ -179,6 +179,9 @@ pub enum Op {
         /// The agent or responder name.
         name: String,
     },
+    /// Renames this host's agents' streams to the tagged key form
+    /// (`lanes migrate-keys`).
+    LanesMigrateKeys,
     /// Removes a route added at runtime.
     RouteRm {
         /// The route (all its fields must match).
@@ -279,6 +282,7 @@ impl Op {
             Op::RouteAdd { .. } => "route-add",
             Op::RouteRm { .. } => "route-rm",
             Op::LanesRelease { .. } => "lanes-release",
+            Op::LanesMigrateKeys => "lanes-migrate-keys",
             Op::Kill => "kill",
             Op::Signal { .. } => "signal",
             Op::Reset { .. } => "reset",

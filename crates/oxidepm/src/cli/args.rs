@@ -346,6 +346,11 @@ pub enum LanesAction {
         #[arg(long, required = true)]
         force: bool,
     },
+    /// Rename this host's agents' streams from the plain key form
+    /// (`alice:webhook:inbox`) to the tagged one (`{alice}:webhook:inbox`),
+    /// groups and pending entries included, once the daemon runs with
+    /// `key_form = "tagged"`.
+    MigrateKeys,
 }
 
 /// `route` subcommands.

@@ -173,6 +173,13 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 connect::client(true)?.call_as(Op::LanesRelease { name })?;
             out.value(&released)?;
         }
+        Command::Lanes {
+            action: Some(args::LanesAction::MigrateKeys),
+        } => {
+            let migrated: oxidepm_proto::KeysMigrated =
+                connect::client(true)?.call_as(Op::LanesMigrateKeys)?;
+            out.value(&migrated)?;
+        }
         Command::Startup {
             user,
             write,

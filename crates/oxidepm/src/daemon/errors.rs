@@ -256,7 +256,7 @@ impl From<lanes::Error> for ErrorBody {
             E::RouteConflict { .. } | E::NameTaken { .. } | E::ReleaseOwn { .. } => {
                 ErrorCode::Conflict
             }
-            E::NoRegistry => ErrorCode::BadRequest,
+            E::NoRegistry | E::NothingToMigrate => ErrorCode::BadRequest,
             // Everything else is the lanes' machinery failing, not the
             // request: the same request may succeed once it is fixed.
             E::NoRedisServer

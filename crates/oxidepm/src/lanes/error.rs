@@ -159,6 +159,9 @@ pub enum Error {
         /// This host's id.
         host: String,
     },
+    /// `lanes migrate-keys` with the plain key form in force.
+    #[error("the key form in force is plain: there is nothing to migrate to; set [lanes] key_form = \"tagged\" (the default with redis_url), restart the daemon, then migrate")]
+    NothingToMigrate,
     /// A registry command needs `[lanes] redis_url`.
     #[error(
         "there is no registry of names without [lanes] redis_url: names are this host's alone"

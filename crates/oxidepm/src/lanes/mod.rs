@@ -20,6 +20,7 @@ pub mod discord;
 pub mod error;
 pub mod layout;
 mod live;
+pub mod migrate;
 pub mod ops;
 pub mod purge;
 pub mod registry;

@@ -379,3 +379,56 @@ fn on_a_cluster_the_users_are_on_every_node_replicas_too() {
         );
     }
 }
+
+#[test]
+fn migrate_keys_moves_an_agent_s_plain_streams_to_the_tagged_form() {
+    let s = SharedRedis::start(false);
+    let env = host(&s.url(), None, "host-a", 60);
+    let toml = read(&env.home.join("daemon.toml"));
+    env.daemon_toml(&toml.replace("[lanes]\n", "[lanes]\nkey_form = \"plain\"\n"));
+    start_agent(&env, "alice");
+    let mut root = s.root();
+    assert!(exists(&mut root, "alice:webhook:inbox"));
+    let id: String = redis::cmd("XADD")
+        .arg("alice:webhook:inbox")
+        .arg("*")
+        .arg("text")
+        .arg("kept")
+        .query(&mut root)
+        .unwrap();
+    // A key of another tenant that looks like the agent's is not its.
+    redis::cmd("SET")
+        .arg("alicex:webhook:inbox")
+        .arg("v")
+        .query::<()>(&mut root)
+        .unwrap();
+    env.ok(&["kill"]);
+    env.daemon_toml(&toml);
+    env.ok(&["ping"]);
+    let out = env.json(&["lanes", "migrate-keys"]);
+    assert!(
+        out["migrated"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m[0] == "alice:webhook:inbox" && m[1] == "{alice}:webhook:inbox"),
+        "{out}"
+    );
+    assert!(!exists(&mut root, "alice:webhook:inbox"));
+    let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg("{alice}:webhook:inbox")
+        .arg("-")
+        .arg("+")
+        .query(&mut root)
+        .unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].0, id);
+    // The agent's group came along.
+    let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg("{alice}:webhook:inbox")
+        .query(&mut root)
+        .unwrap();
+    assert_eq!(groups.len(), 1);
+    assert!(exists(&mut root, "alicex:webhook:inbox"));
+}

@@ -5,7 +5,9 @@ use crate::daemon::Daemon;
 use crate::lanes::admin::AgentLane;
 use crate::lanes::Error as LanesError;
 use crate::supervise::lock;
-use oxidepm_proto::{AppKind, AppSpec, LanesReport, NameReleased, Route, RouteAdded, RouteRemoved};
+use oxidepm_proto::{
+    AppKind, AppSpec, KeysMigrated, LanesReport, NameReleased, Route, RouteAdded, RouteRemoved,
+};
 
 impl Daemon {
     /// Makes the lanes of the agents among `apps` before they are defined.
@@ -78,6 +80,16 @@ impl Daemon {
         Ok(NameReleased {
             released: name,
             note,
+        })
+    }
+
+    /// `lanes_migrate_keys`: this host's agents' plain keys to the tagged
+    /// form.
+    pub(super) async fn lanes_migrate_keys(&self) -> Result<KeysMigrated, OpError> {
+        let m = self.lanes.migrate_keys(&self.sup).await?;
+        Ok(KeysMigrated {
+            migrated: m.renamed.into_iter().map(|(a, b)| [a, b]).collect(),
+            kept: m.skipped.into_iter().map(|(a, b)| [a, b]).collect(),
         })
     }
 
