@@ -13,12 +13,12 @@ use super::purge;
 use super::registry;
 pub(super) use super::report::group_pending;
 use super::responders::{self, ResponderLane};
-use super::server::{self as srv, Server};
+
 use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
 use oxidepm_lanes::acl::{self, AclUser};
 use oxidepm_lanes::secret as secrets;
-use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret};
+use oxidepm_lanes::{AgentName, Secret};
 use oxidepm_proto::{Actor, AppKind, AppSpec, Status};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -99,60 +99,6 @@ impl Lanes {
             state: Arc::new(state),
             host_id,
         }
-    }
-
-    /// Where the lanes' Redis is.
-    pub fn server(&self) -> Server {
-        match &self.settings.redis_url {
-            Some(url) => Server::Shared {
-                url: url.clone(),
-                tls: self.settings.tls_files(),
-            },
-            None => Server::Private {
-                socket: self.layout.redis_socket(),
-            },
-        }
-    }
-
-    /// Whether the lanes are on a shared server (`[lanes] redis_url`).
-    pub fn is_shared(&self) -> bool {
-        self.settings.redis_url.is_some()
-    }
-
-    /// The admin user and its password: `sys` on the private Redis, the
-    /// person's user from `secrets/lanes_admin` on a shared one.
-    pub(super) fn admin(&self) -> Result<(String, Secret), Error> {
-        if self.is_shared() {
-            let c = srv::read_admin_credential(&self.layout.secrets_dir())
-                .map_err(Error::AdminCredential)?;
-            return Ok((c.user, c.password));
-        }
-        let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin))
-            .map_err(Error::NotSetUp)?;
-        Ok((AclUser::Admin.to_string(), pw))
-    }
-
-    /// The name of `user` on the server: users that exist once per host
-    /// (the bridge's, `[lanes] responders`') get `@<host id>` on a shared
-    /// server; agents' and responder apps' names are unique through the
-    /// registry.
-    pub fn user_name(&self, user: &AclUser) -> String {
-        let per_host = match user {
-            AclUser::Bridge => true,
-            AclUser::Responder(r) => self.settings.responders.contains(r),
-            _ => false,
-        };
-        if per_host && self.is_shared() {
-            format!("{user}@{}", self.host_id)
-        } else {
-            user.to_string()
-        }
-    }
-
-    /// A keys connection as the admin user.
-    pub(super) fn connect_admin(&self) -> Result<srv::Con, Error> {
-        let (user, pw) = self.admin()?;
-        Ok(self.server().connect(&user, &pw)?)
     }
 
     /// Every family as of the last reconcile, shared: what an agent
@@ -506,61 +452,6 @@ impl Lanes {
         s.cwd = Some(self.layout.redis_dir().display().to_string());
         s.kill_timeout_ms = 10_000;
         s
-    }
-
-    fn proxy_spec(&self, exe: &Path) -> AppSpec {
-        let mut s = AppSpec::new(
-            PROXY_APP,
-            exe.display().to_string(),
-            vec![
-                "--config".into(),
-                self.layout.proxy_conf().display().to_string(),
-            ],
-        );
-        s.kind = AppKind::System;
-        s.protected = true;
-        s
-    }
-
-    /// The proxy's configuration for `agents`.
-    fn proxy_conf(&self, agents: &[AgentLane]) -> ProxyConfig {
-        let l = &self.layout;
-        let lanes = agents
-            .iter()
-            .map(|a| {
-                let user = AclUser::Agent(a.name.clone());
-                let mut c = AgentConfig::new(a.name.clone(), secrets::path(&l.secrets_dir(), user));
-                c.uid = a.uid;
-                c.rate_limit = self.settings.rate_limit;
-                c.maxlen = self.settings.maxlen;
-                c.quota = budgets::agent_quota(&self.settings);
-                c.max_connections = self.settings.max_connections;
-                c
-            })
-            .collect();
-        let mut p = match &self.settings.redis_url {
-            Some(url) => {
-                let mut p = ProxyConfig::new(url.clone(), l.lanes_dir(), lanes);
-                p.tls = self.settings.tls_files();
-                p
-            }
-            None => ProxyConfig::new(l.redis_socket(), l.lanes_dir(), lanes),
-        };
-        p.key_form = self.settings.key_form();
-        p.families = self.settings.families();
-        p.limits = self.settings.limits;
-        p
-    }
-
-    pub(super) fn write_proxy_conf(
-        &self,
-        agents: &[AgentLane],
-        responders: &[ResponderLane],
-    ) -> std::io::Result<()> {
-        let mut conf = self.proxy_conf(agents);
-        conf.families = self.families_with(responders);
-        conf.responders = self.responder_configs(responders);
-        write_json(&self.layout.proxy_conf(), &conf)
     }
 
     async fn wait_for_sockets(&self, agents: &[AgentLane]) {
