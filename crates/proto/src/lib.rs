@@ -28,8 +28,8 @@ pub use app::{MAX_LOG_KEEP, MIN_LOG_ROTATE_BYTES};
 pub use change::{spec_changes, SpecChange};
 pub use record::{AuditRecord, EventKind, EventRecord, LogLine, LogStream};
 pub use reply::{
-    Action, AppAction, Defined, Flushed, Identity, Killed, LogsDone, Pong, Reply, RouteAdded,
-    RouteRemoved, Saved, Stopped,
+    Action, AppAction, Defined, Flushed, Identity, KeysMigrated, Killed, LogsDone, NameReleased,
+    Pong, Reply, RouteAdded, RouteRemoved, Saved, Stopped,
 };
 pub use reply::{ConfigReloaded, NotApplied};
 pub use report::{
@@ -37,6 +37,7 @@ pub use report::{
     StreamReport,
 };
 pub use report::{ConsultRuleReport, ResponderLaneReport};
+pub use report::{NameLease, SharedLanesReport};
 pub use route::{Route, RouteError};
 pub use stream::{Streamed, Subscribed, EVENT_KINDS, REFUSAL_KIND};
 pub use verbs::{

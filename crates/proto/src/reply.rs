@@ -188,6 +188,24 @@ pub struct RouteAdded {
     pub added: Route,
 }
 
+/// Answer to `lanes_release`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NameReleased {
+    /// The name.
+    pub released: String,
+    /// Whose it was, or that nobody held it.
+    pub note: String,
+}
+
+/// Answer to `lanes_migrate_keys`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeysMigrated {
+    /// `[from, to]` of each stream renamed.
+    pub migrated: Vec<[String; 2]>,
+    /// `[key, why]` of each stream left where it was.
+    pub kept: Vec<[String; 2]>,
+}
+
 /// Answer to `route_rm`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteRemoved {
@@ -260,6 +278,10 @@ pub enum Reply {
     RouteAdded(RouteAdded),
     /// `route_rm`.
     RouteRemoved(RouteRemoved),
+    /// `lanes_release`.
+    NameReleased(NameReleased),
+    /// `lanes_migrate_keys`.
+    KeysMigrated(KeysMigrated),
     /// `kill`.
     Killed(Killed),
     /// `signal`.
@@ -306,6 +328,8 @@ reply_from! {
     RoutesReport => Routes,
     RouteAdded => RouteAdded,
     RouteRemoved => RouteRemoved,
+    NameReleased => NameReleased,
+    KeysMigrated => KeysMigrated,
     Killed => Killed,
     Vec<crate::verbs::Signalled> => Signalled,
     Vec<crate::verbs::ResetDone> => Reset,

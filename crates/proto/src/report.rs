@@ -19,6 +19,32 @@ pub struct LanesReport {
     /// One entry per responder app.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub responders: Vec<ResponderLaneReport>,
+    /// The shared server the lanes are on (`[lanes] redis_url`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<SharedLanesReport>,
+}
+
+/// Where the lanes are when they are on a shared server, and this host's
+/// names in its registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedLanesReport {
+    /// `[lanes] redis_url` (never a credential).
+    pub url: String,
+    /// This host's id.
+    pub host_id: String,
+    /// This host's agent and responder names with their registry entry.
+    pub names: Vec<NameLease>,
+}
+
+/// A name's entry in the shared registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NameLease {
+    /// The agent or responder name.
+    pub name: String,
+    /// The host holding it (`None`: nobody).
+    pub host: Option<String>,
+    /// Milliseconds its lease has left (negative: ended).
+    pub lease_ms_left: Option<i64>,
 }
 
 /// One responder app's lane: its identity, its socket and the requests

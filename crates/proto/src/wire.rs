@@ -173,6 +173,15 @@ pub enum Op {
         /// The route.
         route: Route,
     },
+    /// Frees a name another host holds in a shared server's registry
+    /// (`lanes release <name> --force`).
+    LanesRelease {
+        /// The agent or responder name.
+        name: String,
+    },
+    /// Renames this host's agents' streams to the tagged key form
+    /// (`lanes migrate-keys`).
+    LanesMigrateKeys,
     /// Removes a route added at runtime.
     RouteRm {
         /// The route (all its fields must match).
@@ -272,6 +281,8 @@ impl Op {
             Op::Routes => "routes",
             Op::RouteAdd { .. } => "route-add",
             Op::RouteRm { .. } => "route-rm",
+            Op::LanesRelease { .. } => "lanes-release",
+            Op::LanesMigrateKeys => "lanes-migrate-keys",
             Op::Kill => "kill",
             Op::Signal { .. } => "signal",
             Op::Reset { .. } => "reset",

@@ -187,7 +187,11 @@ pub fn required_tier(op: &Op) -> Tier {
         | Op::Flush { .. }
         | Op::Save { .. }
         | Op::Resurrect { .. } => Tier::Manage,
-        Op::Kill | Op::RouteAdd { .. } | Op::RouteRm { .. } => Tier::Admin,
+        Op::Kill
+        | Op::RouteAdd { .. }
+        | Op::RouteRm { .. }
+        | Op::LanesRelease { .. }
+        | Op::LanesMigrateKeys => Tier::Admin,
         // It can change the tiers, the grants and the protected apps: only
         // who could stop the daemon may make it read them again.
         Op::ReloadDaemonConfig => Tier::Admin,

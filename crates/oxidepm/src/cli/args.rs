@@ -160,7 +160,11 @@ pub enum Command {
     /// A live dashboard: apps, the selected app's log, events, lanes.
     Monit,
     /// Agent lanes: sockets, ACL users, streams with length and pending.
-    Lanes,
+    Lanes {
+        /// What else to do (nothing: show the lanes).
+        #[command(subcommand)]
+        action: Option<LanesAction>,
+    },
     /// The bridge's routes: list, add, rm.
     Route {
         /// What to do.
@@ -328,6 +332,25 @@ pub struct StartArgs {
     /// mode and "max" are refused).
     #[arg(long, short = 'i', value_name = "N", value_parser = super::appfile::instances_arg)]
     pub instances: Option<u32>,
+}
+
+/// `lanes` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum LanesAction {
+    /// Free a name another host holds on the shared Redis (that host is
+    /// gone for good): its agent there loses the name at its next renewal.
+    Release {
+        /// The agent or responder name.
+        name: String,
+        /// Required: this takes a name from another host.
+        #[arg(long, required = true)]
+        force: bool,
+    },
+    /// Rename this host's agents' streams from the plain key form
+    /// (`alice:webhook:inbox`) to the tagged one (`{alice}:webhook:inbox`),
+    /// groups and pending entries included, once the daemon runs with
+    /// `key_form = "tagged"`.
+    MigrateKeys,
 }
 
 /// `route` subcommands.

@@ -165,7 +165,21 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             }
         }
         Command::Monit => {}
-        Command::Lanes => out.lanes(&reads::client()?.call_as(Op::Lanes)?)?,
+        Command::Lanes { action: None } => out.lanes(&reads::client()?.call_as(Op::Lanes)?)?,
+        Command::Lanes {
+            action: Some(args::LanesAction::Release { name, .. }),
+        } => {
+            let released: oxidepm_proto::NameReleased =
+                connect::client(true)?.call_as(Op::LanesRelease { name })?;
+            out.value(&released)?;
+        }
+        Command::Lanes {
+            action: Some(args::LanesAction::MigrateKeys),
+        } => {
+            let migrated: oxidepm_proto::KeysMigrated =
+                connect::client(true)?.call_as(Op::LanesMigrateKeys)?;
+            out.value(&migrated)?;
+        }
         Command::Startup {
             user,
             write,

@@ -393,6 +393,19 @@ impl Printer {
         if self.json {
             return self.json_to(&mut out, report);
         }
+        if let Some(s) = &report.shared {
+            writeln!(out, "shared redis {} as host {}", s.url, s.host_id)?;
+            for n in &s.names {
+                let lease = match (&n.host, n.lease_ms_left) {
+                    (Some(h), Some(ms)) if ms > 0 => {
+                        format!("held by {h}, lease ends in {} s", ms / 1000)
+                    }
+                    (Some(h), _) => format!("held by {h}, lease ended"),
+                    (None, _) => "not held by anyone".to_string(),
+                };
+                writeln!(out, "  {}: {lease}", n.name)?;
+            }
+        }
         let mut rows = Vec::new();
         for a in &report.agents {
             for st in &a.streams {

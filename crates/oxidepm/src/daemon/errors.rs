@@ -253,7 +253,10 @@ impl From<lanes::Error> for ErrorBody {
             | E::RequestNotJson(_)
             | E::NotARequest(_) => ErrorCode::BadRequest,
             E::NoSuchAgent { .. } => ErrorCode::NotFound,
-            E::RouteConflict { .. } => ErrorCode::Conflict,
+            E::RouteConflict { .. } | E::NameTaken { .. } | E::ReleaseOwn { .. } => {
+                ErrorCode::Conflict
+            }
+            E::NoRegistry | E::NothingToMigrate => ErrorCode::BadRequest,
             // Everything else is the lanes' machinery failing, not the
             // request: the same request may succeed once it is fixed.
             E::NoRedisServer
@@ -265,6 +268,7 @@ impl From<lanes::Error> for ErrorBody {
             | E::BridgeConf(_)
             | E::WebhookToken(_)
             | E::NotSetUp(_)
+            | E::AdminCredential(_)
             | E::Task(_)
             | E::Connect(_)
             | E::Redis { .. }

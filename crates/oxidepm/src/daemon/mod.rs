@@ -278,6 +278,11 @@ async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<
         crate::store::Store::open_for_daemon(&home.state_db(), config.allow_read_only_state)?;
     let shim_exe = std::env::current_exe().map_err(StartError::OwnExe)?;
     let sup = Supervisor::new(home.clone(), store, shim_exe);
+    // Before anything builds a key: every lanes process writes them in
+    // the one form of this configuration.
+    if let Err(e) = oxidepm_lanes::stream_key::set_key_form(config.lanes.key_form()) {
+        log::error!("lanes: {e}");
+    }
     let lanes = Lanes::new(Layout { home: home.clone() }, config.lanes.clone());
     {
         let mut s = crate::supervise::lock(&sup);
@@ -333,6 +338,7 @@ async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<
     if let Err(e) = lanes.reconcile(&sup, &[]).await {
         log::error!("lanes are not available: {e}");
     }
+    lanes.spawn_renewal(sup.clone());
 
     let daemon = Arc::new(Daemon {
         sup: sup.clone(),
@@ -369,7 +375,7 @@ async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<
         };
         let feeds = crate::bus::Feeds::default();
         lane_ops::spawn(
-            daemon.lanes.layout.clone(),
+            daemon.lanes.clone(),
             sup.clone(),
             tx,
             settings,

@@ -6,17 +6,19 @@
 
 use super::bridge_user;
 use super::budgets;
-use super::error::{ConnectError, Error};
+use super::error::Error;
 use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
-use super::live::{apply_live, set_maxmemory};
+use super::live::{apply_live, set_maxmemory, NamedUser, Provision};
 use super::purge;
+use super::registry;
 pub(super) use super::report::group_pending;
 use super::responders::{self, ResponderLane};
+
 use super::settings::{Backend, LanesSettings};
 use crate::supervise::{control, lock, spawn, Shared};
 use oxidepm_lanes::acl::{self, AclUser};
 use oxidepm_lanes::secret as secrets;
-use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret};
+use oxidepm_lanes::{AgentName, Secret};
 use oxidepm_proto::{Actor, AppKind, AppSpec, Status};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -60,6 +62,8 @@ pub struct Lanes {
     pub settings: LanesSettings,
     /// What the lanes keep between calls.
     pub(super) state: Arc<LanesState>,
+    /// This host's id on a shared server (`[lanes] host_id` or derived).
+    pub host_id: String,
 }
 
 /// What the lanes keep between calls, shared by every clone.
@@ -76,9 +80,6 @@ pub(super) struct LanesState {
     /// Every family as of the last reconcile (the responder apps' too);
     /// read when an agent starts, for its environment.
     pub(super) families: Arc<std::sync::RwLock<Vec<String>>>,
-    /// Whether this daemon's agents' streams were moved into the key form
-    /// in force (once per start: it scans the keyspace).
-    keys_migrated: std::sync::atomic::AtomicBool,
 }
 
 impl Lanes {
@@ -88,10 +89,15 @@ impl Lanes {
             families: Arc::new(std::sync::RwLock::new(settings.families())),
             ..LanesState::default()
         };
+        let host_id = settings.host_id.clone().unwrap_or_else(|| {
+            let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            super::settings::default_host_id(hostname.trim(), layout.home.root())
+        });
         Lanes {
             layout,
             settings,
             state: Arc::new(state),
+            host_id,
         }
     }
 
@@ -115,10 +121,17 @@ impl Lanes {
         for s in specs.iter().filter(|s| s.kind == AppKind::Agent) {
             AgentName::with_families(&s.name, &self.settings.families())?;
             if self.settings.backend == Backend::Redis {
-                self.programs()?;
+                self.proxy_program()?;
+                if !self.is_shared() {
+                    self.programs()?;
+                }
             }
         }
         Ok(())
+    }
+
+    fn proxy_program(&self) -> Result<PathBuf, Error> {
+        sibling("oxidepm-lane-proxy").ok_or(Error::NoProxyProgram)
     }
 
     fn programs(&self) -> Result<(PathBuf, PathBuf), Error> {
@@ -184,10 +197,21 @@ impl Lanes {
             responders.push(e.clone());
         }
         let redis_id = find_app(shared, REDIS_APP);
-        if agents.is_empty() && responders.is_empty() && redis_id.is_none() {
+        let set_up = redis_id.is_some() || find_app(shared, PROXY_APP).is_some();
+        if agents.is_empty() && responders.is_empty() && !set_up {
             return Ok(());
         }
-        let (redis_exe, proxy_exe) = self.programs()?;
+        let on_shared = self.is_shared();
+        let proxy_exe = self.proxy_program()?;
+        if on_shared {
+            // Before anything is made: a name another host holds gets
+            // nothing here.
+            let lost = self
+                .claim_names(extra, extra_responders, &agents, &responders)
+                .await?;
+            agents.retain(|a| !lost.contains(&a.name.to_string()));
+            responders.retain(|r| !lost.contains(&r.name.to_string()));
+        }
         // Responders' sockets are reached like agents' (see prepare_dirs).
         let lanes: Vec<AgentLane> = agents
             .iter()
@@ -208,50 +232,84 @@ impl Lanes {
         let gone = purge::gone(&self.layout.secrets_dir(), &users);
         let gone_responders = responders::gone(&self.layout.secrets_dir(), &users);
 
-        let running = redis_id.is_some_and(|id| is_running(shared, id));
-        // Written even when Redis runs: what it reads at its next start
-        // (after a crash, too) must be today's settings.
-        self.write_redis_conf().map_err(Error::RedisConf)?;
-        if !running {
-            write_atomic(
-                &self.layout.acl_file(),
-                acl::acl_file(&users, &families).as_bytes(),
-            )
-            .map_err(Error::RedisConf)?;
-            let spec = self.redis_spec(&redis_exe);
-            ensure_app(shared, spec, redis_id).await?;
-        }
-        let admin_pw = users[0].1.clone();
-        let sock = self.layout.redis_socket();
+        let (admin_user, admin_pw) = if on_shared {
+            self.admin()?
+        } else {
+            let (redis_exe, _) = self.programs()?;
+            let running = redis_id.is_some_and(|id| is_running(shared, id));
+            // Written even when Redis runs: what it reads at its next start
+            // (after a crash, too) must be today's settings.
+            self.write_redis_conf().map_err(Error::RedisConf)?;
+            if !running {
+                write_atomic(
+                    &self.layout.acl_file(),
+                    acl::acl_file(&users, &families).as_bytes(),
+                )
+                .map_err(Error::RedisConf)?;
+                let spec = self.redis_spec(&redis_exe);
+                ensure_app(shared, spec, redis_id).await?;
+            }
+            (AclUser::Admin.to_string(), users[0].1.clone())
+        };
+        // On a shared server, only what this host still holds is deleted.
+        let (own, not_ours) = if on_shared {
+            let (own, not_ours) = self.own_scope(&gone, &gone_responders).await?;
+            (Some(own), not_ours)
+        } else {
+            (None, Vec::new())
+        };
+        let named: Vec<NamedUser> = users
+            .iter()
+            .map(|(u, pw)| (self.user_name(u), u.clone(), pw.clone()))
+            .collect();
+        let server = self.server();
         let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
         let responder_names: Vec<AgentName> = responders.iter().map(|r| r.name.clone()).collect();
-        let (gone_r, names_r) = (gone_responders.clone(), names.clone());
+        let gone_r: Vec<String> = gone_responders
+            .iter()
+            .filter(|u| !not_ours.contains(u))
+            .cloned()
+            .collect();
+        let names_r = names.clone();
         // Gone agents' keys, and whatever lies under the name of an agent
         // whose lane is new.
         let purged: Vec<AgentName> = gone
             .iter()
+            .filter(|g| !not_ours.contains(&g.secret))
             .filter_map(|g| g.agent.clone())
             .chain(fresh)
             .collect();
+        // The names to give back once their users and keys are gone.
+        let released: Vec<String> = purged_names(&gone, &gone_r)
+            .into_iter()
+            .filter(|n| !names.iter().any(|a| a.as_str() == n))
+            .collect();
         let maxmemory = budgets::maxmemory(&self.settings);
         let live_families = families.clone();
-        let migrate_keys = !self
-            .state
-            .keys_migrated
-            .swap(true, std::sync::atomic::Ordering::SeqCst);
+        let host = self.host_id.clone();
         tokio::task::spawn_blocking(move || {
-            apply_live(
-                &sock,
-                &admin_pw,
-                &users,
-                &names,
-                &live_families,
-                &purged,
-                migrate_keys,
-            )?;
-            let mut con = connect(&sock, &admin_pw)?;
-            responders::apply(&mut con, &gone_r, &responder_names, &names_r)?;
-            set_maxmemory(&sock, &admin_pw, maxmemory)
+            let p = Provision {
+                server: &server,
+                admin_user: &admin_user,
+                admin_pw: &admin_pw,
+                users: &named,
+                agents: &names,
+                families: &live_families,
+                purged: &purged,
+                own,
+            };
+            let mut con = apply_live(&p)?;
+            let scope = on_shared.then_some(names_r.as_slice());
+            responders::apply(&mut *con, &gone_r, &responder_names, &names_r, scope)?;
+            if on_shared {
+                registry::release(&mut *con, &host, &released).map_err(|source| Error::Redis {
+                    command: format!("EVAL (release {released:?} in {})", registry::REGISTRY_KEY),
+                    source,
+                })
+            } else {
+                // A shared server's memory is its operator's to bound.
+                set_maxmemory(&mut *con, maxmemory)
+            }
         })
         .await
         .map_err(Error::Task)??;
@@ -396,53 +454,6 @@ impl Lanes {
         s
     }
 
-    fn proxy_spec(&self, exe: &Path) -> AppSpec {
-        let mut s = AppSpec::new(
-            PROXY_APP,
-            exe.display().to_string(),
-            vec![
-                "--config".into(),
-                self.layout.proxy_conf().display().to_string(),
-            ],
-        );
-        s.kind = AppKind::System;
-        s.protected = true;
-        s
-    }
-
-    /// The proxy's configuration for `agents`.
-    fn proxy_conf(&self, agents: &[AgentLane]) -> ProxyConfig {
-        let l = &self.layout;
-        let lanes = agents
-            .iter()
-            .map(|a| {
-                let user = AclUser::Agent(a.name.clone());
-                let mut c = AgentConfig::new(a.name.clone(), secrets::path(&l.secrets_dir(), user));
-                c.uid = a.uid;
-                c.rate_limit = self.settings.rate_limit;
-                c.maxlen = self.settings.maxlen;
-                c.quota = budgets::agent_quota(&self.settings);
-                c.max_connections = self.settings.max_connections;
-                c
-            })
-            .collect();
-        let mut p = ProxyConfig::new(l.redis_socket(), l.lanes_dir(), lanes);
-        p.families = self.settings.families();
-        p.limits = self.settings.limits;
-        p
-    }
-
-    pub(super) fn write_proxy_conf(
-        &self,
-        agents: &[AgentLane],
-        responders: &[ResponderLane],
-    ) -> std::io::Result<()> {
-        let mut conf = self.proxy_conf(agents);
-        conf.families = self.families_with(responders);
-        conf.responders = self.responder_configs(responders);
-        write_json(&self.layout.proxy_conf(), &conf)
-    }
-
     async fn wait_for_sockets(&self, agents: &[AgentLane]) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
@@ -490,6 +501,18 @@ impl Lanes {
     }
 }
 
+/// The agent and responder names of gone lanes' password files.
+fn purged_names(gone: &[purge::Gone], gone_responders: &[String]) -> Vec<String> {
+    gone.iter()
+        .filter_map(|g| g.agent.as_ref().map(|a| a.to_string()))
+        .chain(
+            gone_responders
+                .iter()
+                .filter_map(|u| u.strip_prefix(acl::RESPONDER_PREFIX).map(str::to_owned)),
+        )
+        .collect()
+}
+
 pub(super) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, data)?;
@@ -535,33 +558,4 @@ pub(super) async fn ensure_app(
     };
     control::start(shared, &[id], &actor).await?;
     Ok(())
-}
-
-pub(super) fn connect(sock: &Path, admin_pw: &Secret) -> Result<redis::Connection, Error> {
-    Ok(connect_as(sock, &AclUser::Admin, admin_pw)?)
-}
-
-/// A connection to the private Redis, authenticated as `user`.
-pub(super) fn connect_as(
-    sock: &Path,
-    user: &AclUser,
-    pw: &Secret,
-) -> Result<redis::Connection, ConnectError> {
-    let url = format!("redis+unix://{}", sock.display());
-    let client = match redis::Client::open(url.as_str()) {
-        Ok(c) => c,
-        Err(source) => return Err(ConnectError::Address { url, source }),
-    };
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .map_err(ConnectError::Reach)?;
-    redis::cmd("AUTH")
-        .arg(user.to_string())
-        .arg(pw.expose())
-        .query::<()>(&mut con)
-        .map_err(|source| ConnectError::Auth {
-            user: user.clone(),
-            source,
-        })?;
-    Ok(con)
 }

@@ -6,9 +6,7 @@
 //! bridge sends its messages to `bridge:unrouted` with the reason, and
 //! `route list` shows it. It is in force again once the agent is defined.
 
-use super::admin::{
-    connect, ensure_app, find_app, group_pending, is_running, sibling, AgentLane, Lanes,
-};
+use super::admin::{ensure_app, find_app, group_pending, is_running, sibling, AgentLane, Lanes};
 use super::bridge_user::{
     share_dir, share_socket, write_private, BridgeUser, Problem, DEFAULT_BRIDGE_USER,
     REDIS_DIR_MODE, SHARED_DIR_MODE,
@@ -156,10 +154,15 @@ impl Lanes {
         std::fs::set_permissions(l.home.root(), std::fs::Permissions::from_mode(0o711))
             .map_err(io(l.home.root()))?;
         share_dir(&l.bridge_dir(), Some(&user), SHARED_DIR_MODE).map_err(io(&l.bridge_dir()))?;
-        share_dir(&l.redis_dir(), Some(&user), REDIS_DIR_MODE).map_err(io(&l.redis_dir()))?;
-        share_socket(&l.redis_socket(), &user).map_err(io(&l.redis_socket()))?;
+        // A shared server is reached over the network: no socket to share.
+        if !self.is_shared() {
+            share_dir(&l.redis_dir(), Some(&user), REDIS_DIR_MODE).map_err(io(&l.redis_dir()))?;
+            share_socket(&l.redis_socket(), &user).map_err(io(&l.redis_socket()))?;
+        }
         user.reaches(&l.bridge_conf())?;
-        user.reaches(&l.redis_socket())?;
+        if !self.is_shared() {
+            user.reaches(&l.redis_socket())?;
+        }
         if let Some(e) = &conf.email {
             user.prepare_maildir(Path::new(&e.maildir))?;
         }
@@ -280,7 +283,18 @@ impl Lanes {
         if served.is_empty() {
             return Ok(None);
         }
-        let mut conf = BridgeConfig::new(l.redis_socket(), l.bridge_password());
+        let mut conf = match &self.settings.redis_url {
+            Some(url) => {
+                let mut c = BridgeConfig::new(url.clone(), l.bridge_password());
+                c.tls = self.settings.tls_files();
+                // One consumer per host in the one group `bridge`.
+                c.outbox.consumer = self.host_id.clone();
+                c
+            }
+            None => BridgeConfig::new(l.redis_socket(), l.bridge_password()),
+        };
+        conf.key_form = self.settings.key_form();
+        conf.user = self.user_name(&AclUser::Bridge);
         conf.agents = agents.iter().map(|a| a.name.clone()).collect();
         conf.routes = routes
             .iter()
@@ -341,8 +355,8 @@ impl Lanes {
                 ..RouteReport::new(r, origin)
             })
             .collect();
-        let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin));
-        let sock = self.layout.redis_socket();
+        let admin = self.admin();
+        let server = self.server();
         let outboxes: Vec<String> = self
             .agents(shared)
             .iter()
@@ -355,58 +369,60 @@ impl Lanes {
                     .map(move |s| StreamKey::outbox(&a.name, s).to_string())
             })
             .collect();
-        let (counters, reload_error) = match pw {
+        let (counters, reload_error) = match admin {
             Err(_) => (Some(Counters::Unread {}), None),
-            Ok(pw) => match tokio::task::spawn_blocking(move || -> (Counters, Option<String>) {
-                let Ok(mut con) = connect(&sock, &pw) else {
-                    return (Counters::Unread {}, None);
-                };
-                let status: Vec<Option<String>> = redis::cmd("HMGET")
-                    .arg(STATUS_KEY)
-                    .arg("reload_error")
-                    .arg("reload_failed_at")
-                    .query(&mut con)
-                    .unwrap_or_default();
-                let reload_error = match status.as_slice() {
-                    [Some(e), at] => Some(format!(
-                        "{e} (at {}); the bridge runs with its previous configuration",
-                        at.as_deref().unwrap_or("?")
-                    )),
-                    _ => None,
-                };
-                let pending: i64 = outboxes
-                    .iter()
-                    .map(|k| group_pending(&mut con, k, BRIDGE_GROUP))
-                    .sum();
-                let stats: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
-                    .arg(STATS_KEY)
-                    .query(&mut con)
-                    .unwrap_or_default();
-                let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
-                let counters = Counters::Read(BridgeCounters {
-                    dead: stat("dead"),
-                    delivered: stat("delivered"),
-                    malformed: stat("malformed"),
-                    pending,
-                    retried: stat("retried"),
-                    routed: stat("routed"),
-                    too_large: stat("too_large"),
-                    trimmed: stat("trimmed"),
-                    unrouted: stat("unrouted"),
-                    unrouted_stream: redis::cmd("XLEN")
-                        .arg(UNROUTED_KEY)
-                        .query::<i64>(&mut con)
-                        .unwrap_or(0),
-                    delivery_ms: stat("delivery_ms"),
-                    lost: stat("lost"),
-                });
-                (counters, reload_error)
-            })
-            .await
-            {
-                Ok((c, e)) => (Some(c), e),
-                Err(_) => (None, None),
-            },
+            Ok((user, pw)) => {
+                match tokio::task::spawn_blocking(move || -> (Counters, Option<String>) {
+                    let Ok(mut con) = server.connect(&user, &pw) else {
+                        return (Counters::Unread {}, None);
+                    };
+                    let status: Vec<Option<String>> = redis::cmd("HMGET")
+                        .arg(STATUS_KEY)
+                        .arg("reload_error")
+                        .arg("reload_failed_at")
+                        .query(&mut *con)
+                        .unwrap_or_default();
+                    let reload_error = match status.as_slice() {
+                        [Some(e), at] => Some(format!(
+                            "{e} (at {}); the bridge runs with its previous configuration",
+                            at.as_deref().unwrap_or("?")
+                        )),
+                        _ => None,
+                    };
+                    let pending: i64 = outboxes
+                        .iter()
+                        .map(|k| group_pending(&mut *con, k, BRIDGE_GROUP))
+                        .sum();
+                    let stats: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
+                        .arg(STATS_KEY)
+                        .query(&mut *con)
+                        .unwrap_or_default();
+                    let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
+                    let counters = Counters::Read(BridgeCounters {
+                        dead: stat("dead"),
+                        delivered: stat("delivered"),
+                        malformed: stat("malformed"),
+                        pending,
+                        retried: stat("retried"),
+                        routed: stat("routed"),
+                        too_large: stat("too_large"),
+                        trimmed: stat("trimmed"),
+                        unrouted: stat("unrouted"),
+                        unrouted_stream: redis::cmd("XLEN")
+                            .arg(UNROUTED_KEY)
+                            .query::<i64>(&mut *con)
+                            .unwrap_or(0),
+                        delivery_ms: stat("delivery_ms"),
+                        lost: stat("lost"),
+                    });
+                    (counters, reload_error)
+                })
+                .await
+                {
+                    Ok((c, e)) => (Some(c), e),
+                    Err(_) => (None, None),
+                }
+            }
         };
         Ok(RoutesReport {
             problem: self.bridge_problem(),

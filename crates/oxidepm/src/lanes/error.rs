@@ -2,7 +2,7 @@
 //! gives each kind its wire code in `daemon/errors.rs`.
 
 use crate::supervise;
-use oxidepm_lanes::{AclUser, NameError, SecretError};
+use oxidepm_lanes::{NameError, SecretError};
 use oxidepm_proto::{Route, RouteError};
 use std::io;
 
@@ -138,6 +138,35 @@ pub enum Error {
         /// The bound.
         max: usize,
     },
+    /// The shared server's admin credential cannot be used.
+    #[error("lanes: {0}")]
+    AdminCredential(#[source] super::server::CredentialError),
+    /// Another host holds the name in the shared server's registry.
+    #[error("the name {name:?} is taken on the shared Redis by host {host} (its lease ends in {secs_left} s unless that host renews it); pick another name, or, if host {host} is gone for good, free it with `oxidepm lanes release {name} --force`")]
+    NameTaken {
+        /// The agent or responder name.
+        name: String,
+        /// The host holding it.
+        host: String,
+        /// Seconds until its lease ends.
+        secs_left: u64,
+    },
+    /// `lanes release --force` of a name this host holds.
+    #[error("{name:?} is this host's own ({host}); delete the agent or responder instead")]
+    ReleaseOwn {
+        /// The name.
+        name: String,
+        /// This host's id.
+        host: String,
+    },
+    /// `lanes migrate-keys` with the plain key form in force.
+    #[error("the key form in force is plain: there is nothing to migrate to; set [lanes] key_form = \"tagged\" (the default with redis_url), restart the daemon, then migrate")]
+    NothingToMigrate,
+    /// A registry command needs `[lanes] redis_url`.
+    #[error(
+        "there is no registry of names without [lanes] redis_url: names are this host's alone"
+    )]
+    NoRegistry,
 }
 
 /// Why a connection to the private Redis could not be had.
@@ -158,8 +187,41 @@ pub enum ConnectError {
     #[error("lanes: cannot authenticate to the private Redis as {user}: {source}")]
     Auth {
         /// The user.
-        user: AclUser,
+        user: String,
         /// Redis's refusal.
         source: redis::RedisError,
+    },
+    /// The shared server (`[lanes] redis_url`) did not answer, or refused
+    /// the user.
+    #[error("lanes: {at} as user {user}: {source}; check [lanes] redis_url, the TLS files and secrets/lanes_admin")]
+    Shared {
+        /// The server or node.
+        at: String,
+        /// The user.
+        user: String,
+        /// What Redis (or the network) said.
+        source: redis::RedisError,
+    },
+    /// No node of the cluster answered.
+    #[error("lanes: no node of {at} answers; check [lanes] redis_url")]
+    NoNode {
+        /// The URL.
+        at: String,
+    },
+    /// A TLS file cannot be read.
+    #[error("lanes: cannot read TLS file {}: {source}; check [lanes] tls_ca_file, tls_cert_file and tls_key_file", .path.display())]
+    TlsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No sentinel named the primary.
+    #[error("lanes: no sentinel names primary {master:?} ({why}); check [lanes] redis_url")]
+    Sentinel {
+        /// The primary's name.
+        master: String,
+        /// The last sentinel's answer.
+        why: String,
     },
 }

@@ -1,117 +1,116 @@
 //! Changes applied to the running Redis: its users (ACL SETUSER and
 //! DELUSER, never ACL LOAD), the keys of gone lanes, the agents' groups,
-//! and `maxmemory`.
+//! and `maxmemory` (the private Redis's only: a shared server's memory is
+//! its operator's).
 
-use super::admin::connect;
 use super::error::Error;
-use super::{layout, migrate, purge};
+use super::server::{Con, Server};
+use super::{layout, purge};
 use oxidepm_lanes::acl::{self, AclUser};
 use oxidepm_lanes::{AgentName, Secret};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Sets a running Redis's `maxmemory` (redis.conf is written only when
-/// Redis is not running), so that a changed `[lanes] maxmemory` applies to
-/// a Redis the daemon adopted.
-pub(super) fn set_maxmemory(sock: &Path, admin_pw: &Secret, bytes: u64) -> Result<(), Error> {
-    let mut con = connect(sock, admin_pw)?;
+/// A user as provisioned: its name on the server (host-qualified where it
+/// exists once per host on a shared server), what it is, its password.
+pub(super) type NamedUser = (String, AclUser, Secret);
+
+/// What one provisioning pass does, and as whom.
+pub(super) struct Provision<'a> {
+    /// Where.
+    pub server: &'a Server,
+    /// The admin user's name (`sys`, or the shared server's admin).
+    pub admin_user: &'a str,
+    /// Its password.
+    pub admin_pw: &'a Secret,
+    /// Every user of this host's lanes.
+    pub users: &'a [NamedUser],
+    /// The agents, whose groups are made.
+    pub agents: &'a [AgentName],
+    /// Every stream family.
+    pub families: &'a [String],
+    /// Agents whose keys are deleted.
+    pub purged: &'a [AgentName],
+    /// On a shared server: what this host may delete.
+    pub own: Option<Own>,
+}
+
+/// What a host may delete on a shared server: the users of its own gone
+/// agents and responders, and users qualified with its host id.
+pub(super) struct Own {
+    /// `@<host id>`, the suffix of this host's per-host users.
+    pub suffix: String,
+    /// Users of names this host held (and nobody else holds now).
+    pub deletable: Vec<String>,
+}
+
+/// Sets a running private Redis's `maxmemory` (redis.conf is written
+/// only when Redis is not running), so that a changed `[lanes] maxmemory`
+/// applies to a Redis the daemon adopted.
+pub(super) fn set_maxmemory(con: &mut dyn redis::ConnectionLike, bytes: u64) -> Result<(), Error> {
     redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxmemory")
         .arg(bytes)
-        .query::<()>(&mut con)
+        .query::<()>(con)
         .map_err(|source| Error::Redis {
             command: format!("CONFIG SET maxmemory {bytes}"),
             source,
         })
 }
 
-/// Applies the users to a running Redis (ACL SETUSER / DELUSER, then ACL
-/// SAVE: no restart, and no ACL LOAD, which would drop every client on
-/// Redis 7.0/7.2), deletes the keys of the lanes of `purged` (after
-/// DELUSER, which disconnects a gone agent's clients), and makes each
-/// agent's inbox streams and group.
-pub(super) fn apply_live(
-    sock: &Path,
-    admin_pw: &Secret,
-    users: &[(AclUser, Secret)],
-    agents: &[AgentName],
-    families: &[String],
-    purged: &[AgentName],
-    migrate_keys: bool,
-) -> Result<(), Error> {
+fn fail(command: String, source: redis::RedisError) -> Error {
+    Error::Redis { command, source }
+}
+
+/// Tries until Redis answers (the private one may be starting), 10 s at
+/// most.
+fn patiently<T>(mut f: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut con = loop {
-        match connect(sock, admin_pw) {
-            Ok(c) => break c,
+    loop {
+        match f() {
+            Ok(c) => return Ok(c),
             Err(e) if Instant::now() > deadline => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
-    };
-    let fail = |command: String, source: redis::RedisError| Error::Redis { command, source };
-    if migrate_keys {
-        // Before anything makes a stream in the form in force.
-        let form = oxidepm_lanes::stream_key::key_form();
-        let done = migrate::migrate(&mut con, agents, form)
-            .map_err(|e| fail(format!("RENAMENX into the {form:?} key form"), e))?;
-        if done.renamed > 0 {
-            log::info!(
-                "lanes: {} stream(s) renamed into the {form:?} key form",
-                done.renamed
-            );
-        }
-        for k in &done.kept {
-            log::error!(
-                "lanes: {k} kept its name: its {form:?} form exists too; read what it \
-                 holds and delete one of them (nothing was overwritten)"
-            );
+    }
+}
+
+/// Applies the users to Redis — to every node of a cluster, replicas too,
+/// since ACLs are not replicated — (ACL SETUSER / DELUSER, then ACL SAVE:
+/// no restart, and no ACL LOAD, which would drop every client on Redis
+/// 7.0/7.2), deletes the keys of the lanes of `purged` (after DELUSER,
+/// which disconnects a gone agent's clients), and makes each agent's inbox
+/// streams and group. Returns the keys connection, for what follows.
+pub(super) fn apply_live(p: &Provision<'_>) -> Result<Con, Error> {
+    let nodes = patiently(|| Ok(p.server.nodes(p.admin_user, p.admin_pw, false)?))?;
+    for (at, mut con) in nodes {
+        apply_users(p, &mut con).map_err(|e| match e {
+            Error::Redis { command, source } if p.own.is_some() => Error::Redis {
+                command: format!("{command} on {at}"),
+                source,
+            },
+            e => e,
+        })?;
+    }
+    if p.server.is_cluster() {
+        // SCAN sees one node's keys: every primary is asked.
+        for (_, mut con) in p.server.nodes(p.admin_user, p.admin_pw, true)? {
+            purge_all(&mut con, p.purged)?;
         }
     }
-    for (user, pw) in users {
-        let mut c = redis::cmd("ACL");
-        c.arg("SETUSER")
-            .arg(user.to_string())
-            .arg("reset")
-            .arg("on")
-            .arg(acl::hashed(pw.expose()));
-        for r in user.rules(families) {
-            c.arg(r);
-        }
-        c.query::<()>(&mut con)
-            .map_err(|e| fail(format!("ACL SETUSER {user}"), e))?;
+    let mut con = p.server.connect(p.admin_user, p.admin_pw)?;
+    if !p.server.is_cluster() {
+        purge_all(&mut *con, p.purged)?;
     }
-    let existing: Vec<String> = redis::cmd("ACL")
-        .arg("USERS")
-        .query(&mut con)
-        .map_err(|e| fail("ACL USERS".into(), e))?;
-    for u in existing {
-        if AclUser::is_per_lane(&u) && !users.iter().any(|(n, _)| n.to_string() == u) {
-            redis::cmd("ACL")
-                .arg("DELUSER")
-                .arg(&u)
-                .query::<()>(&mut con)
-                .map_err(|e| fail(format!("ACL DELUSER {u}"), e))?;
-        }
-    }
-    redis::cmd("ACL")
-        .arg("SAVE")
-        .query::<()>(&mut con)
-        .map_err(|e| fail("ACL SAVE".into(), e))?;
-    for a in purged {
-        let n = purge::purge(&mut con, a).map_err(|e| fail(format!("SCAN/UNLINK {a}:*"), e))?;
-        if n > 0 {
-            log::info!("lanes: deleted the {n} stream(s) left by agent {a}");
-        }
-    }
-    for a in agents {
-        for key in layout::streams(a, families).0 {
+    for a in p.agents {
+        for key in layout::streams(a, p.families).0 {
             let r: redis::RedisResult<()> = redis::cmd("XGROUP")
                 .arg("CREATE")
                 .arg(&key)
                 .arg(a.as_str())
                 .arg("0")
                 .arg("MKSTREAM")
-                .query(&mut con);
+                .query(&mut *con);
             if let Err(e) = r {
                 if e.code() != Some("BUSYGROUP") {
                     return Err(fail(format!("XGROUP CREATE {key}"), e));
@@ -119,5 +118,70 @@ pub(super) fn apply_live(
             }
         }
     }
+    Ok(con)
+}
+
+fn purge_all(con: &mut dyn redis::ConnectionLike, purged: &[AgentName]) -> Result<(), Error> {
+    for a in purged {
+        let n = purge::purge(con, a).map_err(|e| fail(format!("SCAN/UNLINK {a}:*"), e))?;
+        if n > 0 {
+            log::info!("lanes: deleted the {n} stream(s) left by agent {a}");
+        }
+    }
     Ok(())
+}
+
+/// The users on one node.
+fn apply_users(p: &Provision<'_>, con: &mut redis::Connection) -> Result<(), Error> {
+    for (name, user, pw) in p.users {
+        if p.own.is_some() && *user == AclUser::Admin {
+            // A shared server's admin is the person's user, never `sys`.
+            continue;
+        }
+        let mut c = redis::cmd("ACL");
+        c.arg("SETUSER")
+            .arg(name)
+            .arg("reset")
+            .arg("on")
+            .arg(acl::hashed(pw.expose()));
+        for r in user.rules(p.families) {
+            c.arg(r);
+        }
+        c.query::<()>(con)
+            .map_err(|e| fail(format!("ACL SETUSER {name}"), e))?;
+    }
+    let existing: Vec<String> = redis::cmd("ACL")
+        .arg("USERS")
+        .query(con)
+        .map_err(|e| fail("ACL USERS".into(), e))?;
+    for u in existing {
+        if p.users.iter().any(|(n, _, _)| *n == u) {
+            continue;
+        }
+        let delete = match &p.own {
+            None => AclUser::is_per_lane(&u),
+            Some(own) => own.deletable.contains(&u) || u.ends_with(&own.suffix),
+        };
+        if delete {
+            redis::cmd("ACL")
+                .arg("DELUSER")
+                .arg(&u)
+                .query::<()>(con)
+                .map_err(|e| fail(format!("ACL DELUSER {u}"), e))?;
+        }
+    }
+    let saved = redis::cmd("ACL").arg("SAVE").query::<()>(con);
+    match saved {
+        Ok(()) => Ok(()),
+        // A shared server without an ACL file keeps users in memory (its
+        // operator's choice): nothing to save them to.
+        Err(e) if p.own.is_some() && e.to_string().contains("ACL file") => Ok(()),
+        Err(e) if p.own.is_some() => {
+            log::warn!(
+                "lanes: ACL SAVE on the shared server: {e}; the users are in force but not saved"
+            );
+            Ok(())
+        }
+        Err(e) => Err(fail("ACL SAVE".into(), e)),
+    }
 }

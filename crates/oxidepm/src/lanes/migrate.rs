@@ -1,84 +1,42 @@
-//! Moving this host's agents' streams into the key form in force.
-//!
-//! The key form (`[lanes] key_form`, see `oxidepm_lanes::stream_key`) is
-//! fixed when the daemon starts. When it changed since the last start (a
-//! single host getting ready for a Redis Cluster, or `redis_url` set on a
-//! server that holds streams of the plain form), the daemon renames each
-//! of its agents' streams found in the other form, before any lanes
-//! process uses them: `alice:webhook:inbox` becomes `{alice}:webhook:inbox`
-//! with its entries, consumer groups and pending entries (RENAME keeps them
-//! all), and so do outboxes and their dead letters.
-//!
-//! A rename never overwrites (RENAMENX): where both forms of a key exist,
-//! both are kept, the agent's older stream stays under its old name, and
-//! the start says so. On a Redis Cluster the two forms of a key lie in
-//! different slots, which RENAME refuses (CROSSSLOT); streams are renamed
-//! on a standalone server first, then moved into the cluster (README,
-//! Several hosts).
+//! `oxidepm lanes migrate-keys`: renames this host's agents' streams from
+//! the plain key form (`alice:webhook:inbox`) to the tagged one
+//! (`{alice}:webhook:inbox`), for a daemon whose `key_form` became
+//! `tagged` (set, or the default with `redis_url`) while its server holds
+//! keys of the plain form. Consumer groups and pending entries go with
+//! their streams (RENAME keeps them). Run it on the server where the keys
+//! are, before that server becomes a cluster: a cluster refuses a RENAME
+//! across slots.
 
-use oxidepm_lanes::stream_key::{is_family_name, KeyForm};
-use oxidepm_lanes::AgentName;
+use super::admin::Lanes;
+use super::error::Error;
+use crate::supervise::Shared;
+use oxidepm_lanes::KeyForm;
+use redis::ConnectionLike;
 
 /// Keys asked for per SCAN step.
 const SCAN_COUNT: usize = 1000;
 
-/// What a migration did.
-#[derive(Debug, Default, PartialEq, Eq)]
+/// What a migration did: `(from, to)` renamed, and keys left where they
+/// were with why.
+#[derive(Debug, Default)]
 pub struct Migrated {
     /// Streams renamed.
-    pub renamed: usize,
-    /// Streams left under the old name because the new one was taken.
-    pub kept: Vec<String>,
+    pub renamed: Vec<(String, String)>,
+    /// Streams left alone, with the reason.
+    pub skipped: Vec<(String, String)>,
 }
 
-/// The name in form `to` of `key`, a stream of `agent` in the other form
-/// (`<agent part>:<family>:inbox|outbox[:dead]`); `None` for any other key.
-pub fn renamed(key: &str, agent: &AgentName, to: KeyForm) -> Option<String> {
-    let from = other(to);
-    let rest = key
-        .strip_prefix(from.agent_part(agent.as_str()).as_str())?
-        .strip_prefix(':')?;
-    let (family, dir) = rest.split_once(':')?;
-    let known_dir = matches!(dir, "inbox" | "outbox" | "outbox:dead");
-    if !known_dir || !is_family_name(family) {
-        return None;
-    }
-    Some(format!("{}:{rest}", to.agent_part(agent.as_str())))
+/// The plain keys of `agent`'s lane: `<agent>:<family>:inbox`,
+/// `…:outbox` and `…:outbox:dead`.
+fn plain_globs(agent: &str) -> [String; 3] {
+    [
+        format!("{agent}:*:inbox"),
+        format!("{agent}:*:outbox"),
+        format!("{agent}:*:outbox:dead"),
+    ]
 }
 
-fn other(form: KeyForm) -> KeyForm {
-    match form {
-        KeyForm::Plain => KeyForm::Tagged,
-        KeyForm::Tagged => KeyForm::Plain,
-    }
-}
-
-/// Renames the streams of `agents` held in the other form into `to`.
-pub fn migrate(
-    con: &mut redis::Connection,
-    agents: &[AgentName],
-    to: KeyForm,
-) -> redis::RedisResult<Migrated> {
-    let mut done = Migrated::default();
-    for agent in agents {
-        // `{`, `}` and an agent name hold no glob character.
-        let pattern = format!("{}:*", other(to).agent_part(agent.as_str()));
-        for key in scan(con, &pattern)? {
-            let Some(new) = renamed(&key, agent, to) else {
-                continue;
-            };
-            let moved: bool = redis::cmd("RENAMENX").arg(&key).arg(&new).query(con)?;
-            if moved {
-                done.renamed += 1;
-            } else {
-                done.kept.push(key);
-            }
-        }
-    }
-    Ok(done)
-}
-
-fn scan(con: &mut redis::Connection, pattern: &str) -> redis::RedisResult<Vec<String>> {
+fn scan(con: &mut dyn ConnectionLike, pattern: &str) -> redis::RedisResult<Vec<String>> {
     let mut out = Vec::new();
     let mut cursor: u64 = 0;
     loop {
@@ -97,30 +55,66 @@ fn scan(con: &mut redis::Connection, pattern: &str) -> redis::RedisResult<Vec<St
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_an_agents_own_streams_are_renamed() {
-        let alice: AgentName = "alice".parse().unwrap();
-        let t = KeyForm::Tagged;
-        for (key, want) in [
-            ("alice:webhook:inbox", Some("{alice}:webhook:inbox")),
-            ("alice:ops:outbox", Some("{alice}:ops:outbox")),
-            ("alice:email:outbox:dead", Some("{alice}:email:outbox:dead")),
-            ("alice:webhook:inbox:x", None),
-            ("alice:a*:inbox", None),
-            ("alice:webhook", None),
-            ("alicex:webhook:inbox", None),
-            ("{alice}:webhook:inbox", None),
-            ("bridge:stats", None),
-        ] {
-            assert_eq!(renamed(key, &alice, t).as_deref(), want, "{key}");
+/// Renames `agent`'s plain keys to the tagged form. A tagged key that
+/// already exists is replaced only when it is an empty stream (the one a
+/// daemon of the tagged form made at start); else the plain key stays.
+fn migrate_agent(
+    con: &mut dyn ConnectionLike,
+    agent: &str,
+    out: &mut Migrated,
+) -> redis::RedisResult<()> {
+    for pattern in plain_globs(agent) {
+        for from in scan(con, &pattern)? {
+            // Only the agent's own keys: the rest after `<agent>:`.
+            let Some(rest) = from.strip_prefix(agent).filter(|r| r.starts_with(':')) else {
+                continue;
+            };
+            let to = format!("{}{rest}", KeyForm::Tagged.agent_part(agent));
+            let len: redis::RedisResult<i64> = redis::cmd("XLEN").arg(&to).query(con);
+            let exists: i64 = redis::cmd("EXISTS").arg(&to).query(con)?;
+            if exists == 1 {
+                if len.unwrap_or(1) != 0 {
+                    out.skipped
+                        .push((from, format!("{to} exists and is not an empty stream")));
+                    continue;
+                }
+                redis::cmd("UNLINK").arg(&to).query::<i64>(con)?;
+            }
+            match redis::cmd("RENAMENX").arg(&from).arg(&to).query::<i64>(con) {
+                Ok(1) => out.renamed.push((from, to)),
+                Ok(_) => out.skipped.push((from, format!("{to} appeared meanwhile"))),
+                Err(e) => out.skipped.push((from, e.to_string())),
+            }
         }
-        assert_eq!(
-            renamed("{alice}:webhook:inbox", &alice, KeyForm::Plain).as_deref(),
-            Some("alice:webhook:inbox")
-        );
+    }
+    Ok(())
+}
+
+impl Lanes {
+    /// `lanes migrate-keys`: every agent of this host's plain keys to the
+    /// tagged form in force.
+    pub async fn migrate_keys(&self, shared: &Shared) -> Result<Migrated, Error> {
+        if self.settings.key_form() != KeyForm::Tagged {
+            return Err(Error::NothingToMigrate);
+        }
+        let agents: Vec<String> = self
+            .agents(shared)
+            .into_iter()
+            .map(|a| a.name.to_string())
+            .collect();
+        let lanes = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut con = lanes.connect_admin()?;
+            let mut out = Migrated::default();
+            for a in &agents {
+                migrate_agent(&mut *con, a, &mut out).map_err(|source| Error::Redis {
+                    command: format!("SCAN/RENAMENX {a}:*"),
+                    source,
+                })?;
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(Error::Task)?
     }
 }

@@ -20,12 +20,17 @@ pub mod discord;
 pub mod error;
 pub mod layout;
 mod live;
+mod login;
 pub mod migrate;
 pub mod ops;
+mod proxy_admin;
 pub mod purge;
+pub mod registry;
 mod report;
 pub mod responders;
+pub mod server;
 pub mod settings;
+mod shared;
 
 pub use error::Error;
 

@@ -32,8 +32,9 @@
 
 mod entry;
 
+use super::admin::Lanes;
 use super::error::{ConnectError, Error};
-use super::layout::Layout;
+use super::server::Con;
 use crate::bus::{Feeds, Next, Published};
 use crate::supervise::{lock, Shared};
 use entry::Entry;
@@ -90,10 +91,10 @@ type ToDaemon = tokio::sync::mpsc::UnboundedSender<OpsRequest>;
 
 /// Runs the responder until `tx` is closed: a thread that keeps one
 /// worker thread per agent with a lane.
-pub fn spawn(layout: Layout, shared: Shared, tx: ToDaemon, settings: OpsSettings, feeds: Feeds) {
+pub fn spawn(lanes: Lanes, shared: Shared, tx: ToDaemon, settings: OpsSettings, feeds: Feeds) {
     let spawned = std::thread::Builder::new()
         .name("ops-responder".into())
-        .spawn(move || manage(&layout, &shared, &tx, settings, &feeds));
+        .spawn(move || manage(&lanes, &shared, &tx, settings, &feeds));
     if let Err(e) = spawned {
         log::error!("cannot start the ops responder: {e}");
     }
@@ -105,10 +106,11 @@ struct Worker {
     thread: std::thread::JoinHandle<()>,
 }
 
-fn manage(layout: &Layout, shared: &Shared, tx: &ToDaemon, settings: OpsSettings, feeds: &Feeds) {
+fn manage(lanes: &Lanes, shared: &Shared, tx: &ToDaemon, settings: OpsSettings, feeds: &Feeds) {
     let mut workers: HashMap<AgentName, Worker> = HashMap::new();
     while !tx.is_closed() {
-        let current = if layout.redis_socket().exists() {
+        // The private Redis's socket exists once its lanes are set up.
+        let current = if lanes.is_shared() || lanes.layout.redis_socket().exists() {
             agents(shared)
         } else {
             Vec::new()
@@ -127,7 +129,7 @@ fn manage(layout: &Layout, shared: &Shared, tx: &ToDaemon, settings: OpsSettings
             let stop = Arc::new(AtomicBool::new(false));
             let run = Lane {
                 agent: agent.clone(),
-                layout: layout.clone(),
+                lanes: lanes.clone(),
                 shared: shared.clone(),
                 tx: tx.clone(),
                 settings,
@@ -184,16 +186,17 @@ enum ServeError {
     },
 }
 
-fn connect(layout: &Layout) -> Result<redis::Connection, ServeError> {
+fn connect(lanes: &Lanes) -> Result<Con, ServeError> {
     let user = user();
-    let pw = match Secret::read(&secrets::path(&layout.secrets_dir(), &user)) {
+    let pw = match Secret::read(&secrets::path(&lanes.layout.secrets_dir(), &user)) {
         Ok(pw) => pw,
         Err(source) => return Err(ServeError::NoPassword { user, source }),
     };
-    let con = super::admin::connect_as(&layout.redis_socket(), &user, &pw)?;
     // A read blocks for BLOCK_MS at most; longer means Redis is stuck.
-    let _ = con.set_read_timeout(Some(Duration::from_millis(BLOCK_MS) * 10));
-    Ok(con)
+    let timeout = Duration::from_millis(BLOCK_MS) * 10;
+    Ok(lanes
+        .server()
+        .connect_timed(&lanes.user_name(&user), &pw, Some(timeout))?)
 }
 
 /// The agents, as far as they have a lane (see `Lanes::agents`).
@@ -208,7 +211,7 @@ fn agents(shared: &Shared) -> Vec<AgentName> {
 /// One agent's outbox and what serving it needs.
 struct Lane {
     agent: AgentName,
-    layout: Layout,
+    lanes: Lanes,
     shared: Shared,
     tx: ToDaemon,
     settings: OpsSettings,
@@ -237,7 +240,7 @@ impl Lane {
     }
 
     fn serve(&self) -> Result<(), ServeError> {
-        let mut con = connect(&self.layout)?;
+        let mut con = connect(&self.lanes)?;
         let key = StreamKey::outbox(&self.agent, NAME).to_string();
         let made: redis::RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
@@ -245,7 +248,7 @@ impl Lane {
             .arg(GROUP)
             .arg("0")
             .arg("MKSTREAM")
-            .query(&mut con);
+            .query(&mut *con);
         match made {
             Ok(()) => {}
             Err(e) if e.code() == Some("BUSYGROUP") => {}
@@ -254,23 +257,23 @@ impl Lane {
         // Entries read but not answered before a crash come first, all of
         // them: each is acknowledged once answered, so this ends.
         loop {
-            let pending = self.read(&mut con, &key, "0", None)?;
+            let pending = self.read(&mut *con, &key, "0", None)?;
             if pending.is_empty() {
                 break;
             }
-            self.answer_all(&mut con, &key, pending)?;
+            self.answer_all(&mut *con, &key, pending)?;
         }
         while !self.stopped() {
-            let fresh = self.read(&mut con, &key, ">", Some(BLOCK_MS))?;
-            self.answer_all(&mut con, &key, fresh)?;
-            self.forward_feed(&mut con)?;
+            let fresh = self.read(&mut *con, &key, ">", Some(BLOCK_MS))?;
+            self.answer_all(&mut *con, &key, fresh)?;
+            self.forward_feed(&mut *con)?;
         }
         Ok(())
     }
 
     fn read(
         &self,
-        con: &mut redis::Connection,
+        con: &mut dyn redis::ConnectionLike,
         key: &str,
         from: &str,
         block: Option<u64>,
@@ -296,7 +299,7 @@ impl Lane {
 
     fn answer_all(
         &self,
-        con: &mut redis::Connection,
+        con: &mut dyn redis::ConnectionLike,
         key: &str,
         entries: Vec<Entry>,
     ) -> Result<(), ServeError> {
@@ -323,7 +326,7 @@ impl Lane {
     }
 
     /// Moves what the agent's feed holds into its inbox, oldest first.
-    fn forward_feed(&self, con: &mut redis::Connection) -> Result<(), ServeError> {
+    fn forward_feed(&self, con: &mut dyn redis::ConnectionLike) -> Result<(), ServeError> {
         loop {
             let batch = self.feeds.drain(self.agent.as_str(), FEED_BATCH);
             if batch.is_empty() {
@@ -357,7 +360,7 @@ impl Lane {
 
     fn reply(
         &self,
-        con: &mut redis::Connection,
+        con: &mut dyn redis::ConnectionLike,
         request_id: &str,
         response: Response,
     ) -> Result<(), ServeError> {

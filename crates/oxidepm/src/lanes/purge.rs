@@ -38,7 +38,7 @@ pub fn lane_globs(agent: &AgentName) -> [String; 3] {
 }
 
 /// Deletes every key of `agent`'s lane; returns how many there were.
-pub fn purge(con: &mut redis::Connection, agent: &AgentName) -> redis::RedisResult<usize> {
+pub fn purge(con: &mut dyn redis::ConnectionLike, agent: &AgentName) -> redis::RedisResult<usize> {
     let mut removed = 0;
     // With the lane go the bridge's records of its open questions, so
     // that a new agent of the name cannot be answered what the old one
@@ -57,7 +57,10 @@ pub fn purge(con: &mut redis::Connection, agent: &AgentName) -> redis::RedisResu
 }
 
 /// Deletes every key matching `pattern`; returns how many there were.
-pub fn unlink_matching(con: &mut redis::Connection, pattern: &str) -> redis::RedisResult<usize> {
+pub fn unlink_matching(
+    con: &mut dyn redis::ConnectionLike,
+    pattern: &str,
+) -> redis::RedisResult<usize> {
     let mut removed = 0;
     let mut cursor: u64 = 0;
     loop {
@@ -68,8 +71,10 @@ pub fn unlink_matching(con: &mut redis::Connection, pattern: &str) -> redis::Red
             .arg("COUNT")
             .arg(SCAN_COUNT)
             .query(con)?;
-        if !keys.is_empty() {
-            removed += redis::cmd("UNLINK").arg(&keys).query::<usize>(con)?;
+        // One at a time: on a cluster node, keys one SCAN returns may lie
+        // in several slots, and one UNLINK may only touch one.
+        for k in &keys {
+            removed += redis::cmd("UNLINK").arg(k).query::<usize>(con)?;
         }
         if next == 0 {
             return Ok(removed);

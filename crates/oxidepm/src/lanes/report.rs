@@ -2,15 +2,13 @@
 //! user, and each of its streams with its length and what its reader has
 //! pending.
 
-use super::admin::{connect, Lanes};
+use super::admin::Lanes;
 use super::error::Error;
 use super::layout;
 use crate::supervise::Shared;
 use oxidepm_lanes::acl::AclUser;
 use oxidepm_lanes::responder::{group, responder_socket};
-use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::stream_key::BRIDGE_GROUP;
-use oxidepm_lanes::Secret;
 use oxidepm_lanes::StreamKey;
 use oxidepm_proto::{AgentLaneReport, ResponderLaneReport, StreamReport};
 
@@ -22,14 +20,13 @@ impl Lanes {
         if agents.is_empty() {
             return Ok(Vec::new());
         }
-        let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin))
-            .map_err(Error::NotSetUp)?;
-        let sock = self.layout.redis_socket();
+        let (user, pw) = self.admin()?;
+        let server = self.server();
         let families = self.families_now();
         let sources = self.settings.sources.clone();
         let layout = self.layout.clone();
         tokio::task::spawn_blocking(move || {
-            let mut con = connect(&sock, &pw)?;
+            let mut con = server.connect(&user, &pw)?;
             let mut out = Vec::new();
             for a in agents {
                 let (inboxes, outboxes) = layout::streams(&a.name, &families);
@@ -41,8 +38,8 @@ impl Lanes {
                         (k, if bridge { BRIDGE_GROUP } else { f.as_str() })
                     }),
                 ) {
-                    let len: i64 = redis::cmd("XLEN").arg(key).query(&mut con).unwrap_or(0);
-                    let pending = group_pending(&mut con, key, group);
+                    let len: i64 = redis::cmd("XLEN").arg(key).query(&mut *con).unwrap_or(0);
+                    let pending = group_pending(&mut *con, key, group);
                     streams.push(StreamReport {
                         key: key.clone(),
                         length: len,
@@ -75,20 +72,19 @@ impl Lanes {
             return Ok(Vec::new());
         }
         let agents: Vec<_> = self.agents(shared).into_iter().map(|a| a.name).collect();
-        let pw = Secret::read(&secrets::path(&self.layout.secrets_dir(), AclUser::Admin))
-            .map_err(Error::NotSetUp)?;
-        let sock = self.layout.redis_socket();
+        let (user, pw) = self.admin()?;
+        let server = self.server();
         let lanes_dir = self.layout.lanes_dir();
         tokio::task::spawn_blocking(move || {
-            let mut con = connect(&sock, &pw)?;
+            let mut con = server.connect(&user, &pw)?;
             let mut out = Vec::new();
             for r in responders {
                 let (mut requests, mut pending) = (0i64, 0i64);
                 for a in &agents {
                     let key = StreamKey::outbox(a, r.name.as_str()).to_string();
-                    let len: i64 = redis::cmd("XLEN").arg(&key).query(&mut con).unwrap_or(0);
+                    let len: i64 = redis::cmd("XLEN").arg(&key).query(&mut *con).unwrap_or(0);
                     requests += len;
-                    pending += group_pending(&mut con, &key, group(r.name.as_str()));
+                    pending += group_pending(&mut *con, &key, group(r.name.as_str()));
                 }
                 out.push(ResponderLaneReport {
                     responder: r.name.to_string(),
@@ -105,7 +101,7 @@ impl Lanes {
     }
 }
 
-pub(super) fn group_pending(con: &mut redis::Connection, key: &str, group: &str) -> i64 {
+pub(super) fn group_pending(con: &mut dyn redis::ConnectionLike, key: &str, group: &str) -> i64 {
     let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
         .arg("GROUPS")
         .arg(key)

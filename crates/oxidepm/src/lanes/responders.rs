@@ -336,11 +336,15 @@ pub fn family_globs(name: &str) -> [String; 3] {
 /// As the admin user: deletes the keys of the responders gone (the users
 /// in `gone`, after their ACL users were deleted), and makes each
 /// responder's group on each agent's outbox of its family.
+///
+/// `only` (on a shared server): the gone responders' keys of these agents
+/// (this host's) are deleted, never a glob over every host's agents.
 pub fn apply(
-    con: &mut redis::Connection,
+    con: &mut dyn redis::ConnectionLike,
     gone: &[String],
     responders: &[AgentName],
     agents: &[AgentName],
+    only: Option<&[AgentName]>,
 ) -> Result<(), Error> {
     let fail = |command: String, source: redis::RedisError| Error::Redis { command, source };
     for user in gone {
@@ -350,9 +354,28 @@ pub fn apply(
         else {
             continue;
         };
-        for pattern in family_globs(name) {
-            let n = super::purge::unlink_matching(con, &pattern)
-                .map_err(|e| fail(format!("SCAN/UNLINK {pattern}"), e))?;
+        let patterns: Vec<String> = match only {
+            None => family_globs(name).to_vec(),
+            Some(own) => own
+                .iter()
+                .flat_map(|a| {
+                    let outbox = StreamKey::outbox(a, name).to_string();
+                    [
+                        StreamKey::inbox(a, name).to_string(),
+                        dead_letter(&outbox),
+                        outbox,
+                    ]
+                })
+                .collect(),
+        };
+        for pattern in patterns {
+            // Exact keys need no SCAN (which a cluster answers per node).
+            let n = if only.is_some() {
+                redis::cmd("UNLINK").arg(&pattern).query::<usize>(con)
+            } else {
+                super::purge::unlink_matching(con, &pattern)
+            }
+            .map_err(|e| fail(format!("SCAN/UNLINK {pattern}"), e))?;
             if n > 0 {
                 log::info!("lanes: deleted the {n} stream(s) of responder {name}");
             }

@@ -2,11 +2,14 @@
 
 use oxidepm_lanes::consult::{ConsultLimits, ConsultRule, CONSULT};
 use oxidepm_lanes::proxy_config::DEFAULT_MAX_CONNECTIONS;
+use oxidepm_lanes::redis_url::Topology;
 use oxidepm_lanes::stream_key::is_family_name;
 use oxidepm_lanes::{AgentName, LimitsConfig, NameError, ProxyConfigError};
+use oxidepm_lanes::{KeyForm, RedisUrl, TlsFiles};
 use oxidepm_proto::{Route, RouteError};
 use serde::Deserialize;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// Where lanes live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -95,6 +98,36 @@ pub struct LanesSettings {
     /// values; default 64 KiB.
     #[serde(default)]
     pub responder_reply_max_bytes: Option<usize>,
+    /// A Redis the daemon does not run, shared with other hosts (unset:
+    /// the private redis-server).
+    #[serde(default)]
+    pub redis_url: Option<RedisUrl>,
+    /// PEM file of the CA of a `rediss` server's certificate.
+    #[serde(default)]
+    pub tls_ca_file: Option<PathBuf>,
+    /// PEM file of a client certificate, for a server that asks for one.
+    #[serde(default)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM file of the client certificate's key.
+    #[serde(default)]
+    pub tls_key_file: Option<PathBuf>,
+    /// How agents' keys are written: `plain` (default on the private
+    /// Redis) or `tagged` (default with `redis_url`; a cluster needs it).
+    #[serde(default)]
+    pub key_form: Option<KeyForm>,
+    /// This host's id on a shared server, `[a-z0-9-]{1,40}` (default: from
+    /// the hostname and the home's path).
+    #[serde(default)]
+    pub host_id: Option<String>,
+    /// Seconds a claim of a name in the shared registry lasts unless
+    /// renewed (every third of it).
+    #[serde(default = "default_lease_secs")]
+    pub lease_secs: u64,
+}
+
+/// The default `lease_secs`.
+fn default_lease_secs() -> u64 {
+    60
 }
 
 /// `[lanes.bridge]`: the bridge's bounds (unset: the bridge's defaults).
@@ -233,7 +266,80 @@ impl LanesSettings {
         {
             return Err(SettingsError::BridgeZero);
         }
-        self.check_bounds()
+        self.check_bounds()?;
+        self.check_shared()
+    }
+
+    /// The key form in force: `key_form`, else `tagged` with `redis_url`
+    /// and `plain` without.
+    pub fn key_form(&self) -> KeyForm {
+        self.key_form.unwrap_or(if self.redis_url.is_some() {
+            KeyForm::Tagged
+        } else {
+            KeyForm::Plain
+        })
+    }
+
+    /// The TLS files as the lanes processes take them.
+    pub fn tls_files(&self) -> TlsFiles {
+        TlsFiles {
+            ca_file: self.tls_ca_file.clone(),
+            cert_file: self.tls_cert_file.clone(),
+            key_file: self.tls_key_file.clone(),
+        }
+    }
+
+    /// The settings of a shared server fit together.
+    fn check_shared(&self) -> Result<(), SettingsError> {
+        let tls = self.tls_files();
+        let url_tls = self.redis_url.as_ref().is_some_and(|u| u.tls);
+        if !tls.is_empty() && !url_tls {
+            return Err(SettingsError::Shared(
+                "tls_ca_file, tls_cert_file and tls_key_file are for a TLS server: \
+                 set redis_url to a rediss:// (or rediss+sentinel://, rediss+cluster://) URL, \
+                 or remove them"
+                    .into(),
+            ));
+        }
+        tls.check()
+            .map_err(|e| SettingsError::Shared(e.to_string()))?;
+        for f in [&self.tls_ca_file, &self.tls_cert_file, &self.tls_key_file]
+            .into_iter()
+            .flatten()
+        {
+            if !f.is_absolute() {
+                return Err(SettingsError::Shared(format!(
+                    "TLS file {}: give an absolute path",
+                    f.display()
+                )));
+            }
+        }
+        let cluster = self
+            .redis_url
+            .as_ref()
+            .is_some_and(|u| matches!(u.topology, Topology::Cluster { .. }));
+        if cluster && self.key_form() == KeyForm::Plain {
+            return Err(SettingsError::Shared(
+                "key_form = \"plain\" cannot work on a Redis Cluster: an agent's keys must \
+                 share one slot (one XREADGROUP reads all its inboxes); remove key_form or set \
+                 \"tagged\""
+                    .into(),
+            ));
+        }
+        if let Some(h) = &self.host_id {
+            if !is_host_id(h) {
+                return Err(SettingsError::Shared(format!(
+                    "host_id = {h:?}: use 1 to 40 of a-z, 0-9 and '-'"
+                )));
+            }
+        }
+        if self.lease_secs < 3 || self.lease_secs > 86_400 {
+            return Err(SettingsError::Shared(format!(
+                "lease_secs = {}: use 3 to 86400 (the lease is renewed every third of it)",
+                self.lease_secs
+            )));
+        }
+        Ok(())
     }
 
     /// `consult` is no source or responder of its own, no rule names one
@@ -279,6 +385,42 @@ impl LanesSettings {
         }
         self.limits.validate().map_err(SettingsError::Limits)
     }
+}
+
+/// Whether `s` can be a host id: 1 to 40 of `[a-z0-9-]`.
+pub fn is_host_id(s: &str) -> bool {
+    (1..=40).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// The default host id: the hostname (as far as it is `[a-z0-9-]`, at
+/// most 31 bytes) and 8 hex digits of a hash of the home's path, so two
+/// homes on one machine are two hosts.
+pub fn default_host_id(hostname: &str, home: &std::path::Path) -> String {
+    let mut name: String = hostname
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(31)
+        .collect();
+    name = name.trim_matches('-').to_string();
+    if name.is_empty() {
+        name = "host".into();
+    }
+    // FNV-1a: stable across builds and versions, unlike std's hasher.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in home.as_os_str().as_encoded_bytes() {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!("{name}-{h:08x}")
 }
 
 /// A user name useradd takes without `--badname` (`[a-z_][a-z0-9_-]*`, at
@@ -379,6 +521,9 @@ pub enum SettingsError {
     /// A bound of `[lanes.consult_limits]` cannot be met.
     #[error("lanes.consult_limits.{0}")]
     ConsultLimits(#[source] oxidepm_lanes::consult::LimitError),
+    /// The shared server's settings do not fit together.
+    #[error("lanes: {0}")]
+    Shared(String),
     /// `[lanes.discord]` is enabled but `discord` is not a source.
     #[error("[lanes.discord] is enabled but \"discord\" is not in lanes.sources {sources:?}; add it (sources = [\"webhook\", \"email\", \"discord\"])")]
     DiscordNotSource {

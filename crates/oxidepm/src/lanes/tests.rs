@@ -223,3 +223,89 @@ fn agents_get_a_unix_url_and_the_plain_path_unless_the_old_scheme_is_asked_for()
         assert!(e.contains("use \"unix\""), "{bad}: {e}");
     }
 }
+
+fn settings_error(text: &str) -> String {
+    let s: LanesSettings = match toml::from_str(text) {
+        Ok(s) => s,
+        Err(e) => return e.to_string(),
+    };
+    s.check().expect_err(text).to_string()
+}
+
+#[test]
+fn shared_settings_that_cannot_work_are_refused_with_the_reason() {
+    let e = settings_error("redis_url = \"redis+cluster://h:7000\"\nkey_form = \"plain\"");
+    assert!(e.contains("Cluster") && e.contains("tagged"), "{e}");
+    let e = settings_error("redis_url = \"redis://h:6379\"\ntls_ca_file = \"/ca.pem\"");
+    assert!(e.contains("rediss://"), "{e}");
+    let e = settings_error("redis_url = \"rediss://h:6379\"\ntls_cert_file = \"/c.pem\"");
+    assert!(e.contains("tls_key_file"), "{e}");
+    let e = settings_error("redis_url = \"redis://h:6379\"\nhost_id = \"Host A\"");
+    assert!(e.contains("host_id"), "{e}");
+    let e = settings_error("redis_url = \"redis://h:6379\"\nlease_secs = 1");
+    assert!(e.contains("lease_secs"), "{e}");
+    let e = settings_error("redis_url = \"redis://u:pw@h:6379\"");
+    assert!(e.contains("secrets/lanes_admin"), "{e}");
+}
+
+#[test]
+fn the_key_form_follows_the_server_unless_set() {
+    use oxidepm_lanes::KeyForm;
+    let s: LanesSettings = toml::from_str("").unwrap();
+    assert_eq!(s.key_form(), KeyForm::Plain);
+    let s: LanesSettings = toml::from_str("redis_url = \"rediss://h:6380\"").unwrap();
+    assert_eq!(s.key_form(), KeyForm::Tagged);
+    let s: LanesSettings =
+        toml::from_str("redis_url = \"rediss://h:6380\"\nkey_form = \"plain\"").unwrap();
+    assert_eq!(s.key_form(), KeyForm::Plain);
+}
+
+#[test]
+fn the_default_host_id_is_a_host_id_and_differs_per_home() {
+    use super::settings::{default_host_id, is_host_id};
+    let a = default_host_id("Build.Example.ORG", Path::new("/home/a/.oxidepm"));
+    let b = default_host_id("Build.Example.ORG", Path::new("/home/b/.oxidepm"));
+    assert!(is_host_id(&a) && is_host_id(&b), "{a} {b}");
+    assert!(a.starts_with("build-example-org-"), "{a}");
+    assert_ne!(a, b);
+    assert!(is_host_id(&default_host_id("", Path::new("/"))));
+    assert!(is_host_id(&default_host_id(
+        &"x".repeat(300),
+        Path::new("/")
+    )));
+}
+
+#[test]
+fn on_a_shared_server_the_proxy_and_bridge_are_told_where_and_how() {
+    let d = tempfile::tempdir().unwrap();
+    let l = lanes(
+        d.path(),
+        "redis_url = \"rediss://redis.example:6380\"\ntls_ca_file = \"/etc/ca.pem\"\n\
+         host_id = \"host-a\"\n[webhook]\n",
+    );
+    l.write_proxy_conf(&agents(), &[]).unwrap();
+    let p = ProxyConfig::load(&l.layout.proxy_conf()).unwrap();
+    assert_eq!(p.upstream.to_string(), "rediss://redis.example:6380");
+    assert_eq!(p.tls.ca_file.as_deref(), Some(Path::new("/etc/ca.pem")));
+    assert_eq!(p.key_form, oxidepm_lanes::KeyForm::Tagged);
+    assert!(l.write_bridge_conf(&agents(), &[]).unwrap());
+    let b = BridgeConfig::load(&l.layout.bridge_conf()).unwrap();
+    assert_eq!(b.redis.to_string(), "rediss://redis.example:6380");
+    assert_eq!(b.tls.ca_file.as_deref(), Some(Path::new("/etc/ca.pem")));
+    assert_eq!(b.key_form, oxidepm_lanes::KeyForm::Tagged);
+    assert_eq!(b.user, "bridge@host-a");
+    assert_eq!(b.outbox.consumer, "host-a");
+    // Per-host users carry the host id; agents' do not.
+    assert_eq!(
+        l.user_name(&oxidepm_lanes::AclUser::Bridge),
+        "bridge@host-a"
+    );
+    assert_eq!(
+        l.user_name(&oxidepm_lanes::AclUser::Responder("ops".into())),
+        "resp_ops@host-a"
+    );
+    assert_eq!(
+        l.user_name(&oxidepm_lanes::AclUser::Agent("alice".parse().unwrap())),
+        "agent_alice"
+    );
+}

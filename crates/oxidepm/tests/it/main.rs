@@ -41,6 +41,7 @@ mod review13;
 mod review13b;
 mod review15;
 mod routes;
+mod shared_redis;
 mod start_like_pm2;
 mod startup;
 mod storage;

@@ -155,6 +155,7 @@ fn reports_keep_their_shape() {
         },
         warnings: Vec::new(),
         responders: Vec::new(),
+        shared: None,
     };
     let text = same_both_ways(&lanes);
     assert_eq!(

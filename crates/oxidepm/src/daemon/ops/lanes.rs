@@ -5,7 +5,9 @@ use crate::daemon::Daemon;
 use crate::lanes::admin::AgentLane;
 use crate::lanes::Error as LanesError;
 use crate::supervise::lock;
-use oxidepm_proto::{AppKind, AppSpec, LanesReport, Route, RouteAdded, RouteRemoved};
+use oxidepm_proto::{
+    AppKind, AppSpec, KeysMigrated, LanesReport, NameReleased, Route, RouteAdded, RouteRemoved,
+};
 
 impl Daemon {
     /// Makes the lanes of the agents among `apps` before they are defined.
@@ -60,12 +62,34 @@ impl Daemon {
         let agents = self.lanes.report(&self.sup).await?;
         let bridge = self.lanes.routes_report(&self.sup).await?;
         let responders = self.lanes.responder_report(&self.sup).await?;
+        let shared = self.lanes.shared_report(&self.sup).await;
         let warnings = lock(&self.sup).agent_uid_warnings().into_values().collect();
         Ok(LanesReport {
             agents,
             bridge,
             warnings,
             responders,
+            shared,
+        })
+    }
+
+    /// `lanes_release`: frees a name another host holds on the shared
+    /// server.
+    pub(super) async fn lanes_release(&self, name: String) -> Result<NameReleased, OpError> {
+        let note = self.lanes.release_force(&name).await?;
+        Ok(NameReleased {
+            released: name,
+            note,
+        })
+    }
+
+    /// `lanes_migrate_keys`: this host's agents' plain keys to the tagged
+    /// form.
+    pub(super) async fn lanes_migrate_keys(&self) -> Result<KeysMigrated, OpError> {
+        let m = self.lanes.migrate_keys(&self.sup).await?;
+        Ok(KeysMigrated {
+            migrated: m.renamed.into_iter().map(|(a, b)| [a, b]).collect(),
+            kept: m.skipped.into_iter().map(|(a, b)| [a, b]).collect(),
         })
     }
 

@@ -92,6 +92,8 @@ impl Daemon {
             Op::Lanes => self.lanes_report().await.map(Into::into),
             Op::Routes => Ok(self.lanes.routes_report(&self.sup).await?.into()),
             Op::RouteAdd { route } => self.route_add(route).await.map(Into::into),
+            Op::LanesRelease { name } => self.lanes_release(name).await.map(Into::into),
+            Op::LanesMigrateKeys => self.lanes_migrate_keys().await.map(Into::into),
             Op::RouteRm { route } => self.route_rm(route).await.map(Into::into),
             Op::Kill => Err(OpError::KillOffSocket),
             Op::Subscribe { .. } => Err(OpError::SubscribeOffSocket),

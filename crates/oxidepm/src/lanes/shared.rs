@@ -1,0 +1,263 @@
+//! The lanes on a shared server (`[lanes] redis_url`): claiming this
+//! host's names in the registry before anything is made for them,
+//! renewing their leases, telling which gone lanes are still this host's
+//! to delete, and `lanes release --force`.
+
+use super::admin::{AgentLane, Lanes};
+use super::error::Error;
+use super::live::Own;
+use super::purge::Gone;
+use super::registry::{self, Forced, Lease, Taken};
+use super::responders::ResponderLane;
+use crate::supervise::Shared;
+use oxidepm_lanes::acl::{AGENT_PREFIX, RESPONDER_PREFIX};
+use oxidepm_proto::{NameLease, SharedLanesReport};
+use std::time::Duration;
+
+fn registry_error(what: &str) -> impl FnOnce(redis::RedisError) -> Error + '_ {
+    move |source| Error::Redis {
+        command: format!("EVAL ({what} in {})", registry::REGISTRY_KEY),
+        source,
+    }
+}
+
+fn taken(t: Taken) -> Error {
+    Error::NameTaken {
+        name: t.name,
+        host: t.host,
+        secs_left: t.ms_left.div_ceil(1000),
+    }
+}
+
+impl Lanes {
+    fn lease_ms(&self) -> u64 {
+        self.settings.lease_secs.saturating_mul(1000)
+    }
+
+    /// Claims the names of the agents and responders about to be defined
+    /// (`extra*`: all or none; refused with the host holding one), and
+    /// renews the others'; returns the names another host holds now,
+    /// whose lanes this host stops serving.
+    pub(super) async fn claim_names(
+        &self,
+        extra: &[AgentLane],
+        extra_responders: &[ResponderLane],
+        agents: &[AgentLane],
+        responders: &[ResponderLane],
+    ) -> Result<Vec<String>, Error> {
+        let new: Vec<String> = extra
+            .iter()
+            .map(|a| a.name.to_string())
+            .chain(extra_responders.iter().map(|r| r.name.to_string()))
+            .collect();
+        let held: Vec<String> = agents
+            .iter()
+            .map(|a| a.name.to_string())
+            .chain(responders.iter().map(|r| r.name.to_string()))
+            .filter(|n| !new.contains(n))
+            .collect();
+        let lanes = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut con = lanes.connect_admin()?;
+            let (host, ms) = (lanes.host_id.as_str(), lanes.lease_ms());
+            registry::claim(&mut *con, host, ms, &new)
+                .map_err(registry_error("claim"))?
+                .map_err(taken)?;
+            let lost =
+                registry::renew(&mut *con, host, ms, &held).map_err(registry_error("renew"))?;
+            Ok(lost.into_iter().map(lost_name).collect())
+        })
+        .await
+        .map_err(Error::Task)?
+    }
+
+    /// Of the gone lanes (their password files), which this host may
+    /// delete: agents nobody else holds, responders this host holds, and
+    /// every user with this host's id. Returns that, and the password
+    /// files of the lanes another host holds now (left alone).
+    pub(super) async fn own_scope(
+        &self,
+        gone: &[Gone],
+        gone_responders: &[String],
+    ) -> Result<(Own, Vec<String>), Error> {
+        let mut files: Vec<(String, String, bool)> = gone
+            .iter()
+            .filter_map(|g| Some((g.secret.clone(), g.agent.as_ref()?.to_string(), true)))
+            .collect();
+        files.extend(gone_responders.iter().filter_map(|u| {
+            let name = u.strip_prefix(RESPONDER_PREFIX)?;
+            Some((u.clone(), name.to_string(), false))
+        }));
+        let names: Vec<String> = files.iter().map(|(_, n, _)| n.clone()).collect();
+        let lanes = self.clone();
+        let leases = tokio::task::spawn_blocking(move || -> Result<Vec<Option<Lease>>, Error> {
+            let mut con = lanes.connect_admin()?;
+            registry::leases(&mut *con, &names).map_err(registry_error("HMGET"))
+        })
+        .await
+        .map_err(Error::Task)??;
+        let mut own = Own {
+            suffix: format!("@{}", self.host_id),
+            deletable: Vec::new(),
+        };
+        let mut not_ours = Vec::new();
+        for ((file, _, agent), lease) in files.into_iter().zip(leases) {
+            let ours = match lease {
+                Some(l) => l.host == self.host_id,
+                // An agent's name nobody holds is still this host's user
+                // (its password file says so); a responder of
+                // `[lanes] responders` is never claimed, its user is
+                // host-qualified.
+                None => agent,
+            };
+            if ours {
+                own.deletable.push(file);
+            } else {
+                log::warn!("lanes: {file} is another host's now; its user and keys are left alone");
+                not_ours.push(file);
+            }
+        }
+        // Bad names (no agent in them) have no lease to look at: ours only
+        // when this host made them, which their prefix cannot tell.
+        own.deletable
+            .retain(|u| u.starts_with(AGENT_PREFIX) || u.starts_with(RESPONDER_PREFIX));
+        Ok((own, not_ours))
+    }
+
+    /// Renews this host's leases every third of `lease_secs`, for as long
+    /// as the daemon runs; a name another host holds now is logged and
+    /// its lane no longer served (the next reconcile drops it).
+    pub fn spawn_renewal(&self, shared: Shared) {
+        if !self.is_shared() {
+            return;
+        }
+        let lanes = self.clone();
+        tokio::spawn(async move {
+            let every = Duration::from_millis((lanes.lease_ms() / 3).max(1000));
+            loop {
+                tokio::time::sleep(every).await;
+                let names: Vec<String> = lanes
+                    .agents(&shared)
+                    .into_iter()
+                    .map(|a| a.name.to_string())
+                    .chain(
+                        lanes
+                            .responders(&shared)
+                            .into_iter()
+                            .map(|r| r.name.to_string()),
+                    )
+                    .collect();
+                let l = lanes.clone();
+                let renewed = tokio::task::spawn_blocking(move || -> Result<Vec<Taken>, Error> {
+                    let mut con = l.connect_admin()?;
+                    registry::renew(&mut *con, &l.host_id, l.lease_ms(), &names)
+                        .map_err(registry_error("renew"))
+                })
+                .await;
+                match renewed {
+                    Ok(Ok(lost)) if lost.is_empty() => {}
+                    Ok(Ok(lost)) => {
+                        for t in lost {
+                            lost_name(t);
+                        }
+                        if let Err(e) = lanes.reconcile(&shared, &[]).await {
+                            log::error!("lanes: {e}");
+                        }
+                    }
+                    Ok(Err(e)) => log::warn!("lanes: cannot renew this host's names: {e}"),
+                    Err(e) => log::warn!("lanes: cannot renew this host's names: {e}"),
+                }
+            }
+        });
+    }
+
+    /// `lanes release <name> --force`: frees a name another host holds
+    /// (one that is gone for good); says whose it was.
+    pub async fn release_force(&self, name: &str) -> Result<String, Error> {
+        if !self.is_shared() {
+            return Err(Error::NoRegistry);
+        }
+        let lanes = self.clone();
+        let n = name.to_string();
+        let forced = tokio::task::spawn_blocking(move || -> Result<Forced, Error> {
+            let mut con = lanes.connect_admin()?;
+            registry::force_release(&mut *con, &lanes.host_id, &n)
+                .map_err(registry_error("force release"))
+        })
+        .await
+        .map_err(Error::Task)??;
+        match forced {
+            Forced::Own => Err(Error::ReleaseOwn {
+                name: name.to_string(),
+                host: self.host_id.clone(),
+            }),
+            Forced::Free => Ok(format!("nobody held {name:?}; it is free")),
+            Forced::Freed { host } => Ok(format!(
+                "released {name:?}, which host {host} held; that host stops serving it at its next renewal"
+            )),
+        }
+    }
+
+    /// Where the shared server is, this host's id, and the registry's
+    /// entry of each of this host's names (`None` without `redis_url`).
+    pub async fn shared_report(&self, shared: &Shared) -> Option<SharedLanesReport> {
+        let url = self.settings.redis_url.as_ref()?.to_string();
+        let names: Vec<String> = self
+            .agents(shared)
+            .into_iter()
+            .map(|a| a.name.to_string())
+            .chain(
+                self.responders(shared)
+                    .into_iter()
+                    .map(|r| r.name.to_string()),
+            )
+            .collect();
+        let lanes = self.clone();
+        let ns = names.clone();
+        let read = tokio::task::spawn_blocking(move || -> Option<(Vec<Option<Lease>>, u64)> {
+            let mut con = lanes.connect_admin().ok()?;
+            let leases = registry::leases(&mut *con, &ns).ok()?;
+            let now = registry::now_ms(&mut *con).ok()?;
+            Some((leases, now))
+        })
+        .await
+        .ok()
+        .flatten();
+        let names = match read {
+            Some((leases, now)) => names
+                .into_iter()
+                .zip(leases)
+                .map(|(name, l)| NameLease {
+                    name,
+                    host: l.as_ref().map(|l| l.host.clone()),
+                    lease_ms_left: l.map(|l| l.ends_ms as i64 - now as i64),
+                })
+                .collect(),
+            // The server did not answer: the names, without their entries.
+            None => names
+                .into_iter()
+                .map(|name| NameLease {
+                    name,
+                    host: None,
+                    lease_ms_left: None,
+                })
+                .collect(),
+        };
+        Some(SharedLanesReport {
+            url,
+            host_id: self.host_id.clone(),
+            names,
+        })
+    }
+}
+
+/// Logs a name lost to another host; returns it.
+fn lost_name(t: Taken) -> String {
+    log::error!(
+        "lanes: host {} holds the name {} now (this host's lease ended): this host stops serving its lane; \
+         delete the app here, or free the name on that host",
+        t.host,
+        t.name
+    );
+    t.name
+}
