@@ -11,12 +11,12 @@
 //! field of the entry.
 
 use crate::config::RetryConfig;
+use crate::conn::Con;
 use crate::entries::{Body, Entry};
 use crate::source::{DeliveryError, Outbound, Shutdown, Source};
 use crate::stats::Counter;
 use oxidepm_lanes::stream_key::dead_letter;
 use oxidepm_lanes::StreamKey;
-use redis::aio::ConnectionManager;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -51,7 +51,7 @@ pub struct DeliverySettings {
 /// What every worker shares.
 pub struct DeliveryContext {
     /// The shared (non-blocking) Redis connection.
-    pub con: ConnectionManager,
+    pub con: Con,
     /// Source name → the source that delivers its outboxes.
     pub deliverers: RwLock<HashMap<String, Arc<dyn Source>>>,
     /// Retry and timeout settings.

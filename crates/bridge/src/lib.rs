@@ -25,7 +25,8 @@
 //!   piece under byte bounds;
 //! * [`entries`] — outbox entries as the reader reads them: kept within
 //!   budget, too large, or malformed;
-//! * [`outbox`] — the reader of every outbox;
+//! * [`outbox`] — the reader of outboxes;
+//! * [`readers`] — one reader, or one per agent on a cluster;
 //! * [`delivery`] — one outbox's worker: deliver, retry, dead-letter, ack;
 //! * [`trim`] — trimming what is delivered from an outbox, and only that;
 //! * [`sources`] — the sources: `webhook` (HTTP in, HTTP out), `email`
@@ -40,6 +41,7 @@ mod delivery;
 mod entries;
 mod outbox;
 mod publish;
+mod readers;
 mod routing;
 mod service;
 mod source;

@@ -27,11 +27,12 @@
 //! (virtual) machine those wake-ups, not the commands, are most of the
 //! cost; a lone message still costs one round trip.
 
+use crate::conn::Con;
 use crate::routing::{RouteKey, Routes, Target};
 use crate::source::Inbound;
 use crate::stats::{Counter, UNROUTED_KEY};
 use oxidepm_lanes::StreamKey;
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::ConnectionLike;
 use redis::Value;
 use std::fmt;
 use std::sync::{Arc, RwLock};
@@ -332,14 +333,14 @@ pub struct Publisher {
     table: Arc<RwLock<Arc<RoutingTable>>>,
     /// The bridge's connection, for a source's own keys under `bridge:`
     /// and the consult router's inbox writes.
-    con: ConnectionManager,
+    con: Con,
 }
 
 impl Publisher {
     /// A publisher over `con`, routing by `table`; starts its batching
     /// task (call inside a tokio runtime). The task ends when every
     /// `Publisher` clone is gone.
-    pub fn new(con: ConnectionManager, table: RoutingTable) -> Publisher {
+    pub fn new(con: Con, table: RoutingTable) -> Publisher {
         let (jobs, rx) = mpsc::channel(QUEUE);
         let table = Arc::new(RwLock::new(Arc::new(table)));
         tokio::spawn(batches(con.clone(), table.clone(), rx));
@@ -350,7 +351,7 @@ impl Publisher {
     /// its own `bridge:` keys, and for the consult router, which writes
     /// inboxes without routing (every other source goes through
     /// [`Publisher::publish`]).
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> Con {
         self.con.clone()
     }
 
@@ -401,11 +402,7 @@ impl Publisher {
 /// time: while they are in flight, the next batch gathers. Two pipelines
 /// may overtake each other; a sender's messages stay in order all the same,
 /// since each waits for its answer before it sends the next.
-async fn batches(
-    con: ConnectionManager,
-    table: Arc<RwLock<Arc<RoutingTable>>>,
-    mut rx: mpsc::Receiver<Job>,
-) {
+async fn batches(con: Con, table: Arc<RwLock<Arc<RoutingTable>>>, mut rx: mpsc::Receiver<Job>) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut last = 0;
     loop {

@@ -12,7 +12,7 @@
 use crate::config::{BridgeConfig, ConfigError};
 use crate::conn::{ConnectError, RedisTarget};
 use crate::delivery::{DeliveryContext, DeliverySettings};
-use crate::outbox::{OutboxPlan, Reader};
+use crate::outbox::OutboxPlan;
 use crate::publish::{Publisher, RoutingTable};
 use crate::source::{Shutdown, ShutdownTrigger, Source, SourceError};
 use crate::sources::email::EmailError;
@@ -262,8 +262,12 @@ impl Bridge {
                 }
             }));
         }
-        let reader = Reader::new(ctx.clone(), target.clone(), plan_rx);
-        tasks.push(tokio::spawn(reader.run(GRACE)));
+        tasks.push(tokio::spawn(crate::readers::run(
+            ctx.clone(),
+            target.clone(),
+            plan_rx,
+            GRACE,
+        )));
         log::info!(
             "bridge started as {} on {}: {} agents, {routes} routes ({parked} parked), {} outboxes drained",
             target.user,

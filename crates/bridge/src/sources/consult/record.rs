@@ -17,10 +17,10 @@
 //! goes to the dead stream rather than twice into the inbox.
 
 use super::judge::passed_on;
+use crate::conn::Con;
 use crate::source::{DeliveryError, Outbound};
 use oxidepm_lanes::consult::{self, open_key, ConsultLimits};
 use oxidepm_lanes::{AgentName, StreamKey};
-use redis::aio::ConnectionManager;
 
 /// What the router needs to write one message.
 pub struct Write<'a> {
@@ -72,7 +72,7 @@ fn add_xadd(pipe: &mut redis::Pipeline, w: &Write<'_>, kind: &str, link: (&str, 
 /// Delivers a question of `w.sender` to `w.to` and records it as open,
 /// unless it was delivered before (a read after a crash), or the sender
 /// already has `max_open` questions open with `w.to`.
-pub async fn ask(con: &mut ConnectionManager, w: &Write<'_>) -> Result<(), DeliveryError> {
+pub async fn ask(con: &mut Con, w: &Write<'_>) -> Result<(), DeliveryError> {
     let key = open_key(w.sender, w.to);
     let id = w.msg.id.as_str();
     let now = now_ms();
@@ -123,11 +123,7 @@ pub async fn ask(con: &mut ConnectionManager, w: &Write<'_>) -> Result<(), Deliv
 /// Delivers `w.sender`'s answer to the question `re` that `w.to` asked it,
 /// and closes the question; a question not open (never asked, answered
 /// already, or past `open_secs`) is refused.
-pub async fn answer(
-    con: &mut ConnectionManager,
-    w: &Write<'_>,
-    re: &str,
-) -> Result<(), DeliveryError> {
+pub async fn answer(con: &mut Con, w: &Write<'_>, re: &str) -> Result<(), DeliveryError> {
     let key = open_key(w.to, w.sender);
     let score: Option<f64> = redis::cmd("ZSCORE")
         .arg(&key)
