@@ -53,6 +53,14 @@ pub enum Con {
     Cluster(ClusterConnection),
 }
 
+impl Con {
+    /// Whether it is a cluster's: a pipeline or transaction must then
+    /// stay within one slot.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Con::Cluster(_))
+    }
+}
+
 impl ConnectionLike for Con {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {

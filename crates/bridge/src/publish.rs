@@ -220,10 +220,94 @@ fn add_xadd(
 }
 
 /// Routes every message by `table` and writes each to its inbox (or
-/// `bridge:unrouted`), counting them, in one pipeline; a message with a
-/// [`Once`] is written in a transaction with its record. The one function
-/// that writes inboxes; one result per message, in order.
-pub async fn publish<C: ConnectionLike>(
+/// `bridge:unrouted`), counting them. The one function that writes
+/// inboxes; one result per message, in order.
+pub async fn publish(
+    con: &mut Con,
+    table: &RoutingTable,
+    msgs: &[(&Inbound, Option<&Once>)],
+) -> Vec<Result<Published, PublishError>> {
+    match con {
+        Con::Cluster(_) => publish_each(con, table, msgs).await,
+        Con::Single(_) => publish_batch(con, table, msgs).await,
+    }
+}
+
+/// On a cluster: a pipeline must stay within one slot, so each message is
+/// written on its own, its record ([`Once`]) and the counters after it.
+/// Not in one transaction: a crash between the message and its record
+/// lets a resumed gateway session publish the message once more (at least
+/// once, as everywhere else); within one bridge the in-memory record
+/// still drops it.
+async fn publish_each(
+    con: &mut Con,
+    table: &RoutingTable,
+    msgs: &[(&Inbound, Option<&Once>)],
+) -> Vec<Result<Published, PublishError>> {
+    let received_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let (mut routed, mut unrouted) = (0i64, 0i64);
+    let mut out = Vec::with_capacity(msgs.len());
+    for (m, once) in msgs {
+        let d = match destination(table, m) {
+            Ok(d) => d,
+            Err(e) => {
+                out.push(Err(e));
+                continue;
+            }
+        };
+        let mut pipe = redis::pipe();
+        add_xadd(&mut pipe, table, &d, m, &received_at);
+        let id = match pipe.query_async::<(String,)>(con).await {
+            Ok((id,)) => id,
+            Err(e) => {
+                out.push(Err(PublishError::Unavailable(e.to_string())));
+                continue;
+            }
+        };
+        match d.unrouted {
+            None => routed += 1,
+            Some(_) => unrouted += 1,
+        }
+        if let Some(o) = once {
+            let mut rec = redis::pipe();
+            add_once(&mut rec, o);
+            if let Err(e) = rec.query_async::<()>(con).await {
+                log::warn!("cannot record message {} as taken: {e}", o.member);
+            }
+        }
+        out.push(Ok(Published {
+            agent: d.agent,
+            stream: d.stream,
+            id,
+        }));
+    }
+    let mut stats = redis::pipe();
+    for (c, n) in [(Counter::Routed, routed), (Counter::Unrouted, unrouted)] {
+        if n > 0 {
+            c.add_to(&mut stats, n);
+        }
+    }
+    if !stats.is_empty() {
+        if let Err(e) = stats.query_async::<()>(con).await {
+            log::warn!("cannot count published messages: {e}");
+        }
+    }
+    out
+}
+
+/// Adds a message's record, and the trim of its set, to `pipe`.
+fn add_once(pipe: &mut redis::Pipeline, o: &Once) {
+    pipe.cmd("ZADD").arg(&o.key).arg(o.score).arg(&o.member);
+    let keep = i64::try_from(o.keep).unwrap_or(i64::MAX);
+    pipe.cmd("ZREMRANGEBYRANK")
+        .arg(&o.key)
+        .arg(0)
+        .arg(-keep.saturating_add(1));
+}
+
+/// On one server: every message in one pipeline; a message with a
+/// [`Once`] in a transaction with its record.
+pub async fn publish_batch<C: ConnectionLike>(
     con: &mut C,
     table: &RoutingTable,
     msgs: &[(&Inbound, Option<&Once>)],
@@ -243,12 +327,7 @@ pub async fn publish<C: ConnectionLike>(
                 }
                 add_xadd(&mut pipe, table, &d, m, &received_at);
                 if let Some(o) = once {
-                    pipe.cmd("ZADD").arg(&o.key).arg(o.score).arg(&o.member);
-                    let keep = i64::try_from(o.keep).unwrap_or(i64::MAX);
-                    pipe.cmd("ZREMRANGEBYRANK")
-                        .arg(&o.key)
-                        .arg(0)
-                        .arg(-keep.saturating_add(1));
+                    add_once(&mut pipe, o);
                     pipe.cmd("EXEC");
                 }
                 match d.unrouted {

@@ -63,6 +63,10 @@ pub enum BridgeError {
         /// Why it refuses.
         source: SourceError,
     },
+    /// The configuration's key form differs from the one this process
+    /// started with.
+    #[error("{0}; restart the bridge to change lanes.key_form")]
+    KeyForm(String),
     /// The signal handlers cannot be set up.
     #[error("cannot handle signals: {0}")]
     Signals(#[source] std::io::Error),
@@ -227,6 +231,9 @@ impl Bridge {
     /// starts every loop. Must be called inside a tokio runtime.
     pub async fn start(config_path: PathBuf) -> Result<Arc<Bridge>, BridgeError> {
         let cfg = BridgeConfig::load(&config_path)?;
+        // Before any key is built: every key follows the deployment's form.
+        oxidepm_lanes::stream_key::set_key_form(cfg.key_form)
+            .map_err(|e| BridgeError::KeyForm(e.to_string()))?;
         let target = RedisTarget::from_config(&cfg)?;
         let Sources {
             all: sources,

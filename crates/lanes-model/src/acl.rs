@@ -244,6 +244,10 @@ fn bridge_rules() -> Vec<String> {
     r.push(format!("~{outboxes}"));
     r.push(format!("~{}", dead_letter(&outboxes)));
     r.push(format!("~{BRIDGE_KEYS}"));
+    // Its records about each agent, in the agent's slot (tagged form only).
+    for g in crate::stream_key::agent_record_grants() {
+        r.push(format!("~{g}"));
+    }
     r.push(format!("%W~{}", glob(None, None, Dir::Inbox)));
     r
 }

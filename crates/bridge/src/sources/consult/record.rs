@@ -108,15 +108,29 @@ pub async fn ask(con: &mut Con, w: &Write<'_>) -> Result<(), DeliveryError> {
         )));
     }
     let open_ms = w.limits.open_secs.saturating_mul(1000).min(i64::MAX as u64) as i64;
+    let add_record = |p: &mut redis::Pipeline| {
+        p.cmd("ZADD")
+            .arg(&key)
+            .arg(now.saturating_add(open_ms))
+            .arg(id)
+            .ignore();
+        p.cmd("PEXPIRE").arg(&key).arg(open_ms).ignore();
+    };
     let mut pipe = redis::pipe();
-    pipe.atomic();
     add_xadd(&mut pipe, w, "question", (consult::REQUEST_ID, id));
-    pipe.cmd("ZADD")
-        .arg(&key)
-        .arg(now.saturating_add(open_ms))
-        .arg(id)
-        .ignore();
-    pipe.cmd("PEXPIRE").arg(&key).arg(open_ms).ignore();
+    if con.is_cluster() {
+        // The record is in the asker's slot (where its answer closes it in
+        // one transaction), the question goes to the answerer's inbox: two
+        // writes, the question first. A crash between them delivers the
+        // question again when the entry is read again: at least once,
+        // never lost.
+        pipe.query_async::<()>(con).await.map_err(unavailable)?;
+        let mut record = redis::pipe();
+        add_record(&mut record);
+        return record.query_async::<()>(con).await.map_err(unavailable);
+    }
+    pipe.atomic();
+    add_record(&mut pipe);
     pipe.query_async::<()>(con).await.map_err(unavailable)
 }
 
