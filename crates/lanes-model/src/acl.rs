@@ -240,6 +240,11 @@ fn bridge_rules() -> Vec<String> {
     // sorted set kept to its last N): read back at start, trimmed by rank.
     r.push("+zrange".into());
     r.push("+zremrangebyrank".into());
+    if crate::stream_key::key_form() == crate::stream_key::KeyForm::Tagged {
+        // A server shared by several hosts may be a cluster: the bridge's
+        // client learns which node serves which slot (read-only).
+        r.push("+cluster|slots".into());
+    }
     let outboxes = glob(None, None, Dir::Outbox);
     r.push(format!("~{outboxes}"));
     r.push(format!("~{}", dead_letter(&outboxes)));
