@@ -33,6 +33,7 @@
 //!   (Maildir in, SMTP out), `discord` (gateway in, REST out) and
 //!   `consult` (agents consulting each other, one agent's outbox routed
 //!   into another's inbox under the rules);
+//! * [`shared_routes`] — the routes every host shares on a shared Redis;
 //! * [`service`] — the whole bridge: start, reload (SIGHUP), shutdown.
 
 mod config;
@@ -44,6 +45,7 @@ mod publish;
 mod readers;
 mod routing;
 mod service;
+mod shared_routes;
 mod source;
 mod sources;
 mod stats;

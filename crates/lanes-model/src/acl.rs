@@ -244,6 +244,9 @@ fn bridge_rules() -> Vec<String> {
         // A server shared by several hosts may be a cluster: the bridge's
         // client learns which node serves which slot (read-only).
         r.push("+cluster|slots".into());
+        // The routes every host's daemon writes (read only).
+        r.push("+hlen".into());
+        r.push(format!("%R~{}", crate::shared_routes::SHARED_ROUTES_KEY));
     }
     let outboxes = glob(None, None, Dir::Outbox);
     r.push(format!("~{outboxes}"));
