@@ -246,6 +246,10 @@ fn bridge_rules() -> Vec<String> {
         r.push("+cluster|slots".into());
         // The routes every host's daemon writes (read only).
         r.push("+hlen".into());
+        // The discord gateway's lease (`bridge:discord:gateway`): one
+        // bridge of several runs the bot's session.
+        // A selector of its own: SET nowhere else (not on an inbox).
+        r.push("(+set +get ~bridge:discord:gateway)".into());
         r.push(format!("%R~{}", crate::shared_routes::SHARED_ROUTES_KEY));
     }
     let outboxes = glob(None, None, Dir::Outbox);
