@@ -150,17 +150,34 @@ impl Saver {
                 .arg(&*m.resume_url)
                 .ignore();
         }
+        // On a cluster the counters are in another slot than the session:
+        // a write of their own, after it.
+        let mut stats = redis::pipe();
+        let counters = if self.con.is_cluster() {
+            &mut stats
+        } else {
+            &mut pipe
+        };
         if self.lost > 0 {
-            Counter::Lost.add_to(&mut pipe, self.lost);
+            Counter::Lost.add_to(counters, self.lost);
         }
         if self.refused > 0 {
-            pipe.cmd("HINCRBY")
+            counters
+                .cmd("HINCRBY")
                 .arg(STATS_KEY)
                 .arg(RESUME_REFUSED)
                 .arg(self.refused)
                 .ignore();
         }
-        match pipe.query_async::<()>(&mut self.con).await {
+        let mut written = if pipe.is_empty() {
+            Ok(())
+        } else {
+            pipe.query_async::<()>(&mut self.con).await
+        };
+        if written.is_ok() && !stats.is_empty() {
+            written = stats.query_async::<()>(&mut self.con).await;
+        }
+        match written {
             Ok(()) => {
                 self.saved = self.mark.clone();
                 self.lost = 0;
