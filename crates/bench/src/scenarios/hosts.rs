@@ -102,6 +102,15 @@ impl Server {
         })
     }
 
+    /// A connection as the administrator to the server holding `key`: on
+    /// a cluster, its slot's primary (an agent's keys share one).
+    fn admin_for(&self, key: &str) -> Result<Box<dyn redis::ConnectionLike + Send>> {
+        match self {
+            Server::Cluster(c) => Ok(Box::new(c.node(c.primary_of(key)))),
+            _ => self.admin(),
+        }
+    }
+
     /// The bridges' user and password.
     fn provision(&self) -> Result<(String, String)> {
         let setuser = |con: &mut redis::Connection| {
@@ -266,14 +275,27 @@ fn echo_agents(server: &Server, stop: Arc<AtomicBool>) -> Result<Vec<std::thread
     let form = server.form();
     let mut out = Vec::new();
     for a in 0..AGENTS {
-        let mut con = server.admin()?;
         let (inbox, outbox) = (
             key(form, &agent(a), "inbox"),
             key(form, &agent(a), "outbox"),
         );
+        let mut con = server.admin_for(&inbox)?;
         let stop = stop.clone();
         out.push(std::thread::spawn(move || {
-            let mut last = "$".to_string();
+            // From the newest entry now (a server is reused across runs);
+            // never `$` again, which would miss entries between reads.
+            let newest: redis::RedisResult<redis::streams::StreamRangeReply> =
+                redis::cmd("XREVRANGE")
+                    .arg(&inbox)
+                    .arg("+")
+                    .arg("-")
+                    .arg("COUNT")
+                    .arg(1)
+                    .query(&mut *con);
+            let mut last = newest
+                .ok()
+                .and_then(|r| r.ids.into_iter().next().map(|e| e.id))
+                .unwrap_or_else(|| "0-0".to_string());
             while !stop.load(Ordering::SeqCst) {
                 let r: redis::RedisResult<redis::streams::StreamReadReply> = redis::cmd("XREAD")
                     .arg(&["COUNT", "200", "BLOCK", "200", "STREAMS", &inbox, &last][..])
@@ -361,7 +383,7 @@ fn run_once(exe: &Path, server: &Server, bridges: usize, n: usize) -> Result<(f6
         }
     }
     let total = per * SENDERS;
-    let waited = wait_for("every answer at the sink", Duration::from_secs(300), || {
+    let waited = wait_for("every answer at the sink", Duration::from_secs(120), || {
         sink.count() >= total
     });
     stop.store(true, Ordering::SeqCst);
@@ -369,7 +391,25 @@ fn run_once(exe: &Path, server: &Server, bridges: usize, n: usize) -> Result<(f6
         let _ = a.join();
     }
     drop(procs);
-    waited?;
+    if let Err(e) = waited {
+        // What the bridges said, to tell why.
+        for i in 0..bridges {
+            let log = std::fs::read_to_string(dir.path().join(format!("bridge-{i}/bridge.log")))
+                .unwrap_or_default();
+            for l in log.lines().take(5) {
+                say!("    bridge {i}: {l}");
+            }
+        }
+        say!("    answers at the sink: {} of {total}", sink.count());
+        if let Ok(mut con) = server.admin() {
+            for dir in ["inbox", "outbox"] {
+                let k = key(server.form(), &agent(0), dir);
+                let n: redis::RedisResult<i64> = redis::cmd("XLEN").arg(&k).query(&mut *con);
+                say!("    XLEN {k}: {n:?}");
+            }
+        }
+        return Err(e);
+    }
     let got = sink.got.lock().map_err(|_| "the sink's lock")?.clone();
     let mut lat: Vec<f64> = got
         .iter()
