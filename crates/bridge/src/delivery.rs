@@ -11,12 +11,12 @@
 //! field of the entry.
 
 use crate::config::RetryConfig;
+use crate::conn::Con;
 use crate::entries::{Body, Entry};
 use crate::source::{DeliveryError, Outbound, Shutdown, Source};
 use crate::stats::Counter;
 use oxidepm_lanes::stream_key::dead_letter;
 use oxidepm_lanes::StreamKey;
-use redis::aio::ConnectionManager;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -51,7 +51,7 @@ pub struct DeliverySettings {
 /// What every worker shares.
 pub struct DeliveryContext {
     /// The shared (non-blocking) Redis connection.
-    pub con: ConnectionManager,
+    pub con: Con,
     /// Source name → the source that delivers its outboxes.
     pub deliverers: RwLock<HashMap<String, Arc<dyn Source>>>,
     /// Retry and timeout settings.
@@ -476,15 +476,23 @@ async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Fin
         .arg(GROUP)
         .arg(id)
         .ignore();
+    // On one server the counters go in the same write; on a cluster they
+    // are in another slot than the outbox, so in a write of their own.
+    let mut stats = redis::pipe();
+    let counters = if ctx.con.is_cluster() {
+        &mut stats
+    } else {
+        &mut pipe
+    };
     match how {
         Finish::Delivered => {
-            Counter::Delivered.add_to(&mut pipe, 1);
-            Counter::DeliveryMs.add_to(&mut pipe, delivery_ms(id));
+            Counter::Delivered.add_to(counters, 1);
+            Counter::DeliveryMs.add_to(counters, delivery_ms(id));
         }
-        Finish::Dead(..) => Counter::Dead.add_to(&mut pipe, 1),
+        Finish::Dead(..) => Counter::Dead.add_to(counters, 1),
         Finish::Refused(_, _, what, _) => {
-            Counter::Dead.add_to(&mut pipe, 1);
-            what.add_to(&mut pipe, 1);
+            Counter::Dead.add_to(counters, 1);
+            what.add_to(counters, 1);
         }
         Finish::Deleted => {}
     }
@@ -493,7 +501,14 @@ async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Fin
     loop {
         let mut con = ctx.con.clone();
         match pipe.query_async::<()>(&mut con).await {
-            Ok(()) => return true,
+            Ok(()) => {
+                if !stats.is_empty() {
+                    if let Err(e) = stats.query_async::<()>(&mut con).await {
+                        log::warn!("{} {id}: cannot count the outcome ({e})", stream.key);
+                    }
+                }
+                return true;
+            }
             Err(e) => {
                 log::warn!(
                     "{} {id}: cannot record the outcome in Redis ({e}); trying again",

@@ -25,13 +25,15 @@
 //!   piece under byte bounds;
 //! * [`entries`] — outbox entries as the reader reads them: kept within
 //!   budget, too large, or malformed;
-//! * [`outbox`] — the reader of every outbox;
+//! * [`outbox`] — the reader of outboxes;
+//! * [`readers`] — one reader, or one per agent on a cluster;
 //! * [`delivery`] — one outbox's worker: deliver, retry, dead-letter, ack;
 //! * [`trim`] — trimming what is delivered from an outbox, and only that;
 //! * [`sources`] — the sources: `webhook` (HTTP in, HTTP out), `email`
 //!   (Maildir in, SMTP out), `discord` (gateway in, REST out) and
 //!   `consult` (agents consulting each other, one agent's outbox routed
 //!   into another's inbox under the rules);
+//! * [`shared_routes`] — the routes every host shares on a shared Redis;
 //! * [`service`] — the whole bridge: start, reload (SIGHUP), shutdown.
 
 mod config;
@@ -40,8 +42,10 @@ mod delivery;
 mod entries;
 mod outbox;
 mod publish;
+mod readers;
 mod routing;
 mod service;
+mod shared_routes;
 mod source;
 mod sources;
 mod stats;

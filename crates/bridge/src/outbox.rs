@@ -29,7 +29,8 @@ use crate::conn::RedisTarget;
 use crate::delivery::{run_worker, DeliveryContext, OutboxStream, GROUP};
 use crate::entries::{cmp_ids, read_streams, Budget, Entry, EntryId, Seen};
 use crate::wire::{Small, Wire, WireError};
-use oxidepm_lanes::StreamKey;
+use oxidepm_lanes::redis_url::HostPort;
+use oxidepm_lanes::{AgentName, StreamKey};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -84,6 +85,13 @@ pub struct Reader {
     /// Its own connection (a blocking read holds it); `None` after an
     /// error, until it is made again.
     wire: Option<Wire>,
+    /// On a cluster, the node its outboxes' slot was last said to be on
+    /// (by a `MOVED`); `None`: a seed, which redirects.
+    node: Option<HostPort>,
+    /// On a cluster, the one agent whose outboxes this reader drains: a
+    /// command's keys must share a slot, and an agent's keys share its
+    /// hash tag's.
+    only: Option<AgentName>,
     plan_rx: watch::Receiver<OutboxPlan>,
     plan: OutboxPlan,
     drained: BTreeMap<String, Drained>,
@@ -103,11 +111,23 @@ impl Reader {
         target: RedisTarget,
         plan_rx: watch::Receiver<OutboxPlan>,
     ) -> Reader {
+        Self::of_agent(ctx, target, plan_rx, None)
+    }
+
+    /// A reader of the outboxes of `only` (every agent's if `None`).
+    pub fn of_agent(
+        ctx: Arc<DeliveryContext>,
+        target: RedisTarget,
+        plan_rx: watch::Receiver<OutboxPlan>,
+        only: Option<AgentName>,
+    ) -> Reader {
         let plan = plan_rx.borrow().clone();
         Reader {
             ctx,
             target,
             wire: None,
+            node: None,
+            only,
             plan_rx,
             plan: OutboxPlan {
                 outboxes: Vec::new(),
@@ -201,7 +221,12 @@ impl Reader {
         if self.wire.is_some() {
             return true;
         }
-        match tokio::time::timeout(COMMAND_TIMEOUT, Wire::connect(&self.target)).await {
+        match tokio::time::timeout(
+            COMMAND_TIMEOUT,
+            Wire::connect(&self.target, self.node.as_ref()),
+        )
+        .await
+        {
             Ok(Ok(w)) => {
                 self.wire = Some(w);
                 // What was read on the lost connection may be pending
@@ -214,10 +239,12 @@ impl Reader {
                 true
             }
             Ok(Err(e)) => {
+                self.node = None;
                 self.failed(&format!("cannot connect to Redis: {e}")).await;
                 false
             }
             Err(_) => {
+                self.node = None;
                 self.failed("cannot connect to Redis: no answer").await;
                 false
             }
@@ -253,7 +280,10 @@ impl Reader {
 
     /// Makes the drained outboxes those of the newest plan.
     async fn take_plan(&mut self) {
-        let plan = self.plan_rx.borrow_and_update().clone();
+        let mut plan = self.plan_rx.borrow_and_update().clone();
+        if let Some(a) = &self.only {
+            plan.outboxes.retain(|k| &k.agent == a);
+        }
         let wanted: BTreeMap<String, &StreamKey> =
             plan.outboxes.iter().map(|k| (k.to_string(), k)).collect();
         // Removed outboxes: dropping the stream closes its worker's queue
@@ -305,7 +335,20 @@ impl Reader {
         if r.as_ref().is_err_and(WireError::is_fatal) {
             self.wire = None;
         }
+        if let Err(e) = &r {
+            self.follow(e);
+        }
         r
+    }
+
+    /// After a cluster's redirection, connects to the node it names next
+    /// (the slot moved, or its primary failed over).
+    fn follow(&mut self, e: &WireError) {
+        if let Some(node) = e.redirect() {
+            log::info!("the outboxes' slot is served by {node} now");
+            self.node = Some(node);
+            self.wire = None;
+        }
     }
 
     /// Creates the group of every outbox that lacks one.
@@ -456,9 +499,16 @@ impl Reader {
                 self.ensure_groups().await;
                 return 0;
             }
+            Err(e) if e.redirect().is_some() => {
+                self.follow(&e);
+                self.recover(keys);
+                return 0;
+            }
             Err(e) => {
                 if e.is_fatal() {
                     self.wire = None;
+                    // A cluster node that failed: start again from a seed.
+                    self.node = None;
                     // Entries of the lost reply are pending, unseen.
                     self.recover(keys);
                 }

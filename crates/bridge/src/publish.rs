@@ -27,11 +27,12 @@
 //! (virtual) machine those wake-ups, not the commands, are most of the
 //! cost; a lone message still costs one round trip.
 
+use crate::conn::Con;
 use crate::routing::{RouteKey, Routes, Target};
 use crate::source::Inbound;
 use crate::stats::{Counter, UNROUTED_KEY};
 use oxidepm_lanes::StreamKey;
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::ConnectionLike;
 use redis::Value;
 use std::fmt;
 use std::sync::{Arc, RwLock};
@@ -219,10 +220,94 @@ fn add_xadd(
 }
 
 /// Routes every message by `table` and writes each to its inbox (or
-/// `bridge:unrouted`), counting them, in one pipeline; a message with a
-/// [`Once`] is written in a transaction with its record. The one function
-/// that writes inboxes; one result per message, in order.
-pub async fn publish<C: ConnectionLike>(
+/// `bridge:unrouted`), counting them. The one function that writes
+/// inboxes; one result per message, in order.
+pub async fn publish(
+    con: &mut Con,
+    table: &RoutingTable,
+    msgs: &[(&Inbound, Option<&Once>)],
+) -> Vec<Result<Published, PublishError>> {
+    match con {
+        Con::Cluster(_) => publish_each(con, table, msgs).await,
+        Con::Single(_) => publish_batch(con, table, msgs).await,
+    }
+}
+
+/// On a cluster: a pipeline must stay within one slot, so each message is
+/// written on its own, its record ([`Once`]) and the counters after it.
+/// Not in one transaction: a crash between the message and its record
+/// lets a resumed gateway session publish the message once more (at least
+/// once, as everywhere else); within one bridge the in-memory record
+/// still drops it.
+async fn publish_each(
+    con: &mut Con,
+    table: &RoutingTable,
+    msgs: &[(&Inbound, Option<&Once>)],
+) -> Vec<Result<Published, PublishError>> {
+    let received_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let (mut routed, mut unrouted) = (0i64, 0i64);
+    let mut out = Vec::with_capacity(msgs.len());
+    for (m, once) in msgs {
+        let d = match destination(table, m) {
+            Ok(d) => d,
+            Err(e) => {
+                out.push(Err(e));
+                continue;
+            }
+        };
+        let mut pipe = redis::pipe();
+        add_xadd(&mut pipe, table, &d, m, &received_at);
+        let id = match pipe.query_async::<(String,)>(con).await {
+            Ok((id,)) => id,
+            Err(e) => {
+                out.push(Err(PublishError::Unavailable(e.to_string())));
+                continue;
+            }
+        };
+        match d.unrouted {
+            None => routed += 1,
+            Some(_) => unrouted += 1,
+        }
+        if let Some(o) = once {
+            let mut rec = redis::pipe();
+            add_once(&mut rec, o);
+            if let Err(e) = rec.query_async::<()>(con).await {
+                log::warn!("cannot record message {} as taken: {e}", o.member);
+            }
+        }
+        out.push(Ok(Published {
+            agent: d.agent,
+            stream: d.stream,
+            id,
+        }));
+    }
+    let mut stats = redis::pipe();
+    for (c, n) in [(Counter::Routed, routed), (Counter::Unrouted, unrouted)] {
+        if n > 0 {
+            c.add_to(&mut stats, n);
+        }
+    }
+    if !stats.is_empty() {
+        if let Err(e) = stats.query_async::<()>(con).await {
+            log::warn!("cannot count published messages: {e}");
+        }
+    }
+    out
+}
+
+/// Adds a message's record, and the trim of its set, to `pipe`.
+fn add_once(pipe: &mut redis::Pipeline, o: &Once) {
+    pipe.cmd("ZADD").arg(&o.key).arg(o.score).arg(&o.member);
+    let keep = i64::try_from(o.keep).unwrap_or(i64::MAX);
+    pipe.cmd("ZREMRANGEBYRANK")
+        .arg(&o.key)
+        .arg(0)
+        .arg(-keep.saturating_add(1));
+}
+
+/// On one server: every message in one pipeline; a message with a
+/// [`Once`] in a transaction with its record.
+pub async fn publish_batch<C: ConnectionLike>(
     con: &mut C,
     table: &RoutingTable,
     msgs: &[(&Inbound, Option<&Once>)],
@@ -242,12 +327,7 @@ pub async fn publish<C: ConnectionLike>(
                 }
                 add_xadd(&mut pipe, table, &d, m, &received_at);
                 if let Some(o) = once {
-                    pipe.cmd("ZADD").arg(&o.key).arg(o.score).arg(&o.member);
-                    let keep = i64::try_from(o.keep).unwrap_or(i64::MAX);
-                    pipe.cmd("ZREMRANGEBYRANK")
-                        .arg(&o.key)
-                        .arg(0)
-                        .arg(-keep.saturating_add(1));
+                    add_once(&mut pipe, o);
                     pipe.cmd("EXEC");
                 }
                 match d.unrouted {
@@ -332,14 +412,14 @@ pub struct Publisher {
     table: Arc<RwLock<Arc<RoutingTable>>>,
     /// The bridge's connection, for a source's own keys under `bridge:`
     /// and the consult router's inbox writes.
-    con: ConnectionManager,
+    con: Con,
 }
 
 impl Publisher {
     /// A publisher over `con`, routing by `table`; starts its batching
     /// task (call inside a tokio runtime). The task ends when every
     /// `Publisher` clone is gone.
-    pub fn new(con: ConnectionManager, table: RoutingTable) -> Publisher {
+    pub fn new(con: Con, table: RoutingTable) -> Publisher {
         let (jobs, rx) = mpsc::channel(QUEUE);
         let table = Arc::new(RwLock::new(Arc::new(table)));
         tokio::spawn(batches(con.clone(), table.clone(), rx));
@@ -350,7 +430,7 @@ impl Publisher {
     /// its own `bridge:` keys, and for the consult router, which writes
     /// inboxes without routing (every other source goes through
     /// [`Publisher::publish`]).
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> Con {
         self.con.clone()
     }
 
@@ -401,11 +481,7 @@ impl Publisher {
 /// time: while they are in flight, the next batch gathers. Two pipelines
 /// may overtake each other; a sender's messages stay in order all the same,
 /// since each waits for its answer before it sends the next.
-async fn batches(
-    con: ConnectionManager,
-    table: Arc<RwLock<Arc<RoutingTable>>>,
-    mut rx: mpsc::Receiver<Job>,
-) {
+async fn batches(con: Con, table: Arc<RwLock<Arc<RoutingTable>>>, mut rx: mpsc::Receiver<Job>) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut last = 0;
     loop {

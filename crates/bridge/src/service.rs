@@ -12,7 +12,7 @@
 use crate::config::{BridgeConfig, ConfigError};
 use crate::conn::{ConnectError, RedisTarget};
 use crate::delivery::{DeliveryContext, DeliverySettings};
-use crate::outbox::{OutboxPlan, Reader};
+use crate::outbox::OutboxPlan;
 use crate::publish::{Publisher, RoutingTable};
 use crate::source::{Shutdown, ShutdownTrigger, Source, SourceError};
 use crate::sources::email::EmailError;
@@ -63,6 +63,10 @@ pub enum BridgeError {
         /// Why it refuses.
         source: SourceError,
     },
+    /// The configuration's key form differs from the one this process
+    /// started with.
+    #[error("{0}; restart the bridge to change lanes.key_form")]
+    KeyForm(String),
     /// The signal handlers cannot be set up.
     #[error("cannot handle signals: {0}")]
     Signals(#[source] std::io::Error),
@@ -212,7 +216,10 @@ impl fmt::Display for ReloadReport {
 /// A running bridge.
 pub struct Bridge {
     config_path: PathBuf,
+    /// The file's configuration, as read.
     config: Mutex<BridgeConfig>,
+    /// The shared routes (`shared_routes`), which follow the file's.
+    shared: Mutex<Vec<oxidepm_lanes::bridge_config::RouteConfig>>,
     publisher: Publisher,
     ctx: Arc<DeliveryContext>,
     plan_tx: watch::Sender<OutboxPlan>,
@@ -227,6 +234,9 @@ impl Bridge {
     /// starts every loop. Must be called inside a tokio runtime.
     pub async fn start(config_path: PathBuf) -> Result<Arc<Bridge>, BridgeError> {
         let cfg = BridgeConfig::load(&config_path)?;
+        // Before any key is built: every key follows the deployment's form.
+        oxidepm_lanes::stream_key::set_key_form(cfg.key_form)
+            .map_err(|e| BridgeError::KeyForm(e.to_string()))?;
         let target = RedisTarget::from_config(&cfg)?;
         let Sources {
             all: sources,
@@ -235,6 +245,18 @@ impl Bridge {
         let con = target
             .connect_patiently(COMMAND_TIMEOUT, REDIS_PATIENCE)
             .await?;
+        // The shared routes as they are now, so that the first message
+        // already finds them; a failure leaves them to the watcher.
+        let mut shared_raw = Vec::new();
+        if cfg.shared_routes {
+            match crate::shared_routes::fetch(&mut con.clone()).await {
+                Ok(raw) => shared_raw = raw,
+                Err(e) => log::error!("{e}; trying again every second"),
+            }
+        }
+        let shared = crate::shared_routes::parse(&shared_raw);
+        let file_cfg = cfg.clone();
+        let cfg = with_shared(cfg, &shared);
         let table = RoutingTable::from_config(&cfg);
         let routes = table.routes.len();
         let parked = warn_parked(&cfg);
@@ -262,8 +284,12 @@ impl Bridge {
                 }
             }));
         }
-        let reader = Reader::new(ctx.clone(), target.clone(), plan_rx);
-        tasks.push(tokio::spawn(reader.run(GRACE)));
+        tasks.push(tokio::spawn(crate::readers::run(
+            ctx.clone(),
+            target.clone(),
+            plan_rx,
+            GRACE,
+        )));
         log::info!(
             "bridge started as {} on {}: {} agents, {routes} routes ({parked} parked), {} outboxes drained",
             target.user,
@@ -271,9 +297,13 @@ impl Bridge {
             cfg.agents.len(),
             plan.outboxes.len()
         );
-        Ok(Arc::new(Bridge {
+        let watch_shared = cfg
+            .shared_routes
+            .then(|| (con_for_watch(&publisher), shutdown.clone()));
+        let bridge = Arc::new(Bridge {
             config_path,
-            config: Mutex::new(cfg),
+            config: Mutex::new(file_cfg),
+            shared: Mutex::new(shared),
             publisher,
             ctx,
             plan_tx,
@@ -281,7 +311,35 @@ impl Bridge {
             sources,
             trigger,
             tasks: Mutex::new(tasks),
-        }))
+        });
+        if let Some((con, sd)) = watch_shared {
+            let w = tokio::spawn(crate::shared_routes::watch(
+                Arc::downgrade(&bridge),
+                con,
+                shared_raw,
+                sd,
+            ));
+            bridge
+                .tasks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(w);
+        }
+        Ok(bridge)
+    }
+
+    /// Applies a new set of shared routes (after the file's).
+    pub fn set_shared_routes(
+        &self,
+        routes: Vec<oxidepm_lanes::bridge_config::RouteConfig>,
+    ) -> Result<ReloadReport, BridgeError> {
+        *self.shared.lock().unwrap_or_else(|p| p.into_inner()) = routes;
+        let file = self
+            .config
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        self.apply(file)
     }
 
     /// Where the webhook listens, if it runs.
@@ -297,7 +355,18 @@ impl Bridge {
     /// Reads the configuration again and applies it; on error the previous
     /// one stays in force.
     pub fn reload(&self) -> Result<ReloadReport, BridgeError> {
-        let cfg = BridgeConfig::load(&self.config_path)?;
+        let file = BridgeConfig::load(&self.config_path)?;
+        self.apply(file)
+    }
+
+    /// Applies the file's configuration `file` with the shared routes.
+    fn apply(&self, file: BridgeConfig) -> Result<ReloadReport, BridgeError> {
+        let shared = self
+            .shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let cfg = with_shared(file.clone(), &shared);
         let table = RoutingTable::from_config(&cfg);
         let mut old = self.config.lock().unwrap_or_else(|p| p.into_inner());
         let mut need_restart = Vec::new();
@@ -347,7 +416,7 @@ impl Bridge {
             need_restart,
         };
         self.plan_tx.send_replace(plan);
-        *old = cfg;
+        *old = file;
         Ok(report)
     }
 
@@ -374,6 +443,20 @@ impl Bridge {
             }
         }
     }
+}
+
+/// `cfg` with the shared routes after its own (an earlier route wins).
+fn with_shared(
+    mut cfg: BridgeConfig,
+    shared: &[oxidepm_lanes::bridge_config::RouteConfig],
+) -> BridgeConfig {
+    cfg.routes.extend(shared.iter().cloned());
+    cfg
+}
+
+/// The watcher's connection: the publisher's (multiplexed, shared).
+fn con_for_watch(publisher: &Publisher) -> crate::conn::Con {
+    publisher.connection()
 }
 
 /// Runs the bridge until SIGTERM or SIGINT; SIGHUP reloads the

@@ -2,7 +2,7 @@
 //! raised with HINCRBY in the same pipeline as the write it counts; and
 //! its status (`bridge:status`): whether its last reload failed.
 
-use redis::aio::ConnectionManager;
+use crate::conn::Con;
 
 pub use oxidepm_lanes::stream_key::{STATS_KEY, UNROUTED_KEY};
 
@@ -64,10 +64,7 @@ impl Counter {
 
 /// Records in `bridge:status` that the last reload failed (with why), or
 /// that it did not.
-pub async fn record_reload(
-    con: &mut ConnectionManager,
-    error: Option<&str>,
-) -> redis::RedisResult<()> {
+pub async fn record_reload(con: &mut Con, error: Option<&str>) -> redis::RedisResult<()> {
     use oxidepm_lanes::bridge_config::STATUS_KEY;
     let cmd = match error {
         Some(e) => {
@@ -92,7 +89,7 @@ pub async fn record_reload(
 }
 
 /// Raises one counter on its own (when nothing else is written).
-pub async fn bump(con: &mut ConnectionManager, c: Counter, n: i64) -> redis::RedisResult<()> {
+pub async fn bump(con: &mut Con, c: Counter, n: i64) -> redis::RedisResult<()> {
     let mut pipe = redis::pipe();
     c.add_to(&mut pipe, n);
     pipe.query_async(con).await

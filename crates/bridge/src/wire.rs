@@ -1,5 +1,6 @@
-//! The outbox reader's own connection to the private Redis: RESP2 over the
-//! unix socket, read piece by piece so that no reply is ever held whole.
+//! The outbox reader's own connection to the lanes' Redis: RESP2 over the
+//! unix socket, TCP or TLS, read piece by piece so that no reply is ever
+//! held whole.
 //!
 //! redis-rs reads a reply completely before it hands it over; an outbox
 //! read of 64 entries of 32 MiB each would be 2 GiB in the bridge's memory
@@ -10,10 +11,17 @@
 //! refused past a small bound.
 
 use crate::conn::RedisTarget;
+use oxidepm_lanes::redis_url::{HostPort, Topology};
+use redis::ConnectionAddr;
 use std::io;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::UnixStream;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpStream, UnixStream};
+
+/// The read half of any of the connections.
+type ReadHalf = Box<dyn AsyncRead + Unpin + Send>;
+/// The write half.
+type WriteHalf = Box<dyn AsyncWrite + Unpin + Send>;
 
 /// Longest header line (`*<n>`, `$<n>`, `:<n>`) or simple string / error.
 const MAX_LINE: u64 = 64 * 1024;
@@ -46,6 +54,27 @@ impl WireError {
     /// Whether Redis said the group or stream is missing (`NOGROUP`).
     pub fn is_nogroup(&self) -> bool {
         matches!(self, WireError::Server(m) if m.starts_with("NOGROUP"))
+    }
+
+    /// The node a cluster sent the command to (`MOVED <slot> <host:port>`,
+    /// or `ASK …` while a slot migrates): the connection is fine, but the
+    /// keys are served elsewhere.
+    pub fn redirect(&self) -> Option<HostPort> {
+        let WireError::Server(m) = self else {
+            return None;
+        };
+        let mut parts = m.split(' ');
+        let (Some("MOVED" | "ASK"), Some(_slot), Some(addr)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        let (host, port) = addr.rsplit_once(':')?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        Some(HostPort {
+            host: host.to_string(),
+            port: port.parse().ok()?,
+        })
     }
 }
 
@@ -98,21 +127,102 @@ impl Small {
 
 /// One connection, authenticated as the bridge.
 pub struct Wire {
-    r: BufReader<OwnedReadHalf>,
-    w: OwnedWriteHalf,
+    r: BufReader<ReadHalf>,
+    w: WriteHalf,
+}
+
+/// A connection failure as an I/O error.
+fn io_err(e: impl std::fmt::Display) -> WireError {
+    WireError::Io(io::Error::other(e.to_string()))
+}
+
+/// The TLS client configuration of `target`: its CA file, or the system's
+/// roots; its client certificate if it has one.
+fn tls_config(target: &RedisTarget) -> Result<Arc<tokio_rustls::rustls::ClientConfig>, WireError> {
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+    let bad = |what: &str, e: &dyn std::fmt::Display| {
+        WireError::Io(io::Error::other(format!("{what}: {e}")))
+    };
+    let mut roots = RootCertStore::empty();
+    match &target.tls.ca_file {
+        Some(p) => {
+            for c in CertificateDer::pem_file_iter(p)
+                .map_err(|e| bad(&format!("tls_ca_file {}", p.display()), &e))?
+            {
+                let c = c.map_err(|e| bad(&format!("tls_ca_file {}", p.display()), &e))?;
+                roots
+                    .add(c)
+                    .map_err(|e| bad(&format!("tls_ca_file {}", p.display()), &e))?;
+            }
+        }
+        None => {
+            for c in rustls_native_certs::load_native_certs().certs {
+                // A system root rustls cannot use is no reason to stop.
+                let _ = roots.add(c);
+            }
+        }
+    }
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad("TLS", &e))?
+        .with_root_certificates(roots);
+    let cfg = match (&target.tls.cert_file, &target.tls.key_file) {
+        (Some(c), Some(k)) => {
+            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(c)
+                .map_err(|e| bad(&format!("tls_cert_file {}", c.display()), &e))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| bad(&format!("tls_cert_file {}", c.display()), &e))?;
+            let key = PrivateKeyDer::from_pem_file(k)
+                .map_err(|e| bad(&format!("tls_key_file {}", k.display()), &e))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| bad("tls_cert_file and tls_key_file", &e))?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    Ok(Arc::new(cfg))
 }
 
 impl Wire {
-    /// Connects to `target` and authenticates.
-    pub async fn connect(target: &RedisTarget) -> Result<Wire, WireError> {
-        let Some(socket) = target.redis.unix_path() else {
-            return Err(WireError::Protocol(format!(
-                "{}: the outbox reader reaches a unix socket only so far",
-                target.redis
-            )));
+    /// Connects to `target` and authenticates: to its one server, or on a
+    /// cluster to `node` (else its first seed that answers).
+    pub async fn connect(target: &RedisTarget, node: Option<&HostPort>) -> Result<Wire, WireError> {
+        let (r, w): (ReadHalf, WriteHalf) = match &target.redis.topology {
+            Topology::Cluster { seeds } => match node {
+                Some(n) => Self::tcp(target, n).await?,
+                None => {
+                    let mut last = None;
+                    let mut got = None;
+                    for s in seeds {
+                        match Self::tcp(target, s).await {
+                            Ok(c) => {
+                                got = Some(c);
+                                break;
+                            }
+                            Err(e) => last = Some(e),
+                        }
+                    }
+                    match got {
+                        Some(c) => c,
+                        None => {
+                            return Err(last.unwrap_or_else(|| io_err("a cluster without seeds")))
+                        }
+                    }
+                }
+            },
+            _ => match target.single_addr().await.map_err(io_err)? {
+                ConnectionAddr::Unix(p) => {
+                    let (r, w) = UnixStream::connect(p).await?.into_split();
+                    (Box::new(r), Box::new(w))
+                }
+                ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                    Self::tcp(target, &HostPort { host, port }).await?
+                }
+            },
         };
-        let s = UnixStream::connect(socket).await?;
-        let (r, w) = s.into_split();
         let mut wire = Wire {
             r: BufReader::with_capacity(64 * 1024, r),
             w,
@@ -127,6 +237,23 @@ impl Wire {
             Small::Simple(ok) if ok == "OK" => Ok(wire),
             other => Err(WireError::Protocol(format!("AUTH answered {other:?}"))),
         }
+    }
+
+    /// A TCP connection to `hp`, in TLS when the URL says so.
+    async fn tcp(target: &RedisTarget, hp: &HostPort) -> Result<(ReadHalf, WriteHalf), WireError> {
+        let s = TcpStream::connect((hp.host.as_str(), hp.port)).await?;
+        let _ = s.set_nodelay(true);
+        if !target.redis.tls {
+            let (r, w) = s.into_split();
+            return Ok((Box::new(r), Box::new(w)));
+        }
+        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(hp.host.clone())
+            .map_err(|e| io_err(format!("{}: not a TLS server name: {e}", hp.host)))?;
+        let tls = tokio_rustls::TlsConnector::from(tls_config(target)?)
+            .connect(name, s)
+            .await?;
+        let (r, w) = tokio::io::split(tls);
+        Ok((Box::new(r), Box::new(w)))
     }
 
     /// Sends one command (an array of bulk strings).
@@ -318,8 +445,8 @@ mod tests {
         let (r, w) = a.into_split();
         (
             Wire {
-                r: BufReader::with_capacity(16, r),
-                w,
+                r: BufReader::with_capacity(16, Box::new(r)),
+                w: Box::new(w),
             },
             b,
         )
@@ -359,6 +486,15 @@ mod tests {
             let e = w.small().await.unwrap_err();
             assert!(e.is_fatal(), "{bad:?}: {e}");
         }
+        let moved = WireError::Server("MOVED 3999 127.0.0.1:6381".into());
+        assert_eq!(
+            moved.redirect(),
+            Some(HostPort {
+                host: "127.0.0.1".into(),
+                port: 6381
+            })
+        );
+        assert_eq!(WireError::Server("MOVED nonsense".into()).redirect(), None);
         let huge = format!("${}\r\n", SMALL_REPLY + 1);
         let (mut w, _peer) = wire_over(huge.into_bytes()).await;
         assert!(w.small().await.is_err());

@@ -240,10 +240,26 @@ fn bridge_rules() -> Vec<String> {
     // sorted set kept to its last N): read back at start, trimmed by rank.
     r.push("+zrange".into());
     r.push("+zremrangebyrank".into());
+    if crate::stream_key::key_form() == crate::stream_key::KeyForm::Tagged {
+        // A server shared by several hosts may be a cluster: the bridge's
+        // client learns which node serves which slot (read-only).
+        r.push("+cluster|slots".into());
+        // The routes every host's daemon writes (read only).
+        r.push("+hlen".into());
+        // The discord gateway's lease (`bridge:discord:gateway`): one
+        // bridge of several runs the bot's session.
+        // A selector of its own: SET nowhere else (not on an inbox).
+        r.push("(+set +get ~bridge:discord:gateway)".into());
+        r.push(format!("%R~{}", crate::shared_routes::SHARED_ROUTES_KEY));
+    }
     let outboxes = glob(None, None, Dir::Outbox);
     r.push(format!("~{outboxes}"));
     r.push(format!("~{}", dead_letter(&outboxes)));
     r.push(format!("~{BRIDGE_KEYS}"));
+    // Its records about each agent, in the agent's slot (tagged form only).
+    for g in crate::stream_key::agent_record_grants() {
+        r.push(format!("~{g}"));
+    }
     r.push(format!("%W~{}", glob(None, None, Dir::Inbox)));
     r
 }

@@ -83,6 +83,10 @@
 //! `discord` keys: see [`DiscordConfig`] (the bot token's file, the
 //! gateway and REST addresses for a proxy or a stand-in, inbound bounds).
 //!
+//! `shared_routes` (default false): also take the routes of the hash
+//! `oxidepm:routes` that the daemons of every host sharing the Redis write
+//! (see [`crate::shared_routes`]), re-read about once a second.
+//!
 //! Unknown keys are errors, so that a typo does not silently turn something
 //! off.
 
@@ -156,6 +160,11 @@ pub struct BridgeConfig {
     /// The discord source.
     #[serde(default)]
     pub discord: Option<DiscordConfig>,
+    /// Whether routes are also read from the hash every host's daemon
+    /// writes (`oxidepm:routes`, see [`crate::shared_routes`]): set with
+    /// `[lanes] redis_url`; they follow the file's routes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_routes: bool,
 }
 
 fn default_inbox_maxlen() -> u64 {
@@ -357,6 +366,7 @@ impl BridgeConfig {
             inbox_maxlen: default_inbox_maxlen(),
             consult: None,
             discord: None,
+            shared_routes: false,
         }
     }
 

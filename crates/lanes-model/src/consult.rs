@@ -44,7 +44,10 @@ pub const OWN_FIELDS: &[&str] = &[FROM, TO, RE, REQUEST_ID, KIND, TEXT, RECEIVED
 
 /// The key of the open questions `asker` has put to `answerer`.
 pub fn open_key(asker: &AgentName, answerer: &AgentName) -> String {
-    format!("{OPEN_PREFIX}:{asker}:{answerer}")
+    crate::stream_key::agent_record(
+        asker,
+        crate::stream_key::AgentRecord::ConsultOpen { answerer },
+    )
 }
 
 /// The globs of every record of open questions `agent` asked or was

@@ -17,6 +17,7 @@ pub mod proxy_config;
 pub mod redis_url;
 pub mod responder;
 pub mod secret;
+pub mod shared_routes;
 pub mod stream_key;
 
 pub use acl::{AclUser, UserError};

@@ -176,6 +176,73 @@ pub fn dead_letter(key: &str) -> String {
     format!("{key}{DEAD_SUFFIX}")
 }
 
+/// A record the bridge keeps about one agent, named with the agent's hash
+/// tag in the tagged form so that it shares the agent's slot (a MULTI with
+/// the agent's streams stays within one slot on a cluster).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentRecord<'a> {
+    /// The questions the agent has open with `answerer` (consult).
+    ConsultOpen {
+        /// The agent asked.
+        answerer: &'a AgentName,
+    },
+    /// The Discord channels the agent was written from (where it may post).
+    DiscordChannels,
+}
+
+/// The key of the bridge's record `what` about `agent`. Plain form:
+/// today's names, `bridge:consult:open:<asker>:<answerer>` and
+/// `bridge:discord:channels:<agent>`. Tagged form: `{<agent>}:bridge:…`,
+/// ending in neither `:inbox` nor `:outbox` (an answerer's name is never
+/// last), so no agent's grant on its own streams matches it.
+pub fn agent_record(agent: &AgentName, what: AgentRecord<'_>) -> String {
+    match (key_form(), what) {
+        (KeyForm::Plain, AgentRecord::ConsultOpen { answerer }) => {
+            format!("bridge:consult:open:{agent}:{answerer}")
+        }
+        (KeyForm::Plain, AgentRecord::DiscordChannels) => {
+            format!("bridge:discord:channels:{agent}")
+        }
+        (KeyForm::Tagged, AgentRecord::ConsultOpen { answerer }) => {
+            format!("{{{agent}}}:bridge:consult:{answerer}:open")
+        }
+        (KeyForm::Tagged, AgentRecord::DiscordChannels) => {
+            format!("{{{agent}}}:bridge:discord:channels")
+        }
+    }
+}
+
+/// The globs of every record of the bridge that goes with `agent`'s lane
+/// when it is deleted: those about it, and the open questions others put
+/// to it (an agent name holds no colon or glob character, so they match
+/// no one else's).
+pub fn agent_record_globs(agent: &AgentName) -> Vec<String> {
+    match key_form() {
+        KeyForm::Plain => vec![
+            format!("bridge:consult:open:{agent}:*"),
+            format!("bridge:consult:open:*:{agent}"),
+            format!("bridge:discord:channels:{agent}"),
+        ],
+        KeyForm::Tagged => vec![
+            format!("{{{agent}}}:bridge:*"),
+            format!("{{*}}:bridge:consult:{agent}:open"),
+        ],
+    }
+}
+
+/// The globs (ACL rules) of every agent's records of the bridge in the
+/// tagged form; none in the plain form, whose records are under
+/// [`BRIDGE_KEYS`].
+pub fn agent_record_grants() -> Vec<String> {
+    match key_form() {
+        KeyForm::Plain => Vec::new(),
+        KeyForm::Tagged => vec![
+            "{*}:bridge:consult:*:open".to_string(),
+            "{*}:bridge:discord:channels".to_string(),
+        ],
+    }
+}
+
 /// The glob (for ACL rules) of the streams of `agent` (every agent if
 /// `None`) of `family` (every family if `None`) in direction `dir`.
 pub fn glob(agent: Option<&AgentName>, family: Option<&str>, dir: Dir) -> String {
@@ -294,6 +361,21 @@ mod tests {
         for k in [UNROUTED_KEY, STATS_KEY] {
             assert!(k.starts_with(BRIDGE_KEYS.trim_end_matches('*')), "{k}");
         }
+    }
+
+    #[test]
+    fn agent_records_keep_their_plain_names() {
+        let bob: AgentName = "bob".parse().unwrap();
+        let open = agent_record(&alice(), AgentRecord::ConsultOpen { answerer: &bob });
+        assert_eq!(open, "bridge:consult:open:alice:bob");
+        assert_eq!(open, crate::consult::open_key(&alice(), &bob));
+        assert_eq!(
+            agent_record(&alice(), AgentRecord::DiscordChannels),
+            crate::bridge_config::channels_key("alice")
+        );
+        assert!(agent_record_grants().is_empty());
+        let globs = agent_record_globs(&alice());
+        assert!(globs.contains(&"bridge:consult:open:*:alice".to_string()));
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod agentsock;
 mod bridge;
 mod discord;
 mod health;
+mod hosts;
 mod kill2000;
 mod logs;
 mod logs_read;
@@ -122,6 +123,11 @@ pub const ALL: &[Scenario] = &[
         name: "discord",
         about: "oxidepm-bridge's discord source against a local gateway/REST stand-in: gateway -> inbox msgs/s, message -> agent answer posted p50/p99",
         run: discord::run,
+    },
+    Scenario {
+        name: "hosts",
+        about: "lanes past one host: webhook -> inbox -> agent -> outbox -> sink msgs/s and p50/p99 through 1, 2, 3 bridges on a private, a shared TCP and a clustered Redis",
+        run: hosts::run,
     },
     Scenario {
         name: "adopt",

@@ -120,7 +120,13 @@ impl DiscordConfig {
 /// The bridge's record of the Discord channels `agent` was written a
 /// message from (where it may answer); deleted with the agent's lane.
 pub fn channels_key(agent: &str) -> String {
-    format!("bridge:discord:channels:{agent}")
+    match agent.parse::<crate::AgentName>() {
+        Ok(a) => {
+            crate::stream_key::agent_record(&a, crate::stream_key::AgentRecord::DiscordChannels)
+        }
+        // Not a name: no agent's record (the plain name, matching nothing).
+        Err(_) => format!("bridge:discord:channels:{agent}"),
+    }
 }
 
 /// The host (with port) of an `api_url` and whether it is plain HTTP.

@@ -6,7 +6,8 @@
 //! user [`bridge_user`] picks, and hands it the rules of agents consulting
 //! each other ([`consult`]); [`ops`] is the ops responder, [`responders`]
 //! the lanes of responder apps; [`purge`] deletes what a deleted agent's
-//! lane held. The proxy itself is the `oxidepm-lane-proxy`
+//! lane held; [`shared_routes`] the routes every host shares on a shared
+//! Redis. The proxy itself is the `oxidepm-lane-proxy`
 //! crate, the bridge the `oxidepm-bridge` crate, and the vocabulary they
 //! share with the daemon (names, ACL rules, secrets, configuration files)
 //! the `oxidepm-lanes` crate.
@@ -31,6 +32,7 @@ pub mod responders;
 pub mod server;
 pub mod settings;
 mod shared;
+pub mod shared_routes;
 
 pub use error::Error;
 

@@ -40,17 +40,11 @@ pub fn lane_globs(agent: &AgentName) -> [String; 3] {
 /// Deletes every key of `agent`'s lane; returns how many there were.
 pub fn purge(con: &mut dyn redis::ConnectionLike, agent: &AgentName) -> redis::RedisResult<usize> {
     let mut removed = 0;
-    // With the lane go the bridge's records of its open questions, so
+    // With the lane go the bridge's records of it (its open questions, so
     // that a new agent of the name cannot be answered what the old one
-    // asked.
-    let consult = oxidepm_lanes::consult::open_globs(agent);
-    // And the channels it may answer in on Discord.
-    let discord = oxidepm_lanes::bridge_config::channels_key(agent.as_str());
-    for pattern in lane_globs(agent)
-        .into_iter()
-        .chain(consult)
-        .chain([discord])
-    {
+    // asked; the channels it may answer in on Discord), in either key form.
+    let records = oxidepm_lanes::stream_key::agent_record_globs(agent);
+    for pattern in lane_globs(agent).into_iter().chain(records) {
         removed += unlink_matching(con, &pattern)?;
     }
     Ok(removed)

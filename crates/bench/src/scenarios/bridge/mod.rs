@@ -13,7 +13,7 @@
 //!   latency meanwhile.
 
 mod attack;
-mod http;
+pub(super) mod http;
 pub(super) mod resp;
 
 use super::Plan;

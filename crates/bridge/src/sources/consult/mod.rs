@@ -22,13 +22,13 @@ mod judge;
 mod record;
 
 use crate::config::BridgeConfig;
+use crate::conn::Con;
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
 use judge::{judge, Plan};
 use oxidepm_lanes::consult::{ConsultConfig, CONSULT};
 use oxidepm_lanes::AgentName;
 use record::Write;
-use redis::aio::ConnectionManager;
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -56,7 +56,7 @@ pub struct ConsultSource {
     settings: RwLock<Arc<Settings>>,
     /// The bridge's shared connection, taken from the publisher when the
     /// bridge starts the source.
-    con: OnceLock<ConnectionManager>,
+    con: OnceLock<Con>,
 }
 
 impl ConsultSource {

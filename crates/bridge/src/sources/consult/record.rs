@@ -17,10 +17,10 @@
 //! goes to the dead stream rather than twice into the inbox.
 
 use super::judge::passed_on;
+use crate::conn::Con;
 use crate::source::{DeliveryError, Outbound};
 use oxidepm_lanes::consult::{self, open_key, ConsultLimits};
 use oxidepm_lanes::{AgentName, StreamKey};
-use redis::aio::ConnectionManager;
 
 /// What the router needs to write one message.
 pub struct Write<'a> {
@@ -72,7 +72,7 @@ fn add_xadd(pipe: &mut redis::Pipeline, w: &Write<'_>, kind: &str, link: (&str, 
 /// Delivers a question of `w.sender` to `w.to` and records it as open,
 /// unless it was delivered before (a read after a crash), or the sender
 /// already has `max_open` questions open with `w.to`.
-pub async fn ask(con: &mut ConnectionManager, w: &Write<'_>) -> Result<(), DeliveryError> {
+pub async fn ask(con: &mut Con, w: &Write<'_>) -> Result<(), DeliveryError> {
     let key = open_key(w.sender, w.to);
     let id = w.msg.id.as_str();
     let now = now_ms();
@@ -108,26 +108,36 @@ pub async fn ask(con: &mut ConnectionManager, w: &Write<'_>) -> Result<(), Deliv
         )));
     }
     let open_ms = w.limits.open_secs.saturating_mul(1000).min(i64::MAX as u64) as i64;
+    let add_record = |p: &mut redis::Pipeline| {
+        p.cmd("ZADD")
+            .arg(&key)
+            .arg(now.saturating_add(open_ms))
+            .arg(id)
+            .ignore();
+        p.cmd("PEXPIRE").arg(&key).arg(open_ms).ignore();
+    };
     let mut pipe = redis::pipe();
-    pipe.atomic();
     add_xadd(&mut pipe, w, "question", (consult::REQUEST_ID, id));
-    pipe.cmd("ZADD")
-        .arg(&key)
-        .arg(now.saturating_add(open_ms))
-        .arg(id)
-        .ignore();
-    pipe.cmd("PEXPIRE").arg(&key).arg(open_ms).ignore();
+    if con.is_cluster() {
+        // The record is in the asker's slot (where its answer closes it in
+        // one transaction), the question goes to the answerer's inbox: two
+        // writes, the question first. A crash between them delivers the
+        // question again when the entry is read again: at least once,
+        // never lost.
+        pipe.query_async::<()>(con).await.map_err(unavailable)?;
+        let mut record = redis::pipe();
+        add_record(&mut record);
+        return record.query_async::<()>(con).await.map_err(unavailable);
+    }
+    pipe.atomic();
+    add_record(&mut pipe);
     pipe.query_async::<()>(con).await.map_err(unavailable)
 }
 
 /// Delivers `w.sender`'s answer to the question `re` that `w.to` asked it,
 /// and closes the question; a question not open (never asked, answered
 /// already, or past `open_secs`) is refused.
-pub async fn answer(
-    con: &mut ConnectionManager,
-    w: &Write<'_>,
-    re: &str,
-) -> Result<(), DeliveryError> {
+pub async fn answer(con: &mut Con, w: &Write<'_>, re: &str) -> Result<(), DeliveryError> {
     let key = open_key(w.to, w.sender);
     let score: Option<f64> = redis::cmd("ZSCORE")
         .arg(&key)

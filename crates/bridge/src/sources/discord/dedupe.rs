@@ -8,8 +8,8 @@
 //! bridge killed with SIGKILL, whose successor resumes the session from
 //! before its last messages, publishes none of them twice.
 
+use crate::conn::Con;
 use crate::publish::Once;
-use redis::aio::ConnectionManager;
 use std::collections::{HashSet, VecDeque};
 
 /// The sorted set of the message ids taken.
@@ -28,7 +28,7 @@ pub fn once(id: u64, keep: usize) -> Once {
 
 /// Remembers the ids kept in Redis, oldest first; an error leaves `seen`
 /// as it was (the in-memory record still drops what this bridge takes twice).
-pub async fn load(con: &mut ConnectionManager, seen: &mut Seen) -> redis::RedisResult<usize> {
+pub async fn load(con: &mut Con, seen: &mut Seen) -> redis::RedisResult<usize> {
     let ids: Vec<String> = redis::cmd("ZRANGE")
         .arg(SEEN_KEY)
         .arg(0)

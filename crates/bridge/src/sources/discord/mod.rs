@@ -14,12 +14,16 @@
 //! for; a channel the bot cannot post to is a permanent failure, which the
 //! bridge dead-letters with the reason.
 //!
+//! With several hosts only one bridge runs the gateway at a time
+//! ([`lease`]); every bridge posts.
+//!
 //! The token is read from `discord.token_file` and only handed to twilight's
 //! gateway and put in the REST requests' `Authorization` header (marked
 //! sensitive); it is in no log line, error or entry.
 
 mod dedupe;
 pub mod gateway;
+mod lease;
 mod message;
 mod reach;
 pub mod rest;
@@ -64,6 +68,9 @@ pub struct DiscordSource {
     rest: rest::Rest,
     counts: Arc<gateway::Counts>,
     reach: Arc<reach::Reach>,
+    /// With several hosts (the tagged key form), this host's id: the
+    /// gateway runs only while it holds the lease ([`lease`]).
+    lease_as: Option<String>,
 }
 
 impl DiscordSource {
@@ -87,6 +94,8 @@ impl DiscordSource {
             rest,
             counts: Arc::default(),
             reach,
+            lease_as: (oxidepm_lanes::stream_key::key_form() == oxidepm_lanes::KeyForm::Tagged)
+                .then(|| cfg.outbox.consumer.clone()),
         }))
     }
 }
@@ -103,15 +112,22 @@ impl Source for DiscordSource {
     ) -> BoxFuture<'_, Result<(), SourceError>> {
         self.reach.set_connection(publisher.connection());
         Box::pin(async move {
-            gateway::run(
-                self.cfg.clone(),
-                &self.token,
-                publisher,
-                shutdown,
-                self.counts.clone(),
-                self.reach.clone(),
-            )
-            .await
+            let session = |sd: Shutdown| {
+                gateway::run(
+                    self.cfg.clone(),
+                    &self.token,
+                    publisher.clone(),
+                    sd,
+                    self.counts.clone(),
+                    self.reach.clone(),
+                )
+            };
+            match &self.lease_as {
+                Some(host) => {
+                    lease::hold(publisher.connection(), host.clone(), shutdown, session).await
+                }
+                None => session(shutdown).await,
+            }
             .map_err(SourceError::from)
         })
     }

@@ -9,9 +9,9 @@
 //! (`bridge:discord:channels:<agent>`, a sorted set by time, the last
 //! [`KEEP`]), so the rule holds across restarts of the bridge.
 
+use crate::conn::Con;
 use crate::routing::{RouteBy, RouteKey, Routes, Target};
 use crate::source::DeliveryError;
-use redis::aio::ConnectionManager;
 use std::sync::{OnceLock, RwLock};
 
 /// Channels remembered per agent.
@@ -26,7 +26,7 @@ pub fn key(agent: &str) -> String {
 #[derive(Default)]
 pub struct Reach {
     routes: RwLock<Routes>,
-    con: OnceLock<ConnectionManager>,
+    con: OnceLock<Con>,
 }
 
 impl Reach {
@@ -36,7 +36,7 @@ impl Reach {
     }
 
     /// The connection to check and record with (the inbound side's).
-    pub fn set_connection(&self, con: ConnectionManager) {
+    pub fn set_connection(&self, con: Con) {
         let _ = self.con.set(con);
     }
 

@@ -14,8 +14,8 @@
 //! Discord, and the refused resume is counted (`discord_resume_refused` in
 //! `bridge:stats`).
 
+use crate::conn::Con;
 use crate::stats::{Counter, STATS_KEY};
-use redis::aio::ConnectionManager;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,7 +52,7 @@ pub struct Mark {
 
 /// The saved session (left in Redis: a bridge killed before its first save
 /// resumes from it again); `None` when there is none or it cannot be read.
-pub async fn load(con: &mut ConnectionManager) -> Option<Saved> {
+pub async fn load(con: &mut Con) -> Option<Saved> {
     let h: HashMap<String, String> = redis::cmd("HGETALL")
         .arg(SESSION_KEY)
         .query_async(con)
@@ -74,7 +74,7 @@ pub async fn load(con: &mut ConnectionManager) -> Option<Saved> {
 /// What the publishing task owes Redis: the session's place, and the
 /// messages it gave up (counted in `lost` once Redis takes it).
 pub struct Saver {
-    con: ConnectionManager,
+    con: Con,
     mark: Option<Mark>,
     saved: Option<Mark>,
     lost: i64,
@@ -84,7 +84,7 @@ pub struct Saver {
 
 impl Saver {
     /// Nothing owed yet.
-    pub fn new(con: ConnectionManager) -> Saver {
+    pub fn new(con: Con) -> Saver {
         Saver {
             con,
             mark: None,
@@ -150,17 +150,34 @@ impl Saver {
                 .arg(&*m.resume_url)
                 .ignore();
         }
+        // On a cluster the counters are in another slot than the session:
+        // a write of their own, after it.
+        let mut stats = redis::pipe();
+        let counters = if self.con.is_cluster() {
+            &mut stats
+        } else {
+            &mut pipe
+        };
         if self.lost > 0 {
-            Counter::Lost.add_to(&mut pipe, self.lost);
+            Counter::Lost.add_to(counters, self.lost);
         }
         if self.refused > 0 {
-            pipe.cmd("HINCRBY")
+            counters
+                .cmd("HINCRBY")
                 .arg(STATS_KEY)
                 .arg(RESUME_REFUSED)
                 .arg(self.refused)
                 .ignore();
         }
-        match pipe.query_async::<()>(&mut self.con).await {
+        let mut written = if pipe.is_empty() {
+            Ok(())
+        } else {
+            pipe.query_async::<()>(&mut self.con).await
+        };
+        if written.is_ok() && !stats.is_empty() {
+            written = stats.query_async::<()>(&mut self.con).await;
+        }
+        match written {
             Ok(()) => {
                 self.saved = self.mark.clone();
                 self.lost = 0;
