@@ -80,6 +80,9 @@ pub(super) struct LanesState {
     /// Every family as of the last reconcile (the responder apps' too);
     /// read when an agent starts, for its environment.
     pub(super) families: Arc<std::sync::RwLock<Vec<String>>>,
+    /// The agents of every host sharing the server, as last read
+    /// (`shared_routes::server_agents`).
+    pub(super) server_agents: std::sync::Mutex<Vec<AgentName>>,
 }
 
 impl Lanes {

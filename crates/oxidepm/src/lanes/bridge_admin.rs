@@ -61,6 +61,9 @@ impl Lanes {
         };
         let l = &self.layout;
         secrets::ensure(&l.secrets_dir(), WEBHOOK_TOKEN).map_err(Error::WebhookToken)?;
+        if let Err(e) = self.refresh_server_agents().await {
+            log::warn!("lanes: the other hosts' agents cannot be read now: {e}");
+        }
         let routes: Vec<Route> = self.routes(shared).into_iter().map(|(r, _)| r).collect();
         let Some(conf) = self.bridge_conf(agents, &routes)? else {
             log::info!(
@@ -295,7 +298,9 @@ impl Lanes {
         };
         conf.key_form = self.settings.key_form();
         conf.user = self.user_name(&AclUser::Bridge);
-        conf.agents = agents.iter().map(|a| a.name.clone()).collect();
+        // On a shared server every bridge serves every host's agents.
+        conf.agents = self.bridge_agents(agents);
+        conf.shared_routes = self.routes_shared();
         conf.routes = routes
             .iter()
             .filter(|r| served.contains(&r.source))
@@ -344,7 +349,13 @@ impl Lanes {
     /// The routing table with where each route comes from, the default
     /// agent and the bridge's counters.
     pub async fn routes_report(&self, shared: &Shared) -> Result<RoutesReport, Error> {
-        let all = self.routes(shared);
+        let mut all = self.routes(shared);
+        all.extend(
+            self.shared_routes(shared)
+                .await
+                .into_iter()
+                .map(|r| (r, RouteOrigin::Runtime)),
+        );
         let plain: Vec<Route> = all.iter().map(|(r, _)| r.clone()).collect();
         let (parked, default_agent_parked) = self.parked(&self.agents(shared), &plain)?;
         let routes: Vec<RouteReport> = all
@@ -444,10 +455,11 @@ impl Lanes {
                 sources: self.settings.sources.clone(),
             });
         }
+        let own = self.agents(shared);
         if !self
-            .agents(shared)
+            .bridge_agents(&own)
             .iter()
-            .any(|a| a.name == r.agent.as_str())
+            .any(|a| a.as_str() == r.agent.as_str())
         {
             return Err(Error::NoSuchAgent {
                 agent: r.agent.clone(),
@@ -531,7 +543,7 @@ impl Lanes {
 }
 
 /// The bridge's form of a route, or why its agent is not an agent name.
-fn route_config(r: &Route) -> Result<RouteConfig, Error> {
+pub(super) fn route_config(r: &Route) -> Result<RouteConfig, Error> {
     Ok(RouteConfig {
         source: r.source.clone(),
         channel: r.channel.clone(),

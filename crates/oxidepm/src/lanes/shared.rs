@@ -14,6 +14,11 @@ use oxidepm_lanes::acl::{AGENT_PREFIX, RESPONDER_PREFIX};
 use oxidepm_proto::{NameLease, SharedLanesReport};
 use std::time::Duration;
 
+/// How often the daemon looks for the other hosts' agents: a new agent on
+/// another host is reachable through this host's bridge about this long
+/// after it starts (two reads on the shared server a second per host).
+const DISCOVERY_EVERY: Duration = Duration::from_secs(1);
+
 fn registry_error(what: &str) -> impl FnOnce(redis::RedisError) -> Error + '_ {
     move |source| Error::Redis {
         command: format!("EVAL ({what} in {})", registry::REGISTRY_KEY),
@@ -126,7 +131,9 @@ impl Lanes {
 
     /// Renews this host's leases every third of `lease_secs`, for as long
     /// as the daemon runs; a name another host holds now is logged and
-    /// its lane no longer served (the next reconcile drops it).
+    /// its lane no longer served (the next reconcile drops it). Every
+    /// second in between, looks for the other hosts' agents coming and
+    /// going, which this host's bridge routes to and drains.
     pub fn spawn_renewal(&self, shared: Shared) {
         if !self.is_shared() {
             return;
@@ -134,41 +141,59 @@ impl Lanes {
         let lanes = self.clone();
         tokio::spawn(async move {
             let every = Duration::from_millis((lanes.lease_ms() / 3).max(1000));
+            let mut renewed_at = tokio::time::Instant::now();
             loop {
-                tokio::time::sleep(every).await;
-                let names: Vec<String> = lanes
-                    .agents(&shared)
-                    .into_iter()
-                    .map(|a| a.name.to_string())
-                    .chain(
-                        lanes
-                            .responders(&shared)
-                            .into_iter()
-                            .map(|r| r.name.to_string()),
-                    )
-                    .collect();
-                let l = lanes.clone();
-                let renewed = tokio::task::spawn_blocking(move || -> Result<Vec<Taken>, Error> {
-                    let mut con = l.connect_admin()?;
-                    registry::renew(&mut *con, &l.host_id, l.lease_ms(), &names)
-                        .map_err(registry_error("renew"))
-                })
-                .await;
-                match renewed {
-                    Ok(Ok(lost)) if lost.is_empty() => {}
-                    Ok(Ok(lost)) => {
-                        for t in lost {
-                            lost_name(t);
-                        }
-                        if let Err(e) = lanes.reconcile(&shared, &[]).await {
+                tokio::time::sleep(DISCOVERY_EVERY).await;
+                match lanes.refresh_server_agents().await {
+                    Ok(true) => {
+                        let own = lanes.agents(&shared);
+                        if let Err(e) = lanes.ensure_bridge(&shared, &own).await {
                             log::error!("lanes: {e}");
                         }
                     }
-                    Ok(Err(e)) => log::warn!("lanes: cannot renew this host's names: {e}"),
-                    Err(e) => log::warn!("lanes: cannot renew this host's names: {e}"),
+                    Ok(false) => {}
+                    Err(e) => log::warn!("lanes: cannot read the other hosts' agents: {e}"),
+                }
+                if renewed_at.elapsed() >= every {
+                    renewed_at = tokio::time::Instant::now();
+                    lanes.renew(&shared).await;
                 }
             }
         });
+    }
+
+    /// One renewal of this host's names.
+    async fn renew(&self, shared: &Shared) {
+        let names: Vec<String> = self
+            .agents(shared)
+            .into_iter()
+            .map(|a| a.name.to_string())
+            .chain(
+                self.responders(shared)
+                    .into_iter()
+                    .map(|r| r.name.to_string()),
+            )
+            .collect();
+        let l = self.clone();
+        let renewed = tokio::task::spawn_blocking(move || -> Result<Vec<Taken>, Error> {
+            let mut con = l.connect_admin()?;
+            registry::renew(&mut *con, &l.host_id, l.lease_ms(), &names)
+                .map_err(registry_error("renew"))
+        })
+        .await;
+        match renewed {
+            Ok(Ok(lost)) if lost.is_empty() => {}
+            Ok(Ok(lost)) => {
+                for t in lost {
+                    lost_name(t);
+                }
+                if let Err(e) = self.reconcile(shared, &[]).await {
+                    log::error!("lanes: {e}");
+                }
+            }
+            Ok(Err(e)) => log::warn!("lanes: cannot renew this host's names: {e}"),
+            Err(e) => log::warn!("lanes: cannot renew this host's names: {e}"),
+        }
     }
 
     /// `lanes release <name> --force`: frees a name another host holds

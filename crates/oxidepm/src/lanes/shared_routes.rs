@@ -4,16 +4,17 @@
 //! added on one host takes effect on all. On one host routes stay in the
 //! store (SQLite) and the bridge's file, as before.
 
-// Called by `route_add`/`route_rm`/`lanes` once `[lanes] redis_url` is in
-// the daemon's settings; until then only the tests use it.
-#![allow(dead_code)]
-
+use super::admin::{AgentLane, Lanes};
+use super::error::Error;
+use crate::supervise::Shared;
 use oxidepm_lanes::bridge_config::RouteConfig;
 use oxidepm_lanes::shared_routes::{decode, encode, field, MAX_SHARED_ROUTES, SHARED_ROUTES_KEY};
+use oxidepm_lanes::AgentName;
+use oxidepm_proto::Route;
 
 /// Adds `route`; false if a route of the same source and selector exists
 /// (it is left as it is: remove it first).
-pub fn add(con: &mut impl redis::ConnectionLike, route: &RouteConfig) -> redis::RedisResult<bool> {
+pub fn add(con: &mut dyn redis::ConnectionLike, route: &RouteConfig) -> redis::RedisResult<bool> {
     redis::cmd("HSETNX")
         .arg(SHARED_ROUTES_KEY)
         .arg(field(route))
@@ -24,7 +25,7 @@ pub fn add(con: &mut impl redis::ConnectionLike, route: &RouteConfig) -> redis::
 /// Removes the route of `route`'s source and selector; false if there was
 /// none.
 pub fn remove(
-    con: &mut impl redis::ConnectionLike,
+    con: &mut dyn redis::ConnectionLike,
     route: &RouteConfig,
 ) -> redis::RedisResult<bool> {
     redis::cmd("HDEL")
@@ -36,7 +37,7 @@ pub fn remove(
 /// The shared routes, sorted by field, and what could not be read (each
 /// with why and what to do).
 pub fn list(
-    con: &mut impl redis::ConnectionLike,
+    con: &mut dyn redis::ConnectionLike,
 ) -> redis::RedisResult<(Vec<RouteConfig>, Vec<String>)> {
     let n: usize = redis::cmd("HLEN").arg(SHARED_ROUTES_KEY).query(con)?;
     if n > MAX_SHARED_ROUTES {
@@ -60,6 +61,153 @@ pub fn list(
         }
     }
     Ok((routes, bad))
+}
+
+/// The agents of every host on the shared server: names with a live lease
+/// in the registry that are agents (an `agent_<name>` user exists; a
+/// responder app's name has none), so that every bridge routes to and
+/// drains the outboxes of all of them.
+pub fn server_agents(con: &mut dyn redis::ConnectionLike) -> redis::RedisResult<Vec<AgentName>> {
+    use super::registry::{now_ms, REGISTRY_KEY};
+    let n: usize = redis::cmd("HLEN").arg(REGISTRY_KEY).query(con)?;
+    if n > MAX_SHARED_ROUTES {
+        log::error!(
+            "lanes: {REGISTRY_KEY} holds {n} names, more than the {MAX_SHARED_ROUTES} a bridge \
+             serves; only this host's agents are served"
+        );
+        return Ok(Vec::new());
+    }
+    let entries: Vec<(String, String)> = redis::cmd("HGETALL").arg(REGISTRY_KEY).query(con)?;
+    let now = now_ms(con)?;
+    let users: Vec<String> = redis::cmd("ACL").arg("USERS").query(con)?;
+    let mut out: Vec<AgentName> = entries
+        .into_iter()
+        .filter(|(_, v)| {
+            v.split_once(' ')
+                .and_then(|(_, ms)| ms.parse::<u64>().ok())
+                .is_some_and(|ends| ends > now)
+        })
+        .filter_map(|(name, _)| name.parse::<AgentName>().ok())
+        .filter(|a| {
+            users
+                .iter()
+                .any(|u| *u == oxidepm_lanes::AclUser::Agent(a.clone()).to_string())
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+impl Lanes {
+    /// Reads the agents of every host (see [`server_agents`]) into the
+    /// lanes' state; true when they changed. Without `redis_url`, none.
+    pub async fn refresh_server_agents(&self) -> Result<bool, Error> {
+        if self.settings.redis_url.is_none() {
+            return Ok(false);
+        }
+        let lanes = self.clone();
+        let now = tokio::task::spawn_blocking(move || -> Result<Vec<AgentName>, Error> {
+            let mut con = lanes.connect_admin()?;
+            server_agents(&mut *con).map_err(|source| Error::Redis {
+                command: "HGETALL oxidepm:agents / ACL USERS".into(),
+                source,
+            })
+        })
+        .await
+        .map_err(Error::Task)??;
+        let mut known = self
+            .state
+            .server_agents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let changed = *known != now;
+        *known = now;
+        Ok(changed)
+    }
+
+    /// This host's agents and those of every other host sharing the server.
+    pub(super) fn bridge_agents(&self, own: &[AgentLane]) -> Vec<AgentName> {
+        let mut all: Vec<AgentName> = own.iter().map(|a| a.name.clone()).collect();
+        all.extend(
+            self.state
+                .server_agents
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .cloned(),
+        );
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    /// Whether routes are kept on the shared server (`[lanes] redis_url`).
+    pub fn routes_shared(&self) -> bool {
+        self.settings.redis_url.is_some()
+    }
+
+    /// `route add` on a shared server: into `oxidepm:routes`, which every
+    /// host's bridge reads; false when a route of its selector is there.
+    pub async fn add_shared_route(&self, route: &Route) -> Result<bool, Error> {
+        self.with_shared_routes(route, add).await
+    }
+
+    /// `route remove` on a shared server; false when there was none.
+    pub async fn remove_shared_route(&self, route: &Route) -> Result<bool, Error> {
+        self.with_shared_routes(route, remove).await
+    }
+
+    async fn with_shared_routes(
+        &self,
+        route: &Route,
+        op: fn(&mut dyn redis::ConnectionLike, &RouteConfig) -> redis::RedisResult<bool>,
+    ) -> Result<bool, Error> {
+        let conf = super::bridge_admin::route_config(route)?;
+        let lanes = self.clone();
+        tokio::task::spawn_blocking(move || -> Result<bool, Error> {
+            let mut con = lanes.connect_admin()?;
+            op(&mut *con, &conf).map_err(|source| Error::Redis {
+                command: format!("HSET/HDEL {SHARED_ROUTES_KEY}"),
+                source,
+            })
+        })
+        .await
+        .map_err(Error::Task)?
+    }
+
+    /// The routes on the shared server, as `Route`s (those that cannot be
+    /// read are logged).
+    pub async fn shared_routes(&self, shared: &Shared) -> Vec<Route> {
+        let _ = shared;
+        if !self.routes_shared() {
+            return Vec::new();
+        }
+        let lanes = self.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let mut con = lanes.connect_admin().ok()?;
+            list(&mut *con).ok()
+        })
+        .await
+        .ok()
+        .flatten();
+        let Some((routes, bad)) = read else {
+            log::warn!("lanes: the shared routes cannot be read now");
+            return Vec::new();
+        };
+        for b in bad {
+            log::warn!("lanes: {b}");
+        }
+        routes
+            .into_iter()
+            .map(|r| Route {
+                source: r.source,
+                channel: r.channel,
+                guild: r.guild,
+                address: r.address,
+                agent: r.agent.to_string(),
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

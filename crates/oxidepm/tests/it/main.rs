@@ -17,6 +17,7 @@ mod event_stream;
 mod foreign_files;
 mod harness;
 mod home;
+mod hosts;
 mod journal;
 mod journal_real;
 mod lane_budgets;

@@ -24,6 +24,25 @@ pub enum Plan {
     },
 }
 
+/// Why an entry is not passed on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// `to` names no agent the bridge knows. On several hosts the name may
+    /// be one another host has just taken and this bridge not yet seen.
+    Unknown(String),
+    /// Anything else: the entry is wrong, or the rules do not allow it.
+    Wrong(String),
+}
+
+impl Refused {
+    /// The reason, as the dead-letter stream records it.
+    pub fn reason(self) -> String {
+        match self {
+            Refused::Unknown(r) | Refused::Wrong(r) => r,
+        }
+    }
+}
+
 /// The one value of a field the router reads; a field given twice is
 /// refused rather than guessed at.
 fn single<'a>(msg: &'a Outbound, name: &str) -> Result<Option<&'a str>, String> {
@@ -38,44 +57,46 @@ fn single<'a>(msg: &'a Outbound, name: &str) -> Result<Option<&'a str>, String> 
 }
 
 /// Judges one entry of `sender`'s consult outbox against the rules and the
-/// agents of this host. `Err` is the reason it goes to the dead stream.
+/// agents of this host. `Err` says why it is not passed on.
 pub fn judge(
     cfg: &ConsultConfig,
     agents: &HashSet<AgentName>,
     sender: &AgentName,
     msg: &Outbound,
-) -> Result<Plan, String> {
+) -> Result<Plan, Refused> {
     let bytes: usize = msg.fields.iter().map(|(k, v)| k.len() + v.len()).sum();
     let max = cfg.limits.max_bytes;
     if bytes > max {
-        return Err(format!(
+        return Err(Refused::Wrong(format!(
             "{bytes} bytes of fields is more than lanes.consult_limits.max_bytes ({max}); \
              send less, or split it"
-        ));
+        )));
     }
-    let to = match single(msg, consult::TO)? {
+    let to = match single(msg, consult::TO).map_err(Refused::Wrong)? {
         Some(t) if !t.is_empty() => t,
         _ => {
-            return Err(format!(
+            return Err(Refused::Wrong(format!(
                 "no {:?} field: name the agent to consult (XADD {sender}:consult:outbox * to <agent> text …)",
                 consult::TO
-            ))
+            )))
         }
     };
-    let to: AgentName = to.parse().map_err(|e| format!("to: {e}"))?;
+    let to: AgentName = to.parse().map_err(|e| Refused::Wrong(format!("to: {e}")))?;
     if &to == sender {
-        return Err(format!("{to} cannot consult itself"));
+        return Err(Refused::Wrong(format!("{to} cannot consult itself")));
     }
     if !agents.contains(&to) {
-        return Err(format!("{to:?} is not an agent of this host"));
+        return Err(Refused::Unknown(format!(
+            "{to:?} is not an agent of this host"
+        )));
     }
-    match single(msg, consult::RE)? {
+    match single(msg, consult::RE).map_err(Refused::Wrong)? {
         Some(re) if !re.is_empty() => {
             if !cfg.allows(&to, sender) {
-                return Err(format!(
+                return Err(Refused::Wrong(format!(
                     "an answer to {to} needs a [[lanes.consult]] rule from {to:?} to {sender:?}, \
                      and there is none (any more)"
-                ));
+                )));
             }
             Ok(Plan::Answer {
                 to,
@@ -84,10 +105,10 @@ pub fn judge(
         }
         _ => {
             if !cfg.allows(sender, &to) {
-                return Err(format!(
+                return Err(Refused::Wrong(format!(
                     "no [[lanes.consult]] rule lets {sender} consult {to} \
                      (daemon.toml: from = {sender:?}, to = {to:?})"
-                ));
+                )));
             }
             Ok(Plan::Question { to })
         }
@@ -145,7 +166,7 @@ mod tests {
 
     fn judged(sender: &str, fields: &[(&str, &str)]) -> Result<Plan, String> {
         let (c, a) = cfg();
-        judge(&c, &a, &n(sender), &entry(fields))
+        judge(&c, &a, &n(sender), &entry(fields)).map_err(Refused::reason)
     }
 
     #[test]
@@ -163,6 +184,9 @@ mod tests {
         assert!(e.contains("alice consult carol"), "{e}");
         let e = judged("alice", &[("to", "dave")]).unwrap_err();
         assert!(e.contains("\"dave\" is not an agent of this host"), "{e}");
+        let (c, a) = cfg();
+        let dave = judge(&c, &a, &n("alice"), &entry(&[("to", "dave")]));
+        assert!(matches!(dave, Err(Refused::Unknown(_))), "{dave:?}");
         let e = judged("alice", &[("to", "alice")]).unwrap_err();
         assert!(e.contains("cannot consult itself"), "{e}");
         let e = judged("alice", &[("text", "to whom?")]).unwrap_err();

@@ -25,7 +25,7 @@ use crate::config::BridgeConfig;
 use crate::conn::Con;
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
-use judge::{judge, Plan};
+use judge::{judge, Plan, Refused};
 use oxidepm_lanes::consult::{ConsultConfig, CONSULT};
 use oxidepm_lanes::AgentName;
 use record::Write;
@@ -37,6 +37,9 @@ struct Settings {
     consult: ConsultConfig,
     agents: HashSet<AgentName>,
     inbox_maxlen: u64,
+    /// Whether the lanes are on a server several hosts share, whose
+    /// agents this bridge learns of a little after they start.
+    several_hosts: bool,
 }
 
 impl Settings {
@@ -47,6 +50,7 @@ impl Settings {
             consult: cfg.consult.clone().unwrap_or_default(),
             agents: cfg.agents.iter().cloned().collect(),
             inbox_maxlen: cfg.inbox_maxlen,
+            several_hosts: cfg.shared_routes,
         }
     }
 }
@@ -81,7 +85,14 @@ impl ConsultSource {
         let sender: AgentName = msg.agent.parse().map_err(|e| {
             DeliveryError::Permanent(format!("the outbox's agent is not an agent name: {e}"))
         })?;
-        let plan = judge(&s.consult, &s.agents, &sender, msg).map_err(DeliveryError::Permanent)?;
+        let plan = judge(&s.consult, &s.agents, &sender, msg).map_err(|r| match r {
+            // Tried again (within the retry budget): the daemons pass
+            // each other's new agents on to their bridges within a second.
+            Refused::Unknown(r) if s.several_hosts => DeliveryError::Retry(format!(
+                "{r} (yet: it may have just started on another one)"
+            )),
+            r => DeliveryError::Permanent(r.reason()),
+        })?;
         let Some(con) = self.con.get() else {
             return Err(DeliveryError::Retry(
                 "the consult router is still starting".into(),

@@ -96,7 +96,11 @@ impl Daemon {
     /// `route_add`: kept in the store; the bridge reloads.
     pub(super) async fn route_add(&self, route: Route) -> Result<RouteAdded, OpError> {
         self.lanes.check_route(&self.sup, &route)?;
-        let added = lock(&self.sup).store.add_route(&route)?;
+        let added = if self.lanes.routes_shared() {
+            self.lanes.add_shared_route(&route).await?
+        } else {
+            lock(&self.sup).store.add_route(&route)?
+        };
         if !added {
             return Err(OpError::RouteExists {
                 route: Box::new(route),
@@ -114,7 +118,11 @@ impl Daemon {
                 route: Box::new(route),
             });
         }
-        let removed = lock(&self.sup).store.remove_route(&route)?;
+        let removed = if self.lanes.routes_shared() {
+            self.lanes.remove_shared_route(&route).await?
+        } else {
+            lock(&self.sup).store.remove_route(&route)?
+        };
         if !removed {
             return Err(OpError::NoSuchRoute {
                 route: Box::new(route),
