@@ -32,3 +32,6 @@ cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings -A rustdoc::private-intra-doc-links" \
   cargo doc --workspace --no-deps --document-private-items --quiet
 cargo test --workspace --all-targets
+# The isolation tests again with the lanes on a shared TLS redis-server
+# ([lanes] redis_url), as several hosts run them.
+OXIDEPM_TEST_LANES=shared cargo test -p oxidepm --test it -- lanes:: lanes_security
