@@ -34,4 +34,4 @@ RUSTDOCFLAGS="-D warnings -A rustdoc::private-intra-doc-links" \
 cargo test --workspace --all-targets
 # The isolation tests again with the lanes on a shared TLS redis-server
 # ([lanes] redis_url), as several hosts run them.
-OXIDEPM_TEST_LANES=shared cargo test -p oxidepm --test it -- lanes:: lanes_security
+OXIDEPM_TEST_LANES=shared cargo test --workspace --test it -- lanes:: lanes_security

@@ -11,7 +11,6 @@
 use oxidepm_lanes::bridge_config::{DiscordConfig, DiscordConfigError};
 use oxidepm_lanes::{Secret, SecretError};
 use serde::{Deserialize, Serialize};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The name of the bot token among the secrets.
@@ -72,24 +71,9 @@ pub enum TokenError {
     /// Not a plain file.
     #[error("{} is not a regular file; write the bot token into a plain file there", .0.display())]
     NotRegular(PathBuf),
-    /// Readable or writable by others than the daemon's user.
-    #[error("{} has mode {mode:04o}: group and others may not read or write it; run chmod 600 {}", .path.display(), .path.display())]
-    Mode {
-        /// The file.
-        path: PathBuf,
-        /// Its permission bits.
-        mode: u32,
-    },
-    /// Owned by another user.
-    #[error("{} belongs to uid {owner}, not the daemon's uid {me}; chown it to the daemon's user", .path.display())]
-    Owner {
-        /// The file.
-        path: PathBuf,
-        /// Its owner.
-        owner: u32,
-        /// The daemon's uid.
-        me: u32,
-    },
+    /// Others could read or change it.
+    #[error(transparent)]
+    Exposed(#[from] super::private_file::Exposed),
     /// Cannot be read, or is empty.
     #[error(transparent)]
     Read(#[from] SecretError),
@@ -109,18 +93,7 @@ pub fn read_token(secrets_dir: &Path) -> Result<Secret, TokenError> {
     if !meta.file_type().is_file() {
         return Err(TokenError::NotRegular(path));
     }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return Err(TokenError::Mode { path, mode });
-    }
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != me {
-        return Err(TokenError::Owner {
-            path,
-            owner: meta.uid(),
-            me,
-        });
-    }
+    super::private_file::check(&path, &meta)?;
     Ok(Secret::read(&path)?)
 }
 
@@ -138,7 +111,13 @@ mod tests {
         for mode in [0o644, 0o640, 0o604, 0o660] {
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
             let e = read_token(d.path()).unwrap_err();
-            assert!(matches!(e, TokenError::Mode { .. }), "{mode:o}: {e}");
+            assert!(
+                matches!(
+                    e,
+                    TokenError::Exposed(super::super::private_file::Exposed::Mode { .. })
+                ),
+                "{mode:o}: {e}"
+            );
             assert!(e.to_string().contains("chmod 600"), "{e}");
             assert!(!e.to_string().contains("tok\n"));
         }

@@ -13,9 +13,6 @@ use crate::supervise::Shared;
 use oxidepm_lanes::KeyForm;
 use redis::ConnectionLike;
 
-/// Keys asked for per SCAN step.
-const SCAN_COUNT: usize = 1000;
-
 /// What a migration did: `(from, to)` renamed, and keys left where they
 /// were with why.
 #[derive(Debug, Default)]
@@ -36,25 +33,6 @@ fn plain_globs(agent: &str) -> [String; 3] {
     ]
 }
 
-fn scan(con: &mut dyn ConnectionLike, pattern: &str) -> redis::RedisResult<Vec<String>> {
-    let mut out = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(SCAN_COUNT)
-            .query(con)?;
-        out.extend(keys);
-        if next == 0 {
-            return Ok(out);
-        }
-        cursor = next;
-    }
-}
-
 /// Renames `agent`'s plain keys to the tagged form. A tagged key that
 /// already exists is replaced only when it is an empty stream (the one a
 /// daemon of the tagged form made at start); else the plain key stays.
@@ -64,7 +42,7 @@ fn migrate_agent(
     out: &mut Migrated,
 ) -> redis::RedisResult<()> {
     for pattern in plain_globs(agent) {
-        for from in scan(con, &pattern)? {
+        for from in super::purge::scan(con, &pattern)? {
             // Only the agent's own keys: the rest after `<agent>:`.
             let Some(rest) = from.strip_prefix(agent).filter(|r| r.starts_with(':')) else {
                 continue;

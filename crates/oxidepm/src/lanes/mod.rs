@@ -24,6 +24,7 @@ mod live;
 mod login;
 pub mod migrate;
 pub mod ops;
+mod private_file;
 mod proxy_admin;
 pub mod purge;
 pub mod registry;

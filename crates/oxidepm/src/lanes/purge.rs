@@ -56,6 +56,20 @@ pub fn unlink_matching(
     pattern: &str,
 ) -> redis::RedisResult<usize> {
     let mut removed = 0;
+    // One at a time: on a cluster node, keys one SCAN returns may lie in
+    // several slots, and one UNLINK may only touch one.
+    for k in scan(con, pattern)? {
+        removed += redis::cmd("UNLINK").arg(k).query::<usize>(con)?;
+    }
+    Ok(removed)
+}
+
+/// Every key matching `pattern` (an agent's keys: a few streams).
+pub(super) fn scan(
+    con: &mut dyn redis::ConnectionLike,
+    pattern: &str,
+) -> redis::RedisResult<Vec<String>> {
+    let mut out = Vec::new();
     let mut cursor: u64 = 0;
     loop {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
@@ -65,13 +79,9 @@ pub fn unlink_matching(
             .arg("COUNT")
             .arg(SCAN_COUNT)
             .query(con)?;
-        // One at a time: on a cluster node, keys one SCAN returns may lie
-        // in several slots, and one UNLINK may only touch one.
-        for k in &keys {
-            removed += redis::cmd("UNLINK").arg(k).query::<usize>(con)?;
-        }
+        out.extend(keys);
         if next == 0 {
-            return Ok(removed);
+            return Ok(out);
         }
         cursor = next;
     }

@@ -9,7 +9,6 @@
 use super::error::ConnectError;
 use oxidepm_lanes::redis_url::{HostPort, Topology};
 use oxidepm_lanes::{RedisUrl, Secret, TlsFiles};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -364,24 +363,9 @@ pub enum CredentialError {
         /// The file.
         path: PathBuf,
     },
-    /// Others may read or write it.
-    #[error("{} has mode {mode:04o}: group and others may not read or write it; run chmod 600 {}", .path.display(), .path.display())]
-    Mode {
-        /// The file.
-        path: PathBuf,
-        /// Its mode.
-        mode: u32,
-    },
-    /// Someone else's.
-    #[error("{} belongs to uid {owner}, not the daemon's uid {me}; chown it to the daemon's user", .path.display())]
-    Owner {
-        /// The file.
-        path: PathBuf,
-        /// Its owner.
-        owner: u32,
-        /// The daemon's uid.
-        me: u32,
-    },
+    /// Others could read or change it.
+    #[error(transparent)]
+    Exposed(#[from] super::private_file::Exposed),
     /// Not two lines of a user and a password.
     #[error("{}: {what}; write the user name on the first line and the password on the second", .path.display())]
     Form {
@@ -404,18 +388,7 @@ pub fn read_admin_credential(secrets_dir: &Path) -> Result<AdminCredential, Cred
     if !meta.file_type().is_file() {
         return Err(CredentialError::NotFile { path });
     }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return Err(CredentialError::Mode { path, mode });
-    }
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != me {
-        return Err(CredentialError::Owner {
-            path,
-            owner: meta.uid(),
-            me,
-        });
-    }
+    super::private_file::check(&path, &meta)?;
     if meta.len() > MAX_CREDENTIAL_BYTES {
         return Err(CredentialError::Form {
             path,
@@ -481,7 +454,9 @@ mod tests {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(
             read_admin_credential(d.path()),
-            Err(CredentialError::Mode { mode: 0o644, .. })
+            Err(CredentialError::Exposed(
+                super::super::private_file::Exposed::Mode { mode: 0o644, .. }
+            ))
         ));
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         let c = read_admin_credential(d.path()).unwrap();

@@ -162,18 +162,19 @@ impl Lanes {
         });
     }
 
+    /// This host's agent and responder names.
+    fn own_names(&self, shared: &Shared) -> Vec<String> {
+        let agents = self.agents(shared).into_iter().map(|a| a.name.to_string());
+        let responders = self
+            .responders(shared)
+            .into_iter()
+            .map(|r| r.name.to_string());
+        agents.chain(responders).collect()
+    }
+
     /// One renewal of this host's names.
     async fn renew(&self, shared: &Shared) {
-        let names: Vec<String> = self
-            .agents(shared)
-            .into_iter()
-            .map(|a| a.name.to_string())
-            .chain(
-                self.responders(shared)
-                    .into_iter()
-                    .map(|r| r.name.to_string()),
-            )
-            .collect();
+        let names = self.own_names(shared);
         let l = self.clone();
         let renewed = tokio::task::spawn_blocking(move || -> Result<Vec<Taken>, Error> {
             let mut con = l.connect_admin()?;
@@ -227,16 +228,7 @@ impl Lanes {
     /// entry of each of this host's names (`None` without `redis_url`).
     pub async fn shared_report(&self, shared: &Shared) -> Option<SharedLanesReport> {
         let url = self.settings.redis_url.as_ref()?.to_string();
-        let names: Vec<String> = self
-            .agents(shared)
-            .into_iter()
-            .map(|a| a.name.to_string())
-            .chain(
-                self.responders(shared)
-                    .into_iter()
-                    .map(|r| r.name.to_string()),
-            )
-            .collect();
+        let names = self.own_names(shared);
         let lanes = self.clone();
         let ns = names.clone();
         let read = tokio::task::spawn_blocking(move || -> Option<(Vec<Option<Lease>>, u64)> {

@@ -7,7 +7,8 @@ use crate::harness::{read, Env};
 use crate::lanes::{conn, host_conn, start_agents};
 use std::collections::HashMap;
 
-type Fields = HashMap<String, String>;
+/// An entry's fields.
+pub type Fields = HashMap<String, String>;
 
 const RULED: &str = r#"
 agents_share_uid = true
@@ -39,7 +40,8 @@ fn says(c: &mut redis::Connection, fields: &[(&str, &str)]) -> String {
     cmd.query(c).unwrap()
 }
 
-fn fields(e: &redis::streams::StreamId) -> Fields {
+/// An entry's fields as text.
+pub fn fields(e: &redis::streams::StreamId) -> Fields {
     e.map
         .iter()
         .map(|(k, v)| {

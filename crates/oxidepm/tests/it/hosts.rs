@@ -6,15 +6,13 @@
 //! reaches an agent of another; a name is one host's; a primary failing
 //! over and a daemon killed are survived.
 
+use crate::consult::{fields, Fields};
 use crate::harness::{shared_lanes, Env};
 use crate::lanes::{conn, run, start_agents};
 use oxidepm_testkit::cluster::Cluster;
 use oxidepm_testkit::shared::{OXIDEPM_PASSWORD, OXIDEPM_USER, ROOT_PASSWORD, ROOT_USER};
 use oxidepm_testkit::{free_port, http};
-use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
-
-type Fields = HashMap<String, String>;
 
 /// A host: its own home and daemon, its lanes on `cluster`, its webhook
 /// on `port`.
@@ -51,16 +49,6 @@ fn says(env: &Env, agent: &str, fields: &[(&str, &str)]) -> String {
         }
         cmd.query::<String>(&mut c).ok()
     })
-}
-
-fn fields(e: &redis::streams::StreamId) -> Fields {
-    e.map
-        .iter()
-        .map(|(k, v)| {
-            let v = redis::from_redis_value::<String>(v).unwrap_or_default();
-            (k.clone(), v)
-        })
-        .collect()
 }
 
 /// What `agent` reads (and acknowledges) of its consult inbox with its own
