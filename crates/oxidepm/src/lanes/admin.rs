@@ -83,6 +83,8 @@ pub(super) struct LanesState {
     /// The agents of every host sharing the server, as last read
     /// (`shared_routes::server_agents`).
     pub(super) server_agents: std::sync::Mutex<Vec<AgentName>>,
+    /// The admin connection those reads use, kept between them.
+    pub(super) discovery_con: super::shared_routes::KeptCon,
 }
 
 impl Lanes {

@@ -6,6 +6,7 @@
 
 use super::admin::{AgentLane, Lanes};
 use super::error::Error;
+use super::server;
 use crate::supervise::Shared;
 use oxidepm_lanes::bridge_config::RouteConfig;
 use oxidepm_lanes::shared_routes::{decode, encode, field, MAX_SHARED_ROUTES, SHARED_ROUTES_KEY};
@@ -98,6 +99,26 @@ pub fn server_agents(con: &mut dyn redis::ConnectionLike) -> redis::RedisResult<
     Ok(out)
 }
 
+/// An admin connection kept between the reads of the other hosts' agents.
+#[derive(Default)]
+pub(super) struct KeptCon(std::sync::Mutex<Option<server::Con>>);
+
+impl KeptCon {
+    fn take(&self) -> Option<server::Con> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn put(&self, con: server::Con) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(con);
+    }
+}
+
+impl std::fmt::Debug for KeptCon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeptCon")
+    }
+}
+
 impl Lanes {
     /// Reads the agents of every host (see [`server_agents`]) into the
     /// lanes' state; true when they changed. Without `redis_url`, none.
@@ -105,16 +126,26 @@ impl Lanes {
         if self.settings.redis_url.is_none() {
             return Ok(false);
         }
+        // This runs every second: the connection of the last read is
+        // used again (a TLS handshake and AUTH each time would cost the
+        // server more than the reads), and dropped after an error.
+        let kept = self.state.discovery_con.take();
         let lanes = self.clone();
-        let now = tokio::task::spawn_blocking(move || -> Result<Vec<AgentName>, Error> {
-            let mut con = lanes.connect_admin()?;
-            server_agents(&mut *con).map_err(|source| Error::Redis {
-                command: "HGETALL oxidepm:agents / ACL USERS".into(),
-                source,
+        let (now, con) =
+            tokio::task::spawn_blocking(move || -> Result<(Vec<AgentName>, server::Con), Error> {
+                let mut con = match kept {
+                    Some(c) => c,
+                    None => lanes.connect_admin()?,
+                };
+                let now = server_agents(&mut *con).map_err(|source| Error::Redis {
+                    command: "HGETALL oxidepm:agents / ACL USERS".into(),
+                    source,
+                })?;
+                Ok((now, con))
             })
-        })
-        .await
-        .map_err(Error::Task)??;
+            .await
+            .map_err(Error::Task)??;
+        self.state.discovery_con.put(con);
         let mut known = self
             .state
             .server_agents
