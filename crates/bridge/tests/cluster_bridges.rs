@@ -11,7 +11,6 @@ use common::*;
 use oxidepm_lanes::consult::{ConsultConfig, ConsultRule};
 use oxidepm_lanes::{AgentName, StreamKey};
 use oxidepm_testkit::cluster::Cluster;
-use oxidepm_testkit::shared::{ROOT_PASSWORD, ROOT_USER};
 use oxidepm_testkit::{eventually, Sink, SinkMode};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -28,21 +27,6 @@ fn cluster(families: &[&str]) -> Cluster {
         provision(&mut c.node(n.port), &families);
     }
     c
-}
-
-/// A cluster-aware connection as root (what agents' lanes write, here).
-fn root(c: &Cluster) -> redis::cluster::ClusterConnection {
-    let seeds: Vec<String> = c.nodes[..3]
-        .iter()
-        .map(|n| format!("redis://127.0.0.1:{}", n.port))
-        .collect();
-    redis::cluster::ClusterClientBuilder::new(seeds)
-        .username(ROOT_USER.into())
-        .password(ROOT_PASSWORD.into())
-        .build()
-        .unwrap()
-        .get_connection()
-        .unwrap()
 }
 
 /// Agent `a` writes `text` to its webhook outbox.
@@ -128,7 +112,7 @@ fn bridges_on_several_hosts_deliver_each_entry_once_and_survive_one_dying() {
     let mut a = BridgeProc::start(&url, c.tls_files(), "host-a", &agents, &sink.url(), |_| {});
     let b = BridgeProc::start(&url, c.tls_files(), "host-b", &agents, &sink.url(), |_| {});
     let c3 = BridgeProc::start(&url, c.tls_files(), "host-c", &agents, &sink.url(), |_| {});
-    let mut con = root(&c);
+    let mut con = c.root();
 
     // Three bridges, one group: each entry is delivered by one of them.
     let mut want = Vec::new();
@@ -211,7 +195,7 @@ fn a_primary_failing_over_loses_no_acknowledged_entry_and_consult_crosses_slots(
         &sink.url(),
         with_consult,
     );
-    let mut con = root(&c);
+    let mut con = c.root();
 
     let mut want = Vec::new();
     for i in 0..20 {
@@ -221,7 +205,7 @@ fn a_primary_failing_over_loses_no_acknowledged_entry_and_consult_crosses_slots(
     }
     let primary = c.primary_of(&StreamKey::outbox(&agents[0], "webhook").to_string());
     c.failover(primary);
-    let mut con = root(&c);
+    let mut con = c.root();
     for i in 0..20 {
         let t = format!("after {i}");
         send(&mut con, &agents[i % agents.len()], &t);

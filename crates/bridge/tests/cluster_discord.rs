@@ -11,27 +11,12 @@ use oxidepm_discord_standin::{Msg, StandIn};
 use oxidepm_lanes::bridge_config::{DiscordConfig, RouteConfig};
 use oxidepm_lanes::StreamKey;
 use oxidepm_testkit::cluster::Cluster;
-use oxidepm_testkit::shared::{ROOT_PASSWORD, ROOT_USER};
 use oxidepm_testkit::{eventually, Sink, SinkMode};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(60);
 const TOKEN_BOT: &str = "bot-token-for-the-standin";
 const CHANNEL: u64 = 1_100_000_000_000_000_001;
-
-fn root(c: &Cluster) -> redis::cluster::ClusterConnection {
-    let seeds: Vec<String> = c.nodes[..3]
-        .iter()
-        .map(|n| format!("redis://127.0.0.1:{}", n.port))
-        .collect();
-    redis::cluster::ClusterClientBuilder::new(seeds)
-        .username(ROOT_USER.into())
-        .password(ROOT_PASSWORD.into())
-        .build()
-        .unwrap()
-        .get_connection()
-        .unwrap()
-}
 
 fn texts(con: &mut redis::cluster::ClusterConnection, key: &str) -> Vec<String> {
     let r: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
@@ -93,7 +78,7 @@ fn one_gateway_session_across_hosts_and_the_other_takes_over() {
         &sink.url(),
         with_discord,
     );
-    let mut con = root(&c);
+    let mut con = c.root();
     assert!(standin.wait_connected(WAIT), "no gateway session");
 
     let inbox = StreamKey::inbox(&alice, "discord").to_string();

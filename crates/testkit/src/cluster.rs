@@ -141,6 +141,26 @@ impl Cluster {
         connect(port, self.certs.as_ref(), ROOT_USER, ROOT_PASSWORD).unwrap()
     }
 
+    /// A cluster-aware connection as root (it follows redirections), from
+    /// the three first nodes; a cluster without TLS.
+    pub fn root(&self) -> redis::cluster::ClusterConnection {
+        assert!(
+            self.certs.is_none(),
+            "Cluster::root is for a cluster without TLS"
+        );
+        let seeds: Vec<String> = self.nodes[..3]
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .collect();
+        redis::cluster::ClusterClientBuilder::new(seeds)
+            .username(ROOT_USER.into())
+            .password(ROOT_PASSWORD.into())
+            .build()
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
     /// A connection as `user` to the node at `port`.
     pub fn connect(
         &self,

@@ -10,7 +10,7 @@ use crate::consult::{fields, Fields};
 use crate::harness::{shared_lanes, Env};
 use crate::lanes::{conn, run, start_agents};
 use oxidepm_testkit::cluster::Cluster;
-use oxidepm_testkit::shared::{OXIDEPM_PASSWORD, OXIDEPM_USER, ROOT_PASSWORD, ROOT_USER};
+use oxidepm_testkit::shared::{OXIDEPM_PASSWORD, OXIDEPM_USER};
 use oxidepm_testkit::{free_port, http};
 use std::os::unix::fs::PermissionsExt;
 
@@ -85,24 +85,12 @@ fn reads(env: &Env, agent: &str, n: usize) -> Vec<Fields> {
     got
 }
 
-/// The length of `key` as the cluster's root sees it, on the node serving
-/// its slot (following a redirection while the nodes' views settle).
+/// The length of `key` as the cluster's root sees it.
 fn xlen(cluster: &Cluster, key: &str) -> i64 {
-    let mut port = cluster.primary_of(key);
-    for _ in 0..50 {
-        let mut c = cluster.connect(port, ROOT_USER, ROOT_PASSWORD).unwrap();
-        match redis::cmd("XLEN").arg(key).query::<i64>(&mut c) {
-            Ok(n) => return n,
-            Err(e) => {
-                let moved = e
-                    .redirect_node()
-                    .and_then(|(addr, _)| addr.rsplit_once(':'));
-                port = moved.and_then(|(_, p)| p.parse().ok()).expect("XLEN")
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    panic!("{key}'s slot keeps moving")
+    redis::cmd("XLEN")
+        .arg(key)
+        .query(&mut cluster.root())
+        .unwrap()
 }
 
 #[test]
