@@ -51,6 +51,18 @@ impl Bins {
         Ok(Bins { cli, daemon, me })
     }
 
+    /// `oxidepm-bridge`, next to this executable.
+    pub fn bridge(&self) -> Result<PathBuf> {
+        self.me
+            .parent()
+            .map(|d| d.join("oxidepm-bridge"))
+            .filter(|p| p.is_file())
+            .ok_or_else(|| {
+                "oxidepm-bridge is not next to the benchmark; build it: cargo build --release --workspace"
+                    .into()
+            })
+    }
+
     /// A warning when a binary is older than the sources it is built from
     /// (`cargo run -p oxidepm-bench` does not rebuild oxidepm).
     pub fn staleness(&self) -> Option<String> {

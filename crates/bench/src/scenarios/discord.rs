@@ -179,12 +179,7 @@ fn measure(
 
 /// Runs the scenario: redis-server, the stand-in and the release bridge.
 pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
-    let exe = bins
-        .me
-        .parent()
-        .map(|d| d.join("oxidepm-bridge"))
-        .filter(|p| p.is_file())
-        .ok_or("oxidepm-bridge is not next to the benchmark; build it: cargo build --release --workspace")?;
+    let exe = bins.bridge()?;
     let dir = tempfile::Builder::new()
         .prefix("oxidepm-bench-discord-")
         .tempdir()

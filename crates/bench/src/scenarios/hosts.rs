@@ -425,12 +425,7 @@ fn run_once(exe: &Path, server: &Server, bridges: usize, n: usize) -> Result<(f6
 }
 
 pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
-    let exe = bins
-        .me
-        .parent()
-        .map(|d| d.join("oxidepm-bridge"))
-        .filter(|p| p.is_file())
-        .ok_or("oxidepm-bridge is not next to the benchmark; build it: cargo build --release --workspace")?;
+    let exe = bins.bridge()?;
     let n = if plan.quick { 4_000 } else { 40_000 };
     say!("  {n} messages per run, {SENDERS} senders (keep-alive, one request in flight each) spread over the bridges, {AGENTS} echo agents");
     let mut rows = Vec::new();

@@ -304,12 +304,7 @@ fn drain(admin: &mut Resp, sink: &http::Sink, n: usize) -> Result<f64> {
 }
 
 pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
-    let exe = bins
-        .me
-        .parent()
-        .map(|d| d.join("oxidepm-bridge"))
-        .filter(|p| p.is_file())
-        .ok_or("oxidepm-bridge is not next to the benchmark; build it: cargo build --release --workspace")?;
+    let exe = bins.bridge()?;
     let (n_in, samples, n_out) = sizes(plan);
     let dir = tempfile::Builder::new()
         .prefix("oxidepm-bench-bridge-")
