@@ -10,7 +10,7 @@ use super::server;
 use crate::supervise::Shared;
 use oxidepm_lanes::bridge_config::RouteConfig;
 use oxidepm_lanes::shared_routes::{decode, encode, field, MAX_SHARED_ROUTES, SHARED_ROUTES_KEY};
-use oxidepm_lanes::AgentName;
+use oxidepm_lanes::{AgentName, KeyForm};
 use oxidepm_proto::Route;
 
 /// Adds `route`; false if a route of the same source and selector exists
@@ -172,9 +172,12 @@ impl Lanes {
         all
     }
 
-    /// Whether routes are kept on the shared server (`[lanes] redis_url`).
+    /// Whether routes are kept on the shared server: with `[lanes]
+    /// redis_url` and the tagged key form, whose bridge users may read
+    /// them (`acl::bridge_rules`); `key_form = "plain"` keeps each host's
+    /// routes its own, as on one host.
     pub fn routes_shared(&self) -> bool {
-        self.settings.redis_url.is_some()
+        self.settings.redis_url.is_some() && self.settings.key_form() == KeyForm::Tagged
     }
 
     /// `route add` on a shared server: into `oxidepm:routes`, which every
