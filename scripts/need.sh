@@ -48,3 +48,11 @@ need_npm() {
   mkdir -p "$dir"
   npm install --prefix "$dir" --no-audit --no-fund --silent "${missing[@]}" >&2
 }
+
+# need_nextest   cargo-nextest, which runs the suite (built from crates.io
+# when the machine does not have it)
+need_nextest() {
+  cargo nextest --version >/dev/null 2>&1 && return 0
+  echo "installing cargo-nextest (crates.io)" >&2
+  cargo install --locked --quiet cargo-nextest
+}

@@ -63,7 +63,7 @@ pub struct ProxyProcess {
 
 impl ProxyProcess {
     /// Starts `oxidepm-lane-proxy` for `agents` on `url`, and waits until
-    /// their sockets exist.
+    /// their sockets accept.
     pub fn start(url: &str, tls: &TlsFiles, agents: &[&str]) -> ProxyProcess {
         Self::start_with(url, tls, agents, &[])
     }
@@ -120,9 +120,13 @@ impl ProxyProcess {
             .spawn()
             .unwrap();
         let p = ProxyProcess { dir, lanes, child };
+        // A socket file exists from bind(); it accepts from listen():
+        // ready is a connection that goes through.
         for a in agents.iter().chain(responders) {
             let s = p.socket(a);
-            eventually(Duration::from_secs(20), "the lane sockets", || s.exists());
+            eventually(Duration::from_secs(20), "the lane sockets", || {
+                std::os::unix::net::UnixStream::connect(&s).is_ok()
+            });
         }
         p
     }

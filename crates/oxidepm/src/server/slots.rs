@@ -56,15 +56,23 @@ pub struct Activity {
     busy: AtomicBool,
     /// Milliseconds from `epoch` to the last request received or answered.
     last_ms: AtomicU64,
+    /// The socket's activity counter when this connection last did
+    /// something: which of two connections was idle longer is decided by
+    /// this order, never by a clock (two connections may act within one
+    /// tick of any clock).
+    last_seq: AtomicU64,
+    seq: Arc<AtomicU64>,
     evicted: Notify,
 }
 
 impl Activity {
-    fn new() -> Activity {
+    fn new(seq: Arc<AtomicU64>) -> Activity {
         Activity {
             epoch: Instant::now(),
             busy: AtomicBool::new(false),
             last_ms: AtomicU64::new(0),
+            last_seq: AtomicU64::new(seq.fetch_add(1, Ordering::Relaxed)),
+            seq,
             evicted: Notify::new(),
         }
     }
@@ -73,6 +81,17 @@ impl Activity {
     pub fn touch(&self) {
         let ms = self.epoch.elapsed().as_millis() as u64;
         self.last_ms.store(ms, Ordering::Relaxed);
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        self.last_seq.store(n, Ordering::Relaxed);
+    }
+
+    /// Where the connection's last activity stands in the socket's order
+    /// (smaller: longer ago); `None` while it answers a request.
+    fn idle_since(&self) -> Option<u64> {
+        if self.busy.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.last_seq.load(Ordering::Relaxed))
     }
 
     /// Marks the connection as answering a request (never idle meanwhile).
@@ -114,6 +133,8 @@ enum Decision {
 #[derive(Default)]
 struct Table {
     next_id: u64,
+    /// The activity order shared by every connection of the socket.
+    seq: Arc<AtomicU64>,
     conns: HashMap<u64, Conn>,
     per_key: HashMap<PeerKey, usize>,
 }
@@ -144,8 +165,8 @@ impl Table {
             .filter(|(_, c)| newcomer.person || !c.person)
             .filter_map(|(id, c)| {
                 let count = self.held_by(&c.key);
-                let idle = c.activity.idle_for()?;
-                (count > held).then_some((count, idle, *id))
+                let since = c.activity.idle_since()?;
+                (count > held).then_some((count, std::cmp::Reverse(since), *id))
             })
             .max();
         match victim {
@@ -157,7 +178,7 @@ impl Table {
     fn insert(&mut self, holder: Holder) -> (u64, Arc<Activity>) {
         let id = self.next_id;
         self.next_id += 1;
-        let activity = Arc::new(Activity::new());
+        let activity = Arc::new(Activity::new(self.seq.clone()));
         *self.per_key.entry(holder.key.clone()).or_insert(0) += 1;
         self.conns.insert(
             id,
@@ -383,8 +404,31 @@ mod tests {
     }
 
     #[test]
+    fn the_connection_that_acted_last_is_kept() {
+        let caps = Caps {
+            max_conns: 2,
+            per_peer: 2,
+            reserved: 0,
+        };
+        let s = Slots::new(caps);
+        let a0 = s.admit(holder("a", false)).unwrap();
+        let a1 = s.admit(holder("a", false)).unwrap();
+        // Within the same clock tick: the order alone says a0 acted last.
+        a0.slot.activity.touch();
+        let b = s.admit(holder("b", false)).unwrap();
+        assert_eq!(b.evicted, Some(PeerKey("a".into())));
+        assert_eq!(s.open(), 2);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(a1.slot.activity.evicted());
+        drop((a0, a1, b));
+    }
+
+    #[test]
     fn a_connection_answering_a_request_is_not_idle() {
-        let a = Activity::new();
+        let a = Activity::new(Arc::default());
         assert!(a.idle_for().is_some());
         a.set_busy(true);
         assert_eq!(a.idle_for(), None);
