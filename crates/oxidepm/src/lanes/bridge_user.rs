@@ -132,6 +132,45 @@ pub enum Problem {
     DiscordToken(#[from] super::discord::TokenError),
 }
 
+/// Why `useradd` did not make a user.
+enum Useradd {
+    /// It cannot be run at all: trying again changes nothing.
+    Missing(String),
+    /// It ran and failed (what it said).
+    Ran(String),
+}
+
+/// Runs `useradd` for the system user `name`.
+fn run_useradd(name: &str) -> Result<(), Useradd> {
+    let Some(useradd) = super::admin::find_program("useradd") else {
+        return Err(Useradd::Missing("useradd is not on PATH".to_string()));
+    };
+    match std::process::Command::new(&useradd)
+        .args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+        ])
+        .arg("--")
+        .arg(name)
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Err(e) => Err(Useradd::Missing(format!(
+            "cannot run {}: {e}",
+            useradd.display()
+        ))),
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(Useradd::Ran(format!(
+            "useradd: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .trim()
+                .replace('\n', "; ")
+        ))),
+    }
+}
+
 impl BridgeUser {
     /// The user named `name`, made as a system user when missing.
     ///
@@ -142,42 +181,38 @@ impl BridgeUser {
         if let Ok(c) = resolve_user(name) {
             return BridgeUser::checked(name, c);
         }
-        let why = match super::admin::find_program("useradd") {
-            None => "useradd is not on PATH".to_string(),
-            Some(useradd) => match std::process::Command::new(&useradd)
-                .args([
-                    "--system",
-                    "--no-create-home",
-                    "--shell",
-                    "/usr/sbin/nologin",
-                ])
-                .arg("--")
-                .arg(name)
-                .stdin(std::process::Stdio::null())
-                .output()
-            {
-                Err(e) => format!("cannot run {}: {e}", useradd.display()),
-                Ok(o) if o.status.success() => String::new(),
-                Ok(o) => format!(
-                    "useradd: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                        .trim()
-                        .replace('\n', "; ")
-                ),
-            },
-        };
-        // Looked up again whatever useradd said: another daemon may have
-        // made the same user just before.
-        match resolve_user(name) {
-            Ok(c) => {
-                log::info!("lanes: made the system user {name} for the bridge");
-                BridgeUser::checked(name, c)
+        let mut why = String::new();
+        // useradd fails while another process holds /etc/passwd's lock (a
+        // second daemon making the same user at the same moment, a package
+        // being installed): a few tries, a moment apart.
+        for attempt in 0..4 {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(50 << attempt));
             }
-            Err(e) => Err(Problem::NoUser {
-                name: name.to_string(),
-                why: if why.is_empty() { e.to_string() } else { why },
-            }),
+            let ran = run_useradd(name);
+            // Looked up again whatever useradd said: another daemon may have
+            // made the same user just before.
+            if let Ok(c) = resolve_user(name) {
+                log::info!("lanes: made the system user {name} for the bridge");
+                return BridgeUser::checked(name, c);
+            }
+            match ran {
+                Ok(()) => why.clear(),
+                Err(Useradd::Ran(w)) => why = w,
+                Err(Useradd::Missing(w)) => {
+                    why = w;
+                    break;
+                }
+            }
         }
+        let e = resolve_user(name).err();
+        Err(Problem::NoUser {
+            name: name.to_string(),
+            why: match (why.is_empty(), e) {
+                (true, Some(e)) => e.to_string(),
+                _ => why,
+            },
+        })
     }
 
     fn checked(name: &str, c: Creds) -> Result<BridgeUser, Problem> {

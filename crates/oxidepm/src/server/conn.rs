@@ -241,3 +241,133 @@ pub async fn serve<H: Handler>(
     }
     reader.abort();
 }
+
+#[cfg(test)]
+mod tests {
+    //! The idle and write timeouts on tokio's paused clock: minutes of
+    //! waiting pass in no time, and each deadline is met exactly.
+
+    use super::*;
+    use crate::server::slots::{Holder, PeerKey, Slots};
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+    use tokio::time::Instant;
+
+    /// Answers every request with a pong of `reply_bytes` bytes.
+    struct Pong {
+        reply_bytes: usize,
+    }
+
+    impl Handler for Pong {
+        type Peer = ();
+
+        fn identify(&self, _: &UnixStream, _: u64) {}
+
+        fn holder(&self, _: &()) -> Holder {
+            Holder {
+                key: PeerKey("test".into()),
+                person: true,
+            }
+        }
+
+        async fn handle(&self, _: &(), req: Request, sink: &mut Sink) -> std::io::Result<()> {
+            let pad = "x".repeat(self.reply_bytes);
+            sink.send(&Response::ok(req.id, serde_json::json!({ "pong": pad })))
+                .await
+        }
+    }
+
+    static SMALL: Pong = Pong { reply_bytes: 0 };
+    static LARGE: Pong = Pong {
+        reply_bytes: 256 * 1024,
+    };
+
+    const IDLE: Duration = Duration::from_secs(60);
+    const WRITE: Duration = Duration::from_secs(10);
+
+    /// Serves one end of a socket pair; the task gives how long it served.
+    fn served(handler: &'static Pong) -> (UnixStream, tokio::task::JoinHandle<Duration>) {
+        let (server, client) = UnixStream::pair().unwrap();
+        let caps = Caps {
+            max_conns: 4,
+            per_peer: 4,
+            reserved: 0,
+        };
+        let limits = Limits {
+            max_line: 1024,
+            idle: Some(IDLE),
+            write_timeout: Some(WRITE),
+            caps,
+        };
+        let slot = Slots::new(caps)
+            .admit(Holder {
+                key: PeerKey("test".into()),
+                person: true,
+            })
+            .unwrap()
+            .slot;
+        let task = tokio::spawn(async move {
+            let start = Instant::now();
+            serve(server, (), limits, handler, slot.activity.clone()).await;
+            start.elapsed()
+        });
+        (client, task)
+    }
+
+    async fn ping(r: &mut BufReader<tokio::net::unix::OwnedReadHalf>, w: &mut OwnedWriteHalf) {
+        w.write_all(b"{\"id\":7,\"op\":\"ping\"}\n").await.unwrap();
+        let mut line = String::new();
+        r.read_line(&mut line).await.unwrap();
+        assert!(line.contains("\"id\":7"), "{line}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_is_closed_after_the_idle_time_from_its_last_request() {
+        let (client, task) = served(&SMALL);
+        let (r, mut w) = client.into_split();
+        let mut r = BufReader::new(r);
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        ping(&mut r, &mut w).await;
+        // Blank lines and a part of a line are not activity.
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        w.write_all(b"\n\n{\"id\":").await.unwrap();
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).await.unwrap();
+        let served = task.await.unwrap();
+        // Closed 60 s after the request at 30 s, not 60 s after the blank
+        // lines at 70 s, nor 60 s after the connection opened.
+        assert!(served >= Duration::from_secs(90), "{served:?}");
+        assert!(served < Duration::from_secs(91), "{served:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_keeps_asking_is_never_idle() {
+        let (client, task) = served(&SMALL);
+        let (r, mut w) = client.into_split();
+        let mut r = BufReader::new(r);
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_secs(50)).await;
+            ping(&mut r, &mut w).await;
+        }
+        assert!(!task.is_finished(), "closed while asking every 50 s");
+        drop(w);
+        drop(r);
+        let served = task.await.unwrap();
+        assert!(served >= Duration::from_secs(500), "{served:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_does_not_read_its_replies_is_dropped_after_the_write_timeout() {
+        let (client, task) = served(&LARGE);
+        let (r, mut w) = client.into_split();
+        // Requests whose replies (256 KiB each) fill the socket, never read.
+        for i in 0..4 {
+            w.write_all(format!("{{\"id\":{i},\"op\":\"ping\"}}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+        let served = task.await.unwrap();
+        assert!(served >= WRITE, "{served:?}");
+        assert!(served < WRITE + Duration::from_secs(1), "{served:?}");
+        drop(r);
+    }
+}

@@ -13,8 +13,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's clock: the tests of idle timeouts run it paused.
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// Who holds a connection: connections with equal keys share one quota.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -154,8 +154,11 @@ fn agent_socket_limits_connections_line_length_and_idle_time() {
     assert_eq!(env.json(&["ping"])["pong"], true);
     drop(conns);
 
-    // A line of 1 MiB + 1 byte.
-    std::thread::sleep(Duration::from_millis(100));
+    // A line of 1 MiB + 1 byte, once the daemon has seen the 32 go (a new
+    // connection is served again).
+    env.wait(10, "agent.sock to serve again", || {
+        !env.raw("agent.sock").is_refused()
+    });
     let mut big = env.raw("agent.sock");
     let line = "x".repeat((1 << 20) + 1);
     let _ = big.stream.write_all(line.as_bytes());

@@ -497,7 +497,21 @@ pub fn test_user(name: &str) -> Option<(u32, u32)> {
     if !nix::unistd::geteuid().is_root() {
         return None;
     }
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
+    let lookup = || {
+        nix::unistd::User::from_name(name)
+            .ok()
+            .flatten()
+            .map(|u| (u.uid.as_raw(), u.gid.as_raw()))
+    };
+    if let Some(ids) = lookup() {
+        return Some(ids);
+    }
+    // Tests run side by side, each in its own process: one makes a user at
+    // a time (useradd fails while another holds /etc/passwd's lock).
+    let lock =
+        std::fs::File::create(std::env::temp_dir().join("oxidepm-test-useradd.lock")).ok()?;
+    lock.lock().ok()?;
+    if lookup().is_none() {
         let _ = Command::new("useradd")
             .args([
                 "--system",
@@ -506,10 +520,14 @@ pub fn test_user(name: &str) -> Option<(u32, u32)> {
                 "/usr/sbin/nologin",
                 name,
             ])
+            .stdout(std::process::Stdio::null())
             .status();
     }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .map(|u| (u.uid.as_raw(), u.gid.as_raw()))
+    lookup()
+}
+
+/// A command line's words (`oxidepm_testkit::words`) as the `&str`s that
+/// `Env::ok`, `Env::fails` and `lanes::run` take.
+pub fn strs(words: &[String]) -> Vec<&str> {
+    words.iter().map(String::as_str).collect()
 }

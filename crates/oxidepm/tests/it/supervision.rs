@@ -112,9 +112,25 @@ fn a_crash_loop_ends_errored_after_max_restarts() {
     assert!(ev
         .iter()
         .any(|e| e["kind"] == "errored" && e["actor"] == "system:crash"));
-    // It stays errored: no restart after the limit.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // It stays errored: no restart after the limit. A second app with the
+    // same limits crash-looping to its end is the sign that the daemon had
+    // time to restart the first again, had it meant to.
+    env.ok(&[
+        "start",
+        "--name",
+        "witness",
+        "--max-restarts",
+        "3",
+        "--restart-delay",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    env.wait_status("witness", "errored");
     assert_eq!(env.app("bad")["restarts"], 3);
+    assert_eq!(env.app("bad")["status"], "errored");
 }
 
 #[test]

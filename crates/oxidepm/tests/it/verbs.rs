@@ -4,7 +4,6 @@
 
 use crate::harness::{alive, read, Env};
 use serde_json::{json, Value};
-use std::time::Duration;
 
 pub fn has_event(ev: &[Value], kind: &str, actor: &str, detail: &str) -> bool {
     ev.iter().any(|e| {
@@ -213,7 +212,23 @@ fn a_periodic_job_runs_again_on_schedule_until_a_person_stops_it() {
     env.wait_status("job", "stopped");
     let before = read(&runs).lines().count();
     // Three ticks of the schedule: a job a person stopped stays stopped.
-    std::thread::sleep(Duration::from_millis(3200));
+    // A second job on the same schedule counts the ticks (the decision of
+    // each tick is supervise::automation's, tested there).
+    let ticks = env.path("ticks");
+    let witness = env.path("witness.toml");
+    std::fs::write(
+        &witness,
+        format!(
+            "[[apps]]\nname = \"witness\"\nscript = \"sh\"\nargs = [\"-c\", \"echo tick >> {}\"]\nautorestart = false\ncron_restart = \"* * * * * *\"\n",
+            ticks.display()
+        ),
+    )
+    .unwrap();
+    env.ok(&["start", witness.to_str().unwrap()]);
+    // Its first run is the start; three more are three ticks.
+    env.wait(60, "three ticks of the schedule", || {
+        read(&ticks).lines().count() >= 4
+    });
     assert_eq!(read(&runs).lines().count(), before);
     assert_eq!(env.daemon_app("job")["status"], "stopped");
 }
