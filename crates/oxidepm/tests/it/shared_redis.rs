@@ -61,6 +61,25 @@ fn owner(c: &mut redis::Connection, name: &str) -> Option<String> {
     v.map(|v| v.split(' ').next().unwrap_or("").to_string())
 }
 
+/// When `name`'s lease ends, in ms on the server's clock.
+fn lease_end(c: &mut redis::Connection, name: &str) -> u64 {
+    let v: String = redis::cmd("HGET")
+        .arg("oxidepm:agents")
+        .arg(name)
+        .query(c)
+        .unwrap();
+    v.split(' ')
+        .nth(1)
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("a lease: {v:?}"))
+}
+
+/// The server's clock, in ms.
+fn server_ms(c: &mut redis::Connection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(c).unwrap();
+    secs * 1000 + micros / 1000
+}
+
 fn exists(c: &mut redis::Connection, key: &str) -> bool {
     redis::cmd("EXISTS").arg(key).query::<i64>(c).unwrap() == 1
 }
@@ -236,8 +255,24 @@ fn a_dead_host_s_names_free_up_when_its_lease_ends_or_by_force() {
     start_agent(&a, "carol");
     start_agent(&a, "dave");
     let mut root = s.root();
-    // A renews while it lives: its names outlast several leases.
-    std::thread::sleep(Duration::from_secs(5));
+    // A renews while it lives: its names outlast their first lease, renewed
+    // again and again (seen in the registry, on the server's own clock).
+    let first = lease_end(&mut root, "carol");
+    let mut renewals = 0;
+    let mut last = first;
+    oxidepm_testkit::eventually(
+        Duration::from_secs(30),
+        "carol's first lease to pass, renewed",
+        || {
+            let end = lease_end(&mut root, "carol");
+            if end > last {
+                renewals += 1;
+                last = end;
+            }
+            renewals >= 2 && server_ms(&mut root) > first
+        },
+    );
+    assert_eq!(owner(&mut root, "carol").as_deref(), Some("host-a"));
     assert!(b
         .fails(&["start", "--kind", "agent", "--name", "carol", "--", "sleep", "100000"])
         .contains("host-a"));
