@@ -438,15 +438,9 @@ fn sigkill_in_the_middle_of_1000_deliveries_loses_none() {
     let mut alice = redis.agent("alice");
     for i in 0..1000 {
         let text = format!("m{i}");
-        alice.send(&[
-            "XADD",
-            "alice:webhook:outbox",
-            "*",
-            "channel",
-            "c",
-            "text",
-            &text,
-        ]);
+        alice.send(&words(&format!(
+            "XADD alice:webhook:outbox * channel c text {text}"
+        )));
     }
     for _ in 0..1000 {
         let id = alice.read();

@@ -316,10 +316,11 @@ fn printable(s: &[u8]) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::resp::{encode_args, CommandParser, Limits};
+    use oxidepm_testkit::words;
 
     /// What the filter decides for `args`, sent on alice's lane (consumer
     /// names of at most 8 bytes).
-    pub(crate) fn run(args: &[&str]) -> Verdict {
+    pub(crate) fn run<A: AsRef<[u8]>>(args: &[A]) -> Verdict {
         let mut buf = Vec::new();
         encode_args(&mut buf, args);
         let mut p = CommandParser::new(Limits::default());
@@ -354,29 +355,22 @@ pub(crate) mod tests {
     #[test]
     fn stream_commands_pass() {
         for c in [
-            &["xack", "alice:discord:inbox", "alice", "1-1"][..],
-            &["XPENDING", "alice:discord:inbox", "alice"],
-            &["XRANGE", "k", "-", "+"],
-            &["XLEN", "k"],
-            &["XINFO", "stream", "k"],
-            &[
-                "XGROUP",
-                "CREATE",
-                "alice:ops:inbox",
-                "alice",
-                "$",
-                "MKSTREAM",
-            ],
-            &["UNWATCH"][..],
-            &["MULTI", "x"],
-            &["exec", "x"],
-            &["DISCARD", "x"],
-            &["PING"],
-            &["echo", "x"],
-            &["ACL", "whoami"],
-            &["COMMAND", "DOCS"],
+            words("xack alice:discord:inbox alice 1-1"),
+            words("XPENDING alice:discord:inbox alice"),
+            words("XRANGE k - +"),
+            words("XLEN k"),
+            words("XINFO stream k"),
+            words("XGROUP CREATE alice:ops:inbox alice $ MKSTREAM"),
+            words("UNWATCH"),
+            words("MULTI x"),
+            words("exec x"),
+            words("DISCARD x"),
+            words("PING"),
+            words("echo x"),
+            words("ACL whoami"),
+            words("COMMAND DOCS"),
         ] {
-            assert_eq!(run(c), Verdict::Forward, "{c:?}");
+            assert_eq!(run(&c), Verdict::Forward, "{c:?}");
         }
         assert_eq!(
             appended(run(&["XADD", "alice:discord:outbox", "*", "a", "b"])),
@@ -498,57 +492,17 @@ pub(crate) mod tests {
     #[test]
     fn trimming_passes_but_limit_is_refused() {
         for c in [
-            &[
-                "XADD",
-                "alice:ops:outbox",
-                "MAXLEN",
-                "~",
-                "10",
-                "*",
-                "a",
-                "b",
-            ][..],
-            &[
-                "XADD",
-                "alice:ops:outbox",
-                "NOMKSTREAM",
-                "MINID",
-                "0-1",
-                "*",
-                "a",
-                "b",
-            ],
-            &["XADD", "alice:ops:outbox", "*", "LIMIT", "1"],
+            words("XADD alice:ops:outbox MAXLEN ~ 10 * a b"),
+            words("XADD alice:ops:outbox NOMKSTREAM MINID 0-1 * a b"),
+            words("XADD alice:ops:outbox * LIMIT 1"),
         ] {
-            assert_eq!(appended(run(c)), (1, None), "{c:?}");
+            assert_eq!(appended(run(&c)), (1, None), "{c:?}");
         }
         for c in [
-            &[
-                "XADD",
-                "alice:ops:outbox",
-                "MAXLEN",
-                "~",
-                "5",
-                "LIMIT",
-                "1",
-                "*",
-                "a",
-                "b",
-            ][..],
-            &[
-                "XADD",
-                "ops:outbox",
-                "MINID",
-                "~",
-                "0-1",
-                "limit",
-                "0",
-                "*",
-                "a",
-                "b",
-            ],
+            words("XADD alice:ops:outbox MAXLEN ~ 5 LIMIT 1 * a b"),
+            words("XADD ops:outbox MINID ~ 0-1 limit 0 * a b"),
         ] {
-            let v = run(c);
+            let v = run(&c);
             assert!(
                 matches!(&v, Verdict::Reply(r) if r.starts_with(b"-OXIDEPM XADD LIMIT")),
                 "{c:?}: {v:?}"

@@ -55,61 +55,31 @@ pub fn consume(cmd: &Command<'_>, arg: Option<usize>, policy: &Policy<'_>) -> Ve
 mod tests {
     use super::*;
     use crate::command_filter::tests::run;
+    use oxidepm_testkit::words;
 
     #[test]
     fn consumer_names_are_found_where_redis_reads_them_and_bounded() {
         for (c, arg) in [
             (
-                &[
-                    "XREADGROUP",
-                    "GROUP",
-                    "alice",
-                    "c",
-                    "STREAMS",
-                    "alice:discord:inbox",
-                    ">",
-                ][..],
+                words("XREADGROUP GROUP alice c STREAMS alice:discord:inbox >"),
                 3,
             ),
             (
-                &[
-                    "xreadgroup",
-                    "COUNT",
-                    "1",
-                    "NOACK",
-                    "BLOCK",
-                    "0",
-                    "group",
-                    "alice",
-                    "c",
-                    "STREAMS",
-                    "alice:discord:inbox",
-                    ">",
-                ],
+                words(
+                    "xreadgroup COUNT 1 NOACK BLOCK 0 group alice c STREAMS alice:discord:inbox >",
+                ),
                 8,
             ),
+            (words("XCLAIM alice:discord:inbox alice c 0 1-1"), 3),
+            (words("XAUTOCLAIM alice:discord:inbox alice c 0 0"), 3),
             (
-                &["XCLAIM", "alice:discord:inbox", "alice", "c", "0", "1-1"],
-                3,
-            ),
-            (
-                &["XAUTOCLAIM", "alice:discord:inbox", "alice", "c", "0", "0"],
-                3,
-            ),
-            (
-                &[
-                    "XGROUP",
-                    "createconsumer",
-                    "alice:discord:inbox",
-                    "alice",
-                    "c",
-                ],
+                words("XGROUP createconsumer alice:discord:inbox alice c"),
                 4,
             ),
         ] {
-            assert_eq!(run(c), Verdict::Consume { arg }, "{c:?}");
-            let mut long = c.to_vec();
-            long[arg] = "123456789";
+            assert_eq!(run(&c), Verdict::Consume { arg }, "{c:?}");
+            let mut long = c.clone();
+            long[arg] = "123456789".into();
             let v = run(&long);
             assert!(
                 matches!(&v, Verdict::Reply(r) if r.starts_with(b"-OXIDEPM consumer name: 9 bytes")),
@@ -118,34 +88,14 @@ mod tests {
         }
         // What Redis refuses creates nothing: it answers.
         for c in [
-            &["XREADGROUP", "GROUP", "alice"][..],
-            &[
-                "XREADGROUP",
-                "FOO",
-                "GROUP",
-                "alice",
-                "c",
-                "STREAMS",
-                "alice:discord:inbox",
-                ">",
-            ],
-            &["XCLAIM", "alice:discord:inbox", "alice", "c", "0"],
-            &["XGROUP", "CREATECONSUMER", "alice:discord:inbox", "alice"],
+            words("XREADGROUP GROUP alice"),
+            words("XREADGROUP FOO GROUP alice c STREAMS alice:discord:inbox >"),
+            words("XCLAIM alice:discord:inbox alice c 0"),
+            words("XGROUP CREATECONSUMER alice:discord:inbox alice"),
         ] {
-            assert_eq!(run(c), Verdict::Forward, "{c:?}");
+            assert_eq!(run(&c), Verdict::Forward, "{c:?}");
         }
-        let twice = [
-            "XREADGROUP",
-            "GROUP",
-            "alice",
-            "a",
-            "GROUP",
-            "alice",
-            "b",
-            "STREAMS",
-            "alice:discord:inbox",
-            ">",
-        ];
+        let twice = words("XREADGROUP GROUP alice a GROUP alice b STREAMS alice:discord:inbox >");
         assert!(matches!(run(&twice), Verdict::Reply(r) if r.starts_with(b"-OXIDEPM XREADGROUP")));
         assert_eq!(
             run(&["XGROUP", "DELCONSUMER", "alice:discord:inbox", "alice", "c"]),

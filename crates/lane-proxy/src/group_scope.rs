@@ -158,8 +158,9 @@ fn printable(s: &[u8]) -> String {
 mod tests {
     use crate::command_filter::tests::run;
     use crate::command_filter::Verdict;
+    use oxidepm_testkit::words;
 
-    fn refused_with(args: &[&str], text: &str) {
+    fn refused_with<A: AsRef<[u8]> + std::fmt::Debug>(args: &[A], text: &str) {
         let v = run(args);
         assert!(
             matches!(&v, Verdict::Reply(r) if r.starts_with(b"-NOPERM ")
@@ -179,59 +180,40 @@ mod tests {
         ] {
             assert_eq!(run(c), Verdict::Forward, "{c:?}");
         }
-        let streams = [
-            "XREADGROUP",
-            "GROUP",
-            "alice",
-            "c",
-            "STREAMS",
-            IN,
-            "alice:ops:inbox",
-            ">",
-            ">",
-        ];
+        let streams = words(&format!(
+            "XREADGROUP GROUP alice c STREAMS {IN} alice:ops:inbox > >"
+        ));
         assert_eq!(run(&streams), Verdict::Consume { arg: 3 });
         assert_eq!(
             run(&["XCLAIM", IN, "alice", "c", "0", "1-1"]),
             Verdict::Consume { arg: 3 }
         );
         for (c, text) in [
-            (&["XACK", IN, "g", "1-1"][..], "group 'g'"),
-            (&["XGROUP", "CREATE", IN, "bridge", "$"], "group 'bridge'"),
+            (words(&format!("XACK {IN} g 1-1")), "group 'g'"),
             (
-                &["XGROUP", "CREATE", "alice:discord:outbox", "alice", "$"],
+                words(&format!("XGROUP CREATE {IN} bridge $")),
+                "group 'bridge'",
+            ),
+            (
+                words("XGROUP CREATE alice:discord:outbox alice $"),
                 "on 'alice:discord:outbox'",
             ),
+            (words("XGROUP CREATE bob:discord:inbox alice $"), "bob"),
+            (words("XGROUP CREATE alice:email:inbox alice $"), "email"),
             (
-                &["XGROUP", "CREATE", "bob:discord:inbox", "alice", "$"],
-                "bob",
+                words(&format!("XAUTOCLAIM {IN} other c 0 0")),
+                "group 'other'",
             ),
+            (words("XCLAIM bob:ops:inbox alice c 0 1-1"), "bob"),
+            (words(&format!("XGROUP DELCONSUMER {IN} g c")), "group 'g'"),
             (
-                &["XGROUP", "CREATE", "alice:email:inbox", "alice", "$"],
-                "email",
-            ),
-            (&["XAUTOCLAIM", IN, "other", "c", "0", "0"], "group 'other'"),
-            (
-                &["XCLAIM", "bob:ops:inbox", "alice", "c", "0", "1-1"],
-                "bob",
-            ),
-            (&["XGROUP", "DELCONSUMER", IN, "g", "c"], "group 'g'"),
-            (
-                &[
-                    "XREADGROUP",
-                    "GROUP",
-                    "alice",
-                    "c",
-                    "STREAMS",
-                    IN,
-                    "bob:discord:inbox",
-                    ">",
-                    ">",
-                ],
+                words(&format!(
+                    "XREADGROUP GROUP alice c STREAMS {IN} bob:discord:inbox > >"
+                )),
                 "bob:discord:inbox",
             ),
         ] {
-            refused_with(c, text);
+            refused_with(&c, text);
         }
     }
 

@@ -269,8 +269,9 @@ mod tests {
     use super::*;
     use crate::resp::{encode_args, CommandParser, Limits};
     use oxidepm_lanes::AgentName;
+    use oxidepm_testkit::words;
 
-    fn run(args: &[&str]) -> Verdict {
+    fn run<A: AsRef<[u8]>>(args: &[A]) -> Verdict {
         let mut buf = Vec::new();
         encode_args(&mut buf, args);
         let mut p = CommandParser::new(Limits::default());
@@ -297,156 +298,73 @@ mod tests {
     #[test]
     fn reads_its_outboxes_with_its_group_only() {
         for ok in [
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "echo",
-                "c1",
-                "COUNT",
-                "5",
-                "BLOCK",
-                "100",
-                "STREAMS",
-                "alice:echo:outbox",
-                "bob:echo:outbox",
-                ">",
-                ">",
-            ][..],
-            &["XACK", "alice:echo:outbox", "echo", "1-0"],
-            &["XPENDING", "alice:echo:outbox", "echo"],
-            &["XAUTOCLAIM", "alice:echo:outbox", "echo", "c1", "0", "0"],
-            &["XGROUP", "CREATE", "alice:echo:outbox", "echo", "0"],
-            &["XINFO", "GROUPS", "alice:echo:outbox"],
-            &["PING"],
+            words("XREADGROUP GROUP echo c1 COUNT 5 BLOCK 100 STREAMS alice:echo:outbox bob:echo:outbox > >"),
+            words("XACK alice:echo:outbox echo 1-0"),
+            words("XPENDING alice:echo:outbox echo"),
+            words("XAUTOCLAIM alice:echo:outbox echo c1 0 0"),
+            words("XGROUP CREATE alice:echo:outbox echo 0"),
+            words("XINFO GROUPS alice:echo:outbox"),
+            words("PING"),
         ] {
-            let v = run(ok);
+            let v = run(&ok);
             assert!(
                 matches!(v, Verdict::Forward | Verdict::Consume { .. }),
                 "{ok:?}: {v:?}"
             );
         }
         for bad in [
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "echo",
-                "c1",
-                "STREAMS",
-                "alice:echo:inbox",
-                ">",
-            ][..],
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "echo",
-                "c1",
-                "STREAMS",
-                "alice:ops:outbox",
-                ">",
-            ],
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "alice",
-                "c1",
-                "STREAMS",
-                "alice:echo:outbox",
-                ">",
-            ],
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "echo",
-                "waytoolong",
-                "STREAMS",
-                "alice:echo:outbox",
-                ">",
-            ],
-            &["XREAD", "STREAMS", "alice:echo:inbox", "0"],
-            &["XRANGE", "alice:echo:inbox", "-", "+"],
-            &["XACK", "alice:ops:outbox", "ops", "1-0"],
-            &[
-                "XGROUP",
-                "CREATE",
-                "zed:echo:outbox",
-                "echo",
-                "0",
-                "MKSTREAM",
-            ],
-            &["XGROUP", "DESTROY", "alice:echo:outbox", "echo"],
-            &["XTRIM", "alice:echo:outbox", "MAXLEN", "0"],
-            &["XDEL", "alice:echo:outbox", "1-0"],
-            &["DEL", "alice:echo:outbox"],
-            &["KEYS", "*"],
-            &["AUTH", "x", "y"],
-            &["WATCH", "alice:echo:inbox"],
+            words("XREADGROUP GROUP echo c1 STREAMS alice:echo:inbox >"),
+            words("XREADGROUP GROUP echo c1 STREAMS alice:ops:outbox >"),
+            words("XREADGROUP GROUP alice c1 STREAMS alice:echo:outbox >"),
+            words("XREADGROUP GROUP echo waytoolong STREAMS alice:echo:outbox >"),
+            words("XREAD STREAMS alice:echo:inbox 0"),
+            words("XRANGE alice:echo:inbox - +"),
+            words("XACK alice:ops:outbox ops 1-0"),
+            words("XGROUP CREATE zed:echo:outbox echo 0 MKSTREAM"),
+            words("XGROUP DESTROY alice:echo:outbox echo"),
+            words("XTRIM alice:echo:outbox MAXLEN 0"),
+            words("XDEL alice:echo:outbox 1-0"),
+            words("DEL alice:echo:outbox"),
+            words("KEYS *"),
+            words("AUTH x y"),
+            words("WATCH alice:echo:inbox"),
         ] {
-            assert!(refused(&run(bad)), "{bad:?}");
+            assert!(refused(&run(&bad)), "{bad:?}");
         }
     }
 
     #[test]
     fn replies_go_to_inboxes_as_answers() {
         assert_eq!(
-            run(&[
-                "XADD",
-                "alice:echo:inbox",
-                "MAXLEN",
-                "~",
-                "100",
-                "*",
-                "request_id",
-                "1-2",
-                "text",
-                "hi"
-            ]),
+            run(&words(
+                "XADD alice:echo:inbox MAXLEN ~ 100 * request_id 1-2 text hi"
+            )),
             Verdict::Answer {
                 outbox: "alice:echo:outbox".into(),
                 request: Some(b"1-2".to_vec())
             }
         );
         assert_eq!(
-            run(&[
-                "XADD",
-                "bob:echo:inbox",
-                "MAXLEN",
-                "1000",
-                "*",
-                "text",
-                "hi"
-            ]),
+            run(&words("XADD bob:echo:inbox MAXLEN 1000 * text hi")),
             Verdict::Answer {
                 outbox: "bob:echo:outbox".into(),
                 request: None
             }
         );
         for bad in [
-            &["XADD", "alice:echo:outbox", "*", "a", "b"][..],
-            &["XADD", "alice:ops:inbox", "*", "a", "b"],
-            &["XADD", "echo:inbox", "*", "a", "b"],
-            &["XADD", "alice:echo:inbox", "99999999999999-0", "a", "b"],
-            &["XADD", "alice:echo:inbox", "MINID", "0", "*", "a", "b"],
-            &["XADD", "alice:echo:inbox", "*", "re", "nope"],
-            &[
-                "XADD",
-                "alice:echo:inbox",
-                "*",
-                "re",
-                "1-0",
-                "request_id",
-                "2-0",
-            ],
-            &[
-                "XADD",
-                "alice:echo:inbox",
-                "MAXLEN",
-                "100",
-                "*",
-                "text",
-                &"x".repeat(61),
-            ],
+            words("XADD alice:echo:outbox * a b"),
+            words("XADD alice:ops:inbox * a b"),
+            words("XADD echo:inbox * a b"),
+            words("XADD alice:echo:inbox 99999999999999-0 a b"),
+            words("XADD alice:echo:inbox MINID 0 * a b"),
+            words("XADD alice:echo:inbox * re nope"),
+            words("XADD alice:echo:inbox * re 1-0 request_id 2-0"),
+            words(&format!(
+                "XADD alice:echo:inbox MAXLEN 100 * text {}",
+                "x".repeat(61)
+            )),
         ] {
-            assert!(refused(&run(bad)), "{bad:?}");
+            assert!(refused(&run(&bad)), "{bad:?}");
         }
     }
 }

@@ -17,6 +17,7 @@ mod transactions;
 mod upstream_config;
 
 use harness::{bulk, ok, send_blocking_read, Agent, Redis, TestProxy, Value};
+use oxidepm_testkit::words;
 
 fn alice() -> (Redis, TestProxy) {
     let redis = Redis::start(&["alice", "bob"]);
@@ -60,17 +61,9 @@ fn agent_sends_and_receives_through_its_lane() {
 
     // Inbound: what the bridge wrote, read with the group, acknowledged.
     to_inbox(&redis, "hello in");
-    let got = a.cmd(&[
-        "XREADGROUP",
-        "GROUP",
-        "alice",
-        "c1",
-        "COUNT",
-        "10",
-        "STREAMS",
-        "alice:discord:inbox",
-        ">",
-    ]);
+    let got = a.cmd(&words(
+        "XREADGROUP GROUP alice c1 COUNT 10 STREAMS alice:discord:inbox >",
+    ));
     let strings = got.strings();
     assert!(strings.contains(&"hello in".to_string()), "{got:?}");
     let entry_id = strings[1].clone();
@@ -105,22 +98,14 @@ fn other_agents_keys_are_refused_by_redis() {
     bridge.cmd(&["XADD", "bob:discord:inbox", "*", "text", "for bob"]);
     let mut a = proxy.client("alice");
     for c in [
-        &["XADD", "bob:discord:outbox", "*", "text", "spoof"][..],
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "alice",
-            "c",
-            "STREAMS",
-            "bob:discord:inbox",
-            ">",
-        ],
-        &["XRANGE", "bob:discord:inbox", "-", "+"],
-        &["XLEN", "bob:discord:inbox"],
+        words("XADD bob:discord:outbox * text spoof"),
+        words("XREADGROUP GROUP alice c STREAMS bob:discord:inbox >"),
+        words("XRANGE bob:discord:inbox - +"),
+        words("XLEN bob:discord:inbox"),
         // Its own outbox is write-only.
-        &["XRANGE", "alice:discord:outbox", "-", "+"],
+        words("XRANGE alice:discord:outbox - +"),
     ] {
-        let r = a.cmd(c);
+        let r = a.cmd(&c);
         assert!(r.error_starts("NOPERM"), "{c:?} gave {r:?}");
     }
     assert_eq!(
@@ -328,15 +313,9 @@ fn large_values_round_trip() {
     // Down: from the inbox, read through the lane.
     group(&redis, "alice:discord:inbox", "0");
     bridge.cmd(&[&b"XADD"[..], b"alice:discord:inbox", b"*", b"data", &big]);
-    let got = a.cmd(&[
-        "XREADGROUP",
-        "GROUP",
-        "alice",
-        "c",
-        "STREAMS",
-        "alice:discord:inbox",
-        ">",
-    ]);
+    let got = a.cmd(&words(
+        "XREADGROUP GROUP alice c STREAMS alice:discord:inbox >",
+    ));
     let Value::Array(streams) = got else {
         panic!("{got:?}")
     };
@@ -407,16 +386,9 @@ fn caps_rate_and_stream_length_when_configured() {
     // earlier ones is trimmed, whatever MAXLEN the agent asks for.
     let mut refused = 0;
     for i in 0..20 {
-        let r = a.cmd(&[
-            "XADD",
-            "alice:discord:outbox",
-            "MAXLEN",
-            "=",
-            "100",
-            "*",
-            "n",
-            &i.to_string(),
-        ]);
+        let r = a.cmd(&words(&format!(
+            "XADD alice:discord:outbox MAXLEN = 100 * n {i}"
+        )));
         if i < 5 {
             assert!(matches!(r, Value::Bulk(_)), "{i}: {r:?}");
         } else {

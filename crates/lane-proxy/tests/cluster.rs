@@ -6,7 +6,7 @@
 mod support;
 
 use oxidepm_testkit::cluster::Cluster;
-use oxidepm_testkit::{bulk, eventually, Client, Value};
+use oxidepm_testkit::{bulk, eventually, words, Client, Value};
 use std::time::Duration;
 use support::{agent_setuser, inbox, outbox, tagged, ProxyProcess, FAMILIES};
 
@@ -75,17 +75,9 @@ fn ids(v: &Value) -> Vec<String> {
 /// XREADGROUP over all of them; returns the texts read.
 fn read_and_ack(client: &mut Client, agent: &str) -> Vec<String> {
     let keys: Vec<String> = FAMILIES.iter().map(|f| inbox(agent, f)).collect();
-    let mut cmd = vec![
-        "XREADGROUP",
-        "GROUP",
-        agent,
-        "c1",
-        "COUNT",
-        "100",
-        "STREAMS",
-    ];
-    cmd.extend(keys.iter().map(String::as_str));
-    cmd.extend(FAMILIES.iter().map(|_| ">"));
+    let mut cmd = words(&format!("XREADGROUP GROUP {agent} c1 COUNT 100 STREAMS"));
+    cmd.extend(keys);
+    cmd.extend(FAMILIES.iter().map(|_| ">".to_string()));
     let got = client.cmd(&cmd);
     assert!(!matches!(got, Value::Error(_)), "{got:?}");
     let Value::Array(streams) = &got else {
@@ -150,22 +142,14 @@ fn lanes_on_a_cluster_follow_their_slot_and_survive_a_failover() {
     let bob_out = outbox(&b, "webhook");
     let before: i64 = on_primary(&c, &bob_in, &["XLEN", &bob_in]);
     for cmd in [
-        vec!["XADD", bob_out.as_str(), "*", "text", "spoof"],
-        vec!["XADD", bob_in.as_str(), "*", "text", "spoof"],
-        vec!["XRANGE", bob_in.as_str(), "-", "+"],
-        vec![
-            "XREADGROUP",
-            "GROUP",
-            &b,
-            "c",
-            "STREAMS",
-            bob_in.as_str(),
-            ">",
-        ],
-        vec!["CLUSTER", "SLOTS"],
-        vec!["CLUSTER", "NODES"],
-        vec!["READONLY"],
-        vec!["ASKING"],
+        words(&format!("XADD {bob_out} * text spoof")),
+        words(&format!("XADD {bob_in} * text spoof")),
+        words(&format!("XRANGE {bob_in} - +")),
+        words(&format!("XREADGROUP GROUP {b} c STREAMS {bob_in} >")),
+        words("CLUSTER SLOTS"),
+        words("CLUSTER NODES"),
+        words("READONLY"),
+        words("ASKING"),
     ] {
         let r = ca.cmd(&cmd);
         assert!(matches!(r, Value::Error(_)), "{cmd:?}: {r:?}");
@@ -176,17 +160,9 @@ fn lanes_on_a_cluster_follow_their_slot_and_survive_a_failover() {
     // A read blocked on alice's inbox when her primary fails over.
     let a_in = inbox(&a, "webhook");
     let mut blocked = proxy.client(&a);
-    blocked.send(&[
-        "XREADGROUP",
-        "GROUP",
-        &a,
-        "c2",
-        "BLOCK",
-        "0",
-        "STREAMS",
-        &a_in,
-        ">",
-    ]);
+    blocked.send(&words(&format!(
+        "XREADGROUP GROUP {a} c2 BLOCK 0 STREAMS {a_in} >"
+    )));
     // The read is in Redis before the failover starts.
     assert_eq!(ca.cmd(&["PING"]), Value::Simple("PONG".into()));
     std::thread::sleep(Duration::from_millis(300));

@@ -5,7 +5,7 @@ mod support;
 
 use oxidepm_testkit::shared::SharedRedis;
 use oxidepm_testkit::tls::Certs;
-use oxidepm_testkit::{bulk, Value};
+use oxidepm_testkit::{bulk, words, Value};
 use support::{agent_setuser, inbox, outbox, tagged, ProxyProcess};
 
 /// A TLS shared server with alice's and bob's users and groups, as the
@@ -59,19 +59,9 @@ fn lanes_work_through_tls_and_stay_apart() {
     xadd(&mut root, &inbox("alice", "webhook"), "in 1");
     xadd(&mut root, &inbox("alice", "email"), "in 2");
     let (w, e) = (inbox("alice", "webhook"), inbox("alice", "email"));
-    let got = alice.cmd(&[
-        "XREADGROUP",
-        "GROUP",
-        "alice",
-        "c1",
-        "COUNT",
-        "10",
-        "STREAMS",
-        &w,
-        &e,
-        ">",
-        ">",
-    ]);
+    let got = alice.cmd(&words(&format!(
+        "XREADGROUP GROUP alice c1 COUNT 10 STREAMS {w} {e} > >"
+    )));
     let s = got.strings();
     assert!(
         s.contains(&"in 1".into()) && s.contains(&"in 2".into()),
@@ -89,20 +79,12 @@ fn lanes_work_through_tls_and_stay_apart() {
     xadd(&mut root, &inbox("bob", "webhook"), "for bob");
     let before = xlen(&mut root, &inbox("bob", "webhook"));
     for c in [
-        vec!["XADD", "{bob}:webhook:outbox", "*", "text", "spoof"],
-        vec!["XADD", "bob:webhook:outbox", "*", "text", "spoof"],
-        vec!["XRANGE", "{bob}:webhook:inbox", "-", "+"],
-        vec![
-            "XREADGROUP",
-            "GROUP",
-            "bob",
-            "c",
-            "STREAMS",
-            "{bob}:webhook:inbox",
-            ">",
-        ],
-        vec!["XADD", "{bob}:webhook:inbox", "*", "text", "spoof"],
-        vec!["CLUSTER", "SLOTS"],
+        words("XADD {bob}:webhook:outbox * text spoof"),
+        words("XADD bob:webhook:outbox * text spoof"),
+        words("XRANGE {bob}:webhook:inbox - +"),
+        words("XREADGROUP GROUP bob c STREAMS {bob}:webhook:inbox >"),
+        words("XADD {bob}:webhook:inbox * text spoof"),
+        words("CLUSTER SLOTS"),
     ] {
         let r = alice.cmd(&c);
         assert!(matches!(r, Value::Error(_)), "{c:?}: {r:?}");
@@ -282,15 +264,9 @@ fn a_responder_answers_only_pending_requests_in_the_tagged_form() {
     let mut triage = proxy.client("triage");
     assert_eq!(triage.whoami(), bulk("resp_triage"));
     let a_out = outbox("alice", "triage");
-    let got = triage.cmd(&[
-        "XREADGROUP",
-        "GROUP",
-        "triage",
-        "r1",
-        "STREAMS",
-        &a_out,
-        ">",
-    ]);
+    let got = triage.cmd(&words(&format!(
+        "XREADGROUP GROUP triage r1 STREAMS {a_out} >"
+    )));
     assert!(got.strings().contains(&"help".to_string()), "{got:?}");
 
     // A reply to bob, who asked nothing, is refused; alice's goes through.

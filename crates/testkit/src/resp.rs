@@ -69,6 +69,11 @@ pub fn bulk(s: &str) -> Value {
     Value::Bulk(s.as_bytes().to_vec())
 }
 
+/// For tests writing a command as one line; an argument holding a space goes in its own element.
+pub fn words(line: &str) -> Vec<String> {
+    line.split_ascii_whitespace().map(str::to_string).collect()
+}
+
 /// Appends `args` to `out` as one command: an array of bulk strings.
 pub fn encode<A: AsRef<[u8]>>(out: &mut Vec<u8>, args: &[A]) {
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
@@ -261,5 +266,14 @@ mod tests {
         let mut out = Vec::new();
         encode(&mut out, &["ECHO", ""]);
         assert_eq!(out, b"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n");
+    }
+
+    #[test]
+    fn words_split_a_command_line_on_ascii_whitespace() {
+        assert_eq!(
+            words("XADD  k:outbox\t* text {id}\n"),
+            ["XADD", "k:outbox", "*", "text", "{id}"]
+        );
+        assert!(words(" ").is_empty());
     }
 }

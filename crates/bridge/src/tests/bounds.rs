@@ -228,17 +228,9 @@ fn a_poisoned_entry_is_dead_lettered_and_the_rest_delivered_also_after_a_restart
     let mut bridge_user = redis.bridge();
     let r = bridge_user.cmd(&["XGROUP", "CREATE", outbox, "bridge", "0", "MKSTREAM"]);
     assert_eq!(r, oxidepm_testkit::ok());
-    let r = bridge_user.cmd(&[
-        "XREADGROUP",
-        "GROUP",
-        "bridge",
-        "bridge-1",
-        "COUNT",
-        "10",
-        "STREAMS",
-        outbox,
-        ">",
-    ]);
+    let r = bridge_user.cmd(&words(&format!(
+        "XREADGROUP GROUP bridge bridge-1 COUNT 10 STREAMS {outbox} >"
+    )));
     assert!(matches!(r, Resp::Array(_)), "{r:?}");
     let mut admin = redis.admin();
     assert_eq!(pending(&mut admin, outbox), 3);
@@ -449,15 +441,9 @@ fn one_agents_backlog_does_not_hold_back_another() {
     let mut alice = redis.agent("alice");
     for i in 0..BACKLOG {
         let text = format!("a{i}");
-        alice.send(&[
-            "XADD",
-            "alice:webhook:outbox",
-            "*",
-            "channel",
-            "slow",
-            "text",
-            &text,
-        ]);
+        alice.send(&words(&format!(
+            "XADD alice:webhook:outbox * channel slow text {text}"
+        )));
     }
     for _ in 0..BACKLOG {
         assert!(alice.read().text().is_some());

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use oxidepm_testkit::{eventually, free_port, Redis, Sink, SinkMode};
+pub use oxidepm_testkit::{eventually, free_port, words, Redis, Sink, SinkMode};
 
 /// The webhook's bearer token in every test.
 pub const TOKEN: &str = "webhook-test-token";

@@ -4,6 +4,7 @@
 
 use super::harness::{Agent, Client, Redis, TestProxy, Value};
 use super::{alice, group};
+use oxidepm_testkit::words;
 use std::time::Duration;
 
 const INBOX: &str = "alice:discord:inbox";
@@ -48,17 +49,9 @@ fn inbox_with(redis: &Redis, n: usize) {
 
 /// A non-blocking read of alice's discord inbox as `consumer`.
 fn read_as(c: &mut Client, consumer: &str) -> Value {
-    c.cmd(&[
-        "XREADGROUP",
-        "GROUP",
-        "alice",
-        consumer,
-        "COUNT",
-        "1",
-        "STREAMS",
-        INBOX,
-        ">",
-    ])
+    c.cmd(&words(&format!(
+        "XREADGROUP GROUP alice {consumer} COUNT 1 STREAMS {INBOX} >"
+    )))
 }
 
 fn served(v: &Value) -> bool {
@@ -84,25 +77,15 @@ fn a_consumer_name_over_the_bound_is_refused_on_every_command() {
     let mut a = proxy.client("alice");
     let long = "n".repeat(65);
     for cmd in [
-        &["XREADGROUP", "GROUP", "alice", &long, "STREAMS", INBOX, ">"][..],
-        &[
-            "XREADGROUP",
-            "COUNT",
-            "1",
-            "GROUP",
-            "alice",
-            &long,
-            "BLOCK",
-            "0",
-            "STREAMS",
-            INBOX,
-            ">",
-        ],
-        &["XCLAIM", INBOX, "alice", &long, "0", "0-1"],
-        &["XAUTOCLAIM", INBOX, "alice", &long, "0", "0"],
-        &["XGROUP", "CREATECONSUMER", INBOX, "alice", &long],
+        words(&format!("XREADGROUP GROUP alice {long} STREAMS {INBOX} >")),
+        words(&format!(
+            "XREADGROUP COUNT 1 GROUP alice {long} BLOCK 0 STREAMS {INBOX} >"
+        )),
+        words(&format!("XCLAIM {INBOX} alice {long} 0 0-1")),
+        words(&format!("XAUTOCLAIM {INBOX} alice {long} 0 0")),
+        words(&format!("XGROUP CREATECONSUMER {INBOX} alice {long}")),
     ] {
-        let r = a.cmd(cmd);
+        let r = a.cmd(&cmd);
         assert!(
             r.error_starts("OXIDEPM consumer name: 65 bytes is longer than the 64 bytes"),
             "{:?}: {r:?}",
@@ -128,20 +111,12 @@ fn the_33rd_name_is_refused_while_the_first_32_keep_working() {
     // connection of the lane too.
     let mut b = proxy.client("alice");
     for cmd in [
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "alice",
-            "other",
-            "STREAMS",
-            INBOX,
-            ">",
-        ][..],
-        &["XCLAIM", INBOX, "alice", "other", "0", "0-1"],
-        &["XAUTOCLAIM", INBOX, "alice", "other", "0", "0"],
-        &["XGROUP", "CREATECONSUMER", INBOX, "alice", "other"],
+        words(&format!("XREADGROUP GROUP alice other STREAMS {INBOX} >")),
+        words(&format!("XCLAIM {INBOX} alice other 0 0-1")),
+        words(&format!("XAUTOCLAIM {INBOX} alice other 0 0")),
+        words(&format!("XGROUP CREATECONSUMER {INBOX} alice other")),
     ] {
-        let r = b.cmd(cmd);
+        let r = b.cmd(&cmd);
         assert!(refused_for_count(&r), "{:?}: {r:?}", &cmd[..2]);
     }
     for i in 0..MAX {
@@ -160,17 +135,9 @@ fn connections_racing_with_new_names_stay_within_the_bound() {
     for (k, c) in clients.iter_mut().enumerate() {
         for i in 0..20 {
             let name = format!("k{k}-{i}");
-            c.send(&[
-                "XREADGROUP",
-                "GROUP",
-                "alice",
-                &name,
-                "COUNT",
-                "1",
-                "STREAMS",
-                INBOX,
-                ">",
-            ]);
+            c.send(&words(&format!(
+                "XREADGROUP GROUP alice {name} COUNT 1 STREAMS {INBOX} >"
+            )));
         }
     }
     let mut admitted = 0;

@@ -5,7 +5,7 @@ use crate::server::{Proxy, ReloadReport};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use oxidepm_testkit::{bulk, ok, password, Client, Redis, Value};
+pub use oxidepm_testkit::{bulk, ok, password, words, Client, Redis, Value};
 
 /// One agent of the proxy's configuration.
 #[derive(Clone)]
@@ -155,15 +155,7 @@ fn write_config(
 /// Sends, without waiting for the answer, a read of alice's discord inbox
 /// in group `alice` as `consumer` that blocks until an entry arrives.
 pub fn send_blocking_read(c: &mut Client, consumer: &str) {
-    c.send(&[
-        "XREADGROUP",
-        "GROUP",
-        "alice",
-        consumer,
-        "BLOCK",
-        "0",
-        "STREAMS",
-        "alice:discord:inbox",
-        ">",
-    ]);
+    c.send(&words(&format!(
+        "XREADGROUP GROUP alice {consumer} BLOCK 0 STREAMS alice:discord:inbox >"
+    )));
 }

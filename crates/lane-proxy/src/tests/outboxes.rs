@@ -2,6 +2,7 @@
 //! within `maxlen` and `quota`, and within Redis's `maxmemory` for all.
 
 use super::harness::{bulk, ok, Agent, Client, Redis, TestProxy, Value};
+use oxidepm_testkit::words;
 use std::time::Duration;
 
 fn wait_for<R: oxidepm_testkit::Ready>(what: &str, ok: impl FnMut() -> R) -> R::Output {
@@ -17,17 +18,9 @@ fn is_id(v: &Value) -> bool {
 fn bridge_reads(bridge: &mut Client, key: &str) -> Vec<String> {
     let made = bridge.cmd(&["XGROUP", "CREATE", key, "bridge", "0", "MKSTREAM"]);
     assert!(made == ok() || made.error_starts("BUSYGROUP"), "{made:?}");
-    let got = bridge.cmd(&[
-        "XREADGROUP",
-        "GROUP",
-        "bridge",
-        "b1",
-        "COUNT",
-        "1000",
-        "STREAMS",
-        key,
-        ">",
-    ]);
+    let got = bridge.cmd(&words(&format!(
+        "XREADGROUP GROUP bridge b1 COUNT 1000 STREAMS {key} >"
+    )));
     let Value::Array(streams) = got else {
         return Vec::new();
     };
@@ -105,28 +98,13 @@ fn xadd_limit_is_refused_and_the_stream_is_untouched() {
     let proxy = TestProxy::start(&redis, &[Agent::new("alice").with(r#""maxlen": 5"#)]);
     let mut a = proxy.client("alice");
     for i in 0..3 {
-        assert!(is_id(&a.cmd(&[
-            "XADD",
-            "alice:webhook:outbox",
-            "*",
-            "n",
-            &i.to_string()
-        ])));
+        assert!(is_id(
+            &a.cmd(&words(&format!("XADD alice:webhook:outbox * n {i}")))
+        ));
     }
     let mut admin = redis.admin();
     let before = ids(&mut admin, "alice:webhook:outbox");
-    let r = a.cmd(&[
-        "XADD",
-        "alice:webhook:outbox",
-        "MAXLEN",
-        "~",
-        "5",
-        "LIMIT",
-        "1",
-        "*",
-        "n",
-        "x",
-    ]);
+    let r = a.cmd(&words("XADD alice:webhook:outbox MAXLEN ~ 5 LIMIT 1 * n x"));
     assert!(
         r.error_starts("OXIDEPM XADD LIMIT is not accepted"),
         "{r:?}"
@@ -229,13 +207,9 @@ fn the_quota_refuses_with_a_clear_error_and_frees_as_the_bridge_delivers() {
     assert_eq!(admin.cmd(&["XLEN", key]), Value::Int(accepted));
     // The quota is alice's: bob writes on.
     let mut b = proxy.client("bob");
-    assert!(is_id(&b.cmd(&[
-        "XADD",
-        "bob:email:outbox",
-        "*",
-        "body",
-        &value
-    ])));
+    assert!(is_id(
+        &b.cmd(&words(&format!("XADD bob:email:outbox * body {value}")))
+    ));
     // Delivered and acknowledged, the entries go, and alice writes again.
     let mut bridge = redis.bridge();
     let read = bridge_reads(&mut bridge, key);
@@ -254,14 +228,7 @@ fn writing_until_maxmemory_gets_the_writer_oom_while_another_agent_reads() {
     let mut admin = redis.admin();
     // As the daemon configures it: a bound, and no eviction.
     assert_eq!(admin.cmd(&["CONFIG", "SET", "maxmemory", "8mb"]), ok());
-    let made = admin.cmd(&[
-        "XGROUP",
-        "CREATE",
-        "bob:webhook:inbox",
-        "bob",
-        "0",
-        "MKSTREAM",
-    ]);
+    let made = admin.cmd(&words("XGROUP CREATE bob:webhook:inbox bob 0 MKSTREAM"));
     assert_eq!(made, ok());
     redis
         .bridge()
@@ -283,15 +250,7 @@ fn writing_until_maxmemory_gets_the_writer_oom_while_another_agent_reads() {
     // alice's connection stays usable; bob reads his inbox.
     assert_eq!(a.whoami(), bulk("agent_alice"));
     let mut b = proxy.client("bob");
-    let got = b.cmd(&[
-        "XREADGROUP",
-        "GROUP",
-        "bob",
-        "c",
-        "STREAMS",
-        "bob:webhook:inbox",
-        ">",
-    ]);
+    let got = b.cmd(&words("XREADGROUP GROUP bob c STREAMS bob:webhook:inbox >"));
     assert!(got.strings().contains(&"for bob".to_string()), "{got:?}");
     assert_eq!(
         admin.cmd(&["XLEN", "alice:webhook:outbox"]),

@@ -4,6 +4,7 @@
 
 use super::harness::{ok, Client, Value};
 use super::{alice, group};
+use oxidepm_testkit::words;
 
 const INBOX: &str = "alice:webhook:inbox";
 
@@ -53,50 +54,21 @@ fn another_group_an_outbox_or_another_agents_inbox_is_refused_and_nothing_made()
     group(&redis, INBOX, "0");
     let mut a = proxy.client("alice");
     for c in [
-        &["XGROUP", "CREATE", INBOX, "evil", "$"][..],
-        &["XGROUP", "CREATE", INBOX, "bridge", "0"],
-        &[
-            "XGROUP",
-            "CREATE",
-            "alice:webhook:outbox",
-            "alice",
-            "$",
-            "MKSTREAM",
-        ],
-        &[
-            "XGROUP",
-            "CREATE",
-            "bob:webhook:inbox",
-            "alice",
-            "$",
-            "MKSTREAM",
-        ],
-        &[
-            "XGROUP",
-            "CREATE",
-            "alice:other:inbox",
-            "alice",
-            "$",
-            "MKSTREAM",
-        ],
-        &["XGROUP", "CREATECONSUMER", INBOX, "evil", "c"],
-        &["XGROUP", "SETID", INBOX, "evil", "0"],
-        &["XREADGROUP", "GROUP", "evil", "c", "STREAMS", INBOX, ">"],
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "alice",
-            "c",
-            "STREAMS",
-            INBOX,
-            "bob:webhook:inbox",
-            ">",
-            ">",
-        ],
-        &["XAUTOCLAIM", "alice:webhook:outbox", "alice", "c", "0", "0"],
-        &["XCLAIM", INBOX, "bridge", "c", "0", "0-1"],
+        words(&format!("XGROUP CREATE {INBOX} evil $")),
+        words(&format!("XGROUP CREATE {INBOX} bridge 0")),
+        words("XGROUP CREATE alice:webhook:outbox alice $ MKSTREAM"),
+        words("XGROUP CREATE bob:webhook:inbox alice $ MKSTREAM"),
+        words("XGROUP CREATE alice:other:inbox alice $ MKSTREAM"),
+        words(&format!("XGROUP CREATECONSUMER {INBOX} evil c")),
+        words(&format!("XGROUP SETID {INBOX} evil 0")),
+        words(&format!("XREADGROUP GROUP evil c STREAMS {INBOX} >")),
+        words(&format!(
+            "XREADGROUP GROUP alice c STREAMS {INBOX} bob:webhook:inbox > >"
+        )),
+        words("XAUTOCLAIM alice:webhook:outbox alice c 0 0"),
+        words(&format!("XCLAIM {INBOX} bridge c 0 0-1")),
     ] {
-        let r = a.cmd(c);
+        let r = a.cmd(&c);
         assert!(r.error_starts("NOPERM"), "{c:?}: {r:?}");
     }
     let mut admin = redis.admin();

@@ -2,6 +2,7 @@
 
 use super::harness::{bulk, ok, send_blocking_read, Agent, Redis, TestProxy, Value};
 use oxidepm_testkit::eventually;
+use oxidepm_testkit::words;
 use std::time::Duration;
 
 fn lane() -> (Redis, TestProxy) {
@@ -97,14 +98,9 @@ fn commands_split_across_many_writes_are_reassembled() {
 fn resp3_replies_are_relayed_whole() {
     let (redis, proxy) = lane();
     // The group is the daemon's to make, the entry the bridge's to write.
-    let made = redis.admin().cmd(&[
-        "XGROUP",
-        "CREATE",
-        "alice:discord:inbox",
-        "alice",
-        "0",
-        "MKSTREAM",
-    ]);
+    let made = redis
+        .admin()
+        .cmd(&words("XGROUP CREATE alice:discord:inbox alice 0 MKSTREAM"));
     assert_eq!(made, ok());
     redis
         .bridge()
@@ -115,22 +111,14 @@ fn resp3_replies_are_relayed_whole() {
     // Pipelined, so that reply boundaries matter.
     let mut out = Vec::new();
     for args in [
-        &["XINFO", "STREAM", "alice:discord:inbox"][..],
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "alice",
-            "c",
-            "STREAMS",
-            "alice:discord:inbox",
-            ">",
-        ],
-        &["XPENDING", "alice:discord:inbox", "alice", "-", "+", "10"],
-        &["XINFO", "GROUPS", "alice:discord:inbox"],
-        &["KEYS", "*"],
-        &["ECHO", "end"],
+        words("XINFO STREAM alice:discord:inbox"),
+        words("XREADGROUP GROUP alice c STREAMS alice:discord:inbox >"),
+        words("XPENDING alice:discord:inbox alice - + 10"),
+        words("XINFO GROUPS alice:discord:inbox"),
+        words("KEYS *"),
+        words("ECHO end"),
     ] {
-        crate::resp::encode_args(&mut out, args);
+        crate::resp::encode_args(&mut out, &args);
     }
     c.send_raw(&out);
     let info = c.read();
@@ -151,14 +139,7 @@ fn the_client_closing_early_frees_its_upstream_connection() {
     // The daemon's user makes the group and watches the clients; the
     // bridge writes.
     let mut admin = redis.admin();
-    let made = admin.cmd(&[
-        "XGROUP",
-        "CREATE",
-        "alice:discord:inbox",
-        "alice",
-        "$",
-        "MKSTREAM",
-    ]);
+    let made = admin.cmd(&words("XGROUP CREATE alice:discord:inbox alice $ MKSTREAM"));
     assert_eq!(made, ok());
     let mut bridge = redis.bridge();
     {
@@ -190,14 +171,8 @@ fn the_client_closing_early_frees_its_upstream_connection() {
     );
     bridge.cmd(&["XADD", "alice:discord:inbox", "*", "text", "later"]);
     let mut c = proxy.client("alice");
-    let got = c.cmd(&[
-        "XREADGROUP",
-        "GROUP",
-        "alice",
-        "next",
-        "STREAMS",
-        "alice:discord:inbox",
-        ">",
-    ]);
+    let got = c.cmd(&words(
+        "XREADGROUP GROUP alice next STREAMS alice:discord:inbox >",
+    ));
     assert!(got.strings().contains(&"later".to_string()), "{got:?}");
 }

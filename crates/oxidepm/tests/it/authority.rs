@@ -3,9 +3,10 @@
 //! apps a person stopped. Each test is the attack, and checks that nothing
 //! changed.
 
-use crate::harness::{alive, bin, read, Env};
+use crate::harness::{alive, bin, read, strs, Env};
 use crate::lanes::conn;
 use crate::ops::ops_answer;
+use oxidepm_testkit::words;
 use serde_json::{json, Value};
 use std::fs::File;
 use std::io::Write;
@@ -380,15 +381,7 @@ fn an_agent_reaches_itself_and_its_grant_through_ops_and_its_own_tree() {
 fn a_protected_app_a_person_stopped_stays_stopped_whatever_an_ai_asks() {
     let env = Env::new();
     env.daemon_toml("agents_share_uid = true\n[lanes]\nbackend = \"off\"\n");
-    env.ok(&[
-        "start",
-        "--name",
-        "db",
-        "--protected",
-        "--",
-        "sleep",
-        "100000",
-    ]);
+    env.ok(&strs(&words("start --name db --protected -- sleep 100000")));
     // web depends on db: starting web would bring db along.
     env.request(json!({"id": 1, "op": "define", "apps": [{
         "name": "web", "command": "sleep", "args": ["100000"],
@@ -417,16 +410,9 @@ fn a_protected_app_a_person_stopped_stays_stopped_whatever_an_ai_asks() {
 
     // A protected app that stopped by itself, not by a person: an AI may
     // start it again.
-    env.ok(&[
-        "start",
-        "--name",
-        "once",
-        "--protected",
-        "--restart",
-        "never",
-        "--",
-        "true",
-    ]);
+    env.ok(&strs(&words(
+        "start --name once --protected --restart never -- true",
+    )));
     env.wait_status("once", "stopped");
     let r = ai(json!({"op": "start", "target": "once"}));
     assert_eq!(r["ok"], true, "{r}");
@@ -440,4 +426,54 @@ fn a_protected_app_a_person_stopped_stays_stopped_whatever_an_ai_asks() {
     assert_eq!(status(&env, "db"), "online");
     let rows = audit_of(&env, "ai:assistant");
     assert!(rows.iter().any(|r| r == "start E_PROTECTED"), "{rows:?}");
+}
+
+/// An agent allowed `@bots` names `web`, its own app, in a `scale`: the
+/// daemon must act on what it checked (the app `web`, which is no group),
+/// never on a person's instances `web-0`, `web-1` that share the name.
+#[test]
+fn scale_acts_only_on_the_apps_the_grant_was_checked_against() {
+    let env = Env::new();
+    env.daemon_toml("[agents.alice]\ntier = \"manage\"\napps = [\"@bots\"]\n");
+    let file = env.path("web.toml");
+    std::fs::write(
+        &file,
+        "[[apps]]\nname = \"web\"\nscript = \"sleep\"\nargs = [\"100000\"]\ninstances = 2\n",
+    )
+    .unwrap();
+    env.ok(&["start", file.to_str().unwrap()]);
+    env.ok(&[
+        "start", "--name", "web", "--tag", "bots", "--", "sleep", "100000",
+    ]);
+    crate::lanes::start_agents(&env, &["alice"]);
+    let before: Vec<u32> = ["web", "web-0", "web-1"]
+        .iter()
+        .map(|n| env.pid(n))
+        .collect();
+    let mut alice = crate::lanes::conn(&env.home.join("lanes/alice.sock"));
+    for req in [
+        r#"{"op":"scale","target":"web","instances":1}"#,
+        r#"{"op":"scale","target":"web","instances":4}"#,
+    ] {
+        let r = crate::ops::ops_answer(&mut alice, "alice", req);
+        assert!(r["error"]["code"].is_string(), "{req}: {r}");
+    }
+    let names: Vec<String> = env
+        .status()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap().to_string())
+        .collect();
+    for n in ["web", "web-0", "web-1"] {
+        assert!(names.iter().any(|x| x == n), "{n} gone: {names:?}");
+    }
+    assert!(
+        !names.iter().any(|x| x == "web-2" || x == "web-3"),
+        "{names:?}"
+    );
+    let after: Vec<u32> = ["web", "web-0", "web-1"]
+        .iter()
+        .map(|n| env.pid(n))
+        .collect();
+    assert_eq!(before, after);
+    assert!(before.iter().all(|p| alive(*p)));
 }

@@ -2,9 +2,9 @@
 //! runtime routes. (The bridge's own behaviour under crashes and failing
 //! sinks is tested in the oxidepm-bridge crate.)
 
-use crate::harness::{read, Env};
+use crate::harness::{read, strs, Env};
 use oxidepm_lanes::Secret;
-use oxidepm_testkit::{free_port, http, Sink, SinkMode, SmtpSink};
+use oxidepm_testkit::{free_port, http, words, Sink, SinkMode, SmtpSink};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -188,16 +188,9 @@ deliver = {{ "*" = "{}" }}
 
     // A route added at runtime takes effect without restarting the bridge.
     let bridge_pid = env.pid("oxidepm-bridge");
-    env.ok(&[
-        "route",
-        "add",
-        "--source",
-        "webhook",
-        "--channel",
-        "random",
-        "--agent",
-        "bob",
-    ]);
+    env.ok(&strs(&words(
+        "route add --source webhook --channel random --agent bob",
+    )));
     let mut routed = false;
     for _ in 0..50 {
         let (code, _) = post(
@@ -234,40 +227,19 @@ deliver = {{ "*" = "{}" }}
     let o = env
         .cmd()
         .env("OXIDEPM_ACTOR", "ai:x")
-        .args([
-            "route",
-            "rm",
-            "--source",
-            "webhook",
-            "--channel",
-            "random",
-            "--agent",
-            "bob",
-        ])
+        .args(words(
+            "route rm --source webhook --channel random --agent bob",
+        ))
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("E_POLICY_DENIED"));
-    let err = env.fails(&[
-        "route",
-        "rm",
-        "--source",
-        "webhook",
-        "--channel",
-        "support",
-        "--agent",
-        "alice",
-    ]);
+    let err = env.fails(&strs(&words(
+        "route rm --source webhook --channel support --agent alice",
+    )));
     assert!(err.contains("daemon.toml"), "{err}");
-    env.ok(&[
-        "route",
-        "rm",
-        "--source",
-        "webhook",
-        "--channel",
-        "random",
-        "--agent",
-        "bob",
-    ]);
+    env.ok(&strs(&words(
+        "route rm --source webhook --channel random --agent bob",
+    )));
     let audit = env.json(&["audit"]);
     let ops: Vec<String> = audit
         .as_array()

@@ -3,7 +3,8 @@
 //! field, `show` in human units, `audit` by class and age, and `stop`,
 //! `restart`, `delete` of an app file.
 
-use crate::harness::{bin, read, Env};
+use crate::harness::{bin, read, strs, Env};
+use oxidepm_testkit::words;
 use serde_json::Value;
 
 #[test]
@@ -27,22 +28,14 @@ fn status_of_an_app_exits_like_systemctl() {
     assert_eq!(v.as_array().unwrap().len(), 1);
     assert_eq!(v[0]["status"], "stopped");
     // An app that exited on its own is not running either.
-    env.ok(&[
-        "start",
-        "--name",
-        "done",
-        "--restart",
-        "never",
-        "--",
-        "true",
-    ]);
+    env.ok(&strs(&words("start --name done --restart never -- true")));
     env.wait_status("done", "stopped");
     assert_eq!(code(&["status", "done"]), Some(3));
 }
 
 /// An app that prints `<name><i>` each time the file `<dir>/<name><i>`
 /// appears, for i in 1..=n.
-pub(crate) fn stepper(env: &Env, name: &str, n: u32, stderr: bool) -> String {
+fn stepper(env: &Env, name: &str, n: u32, stderr: bool) -> String {
     let dir = env.dir.path().display().to_string();
     let redirect = if stderr { " >&2" } else { "" };
     env.script(
@@ -56,7 +49,7 @@ pub(crate) fn stepper(env: &Env, name: &str, n: u32, stderr: bool) -> String {
 }
 
 /// Lines of `logs --json` for `args`.
-pub(crate) fn json_lines(env: &Env, args: &[&str]) -> Vec<Value> {
+fn json_lines(env: &Env, args: &[&str]) -> Vec<Value> {
     let mut a = args.to_vec();
     a.push("--json");
     env.ok(&a)
@@ -68,7 +61,7 @@ pub(crate) fn json_lines(env: &Env, args: &[&str]) -> Vec<Value> {
 /// Makes `app` print its next line, waits until that line is in the log,
 /// and until the clock has moved past its stamp (so the next line's
 /// stamp is later); returns the stamp.
-pub(crate) fn step(env: &Env, app: &str, line: &str) -> String {
+fn step(env: &Env, app: &str, line: &str) -> String {
     std::fs::write(env.path(line), "").unwrap();
     let at = env.wait(20, line, || {
         json_lines(env, &["logs", app, "-n", "50"])
@@ -462,4 +455,43 @@ fn a_file_wins_over_an_app_of_the_same_name_and_the_id_names_the_app() {
     let id = env.app("x.toml")["id"].to_string();
     here(&["stop", &id]);
     assert_eq!(env.app("x.toml")["status"], "stopped");
+}
+
+/// `--until` with `-n`: the last lines of the window, as journalctl's
+/// `-n 1 --until T` gives the last entry before T; the newest lines of
+/// the log are after the window and must not hide it. The same through
+/// an agent's ops lane, whose `lines` has a default.
+#[test]
+fn a_window_that_ended_gives_its_own_last_lines() {
+    let env = Env::new();
+    env.daemon_toml("[agents.alice]\napps = [\"w\"]\n");
+    let w = stepper(&env, "w", 3, false);
+    env.ok(&["start", "--name", "w", "--", &w]);
+    let t1 = step(&env, "w", "w1");
+    let t2 = step(&env, "w", "w2");
+    step(&env, "w", "w3");
+    let text = |args: &[&str]| -> Vec<String> {
+        json_lines(&env, args)
+            .iter()
+            .map(|l| l["line"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(text(&["logs", "w", "--until", &t1, "-n", "1"]), ["w1"]);
+    assert_eq!(text(&["logs", "w", "--until", &t2, "-n", "1"]), ["w2"]);
+    assert_eq!(
+        text(&["logs", "w", "--since", &t1, "--until", &t2, "-n", "5"]),
+        ["w1", "w2"]
+    );
+    crate::lanes::start_agents(&env, &["alice"]);
+    let mut alice = crate::lanes::conn(&env.home.join("lanes/alice.sock"));
+    let req = serde_json::json!({"op": "logs", "target": "w", "until": t1, "lines": 1});
+    let r = crate::ops::ops_answer(&mut alice, "alice", &req.to_string());
+    let got: Vec<&str> = r["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|l| l["line"].as_str().unwrap())
+        .collect();
+    assert_eq!(got.len(), 1, "{r}");
+    assert!(got[0].ends_with(" w1"), "{r}");
 }

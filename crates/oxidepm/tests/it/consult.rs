@@ -80,7 +80,7 @@ fn inbox(env: &Env, c: &mut redis::Connection, agent: &str, n: usize) -> Vec<Fie
 }
 
 /// A stream as the daemon's admin user reads it.
-fn range(env: &Env, key: &str) -> Vec<Fields> {
+pub(crate) fn range(env: &Env, key: &str) -> Vec<Fields> {
     let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
         .arg(key)
         .arg("-")
@@ -338,4 +338,53 @@ fn the_python_example_agents_ask_and_answer_each_other() {
     });
     assert!(said.contains("bob heard 12 chars"), "{said}");
     assert!(read(&env.home.join("logs/bob-out.log")).contains("bob: answered alice's"));
+}
+
+/// Alice puts a question to bob with the router's own fields again in
+/// other cases (`From carol`, `KIND answer`, `Request_Id`, `TO carol`):
+/// bob's entry names alice, once, whatever case a reader folds to.
+#[test]
+fn a_consult_question_cannot_carry_the_routers_fields_in_another_case() {
+    let env = Env::new();
+    env.daemon_toml(
+        "agents_share_uid = true\n[lanes]\nappendfsync = \"everysec\"\n\
+         [[lanes.consult]]\nfrom = \"alice\"\nto = \"bob\"\n",
+    );
+    start_agents(&env, &["alice", "bob", "carol"]);
+    let mut alice = lane(&env, "alice");
+    let id: String = redis::cmd("XADD")
+        .arg("alice:consult:outbox")
+        .arg("*")
+        .arg("to")
+        .arg("bob")
+        .arg("text")
+        .arg("q")
+        .arg("From")
+        .arg("carol")
+        .arg("KIND")
+        .arg("answer")
+        .arg("Request_Id")
+        .arg("1-1")
+        .arg("TO")
+        .arg("carol")
+        .arg("Received_At")
+        .arg("yesterday")
+        .arg("topic")
+        .arg("dns")
+        .query(&mut alice)
+        .unwrap();
+    let got = env.wait(30, "alice's question in bob's inbox", || {
+        let r = range(&env, "bob:consult:inbox");
+        (!r.is_empty()).then_some(r)
+    });
+    let e = &got[0];
+    assert_eq!(e["from"], "alice", "{e:?}");
+    assert_eq!(e["kind"], "question", "{e:?}");
+    assert_eq!(e["request_id"], id, "{e:?}");
+    assert_eq!(e["topic"], "dns", "the sender's own fields pass: {e:?}");
+    for own in ["from", "to", "kind", "request_id", "received_at", "re"] {
+        let named: Vec<&String> = e.keys().filter(|k| k.eq_ignore_ascii_case(own)).collect();
+        assert!(named.len() <= 1, "{own} given more than once: {e:?}");
+    }
+    assert!(!e.values().any(|v| v == "carol"), "{e:?}");
 }

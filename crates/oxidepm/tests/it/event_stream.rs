@@ -2,7 +2,7 @@
 //! under the caller's read scope, with bounded buffering and explicit
 //! `missed` markers.
 
-use crate::harness::{bin, kill, read, Env, Raw};
+use crate::harness::{alive, bin, kill, read, Env, Raw};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
@@ -463,4 +463,62 @@ fn a_subscriber_to_health_sees_an_app_turn_healthy_then_unhealthy() {
             .count(),
         3
     );
+}
+
+/// An adapter follows the events of the apps its grant holds; daemon.toml
+/// then takes `web` out of its grant and is reloaded. Its open
+/// subscription must not go on streaming `web`'s events under the grant it
+/// was opened with: the stream ends, and a new one gets the new grant.
+#[test]
+fn a_grant_narrowed_by_a_config_reload_ends_open_subscriptions() {
+    let env = Env::new();
+    env.daemon_toml(
+        "[lanes]\nbackend = \"off\"\n[adapters.chat]\ntier = \"read\"\napps = [\"web\", \"chat\"]\n",
+    );
+    env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
+    let oxpm = crate::harness::bin("oxidepm").display().to_string();
+    env.ok(&[
+        "start",
+        "--name",
+        "chat",
+        "--kind",
+        "adapter",
+        "--restart",
+        "never",
+        "--",
+        &oxpm,
+        "events",
+        "--follow",
+        "--json",
+    ]);
+    let chat = env.pid("chat");
+    let out = env.home.join("logs/chat-out.log");
+    let saw = |pid: u32| crate::harness::read(&out).contains(&format!("pid {pid}\""));
+    // The stream is open and shows web, in the grant.
+    env.ok(&["restart", "web"]);
+    let first = env.pid("web");
+    env.wait(60, "web's restart streamed", || saw(first));
+
+    // A reload that changes no grant leaves the stream open.
+    env.ok(&["reload-daemon-config"]);
+    env.ok(&["restart", "web"]);
+    let kept = env.pid("web");
+    env.wait(60, "web's restart still streamed", || saw(kept));
+
+    env.daemon_toml(
+        "[lanes]\nbackend = \"off\"\n[adapters.chat]\ntier = \"read\"\napps = [\"chat\"]\n",
+    );
+    env.ok(&["reload-daemon-config"]);
+    env.ok(&["restart", "web"]);
+    let second = env.pid("web");
+    env.wait(
+        60,
+        "web's second restart streamed, or the stream ended",
+        || saw(second) || !alive(chat),
+    );
+    let streamed = saw(second);
+    if alive(chat) {
+        crate::harness::kill(chat, libc::SIGKILL);
+    }
+    assert!(!streamed, "web's events still streamed outside the grant");
 }

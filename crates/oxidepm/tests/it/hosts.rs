@@ -7,11 +7,11 @@
 //! over and a daemon killed are survived.
 
 use crate::consult::{fields, Fields};
-use crate::harness::{shared_lanes, Env};
+use crate::harness::{shared_lanes, strs, Env};
 use crate::lanes::{conn, run, start_agents};
 use oxidepm_testkit::cluster::Cluster;
 use oxidepm_testkit::shared::{OXIDEPM_PASSWORD, OXIDEPM_USER};
-use oxidepm_testkit::{free_port, http};
+use oxidepm_testkit::{free_port, http, words};
 use std::os::unix::fs::PermissionsExt;
 
 /// A host: its own home and daemon, its lanes on `cluster`, its webhook
@@ -125,16 +125,9 @@ fn agents_on_two_hosts_consult_each_other_on_a_cluster_through_a_failover() {
 
     // A route added on one host is every host's; a message arriving at
     // host A's webhook reaches bob on host B.
-    a.ok(&[
-        "route",
-        "add",
-        "--source",
-        "webhook",
-        "--channel",
-        "ci",
-        "--agent",
-        "bob",
-    ]);
+    a.ok(&strs(&words(
+        "route add --source webhook --channel ci --agent bob",
+    )));
     let has_ci = |env: &Env| {
         let list = env.json(&["route", "list"]);
         list["routes"].as_array().is_some_and(|r| {
@@ -154,16 +147,9 @@ fn agents_on_two_hosts_consult_each_other_on_a_cluster_through_a_failover() {
                 .contains(&http(webhook, "POST", "/in/webhook", Some(token.expose()), body).0)
             && run(&mut bob, &["XLEN", key]).is_ok_and(|n| n != redis::Value::Int(0))
     });
-    b.ok(&[
-        "route",
-        "rm",
-        "--source",
-        "webhook",
-        "--channel",
-        "ci",
-        "--agent",
-        "bob",
-    ]);
+    b.ok(&strs(&words(
+        "route rm --source webhook --channel ci --agent bob",
+    )));
     assert!(!has_ci(&a), "host A still lists the route host B removed");
 
     // Bob's lane cannot reach alice's keys, through his socket or as his

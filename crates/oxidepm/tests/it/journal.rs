@@ -5,6 +5,7 @@
 
 use super::harness::*;
 use oxidepm_logwriter::journal::{recv_entry, SOCKET_ENV};
+use oxidepm_testkit::words;
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -281,15 +282,7 @@ fn the_start_flag_sends_an_app_to_the_journal_and_a_bad_value_is_refused() {
     let env = Env::new();
     let (rx, sock) = journal(&env);
     start_daemon(&env, &sock);
-    let err = env.fails(&[
-        "start",
-        "--log-target",
-        "syslog",
-        "--name",
-        "x",
-        "--",
-        "true",
-    ]);
+    let err = env.fails(&strs(&words("start --log-target syslog --name x -- true")));
     assert!(err.contains("journald"), "{err}");
     assert!(env.status().is_empty(), "nothing may start");
 

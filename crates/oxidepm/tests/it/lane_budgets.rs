@@ -2,9 +2,10 @@
 //! append to, and the lane proxy's limits, as daemon.toml sets them.
 //! Real daemon, real redis-server, real proxy.
 
-use crate::harness::{alive, kill, read, Env};
+use crate::harness::{alive, kill, read, strs, Env};
 use crate::lanes::{conn, run, start_agents};
 use oxidepm_lanes::Secret;
+use oxidepm_testkit::words;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
@@ -87,15 +88,9 @@ fn redis_has_a_memory_bound_and_a_writer_past_it_gets_oom_while_others_read() {
     let mut bob = conn(&env.home.join("lanes/bob.sock"));
     let got = run(
         &mut bob,
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "bob",
-            "c1",
-            "STREAMS",
-            "bob:webhook:inbox",
-            ">",
-        ],
+        &strs(&words(
+            "XREADGROUP GROUP bob c1 STREAMS bob:webhook:inbox >",
+        )),
     )
     .unwrap();
     assert!(format!("{got:?}").contains("for bob"), "{got:?}");

@@ -3,10 +3,10 @@
 //! is shaped to smuggle mail. Real daemon, redis-server, bridge process,
 //! uids (made with useradd when run as root) and SMTP server.
 
-use crate::harness::{read, test_user, Env};
+use crate::harness::{read, strs, test_user, Env};
 use crate::lanes::{conn, host_conn};
 use oxidepm_lanes::Secret;
-use oxidepm_testkit::{free_port, http, SmtpSink};
+use oxidepm_testkit::{free_port, http, words, SmtpSink};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -494,16 +494,9 @@ fn a_bridge_that_cannot_run_as_its_own_user_stays_stopped_and_lanes_says_why() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
-    env.ok(&[
-        "route",
-        "add",
-        "--source",
-        "email",
-        "--address",
-        "alice@example.org",
-        "--agent",
-        "alice",
-    ]);
+    env.ok(&strs(&words(
+        "route add --source email --address alice@example.org --agent alice",
+    )));
     env.wait(20, "the bridge", || bridge_online(&env));
     assert!(env.json(&["lanes"])["bridge"]["problem"].is_null());
 }

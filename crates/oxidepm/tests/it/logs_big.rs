@@ -4,6 +4,7 @@
 use crate::harness::Env;
 use crate::lanes::{conn, start_agents};
 use crate::ops::ops_answer;
+use oxidepm_testkit::words;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
@@ -51,14 +52,7 @@ fn a_million_lines_are_all_printed_in_bounded_daemon_memory() {
 
     let mut child = env
         .cmd()
-        .args([
-            "logs",
-            "big",
-            "--out",
-            "--raw",
-            "--lines",
-            &LINES.to_string(),
-        ])
+        .args(words(&format!("logs big --out --raw --lines {LINES}")))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -176,4 +170,36 @@ fn logs_through_ops_are_bounded_in_bytes_and_say_so() {
         r#"{"op":"logs","target":"big","stream":"out","lines":3}"#,
     );
     assert_eq!(r["result"].as_array().unwrap().len(), 3, "{r}");
+}
+
+/// A raw client (or an agent through its lane) defines an app that keeps
+/// four billion rotated logs: every `logs` that reaches it, a person's
+/// included, would try four billion file names, and `flush` would remove
+/// as many. The daemon holds the bound the app files have.
+#[test]
+fn a_define_beyond_the_rotated_log_bound_is_refused() {
+    let env = Env::new();
+    env.ok(&["ping"]);
+    let mut raw = env.raw("daemon.sock");
+    let r = raw.call(serde_json::json!({
+        "id": 1,
+        "op": "define",
+        "apps": [{"name": "many", "command": "sleep", "args": ["100000"], "log_keep": u32::MAX}],
+    }));
+    assert_eq!(r["ok"], false, "{r}");
+    // A log rotated at every byte: each line would rename them all.
+    let r = raw.call(serde_json::json!({
+        "id": 3,
+        "op": "define",
+        "apps": [{"name": "tiny", "command": "sleep", "args": ["100000"], "log_max_bytes": 1}],
+    }));
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(env.status().is_empty(), "{:?}", env.status());
+    // The largest count an app file may give is taken.
+    let r = raw.call(serde_json::json!({
+        "id": 2,
+        "op": "define",
+        "apps": [{"name": "kept", "command": "sleep", "args": ["100000"], "log_keep": 1000}],
+    }));
+    assert_eq!(r["ok"], true, "{r}");
 }

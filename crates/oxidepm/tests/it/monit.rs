@@ -1,7 +1,8 @@
 //! `oxidepm monit` driven as a person drives it: in a real terminal
 //! (tmux, 80×24), against a real daemon, keys sent and the screen read.
 
-use crate::harness::{alive, bin, kill, Env};
+use crate::harness::{alive, bin, kill, strs, Env};
+use oxidepm_testkit::words;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -203,15 +204,7 @@ fn monit_shows_a_crash_restarts_with_r_and_quits_with_q() {
 #[test]
 fn an_ai_in_monit_is_refused_what_its_tier_forbids_and_nothing_changes() {
     let env = Env::new();
-    env.ok(&[
-        "start",
-        "--name",
-        "db",
-        "--protected",
-        "--",
-        "sleep",
-        "1000",
-    ]);
+    env.ok(&strs(&words("start --name db --protected -- sleep 1000")));
     let pid = env.pid("db");
     let Some(t) = Tmux::start(&env, Some("ai:assistant")) else {
         return;

@@ -1,7 +1,8 @@
 //! The `ops` responder: an agent asks the daemon through its own lane.
 
-use crate::harness::Env;
+use crate::harness::{strs, Env};
 use crate::lanes::{conn, run, start_agents};
+use oxidepm_testkit::words;
 use serde_json::Value;
 
 /// Sends `request` through `agent`'s ops lane and waits for its answer.
@@ -46,15 +47,7 @@ fn the_ops_responder_answers_an_agent_as_itself() {
     let env = Env::new();
     // An agent reaches itself and what it is granted.
     env.daemon_toml("[agents.alice]\napps = [\"web\", \"db\"]\n");
-    env.ok(&[
-        "start",
-        "--name",
-        "db",
-        "--protected",
-        "--",
-        "sleep",
-        "100000",
-    ]);
+    env.ok(&strs(&words("start --name db --protected -- sleep 100000")));
     env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
     start_agents(&env, &["alice", "bob"]);
     let db = env.pid("db");
@@ -91,15 +84,7 @@ fn the_ops_responder_answers_an_agent_as_itself() {
     assert!(e.starts_with("NOPERM"), "{e}");
     let e = run(
         &mut alice,
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "bob",
-            "x",
-            "STREAMS",
-            "bob:ops:inbox",
-            ">",
-        ],
+        &strs(&words("XREADGROUP GROUP bob x STREAMS bob:ops:inbox >")),
     )
     .unwrap_err();
     assert!(e.starts_with("NOPERM"), "{e}");

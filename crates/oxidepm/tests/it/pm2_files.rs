@@ -6,8 +6,9 @@
 //! node is needed; without it each test is skipped with the reason printed,
 //! unless `OXIDEPM_REQUIRE_COMPAT=1` (test.sh sets it), which makes it fail.
 
-use crate::harness::{alive, Env};
+use crate::harness::{alive, test_user, Env};
 use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 fn fixtures() -> PathBuf {
@@ -394,4 +395,112 @@ fn ctrl_c_while_node_reads_the_file_stops_node_and_what_it_started() {
         env.wait(10, "node and its child to be gone", || !alive(p));
     }
     unchanged(&env, pid);
+}
+
+/// An ecosystem.config.js is a program: what it leaves running, in node's
+/// group or in a session of its own (`detached`, or setsid twice over), must
+/// not outlive the reading of the file.
+#[test]
+fn an_ecosystem_file_leaves_no_process_behind() {
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: node is not installed");
+        return;
+    }
+    let env = Env::new();
+    let d = env.dir.path().display().to_string();
+    let file = env.path("ecosystem.config.js");
+    std::fs::write(
+        &file,
+        format!(
+            r#"const cp = require("child_process");
+const fs = require("fs");
+const grouped = cp.spawn("sleep", ["100000"], {{ stdio: "ignore" }});
+grouped.unref();
+fs.writeFileSync("{d}/grouped.pid", String(grouped.pid));
+const detached = cp.spawn("sleep", ["100000"], {{ stdio: "ignore", detached: true }});
+detached.unref();
+fs.writeFileSync("{d}/detached.pid", String(detached.pid));
+cp.execSync("setsid sh -c 'echo $$ > {d}/double.pid; exec sleep 100000' > /dev/null 2>&1 < /dev/null &");
+module.exports = {{ apps: [{{ name: "web", script: "sleep", args: "100000" }}] }};
+"#
+        ),
+    )
+    .unwrap();
+    env.ok(&["start", file.to_str().unwrap()]);
+    let web = env.pid("web");
+    let mut left = Vec::new();
+    for name in ["grouped", "detached", "double"] {
+        let p = env.path(&format!("{name}.pid"));
+        let pid: u32 = env.wait(20, "the pid file", || {
+            crate::harness::read(&p).trim().parse::<u32>().ok()
+        });
+        if alive(pid) {
+            crate::harness::kill(pid, libc::SIGKILL);
+            left.push(name);
+        }
+    }
+    assert!(left.is_empty(), "still running: {left:?}");
+    assert!(alive(web));
+}
+
+/// Code another user can write is never run as the caller: root names a
+/// `*.config.js` that another account owns (or that every user can
+/// change) in `start`, `stop` or `import`; node must not run it. A FIFO
+/// named like one is refused at once rather than waited on.
+#[test]
+fn a_config_js_another_user_can_write_is_not_run() {
+    let Some((uid, _)) = test_user("oxpm-r2-other") else {
+        eprintln!("skipped: needs root to create a second user");
+        return;
+    };
+    if std::process::Command::new("node")
+        .arg("-e")
+        .arg("0")
+        .status()
+        .is_err()
+    {
+        eprintln!("skipped: node is not installed (Debian: nodejs)");
+        return;
+    }
+    let env = Env::new();
+    env.ok(&["ping"]);
+    let ran = env.path("ran");
+    let body = format!(
+        "require('fs').writeFileSync({:?}, 'ran');\n\
+         module.exports = {{ apps: [{{ name: 'planted', script: 'sleep', args: '100000' }}] }};\n",
+        ran.display().to_string()
+    );
+    let theirs = env.path("theirs.config.js");
+    std::fs::write(&theirs, &body).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(uid), None).unwrap();
+    let open = env.path("open.config.js");
+    std::fs::write(&open, &body).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+    for file in [&theirs, &open] {
+        let f = file.to_str().unwrap();
+        for args in [vec!["start", f], vec!["stop", f], vec!["import", f]] {
+            let o = env.run(&args);
+            assert!(!o.status.success(), "{args:?} succeeded");
+            assert!(!ran.exists(), "{args:?} ran the file");
+        }
+    }
+    assert!(env.status().is_empty(), "{:?}", env.status());
+    // The same file of the caller's own is read as usual.
+    let mine = env.path("mine.config.js");
+    std::fs::write(&mine, &body).unwrap();
+    env.ok(&["import", mine.to_str().unwrap()]);
+    assert!(ran.exists());
+
+    let fifo = env.path("fifo.config.js");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    for args in [
+        vec!["import", fifo.to_str().unwrap()],
+        vec!["start", fifo.to_str().unwrap()],
+    ] {
+        assert!(!env.run(&args).status.success(), "{args:?}");
+    }
 }

@@ -238,3 +238,71 @@ fn reload_without_a_health_check_is_a_restart_and_says_so() {
     assert!(out.contains(&format!("pid {old} → {new}")), "{out}");
     assert!(!alive(old));
 }
+
+/// A daemon killed with SIGKILL while a reload waits for the new process
+/// to get healthy: the next daemon finds both runs of the app and keeps
+/// one, the app's, never two.
+#[test]
+fn a_reload_cut_by_a_daemon_kill_leaves_one_process() {
+    let env = Env::new();
+    let d = env.dir.path().display().to_string();
+    let file = env.path("web.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"[[apps]]
+name = "web"
+script = "sh"
+args = ["-c", "touch {d}/run.$$; exec sleep 100000"]
+[apps.health]
+command = ["sh", "-c", "test -f {d}/ok.$OXIDEPM_PID"]
+interval = "100ms"
+timeout = "1s"
+retries = 3
+start_period = "600s"
+"#
+        ),
+    )
+    .unwrap();
+    env.ok(&["start", file.to_str().unwrap()]);
+    let old = env.pid("web");
+    std::fs::write(env.path(&format!("ok.{old}")), "").unwrap();
+    env.wait(60, "web healthy", || {
+        env.daemon_app("web")["health"] == "healthy"
+    });
+    let runs = || -> Vec<u32> {
+        let mut v: Vec<u32> = std::fs::read_dir(env.dir.path())
+            .unwrap()
+            .filter_map(|e| {
+                e.ok()?
+                    .file_name()
+                    .to_str()?
+                    .strip_prefix("run.")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let mut reload = env.cmd().args(["reload", "web"]).spawn().unwrap();
+    let new = env.wait(60, "the new process", || {
+        runs().into_iter().find(|p| *p != old)
+    });
+    env.kill_daemon();
+    let _ = reload.kill();
+    let _ = reload.wait();
+    env.ok(&["ping"]);
+    let left = |pids: &[u32]| pids.iter().copied().filter(|p| alive(*p)).count();
+    env.wait(60, "one process of web left", || left(&[old, new]) == 1);
+    let app = env.daemon_app("web");
+    let pid = app["pid"].as_u64().unwrap() as u32;
+    assert!(pid == old || pid == new, "{app}");
+    assert!(alive(pid));
+    env.ok(&["delete", "web"]);
+    for p in [old, new] {
+        if alive(p) {
+            crate::harness::kill(p, libc::SIGKILL);
+        }
+    }
+}

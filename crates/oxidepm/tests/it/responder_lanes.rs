@@ -3,9 +3,11 @@
 //! the Python example answering through it. Real daemon, redis-server,
 //! lane proxy and uids (made with useradd when run as root).
 
-use crate::harness::{read, test_user, Env};
+use crate::consult::range;
+use crate::harness::{read, strs, test_user, Env};
 use crate::lanes::{host_conn, run};
 use crate::responders::{ids, lane, start, text};
+use oxidepm_testkit::words;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 #[test]
@@ -99,16 +101,9 @@ fn a_responder_cannot_take_the_name_of_an_agent_a_source_or_ops() {
     for name in [
         "alice", "webhook", "email", "discord", "consult", "ops", "bridge", "Bad*",
     ] {
-        let e = env.fails(&[
-            "start",
-            "--kind",
-            "responder",
-            "--name",
-            name,
-            "--",
-            "sleep",
-            "100",
-        ]);
+        let e = env.fails(&strs(&words(&format!(
+            "start --kind responder --name {name} -- sleep 100"
+        ))));
         assert!(
             e.contains("responder") || e.contains("reserved") || e.contains("not allowed"),
             "{name}: {e}"
@@ -169,15 +164,9 @@ fn the_python_echo_responder_answers_the_agent_that_asked() {
     let got = env.wait(20, "echo's answer", || {
         let r = run(
             &mut alice,
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "alice",
-                "a",
-                "STREAMS",
-                "alice:echo:inbox",
-                ">",
-            ],
+            &strs(&words(
+                "XREADGROUP GROUP alice a STREAMS alice:echo:inbox >",
+            )),
         )
         .unwrap();
         let t = text(&r);
@@ -203,15 +192,9 @@ fn a_responder_s_consumer_names_are_bounded() {
     let read = |resp: &mut redis::Connection, c: &str| {
         run(
             resp,
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "echo",
-                c,
-                "STREAMS",
-                "alice:echo:outbox",
-                ">",
-            ],
+            &strs(&words(&format!(
+                "XREADGROUP GROUP echo {c} STREAMS alice:echo:outbox >"
+            ))),
         )
     };
     for c in ["c1", "c2", "c1"] {
@@ -246,4 +229,160 @@ fn a_responder_updated_into_a_plain_app_loses_its_lane() {
     let mut alice = lane(&env, "alice");
     let e = run(&mut alice, &["XADD", "alice:echo:outbox", "*", "t", "x"]).unwrap_err();
     assert!(e.starts_with("NOPERM"), "{e}");
+}
+
+/// With the lanes off, a responder app named like an agent or a source is
+/// defined all the same, and takes over that name's socket or outboxes
+/// once the lanes are turned on: refused as it is with the lanes on.
+#[test]
+fn a_responder_named_like_an_agent_or_a_source_is_refused_with_the_lanes_off() {
+    let env = Env::new();
+    env.daemon_toml("agents_share_uid = true\n[lanes]\nbackend = \"off\"\n");
+    env.ok(&[
+        "start", "--kind", "agent", "--name", "alice", "--", "sleep", "100000",
+    ]);
+    for name in ["alice", "webhook", "consult", "ops"] {
+        let e = env.fails(&strs(&words(&format!(
+            "start --kind responder --name {name} -- sleep 100000"
+        ))));
+        assert!(e.contains(name), "{name}: {e}");
+        let kinds: Vec<String> = env
+            .status()
+            .iter()
+            .filter(|a| a["name"] == name)
+            .map(|a| a["kind"].to_string())
+            .collect();
+        assert!(
+            kinds.iter().all(|k| k.contains("agent")),
+            "{name}: {kinds:?}"
+        );
+    }
+    // A plain app updated into a responder of a source's name: refused too.
+    env.ok(&["start", "--name", "discord", "--", "sleep", "100000"]);
+    env.fails(&strs(&words(
+        "start --update --kind responder --name discord -- sleep 100000",
+    )));
+    assert_ne!(env.app("discord")["kind"], "responder");
+    env.ok(&strs(&words(
+        "start --kind responder --name echo -- sleep 100000",
+    )));
+}
+
+/// Alice asks the example echo responder with a text too large to echo
+/// back (past `lanes.responder_reply_max_bytes`), then with bytes that are
+/// not UTF-8; bob asks next and is
+/// answered: one agent's request does not stop the responder (a refused
+/// reply that raised would crash it, and at each restart it would read
+/// alice's request again first).
+#[test]
+fn one_agents_large_request_does_not_stop_the_example_responder() {
+    let has_redis_py = std::process::Command::new("python3")
+        .args(["-c", "import redis"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_redis_py {
+        eprintln!("skipped: python3 with redis-py is not installed (test.sh installs it)");
+        return;
+    }
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "agent", "bob", "oxpm-bob");
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/responders/echo.toml")
+        .canonicalize()
+        .unwrap();
+    env.ok(&["start", file.to_str().unwrap()]);
+    let mut alice = lane(&env, "alice");
+    let big = "a".repeat(200 << 10);
+    redis::cmd("XADD")
+        .arg("alice:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg(&big)
+        .query::<String>(&mut alice)
+        .unwrap();
+    // And bytes that are not UTF-8, which a client decoding strictly
+    // raises on while reading, before any reply.
+    redis::cmd("XADD")
+        .arg("alice:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg(&b"\xff\xfe not utf-8"[..])
+        .query::<String>(&mut alice)
+        .unwrap();
+    let mut bob = lane(&env, "bob");
+    let id: String = redis::cmd("XADD")
+        .arg("bob:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg("ping from bob")
+        .query(&mut bob)
+        .unwrap();
+    env.wait(30, "echo's answer to bob", || {
+        ids(&env, "bob:echo:inbox").len() == 1
+    });
+    let got = range(&env, "bob:echo:inbox");
+    assert_eq!(got[0]["request_id"], id, "{got:?}");
+    assert_eq!(got[0]["text"], "ping from bob");
+    // Alice's requests are acknowledged, not read again at every restart.
+    let mut sys = host_conn(&env, "sys");
+    env.wait(10, "alice's request acknowledged", || {
+        let p = run(&mut sys, &["XPENDING", "alice:echo:outbox", "echo"]).unwrap();
+        matches!(p, redis::Value::Array(ref v) if v.first() == Some(&redis::Value::Int(0)))
+    });
+}
+
+/// A responder given an agent's user (or an agent given a responder's):
+/// the responder's lane socket is that uid's, so the agent could connect
+/// to it and read and answer every agent's requests. Refused both ways;
+/// nothing is defined.
+#[test]
+fn a_responder_and_an_agent_of_one_uid_are_refused() {
+    if test_user("oxpm-alice").is_none() || test_user("oxpm-echo").is_none() {
+        eprintln!("skipped: needs root to make the users oxpm-alice and oxpm-echo");
+        return;
+    }
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    let e = env.fails(&strs(&words(
+        "start --kind responder --name echo --user oxpm-alice -- sleep 100000",
+    )));
+    assert!(e.contains("uid"), "{e}");
+    assert!(!env.home.join("lanes/echo.sock").exists());
+    assert!(env.status().iter().all(|a| a["name"] != "echo"));
+    start(&env, "responder", "echo", "oxpm-echo");
+    let e = env.fails(&strs(&words(
+        "start --kind agent --name mallory --user oxpm-echo -- sleep 100000",
+    )));
+    assert!(e.contains("uid"), "{e}");
+    assert!(env.status().iter().all(|a| a["name"] != "mallory"));
+    // An update into the agent's user, too.
+    let e = env.fails(&strs(&words(
+        "start --update --kind responder --name echo --user oxpm-alice -- sleep 100000",
+    )));
+    assert!(e.contains("uid"), "{e}");
+}
+
+/// `resurrect` defines again what a snapshot holds: a responder saved
+/// with its user comes back beside an agent given that user since (which
+/// `define` refuses), and would share its uid. Refused as `define` refuses
+/// it; the responder stays gone.
+#[test]
+fn a_resurrected_responder_is_checked_as_a_defined_one() {
+    if test_user("oxpm-alice").is_none() || test_user("oxpm-echo").is_none() {
+        eprintln!("skipped: needs root to make the users oxpm-alice and oxpm-echo");
+        return;
+    }
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    env.ok(&["save"]);
+    env.ok(&["delete", "echo"]);
+    env.ok(&strs(&words(
+        "start --kind agent --name mallory --user oxpm-echo -- sleep 100000",
+    )));
+    let e = env.fails(&["resurrect"]);
+    assert!(e.contains("uid"), "{e}");
+    assert!(env.status().iter().all(|a| a["name"] != "echo"));
+    assert!(!env.home.join("lanes/echo.sock").exists());
 }

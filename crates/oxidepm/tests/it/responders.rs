@@ -4,8 +4,9 @@
 //! Real daemon, redis-server, lane proxy and uids (made with useradd when
 //! run as root); the attacks are what a responder or an agent would send.
 
-use crate::harness::{test_user, Env};
+use crate::harness::{strs, test_user, Env};
 use crate::lanes::{conn, host_conn, run};
+use oxidepm_testkit::words;
 
 /// Starts app `name` of `kind` running `sleep`, as `user` when the tests
 /// run as root.
@@ -56,17 +57,9 @@ fn alice_asks(env: &Env) -> (redis::Connection, String) {
     let mut resp = lane(env, "echo");
     let got = run(
         &mut resp,
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "echo",
-            "r1",
-            "STREAMS",
-            "alice:echo:outbox",
-            "bob:echo:outbox",
-            ">",
-            ">",
-        ],
+        &strs(&words(
+            "XREADGROUP GROUP echo r1 STREAMS alice:echo:outbox bob:echo:outbox > >",
+        )),
     )
     .unwrap();
     assert!(text(&got).contains(&id), "the responder read {got:?}");
@@ -128,16 +121,7 @@ fn only_the_agent_that_asked_gets_the_answer() {
     run(&mut resp, &["XACK", "alice:echo:outbox", "echo", "0-1"]).unwrap();
     assert!(run(
         &mut resp,
-        &[
-            "XADD",
-            "bob:echo:inbox",
-            "MAXLEN",
-            "~",
-            "100",
-            "*",
-            "text",
-            "x"
-        ]
+        &strs(&words("XADD bob:echo:inbox MAXLEN ~ 100 * text x"))
     )
     .is_err());
     let e = run(&mut resp, &["EXEC"]).unwrap_err();
@@ -146,84 +130,46 @@ fn only_the_agent_that_asked_gets_the_answer() {
     // A request id that is not alice's pending request is refused too.
     let e = run(
         &mut resp,
-        &[
-            "XADD",
-            "alice:echo:inbox",
-            "MAXLEN",
-            "~",
-            "100",
-            "*",
-            "request_id",
-            "1-1",
-            "text",
-            "x",
-        ],
+        &strs(&words(
+            "XADD alice:echo:inbox MAXLEN ~ 100 * request_id 1-1 text x",
+        )),
     )
     .unwrap_err();
     assert!(e.starts_with("NOPERM"), "{e}");
     // A reply that does not cap the inbox is refused, even to alice.
     let e = run(
         &mut resp,
-        &[
-            "XADD",
-            "alice:echo:inbox",
-            "*",
-            "request_id",
-            &id,
-            "text",
-            "x",
-        ],
+        &strs(&words(&format!(
+            "XADD alice:echo:inbox * request_id {id} text x"
+        ))),
     )
     .unwrap_err();
     assert!(e.starts_with("OXIDEPM") && e.contains("MAXLEN"), "{e}");
     // The answer to alice passes.
     run(
         &mut resp,
-        &[
-            "XADD",
-            "alice:echo:inbox",
-            "MAXLEN",
-            "~",
-            "100",
-            "*",
-            "request_id",
-            &id,
-            "text",
-            "hello",
-        ],
+        &strs(&words(&format!(
+            "XADD alice:echo:inbox MAXLEN ~ 100 * request_id {id} text hello"
+        ))),
     )
     .unwrap();
     // Bob cannot read it through his lane.
     let mut bob = lane(&env, "bob");
     for read in [
-        &["XREAD", "STREAMS", "alice:echo:inbox", "0"][..],
-        &["XRANGE", "alice:echo:inbox", "-", "+"],
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "alice",
-            "b",
-            "STREAMS",
-            "alice:echo:inbox",
-            ">",
-        ],
+        words("XREAD STREAMS alice:echo:inbox 0"),
+        words("XRANGE alice:echo:inbox - +"),
+        words("XREADGROUP GROUP alice b STREAMS alice:echo:inbox >"),
     ] {
-        let e = run(&mut bob, read).unwrap_err();
+        let e = run(&mut bob, &strs(&read)).unwrap_err();
         assert!(e.starts_with("NOPERM"), "{read:?}: {e}");
     }
     // Alice gets it, with the id of her request.
     let mut alice = lane(&env, "alice");
     let got = run(
         &mut alice,
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "alice",
-            "a",
-            "STREAMS",
-            "alice:echo:inbox",
-            ">",
-        ],
+        &strs(&words(
+            "XREADGROUP GROUP alice a STREAMS alice:echo:inbox >",
+        )),
     )
     .unwrap();
     assert!(
@@ -233,30 +179,12 @@ fn only_the_agent_that_asked_gets_the_answer() {
     // Once acknowledged, the request has no more answers.
     run(&mut resp, &["XACK", "alice:echo:outbox", "echo", &id]).unwrap();
     for late in [
-        vec![
-            "XADD",
-            "alice:echo:inbox",
-            "MAXLEN",
-            "~",
-            "100",
-            "*",
-            "request_id",
-            &id,
-            "text",
-            "again",
-        ],
-        vec![
-            "XADD",
-            "alice:echo:inbox",
-            "MAXLEN",
-            "~",
-            "100",
-            "*",
-            "text",
-            "again",
-        ],
+        words(&format!(
+            "XADD alice:echo:inbox MAXLEN ~ 100 * request_id {id} text again"
+        )),
+        words("XADD alice:echo:inbox MAXLEN ~ 100 * text again"),
     ] {
-        let e = run(&mut resp, &late).unwrap_err();
+        let e = run(&mut resp, &strs(&late)).unwrap_err();
         assert!(e.starts_with("NOPERM"), "{late:?}: {e}");
     }
     assert_eq!(ids(&env, "alice:echo:inbox").len(), 1);
@@ -292,61 +220,32 @@ fn a_responder_reaches_nothing_but_its_own_requests_and_replies() {
     let before_outbox = ids(&env, "alice:echo:outbox");
     for attack in [
         // Forging a request of alice's, or removing one.
-        &["XADD", "alice:echo:outbox", "*", "text", "forged"][..],
-        &["XDEL", "alice:echo:outbox", &id],
-        &["XTRIM", "alice:echo:outbox", "MAXLEN", "0"],
-        &["DEL", "alice:echo:outbox"],
-        &["XGROUP", "DESTROY", "alice:echo:outbox", "echo"],
+        words("XADD alice:echo:outbox * text forged"),
+        words(&format!("XDEL alice:echo:outbox {id}")),
+        words("XTRIM alice:echo:outbox MAXLEN 0"),
+        words("DEL alice:echo:outbox"),
+        words("XGROUP DESTROY alice:echo:outbox echo"),
         // Reading an inbox.
-        &["XRANGE", "alice:echo:inbox", "-", "+"],
-        &["XREAD", "STREAMS", "alice:echo:inbox", "0"],
-        &["XREAD", "STREAMS", "alice:webhook:inbox", "0"],
+        words("XRANGE alice:echo:inbox - +"),
+        words("XREAD STREAMS alice:echo:inbox 0"),
+        words("XREAD STREAMS alice:webhook:inbox 0"),
         // Another responder's keys, and ops's.
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "other",
-            "r",
-            "STREAMS",
-            "alice:other:outbox",
-            ">",
-        ],
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "echo",
-            "r",
-            "STREAMS",
-            "alice:other:outbox",
-            ">",
-        ],
-        &["XRANGE", "alice:other:outbox", "-", "+"],
-        &["XADD", "alice:other:inbox", "*", "text", "x"],
-        &["XADD", "alice:ops:inbox", "*", "text", "x"],
-        &["XACK", "alice:ops:outbox", "ops", "0-1"],
+        words("XREADGROUP GROUP other r STREAMS alice:other:outbox >"),
+        words("XREADGROUP GROUP echo r STREAMS alice:other:outbox >"),
+        words("XRANGE alice:other:outbox - +"),
+        words("XADD alice:other:inbox * text x"),
+        words("XADD alice:ops:inbox * text x"),
+        words("XACK alice:ops:outbox ops 0-1"),
         // Making keys nobody drains, or blocking an inbox with a huge id.
-        &[
-            "XGROUP",
-            "CREATE",
-            "zed:echo:outbox",
-            "echo",
-            "0",
-            "MKSTREAM",
-        ],
-        &[
-            "XADD",
-            "alice:echo:inbox",
-            "18446744073709551615-1",
-            "request_id",
-            &id,
-            "t",
-            "x",
-        ],
-        &["KEYS", "*"],
-        &["SCAN", "0"],
-        &["AUTH", "resp_echo", "x"],
+        words("XGROUP CREATE zed:echo:outbox echo 0 MKSTREAM"),
+        words(&format!(
+            "XADD alice:echo:inbox 18446744073709551615-1 request_id {id} t x"
+        )),
+        words("KEYS *"),
+        words("SCAN 0"),
+        words("AUTH resp_echo x"),
     ] {
-        assert!(run(&mut resp, attack).is_err(), "{attack:?} passed");
+        assert!(run(&mut resp, &strs(&attack)).is_err(), "{attack:?} passed");
     }
     assert_eq!(ids(&env, "alice:echo:outbox"), before_outbox);
     assert!(ids(&env, "alice:echo:inbox").is_empty());
@@ -384,18 +283,9 @@ fn a_pending_request_can_still_be_answered_after_the_proxy_restarts() {
     });
     let e = run(
         &mut resp,
-        &[
-            "XADD",
-            "bob:echo:inbox",
-            "MAXLEN",
-            "~",
-            "100",
-            "*",
-            "request_id",
-            &id,
-            "text",
-            "x",
-        ],
+        &strs(&words(&format!(
+            "XADD bob:echo:inbox MAXLEN ~ 100 * request_id {id} text x"
+        ))),
     )
     .unwrap_err();
     assert!(e.starts_with("NOPERM"), "{e}");
@@ -417,4 +307,101 @@ fn a_pending_request_can_still_be_answered_after_the_proxy_restarts() {
     .unwrap();
     assert_eq!(ids(&env, "alice:echo:inbox").len(), 1);
     assert!(ids(&env, "bob:echo:inbox").is_empty());
+}
+
+/// A responder holding alice's request pending replies with a whole
+/// command's worth of bytes: refused, alice's inbox stays empty; a reply
+/// within `lanes.responder_reply_max_bytes` passes.
+#[test]
+fn a_responder_cannot_fill_an_agents_inbox_with_huge_replies() {
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    let mut alice = lane(&env, "alice");
+    let id: String = redis::cmd("XADD")
+        .arg("alice:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg("hi")
+        .query(&mut alice)
+        .unwrap();
+    let mut resp = lane(&env, "echo");
+    run(
+        &mut resp,
+        &strs(&words(
+            "XREADGROUP GROUP echo r1 STREAMS alice:echo:outbox >",
+        )),
+    )
+    .unwrap();
+    let big = "x".repeat(1000 << 10);
+    for (field, value) in [("text", big.as_str()), (big.as_str(), "x")] {
+        let e = run(
+            &mut resp,
+            &strs(&words(&format!(
+                "XADD alice:echo:inbox MAXLEN ~ 1000 * request_id {id} {field} {value}"
+            ))),
+        )
+        .unwrap_err();
+        assert!(e.contains("responder_reply_max_bytes"), "{e}");
+    }
+    assert!(ids(&env, "alice:echo:inbox").is_empty());
+    let small = "y".repeat(1 << 10);
+    run(
+        &mut resp,
+        &strs(&words(&format!(
+            "XADD alice:echo:inbox MAXLEN ~ 1000 * request_id {id} text {small}"
+        ))),
+    )
+    .unwrap();
+    assert_eq!(ids(&env, "alice:echo:inbox").len(), 1);
+}
+
+/// A responder queues its reply to alice's request in MULTI, while the
+/// request is pending, and holds the EXEC; alice is deleted and made anew.
+/// At EXEC the reply answers nothing of the new alice's: the transaction
+/// aborts and her inbox stays empty.
+#[test]
+fn a_reply_queued_in_multi_is_checked_again_when_it_runs() {
+    let env = Env::new();
+    start(&env, "agent", "alice", "oxpm-alice");
+    start(&env, "responder", "echo", "oxpm-echo");
+    let mut alice = lane(&env, "alice");
+    let id: String = redis::cmd("XADD")
+        .arg("alice:echo:outbox")
+        .arg("*")
+        .arg("text")
+        .arg("secret of the old alice")
+        .query(&mut alice)
+        .unwrap();
+    drop(alice);
+    let mut resp = lane(&env, "echo");
+    run(
+        &mut resp,
+        &strs(&words(
+            "XREADGROUP GROUP echo r1 STREAMS alice:echo:outbox >",
+        )),
+    )
+    .unwrap();
+    run(&mut resp, &["MULTI"]).unwrap();
+    run(
+        &mut resp,
+        &[
+            "XADD",
+            "alice:echo:inbox",
+            "MAXLEN",
+            "~",
+            "100",
+            "*",
+            "request_id",
+            &id,
+            "text",
+            "answer for the old alice",
+        ],
+    )
+    .unwrap();
+    env.ok(&["delete", "alice"]);
+    start(&env, "agent", "alice", "oxpm-alice");
+    let e = run(&mut resp, &["EXEC"]).unwrap_err();
+    assert!(e.starts_with("EXECABORT"), "{e}");
+    assert!(ids(&env, "alice:echo:inbox").is_empty());
 }

@@ -3,6 +3,7 @@
 //! events and audit rows are pruned by count, daemon.log is rotated.
 
 use crate::harness::*;
+use oxidepm_testkit::words;
 use serde_json::{json, Value};
 use std::time::Instant;
 
@@ -24,15 +25,7 @@ fn summarised(row: &Value) -> Option<u64> {
 #[test]
 fn a_refusal_flood_is_counted_into_one_row_and_the_person_is_still_answered() {
     let env = Env::new();
-    env.ok(&[
-        "start",
-        "--name",
-        "db",
-        "--protected",
-        "--",
-        "sleep",
-        "1000",
-    ]);
+    env.ok(&strs(&words("start --name db --protected -- sleep 1000")));
     let db = env.pid("db");
     let started = Instant::now();
     // An AI asking to stop a protected app in a loop, from ten clients at

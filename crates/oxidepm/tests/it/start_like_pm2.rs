@@ -2,7 +2,8 @@
 //! script; an existing app never redefined silently; a file started all
 //! or nothing; a start that cannot happen named by its real cause.
 
-use crate::harness::{alive, read, test_user, Env};
+use crate::harness::{alive, read, strs, test_user, Env};
+use oxidepm_testkit::words;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -409,15 +410,9 @@ fn an_app_of_another_user_gets_that_users_path_and_home() {
     assert_eq!(seen.trim(), expected);
 
     // A program that is not on that user's PATH: which PATH, which user.
-    let err = env.fails(&[
-        "start",
-        "--user",
-        "oxpm-pm2user",
-        "--name",
-        "np",
-        "--",
-        "oxpm-no-such-program",
-    ]);
+    let err = env.fails(&strs(&words(
+        "start --user oxpm-pm2user --name np -- oxpm-no-such-program",
+    )));
     assert!(
         err.contains("\"oxpm-pm2user\"") && err.contains("/usr/local/sbin:/usr/local/bin"),
         "{err}"
@@ -556,4 +551,77 @@ fn dash_i_starts_instances_that_scale_grows() {
         .map(|a| a["name"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(names, ["run-0", "run-1", "run-2", "run-3"]);
+}
+
+/// A request that fails undoes what it did, and only that: an app it
+/// created that a person has redefined since (here made protected and
+/// started while the request waited for another app to stop) is the
+/// person's now; the undo must not stop it, delete it or give it back the
+/// request's spec.
+#[test]
+fn an_undo_leaves_an_app_someone_redefined_meanwhile() {
+    let env = Env::new();
+    let gate = env.path("gate");
+    // `a` takes its time to stop: until the test opens the gate.
+    let a = |arg: &str| {
+        format!(
+            "[[apps]]\nname = \"a\"\nscript = \"sh\"\nkill_timeout = \"120s\"\n\
+             args = [\"-c\", \"trap 'while [ ! -e {gate} ]; do sleep 0.1; done; exit 0' TERM; \
+             while :; do sleep 0.1; done\", \"{arg}\"]\n",
+            gate = gate.display()
+        )
+    };
+    let first = env.path("a.toml");
+    std::fs::write(&first, a("v1")).unwrap();
+    env.ok(&["start", first.to_str().unwrap()]);
+    env.wait_status("a", "online");
+    // Passes the checks (a file with an execute bit) but cannot start: the
+    // interpreter its first line names is missing.
+    let z = env.path("zprog");
+    std::fs::write(&z, "#!/no/such/interpreter\n").unwrap();
+    std::fs::set_permissions(&z, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = env.path("request.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "{}\n[[apps]]\nname = \"x\"\nscript = \"sleep\"\nargs = [\"100000\"]\n\n\
+             [[apps]]\nname = \"z\"\nscript = \"{}\"\n",
+            a("v2"),
+            z.display()
+        ),
+    )
+    .unwrap();
+    // The request changes `a` (restarting it) and creates `x` and `z`.
+    let mut request = env
+        .cmd()
+        .args(["start", "--update", file.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    env.wait(30, "the request to be stopping a, x defined", || {
+        let apps = env.status();
+        let is = |n: &str, st: &str| apps.iter().any(|a| a["name"] == n && a["status"] == st);
+        is("a", "stopping") && apps.iter().any(|a| a["name"] == "x")
+    });
+    // A person makes `x` their own: another program, protected, started.
+    env.ok(&strs(&words(
+        "start --update --name x --protected -- sleep 200000",
+    )));
+    let pid = env.pid("x");
+    std::fs::write(&gate, "").unwrap();
+    let failed = request.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(request.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!failed.success(), "z cannot start: {err}");
+    let shown = env.json(&["show", "x"]);
+    let x = &shown[0];
+    assert_eq!(x["spec"]["args"], serde_json::json!(["200000"]), "{x}");
+    assert_eq!(x["spec"]["protected"], true, "{x}");
+    assert_eq!(x["pid"], pid, "the person's x was stopped: {x}");
+    // What the request did itself is undone: z is gone, a has v1 back.
+    let names: Vec<Value> = env.status().iter().map(|a| a["name"].clone()).collect();
+    assert!(!names.contains(&Value::from("z")), "{names:?}");
+    let a = &env.json(&["show", "a"])[0];
+    assert!(a["spec"]["args"].to_string().contains("v1"), "{a}");
 }

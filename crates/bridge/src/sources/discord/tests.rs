@@ -272,12 +272,9 @@ fn what_cannot_be_posted_goes_to_the_dead_stream_with_the_reason() {
     // A channel alice was written from (a DM, say) that the bot may not
     // post to.
     let mut admin = redis.admin();
-    admin.cmd(&[
-        "ZADD",
-        "bridge:discord:channels:alice",
-        "1",
-        "1300000000000000999",
-    ]);
+    admin.cmd(&words(
+        "ZADD bridge:discord:channels:alice 1 1300000000000000999",
+    ));
     agent_says(
         &redis,
         &[("channel", "1300000000000000999"), ("text", "hi")],
