@@ -34,19 +34,14 @@ export OXIDEPM_REQUIRE_PROMTOOL=1
 export OXIDEPM_REQUIRE_COMPAT=1
 
 step fmt cargo fmt --all -- --check
-# Lints and docs need only check builds, the tests a full build: they share
-# no artifact, so the test build runs beside them (the check builds in a
-# target directory of their own), and each keeps the cores busy through the
-# other's serial stretches. Every test binary, and every binary the tests
-# run, is built here once: no test runs cargo.
-beside build bash -c 'cargo build --workspace --all-targets && cargo nextest run --workspace --all-targets --no-run'
-export CARGO_TARGET_DIR=target/check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 # The crates are programs: their docs are for developers, private items included.
 step doc env RUSTDOCFLAGS="-D warnings -A rustdoc::private-intra-doc-links" \
   cargo doc --workspace --no-deps --document-private-items --quiet
-unset CARGO_TARGET_DIR
-beside_wait
+# Every test binary, and every binary the tests run, built once (in the
+# same target directory as the checks above, whose build scripts and
+# proc-macros it reuses): no test runs cargo.
+step build cargo build --workspace --all-targets
 step tests cargo nextest run --workspace --all-targets
 # The isolation tests again with the lanes on a shared TLS redis-server
 # ([lanes] redis_url), as several hosts run them.

@@ -23,7 +23,6 @@ step() {
 
 step_report() {
   local rc=$? t reports=()
-  [ -z "$BESIDE_PID" ] || kill -- "-$BESIDE_PID" 2>/dev/null || true
   for t in "${SLOWEST_REPORTS[@]}"; do [ -f "$t" ] && reports+=("$t"); done
   if [ ${#reports[@]} -gt 0 ]; then
     echo
@@ -36,30 +35,3 @@ step_report() {
   printf '  %-12s %7s s\n' total "$(step_secs $(( $(step_us) - STEP_T0 )))"
 }
 trap step_report EXIT
-
-# beside NAME COMMAND...: starts COMMAND in the background, timed as NAME,
-# in a process group of its own, its output kept in target/NAME.log;
-# beside_wait waits for it, prints its output and fails when it failed. A
-# run that fails first stops it.
-BESIDE_PID=""
-beside() {
-  BESIDE_NAME=$1
-  shift
-  mkdir -p target
-  BESIDE_T0=$(step_us)
-  setsid "$@" >"target/$BESIDE_NAME.log" 2>&1 &
-  BESIDE_PID=$!
-}
-
-beside_wait() {
-  local rc=0
-  wait "$BESIDE_PID" || rc=$?
-  BESIDE_PID=""
-  cat "target/$BESIDE_NAME.log"
-  if [ $rc -ne 0 ]; then
-    STEP_NOW=$BESIDE_NAME
-    return $rc
-  fi
-  STEP_TIMES+=("$(printf '%-12s %7s s  (beside the steps above)' "$BESIDE_NAME" \
-    "$(step_secs $(( $(step_us) - BESIDE_T0 )))")")
-}

@@ -58,6 +58,3 @@ pub use service::{run, Bridge, BridgeError, ReloadReport};
 pub use source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source, SourceError};
 
 pub use oxidepm_sys::runtime::runtime;
-
-#[cfg(test)]
-mod tests;

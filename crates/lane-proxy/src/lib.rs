@@ -72,6 +72,3 @@ pub use oxidepm_lanes::{AgentConfig, ConfigError, ProxyConfig};
 pub use server::{run, LaneError, Proxy, ReloadReport, RunError};
 
 pub use oxidepm_sys::runtime::runtime;
-
-#[cfg(test)]
-mod tests;

@@ -30,11 +30,6 @@ pub mod rest;
 mod resume;
 mod split;
 
-#[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod tests_faults;
-
 use crate::config::{BridgeConfig, DiscordConfig, DiscordConfigError};
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};

@@ -2,7 +2,7 @@
 //! REST API (reached through `gateway_url` and `api_url`, the production
 //! code path) and a real redis-server with the daemon's ACL.
 
-use crate::tests::harness::*;
+use crate::harness::*;
 use oxidepm_discord_standin::{wait, Msg, StandIn, BOT_NAME};
 use serde_json::json;
 use std::collections::HashMap;

@@ -1,8 +1,8 @@
 //! The discord source under faults: a bridge killed with SIGKILL while
 //! messages flow, Redis refusing what Discord sends, rate limits.
 
-use super::tests::{agent_says, inbox_of, texts, BOT_TOKEN, CHANNEL};
-use crate::tests::harness::*;
+use crate::discord::{agent_says, inbox_of, texts, BOT_TOKEN, CHANNEL};
+use crate::harness::*;
 use oxidepm_discord_standin::{wait, Msg, StandIn, GUILD};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -72,7 +72,7 @@ struct BinProxy {
 
 impl BinProxy {
     fn start(redis: &Redis, agents: &[&str], limits: &str) -> BinProxy {
-        let bin = oxidepm_testkit::workspace_bin("oxidepm-lane-proxy", "oxidepm-lane-proxy");
+        let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_oxidepm-lane-proxy"));
         let base = redis.dir.path();
         let lanes = base.join("lanes");
         let config = base.join("bin-proxy.json");

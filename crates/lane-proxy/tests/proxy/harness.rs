@@ -1,7 +1,7 @@
 //! Test harness for the lane proxy: the proxy in-process, in front of the
 //! testkit's private redis-server, whose ACL is the one the daemon writes.
 
-use crate::server::{Proxy, ReloadReport};
+use oxidepm_lane_proxy::{Proxy, ReloadReport};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,7 +49,7 @@ impl TestProxy {
         redis: &Redis,
         agents: &[Agent],
         top_extra: &str,
-        activated: Vec<crate::activation::ActivatedSocket>,
+        activated: Vec<oxidepm_sys::activation::ActivatedSocket>,
     ) -> TestProxy {
         let base = redis.dir.path();
         let secrets = base.join("secrets");

@@ -66,11 +66,11 @@ fn replies_before_a_violation_are_delivered_in_order() {
     let (_redis, proxy) = lane();
     let mut c = proxy.client("alice");
     let mut out = Vec::new();
-    crate::resp::encode_args(&mut out, &["ECHO", "one"]);
-    crate::resp::encode_args(&mut out, &["KEYS", "*"]);
-    crate::resp::encode_args(&mut out, &["ECHO", "two"]);
+    oxidepm_testkit::resp::encode(&mut out, &["ECHO", "one"]);
+    oxidepm_testkit::resp::encode(&mut out, &["KEYS", "*"]);
+    oxidepm_testkit::resp::encode(&mut out, &["ECHO", "two"]);
     out.extend_from_slice(b"*1\r\n*0\r\n");
-    crate::resp::encode_args(&mut out, &["ECHO", "never"]);
+    oxidepm_testkit::resp::encode(&mut out, &["ECHO", "never"]);
     c.send_raw(&out);
     assert_eq!(c.read(), bulk("one"));
     assert!(c.read().error_starts("NOPERM"));
@@ -85,8 +85,8 @@ fn commands_split_across_many_writes_are_reassembled() {
     let mut c = proxy.client("alice");
     let mut out = Vec::new();
     let value = "v".repeat(100_000);
-    crate::resp::encode_args(&mut out, &["ECHO", &value]);
-    crate::resp::encode_args(&mut out, &["PING"]);
+    oxidepm_testkit::resp::encode(&mut out, &["ECHO", &value]);
+    oxidepm_testkit::resp::encode(&mut out, &["PING"]);
     for piece in out.chunks(997) {
         c.send_raw(piece);
     }
@@ -118,7 +118,7 @@ fn resp3_replies_are_relayed_whole() {
         words("KEYS *"),
         words("ECHO end"),
     ] {
-        crate::resp::encode_args(&mut out, &args);
+        oxidepm_testkit::resp::encode(&mut out, &args);
     }
     c.send_raw(&out);
     let info = c.read();

@@ -202,9 +202,9 @@ fn pipelined_commands_are_answered_in_order() {
     let mut out = Vec::new();
     for i in 0..N {
         if i % 97 == 0 {
-            crate::resp::encode_args(&mut out, &["KEYS", "*"]);
+            oxidepm_testkit::resp::encode(&mut out, &["KEYS", "*"]);
         } else {
-            crate::resp::encode_args(&mut out, &["ECHO", &i.to_string()]);
+            oxidepm_testkit::resp::encode(&mut out, &["ECHO", &i.to_string()]);
         }
     }
     // One write, from another thread: the proxy applies backpressure, so
@@ -242,7 +242,7 @@ fn a_client_that_never_reads_is_held_back_not_buffered() {
     let mut out = Vec::new();
     let mut n = 0;
     while out.len() < (32 << 20) {
-        crate::resp::encode_args(&mut out, &["ECHO", &big]);
+        oxidepm_testkit::resp::encode(&mut out, &["ECHO", &big]);
         n += 1;
     }
     let mut w = a.stream.try_clone().unwrap();
@@ -404,7 +404,7 @@ fn caps_rate_and_stream_length_when_configured() {
     // 1000/s with a burst of 1000: a pipeline of 5000 hits the limit.
     let mut out = Vec::new();
     for _ in 0..5000 {
-        crate::resp::encode_args(&mut out, &["PING"]);
+        oxidepm_testkit::resp::encode(&mut out, &["PING"]);
     }
     let mut w = a.stream.try_clone().unwrap();
     let writer = std::thread::spawn(move || {

@@ -220,7 +220,7 @@ fn transactions_pipelined_across_read_and_batch_boundaries_stay_whole() {
     let mut expect = Vec::new();
     for t in 0..24 {
         let mut replies = vec![Value::Simple("OK".into())];
-        crate::resp::encode_args(&mut out, &["MULTI"]);
+        oxidepm_testkit::resp::encode(&mut out, &["MULTI"]);
         for (i, size) in sizes.iter().enumerate() {
             let key = if i % 2 == 0 {
                 "webhook:outbox"
@@ -228,14 +228,14 @@ fn transactions_pipelined_across_read_and_batch_boundaries_stay_whole() {
                 "alice:webhook:outbox"
             };
             let v = "v".repeat(*size + t);
-            crate::resp::encode_args(&mut out, &["XADD", key, "*", "v", &v]);
+            oxidepm_testkit::resp::encode(&mut out, &["XADD", key, "*", "v", &v]);
             replies.push(Value::Simple("QUEUED".into()));
             if t % 3 == 0 && i == 2 {
-                crate::resp::encode_args(&mut out, &["KEYS", "*"]);
+                oxidepm_testkit::resp::encode(&mut out, &["KEYS", "*"]);
                 replies.push(Value::Error(String::new()));
             }
         }
-        crate::resp::encode_args(&mut out, &["EXEC"]);
+        oxidepm_testkit::resp::encode(&mut out, &["EXEC"]);
         expect.push((t % 3 == 0, replies));
     }
     let mut w = a.stream.try_clone().unwrap();

@@ -2,7 +2,7 @@
 //! daemon writes), the bridge in-process or as the real binary, and its
 //! configuration file.
 
-use crate::Bridge;
+use oxidepm_bridge::Bridge;
 use oxidepm_lanes::acl;
 use oxidepm_testkit::{Client, Value as Resp};
 use serde_json::{json, Value};
@@ -153,7 +153,7 @@ impl Drop for TestBridge {
 
 /// The real `oxidepm-bridge` binary, built by `cargo build`.
 pub fn bridge_binary() -> PathBuf {
-    oxidepm_testkit::workspace_bin("oxidepm-bridge", "oxidepm-bridge")
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_oxidepm-bridge"))
 }
 
 /// The bridge as a process of its own.

@@ -1,7 +1,7 @@
 //! Socket activation, peer uids, and the binary as a daemon would run it.
 
 use super::harness::{bulk, Agent, Client, Redis, TestProxy};
-use crate::activation::ActivatedSocket;
+use oxidepm_sys::activation::ActivatedSocket;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -115,7 +115,7 @@ fn signal(pid: u32, sig: nix::sys::signal::Signal) {
 
 #[test]
 fn the_binary_is_socket_activated_reloads_on_sighup_and_stops_on_sigterm() {
-    let bin = oxidepm_testkit::workspace_bin("oxidepm-lane-proxy", "oxidepm-lane-proxy");
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_oxidepm-lane-proxy"));
     let redis = Redis::start(&["alice", "bob", "carol"]);
     let base = redis.dir.path();
     let lanes = base.join("lanes");

@@ -4,14 +4,16 @@
 
 mod bounds;
 mod consult;
+mod discord;
+mod discord_faults;
 pub(crate) mod harness;
 mod maildir_race;
 mod parking;
 mod webhook_limits;
 
-use crate::source::Inbound;
 use harness::*;
 use nix::sys::signal::Signal;
+use oxidepm_bridge::Inbound;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::Duration;
