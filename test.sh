@@ -42,6 +42,8 @@ step doc env RUSTDOCFLAGS="-D warnings -A rustdoc::private-intra-doc-links" \
 # same target directory as the checks above, whose build scripts and
 # proc-macros it reuses): no test runs cargo.
 step build cargo build --workspace --all-targets
+SLOWEST_REPORTS=(target/nextest/default/junit.xml target/nextest/shared/junit.xml)
+rm -f "${SLOWEST_REPORTS[@]}"
 step tests cargo nextest run --workspace --all-targets
 # The isolation tests again with the lanes on a shared TLS redis-server
 # ([lanes] redis_url), as several hosts run them.
