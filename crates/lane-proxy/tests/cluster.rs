@@ -163,9 +163,21 @@ fn lanes_on_a_cluster_follow_their_slot_and_survive_a_failover() {
     blocked.send(&words(&format!(
         "XREADGROUP GROUP {a} c2 BLOCK 0 STREAMS {a_in} >"
     )));
-    // The read is in Redis before the failover starts.
+    // The read is in Redis, blocked, before the failover starts: its
+    // primary lists a client blocked in XREADGROUP.
     assert_eq!(ca.cmd(&["PING"]), Value::Simple("PONG".into()));
-    std::thread::sleep(Duration::from_millis(300));
+    let mut primary = c.node(c.primary_of(&a_in));
+    eventually(Duration::from_secs(20), "the read blocked in Redis", || {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut primary)
+            .unwrap_or_default();
+        list.lines().any(|l| {
+            l.contains("cmd=xreadgroup")
+                && l.split(' ')
+                    .any(|f| f.starts_with("flags=") && f.contains('b'))
+        })
+    });
     let old = c.primary_of(&a_in);
     let new = c.failover(old);
     assert_ne!(old, new);

@@ -201,26 +201,48 @@ impl Cluster {
 
     /// The port of the primary serving `key` now.
     pub fn primary_of(&self, key: &str) -> u16 {
-        let slot = self.slot(key) as i64;
-        let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query(&mut self.node(self.primaries()[0]))
-            .unwrap();
-        for range in slots {
-            let redis::Value::Array(r) = range else {
-                continue;
-            };
-            let int = |v: &redis::Value| match v {
-                redis::Value::Int(i) => *i,
-                _ => -1,
-            };
-            if int(&r[0]) <= slot && slot <= int(&r[1]) {
-                if let redis::Value::Array(node) = &r[2] {
-                    return int(&node[1]) as u16;
-                }
-            }
+        let slot = self.slot(key);
+        let view = self.slots_seen_by(self.primaries()[0]);
+        if let Some(p) = view
+            .iter()
+            .find(|(lo, hi, _)| *lo <= slot && slot <= *hi)
+            .map(|r| r.2)
+        {
+            return p;
         }
         panic!("no node serves slot {slot}")
+    }
+
+    /// The slot ranges node `port` knows, each with its primary's port
+    /// (empty when the node cannot be asked).
+    fn slots_seen_by(&self, port: u16) -> Vec<(u16, u16, u16)> {
+        let Ok(mut c) = connect(port, self.certs.as_ref(), ROOT_USER, ROOT_PASSWORD) else {
+            return Vec::new();
+        };
+        let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut c)
+            .unwrap_or_default();
+        let int = |v: &redis::Value| match v {
+            redis::Value::Int(i) => *i,
+            _ => -1,
+        };
+        slots
+            .iter()
+            .filter_map(|range| {
+                let redis::Value::Array(r) = range else {
+                    return None;
+                };
+                let redis::Value::Array(node) = r.get(2)? else {
+                    return None;
+                };
+                Some((
+                    int(&r[0]) as u16,
+                    int(&r[1]) as u16,
+                    int(node.get(1)?) as u16,
+                ))
+            })
+            .collect()
     }
 
     /// Fails the primary at `primary` over to its replica with
@@ -239,6 +261,12 @@ impl Cluster {
                 matches!(v.get(2), Some(redis::Value::Int(mp)) if *mp as u16 == primary)
             })
             .unwrap_or_else(|| panic!("no replica of {primary}"));
+        let moved: Vec<(u16, u16)> = self
+            .slots_seen_by(primary)
+            .into_iter()
+            .filter(|r| r.2 == primary)
+            .map(|r| (r.0, r.1))
+            .collect();
         self.wait_replicas_synced();
         // A manual failover that times out (the replica lagging) is given
         // up by Redis; ask again until it takes.
@@ -254,6 +282,20 @@ impl Cluster {
                 && self.role(primary).as_deref() == Some("slave")
         });
         self.wait_ok();
+        // Every node's CLUSTER SLOTS names the new primary for the slots
+        // that moved (the views converge through the cluster bus).
+        crate::eventually(
+            Duration::from_secs(30),
+            "every node's view of the moved slots",
+            || {
+                self.nodes.iter().all(|n| {
+                    let view = self.slots_seen_by(n.port);
+                    moved
+                        .iter()
+                        .all(|m| view.iter().any(|r| (r.0, r.1) == *m && r.2 == replica))
+                })
+            },
+        );
         replica
     }
 

@@ -90,6 +90,8 @@ fn post_until_accepted(addr: SocketAddr, msg: &Value) -> Value {
 /// them, until stopped.
 struct Attack {
     stop: Arc<AtomicBool>,
+    /// Rounds in which the attacker had all its connections open.
+    rounds: Arc<std::sync::atomic::AtomicU64>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -97,6 +99,8 @@ impl Attack {
     fn start(addr: SocketAddr, n: usize) -> Attack {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
+        let rounds = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let r = rounds.clone();
         let thread = std::thread::spawn(move || {
             let mut idle: Vec<TcpStream> = Vec::new();
             let mut slow: Vec<TcpStream> = Vec::new();
@@ -119,6 +123,9 @@ impl Attack {
                         Err(_) => break,
                     }
                 }
+                if idle.len() == n && slow.len() == n {
+                    r.fetch_add(1, Ordering::Relaxed);
+                }
                 tick += 1;
                 let piece: &[u8] = if tick.is_multiple_of(2) {
                     b"X-A: b\r\n"
@@ -131,8 +138,17 @@ impl Attack {
         });
         Attack {
             stop,
+            rounds,
             thread: Some(thread),
         }
+    }
+
+    /// Waits until the attack is in force: every connection opened, and
+    /// the slow ones sent a piece, a few times over.
+    fn wait_in_force(&self) {
+        eventually(WAIT, "the attack in force", || {
+            self.rounds.load(Ordering::Relaxed) >= 3
+        });
     }
 }
 
@@ -173,7 +189,7 @@ fn genuine_senders_get_through(max_connections: usize, per_ip: usize, n: usize) 
     let tb = TestBridge::start(&redis.config_path());
     let addr = tb.addr();
     let attack = Attack::start(addr, n);
-    std::thread::sleep(Duration::from_millis(300));
+    attack.wait_in_force();
     for i in 0..5 {
         let msg = json!({"channel": "c", "sender": "s", "text": format!("m{i}")});
         let r = post_until_accepted(addr, &msg);

@@ -1,7 +1,8 @@
 //! Layer 2: who is asking, agent.sock limits, tiers, protected apps,
 //! adapters and the audit trail.
 
-use crate::harness::{alive, bin, read, Env, Raw};
+use crate::harness::{alive, bin, read, strs, Env, Raw};
+use oxidepm_testkit::words;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -373,15 +374,7 @@ fn as_ai(env: &Env, args: &[&str]) -> std::process::Output {
 #[test]
 fn protected_apps_and_tiers_for_an_ai() {
     let env = Env::new();
-    env.ok(&[
-        "start",
-        "--name",
-        "db",
-        "--protected",
-        "--",
-        "sleep",
-        "1000",
-    ]);
+    env.ok(&strs(&words("start --name db --protected -- sleep 1000")));
     env.ok(&["start", "--name", "web", "--", "sleep", "1000"]);
     let db = env.pid("db");
     let web = env.pid("web");
@@ -415,16 +408,9 @@ fn protected_apps_and_tiers_for_an_ai() {
         .any(|e| e["kind"] == "restarted" && e["actor"] == "ai:assistant"));
 
     // Environment values are redacted for an AI.
-    env.ok(&[
-        "start",
-        "--name",
-        "sec",
-        "--env",
-        "TOKEN=hunter2",
-        "--",
-        "sleep",
-        "1000",
-    ]);
+    env.ok(&strs(&words(
+        "start --name sec --env TOKEN=hunter2 -- sleep 1000",
+    )));
     let o = as_ai(&env, &["show", "sec", "--json"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(

@@ -2,8 +2,9 @@
 //! proxy sockets. Real redis-server, real uids (created with useradd when
 //! the tests run as root).
 
-use crate::harness::{alive, bin, kill, read, test_user, Env};
+use crate::harness::{alive, bin, kill, read, strs, test_user, Env};
 use oxidepm_lanes::Secret;
+use oxidepm_testkit::words;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -96,17 +97,9 @@ fn an_agent_can_use_its_own_lane_and_nothing_else() {
         .unwrap();
     let got = run(
         &mut alice,
-        &[
-            "XREADGROUP",
-            "GROUP",
-            "alice",
-            "c1",
-            "COUNT",
-            "10",
-            "STREAMS",
-            "alice:webhook:inbox",
-            ">",
-        ],
+        &strs(&words(
+            "XREADGROUP GROUP alice c1 COUNT 10 STREAMS alice:webhook:inbox >",
+        )),
     )
     .unwrap();
     assert!(format!("{got:?}").contains("hello"), "{got:?}");

@@ -1,6 +1,7 @@
 //! Layer 1: starting, stopping, restarting, crashing, logging, config files.
 
-use crate::harness::{alive, kill, read, Env};
+use crate::harness::{alive, kill, read, strs, Env};
+use oxidepm_testkit::words;
 use serde_json::json;
 
 #[test]
@@ -136,15 +137,9 @@ fn a_crash_loop_ends_errored_after_max_restarts() {
 #[test]
 fn restart_policies_on_failure_and_never() {
     let env = Env::new();
-    env.ok(&[
-        "start",
-        "--name",
-        "ok",
-        "--restart",
-        "on-failure",
-        "--",
-        "true",
-    ]);
+    env.ok(&strs(&words(
+        "start --name ok --restart on-failure -- true",
+    )));
     env.ok(&[
         "start",
         "--name",

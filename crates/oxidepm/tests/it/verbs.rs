@@ -2,7 +2,8 @@
 //! jobs, an app waiting to restart, and who may use them (`reload` is in
 //! `reload.rs`).
 
-use crate::harness::{alive, read, Env};
+use crate::harness::{alive, read, strs, Env};
+use oxidepm_testkit::words;
 use serde_json::{json, Value};
 
 pub fn has_event(ev: &[Value], kind: &str, actor: &str, detail: &str) -> bool {
@@ -299,15 +300,7 @@ fn waiting_shows_reason_and_time_left_and_start_cuts_it_short() {
 #[test]
 fn an_ai_cannot_signal_reload_reset_or_scale_a_protected_app() {
     let env = Env::new();
-    env.ok(&[
-        "start",
-        "--name",
-        "db",
-        "--protected",
-        "--",
-        "sleep",
-        "1000",
-    ]);
+    env.ok(&strs(&words("start --name db --protected -- sleep 1000")));
     env.ok(&["start", "--name", "web", "--", "sleep", "1000"]);
     let db = env.pid("db");
     let as_ai = |args: &[&str]| {
@@ -374,15 +367,7 @@ fn an_ai_cannot_signal_reload_reset_or_scale_a_protected_app() {
 fn an_agent_uses_the_verbs_through_its_ops_lane_as_on_a_socket() {
     let env = Env::new();
     env.daemon_toml("[agents.alice]\napps = [\"web\", \"db\"]\n");
-    env.ok(&[
-        "start",
-        "--name",
-        "db",
-        "--protected",
-        "--",
-        "sleep",
-        "100000",
-    ]);
+    env.ok(&strs(&words("start --name db --protected -- sleep 100000")));
     env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
     crate::lanes::start_agents(&env, &["alice"]);
     let db = env.pid("db");
