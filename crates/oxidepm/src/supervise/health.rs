@@ -227,6 +227,52 @@ async fn command(shared: &Shared, id: u64, cmd: &[String], t: Duration) -> Resul
 /// The kind of the event recorded when an app's health changes.
 pub const HEALTH_KIND: &str = "health";
 
+/// What one check's result does to an app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// Failed checks in a row, this one included.
+    pub failures: u32,
+    /// The app's health now; `None`: as it was.
+    pub health: Option<HealthState>,
+    /// Restart the app (`system:health`).
+    pub restart: bool,
+}
+
+/// Judges one check of an app that has been running for `since_start`
+/// (`None`: unknown, no grace) after `failures` failed checks in a row:
+/// a failure within `start_period` counts for nothing; `retries` failures
+/// in a row (at least one) restart it, except during a reload, which
+/// decides for itself (it keeps the old process and stops the new one).
+pub fn judge(
+    failures: u32,
+    ok: bool,
+    since_start: Option<Duration>,
+    h: &HealthSpec,
+    reloading: bool,
+) -> Verdict {
+    if ok {
+        return Verdict {
+            failures: 0,
+            health: Some(HealthState::Healthy),
+            restart: false,
+        };
+    }
+    let in_grace = since_start.is_some_and(|d| d < Duration::from_millis(h.start_period_ms));
+    if in_grace {
+        return Verdict {
+            failures,
+            health: None,
+            restart: false,
+        };
+    }
+    let failures = failures + 1;
+    Verdict {
+        failures,
+        health: Some(HealthState::Unhealthy),
+        restart: failures >= h.retries.max(1) && !reloading,
+    }
+}
+
 /// Checks app `id` every `interval` while its spec keeps the same check
 /// (`epoch` changes when the spec does); after `retries` failures in a row
 /// the app is restarted by `system:health`.
@@ -234,7 +280,7 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
     let mut failures = 0u32;
     loop {
         tokio::time::sleep(Duration::from_millis(h.interval_ms.max(10))).await;
-        let (in_grace, generation) = {
+        let (since_start, generation) = {
             let s = lock(&shared);
             let Some(a) = s.app(id).filter(|a| a.auto_epoch == epoch) else {
                 return;
@@ -243,10 +289,7 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
                 failures = 0;
                 continue;
             }
-            let grace = a
-                .started
-                .is_some_and(|st| st.elapsed() < Duration::from_millis(h.start_period_ms));
-            (grace, a.generation)
+            (a.started.map(|st| st.elapsed()), a.generation)
         };
         let result = probe(&shared, id, &h).await;
         let restart = {
@@ -260,20 +303,14 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
                 continue;
             }
             let before = a.health;
+            let v = judge(failures, result.is_ok(), since_start, &h, a.reloading);
+            failures = v.failures;
+            if let Some(health) = v.health {
+                a.health = Some(health);
+            }
             let restart = match &result {
-                Ok(()) => {
-                    failures = 0;
-                    a.health = Some(HealthState::Healthy);
-                    None
-                }
-                Err(_) if in_grace => None,
-                Err(why) => {
-                    failures += 1;
-                    a.health = Some(HealthState::Unhealthy);
-                    // During a reload the reload decides: it keeps the
-                    // old process and stops the new one.
-                    (failures >= h.retries.max(1) && !a.reloading).then(|| why.to_string())
-                }
+                Err(why) if v.restart => Some(why.to_string()),
+                _ => None,
             };
             // A change of health is an event (each check is not): what a
             // watcher waits for, and what `events` shows after.
@@ -310,6 +347,74 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec(retries: u32, start_period_ms: u64) -> HealthSpec {
+        HealthSpec {
+            probe: HealthProbe::Tcp("127.0.0.1:1".into()),
+            expect_status: None,
+            interval_ms: 1000,
+            timeout_ms: 500,
+            retries,
+            start_period_ms,
+        }
+    }
+
+    /// Runs checks with these results, one per `interval` from the start:
+    /// the verdict of each.
+    fn checks(h: &HealthSpec, results: &[bool], reloading: bool) -> Vec<Verdict> {
+        let mut failures = 0;
+        let mut out = Vec::new();
+        for (i, ok) in results.iter().enumerate() {
+            let since = Duration::from_millis(h.interval_ms * (i as u64 + 1));
+            let v = judge(failures, *ok, Some(since), h, reloading);
+            failures = if v.restart { 0 } else { v.failures };
+            out.push(v);
+        }
+        out
+    }
+
+    #[test]
+    fn retries_failures_in_a_row_restart_and_one_success_forgives_them() {
+        let h = spec(3, 0);
+        let v = checks(&h, &[false, false, true, false, false, false], false);
+        let restarts: Vec<bool> = v.iter().map(|v| v.restart).collect();
+        assert_eq!(restarts, [false, false, false, false, false, true]);
+        assert_eq!(v[1].health, Some(HealthState::Unhealthy));
+        assert_eq!(v[2].health, Some(HealthState::Healthy));
+        assert_eq!(v[2].failures, 0);
+        // After the restart the count starts again.
+        let v = checks(&h, &[false; 7], false);
+        let at: Vec<usize> = (0..7).filter(|i| v[*i].restart).collect();
+        assert_eq!(at, [2, 5]);
+    }
+
+    #[test]
+    fn failures_within_the_start_period_count_for_nothing() {
+        // Checks at 1 s, 2 s, …; a grace of 2.5 s: the first two failures
+        // are forgiven, the third to fifth count.
+        let h = spec(3, 2500);
+        let v = checks(&h, &[false; 5], false);
+        assert_eq!(v[0].health, None, "unchanged during the grace");
+        assert_eq!(v[1].failures, 0);
+        let restarts: Vec<bool> = v.iter().map(|v| v.restart).collect();
+        assert_eq!(restarts, [false, false, false, false, true]);
+        // The grace ends exactly at the start period.
+        let at_end = judge(0, false, Some(Duration::from_millis(2500)), &h, false);
+        assert_eq!(at_end.failures, 1);
+        // A start time unknown (an adopted process): no grace.
+        let unknown = judge(0, false, None, &h, false);
+        assert_eq!(unknown.failures, 1);
+    }
+
+    #[test]
+    fn a_reload_decides_for_itself_and_zero_retries_means_one() {
+        let v = checks(&spec(2, 0), &[false; 4], true);
+        assert!(v.iter().all(|v| !v.restart), "{v:?}");
+        assert_eq!(v[3].failures, 4);
+        assert_eq!(v[3].health, Some(HealthState::Unhealthy));
+        let v = checks(&spec(0, 0), &[false], false);
+        assert!(v[0].restart);
+    }
 
     #[test]
     fn urls() {
