@@ -100,8 +100,9 @@ fn a_supervisord_conf_runs_as_under_supervisord() {
     assert_eq!(seen["GREETING"], "hello, world");
     let path = std::env::var("PATH").unwrap();
     assert_eq!(seen["PATH"], format!("/opt/shop/bin:{path}"));
-    env.wait(20, "web to write its arguments", || {
-        !read(&out.join("web.args")).is_empty()
+    // It says it listens once its arguments and environment are written.
+    env.wait(20, "web to write its arguments and environment", || {
+        read(&env.home.join("logs/web-out.log")).contains("web listening")
     });
     assert_eq!(
         read(&out.join("web.args")).trim(),
@@ -152,8 +153,9 @@ fn systemd_units_run_as_under_systemd() {
 
     // Environment= and both files (the missing optional one skipped), the
     // variables expanded in ExecStart, WorkingDirectory from %h.
-    env.wait(20, "the api to write its arguments", || {
-        !read(&shop.join("api.args")).is_empty()
+    // It says on which port once its arguments and environment are written.
+    env.wait(20, "the api to write its arguments and environment", || {
+        read(&env.home.join("logs/shop-api-out.log")).contains("api on port")
     });
     assert_eq!(
         read(&shop.join("api.args")).trim(),

@@ -2,7 +2,7 @@
 //! append to, and the lane proxy's limits, as daemon.toml sets them.
 //! Real daemon, real redis-server, real proxy.
 
-use crate::harness::{alive, kill, read, strs, Env};
+use crate::harness::{read, strs, Env};
 use crate::lanes::{conn, run, start_agents};
 use oxidepm_lanes::Secret;
 use oxidepm_testkit::words;
@@ -130,9 +130,9 @@ fn agents_append_only_to_configured_families_and_the_acl_follows_the_config() {
     // A new daemon with another source adopts Redis and changes the rule
     // live: no restart of Redis, no lost entry.
     let redis_pid = env.pid("oxidepm-redis");
-    let daemon = env.daemon_pid();
-    kill(daemon, libc::SIGKILL);
-    env.wait(10, "the daemon to die", || !alive(daemon));
+    // Gone for good: its socket refuses and its lock is free (a CLI could
+    // otherwise reach the dying one's socket).
+    env.kill_daemon();
     env.daemon_toml(&toml("\"webhook\", \"email\"", 48 << 20));
     env.ok(&["ping"]);
     assert_eq!(env.pid("oxidepm-redis"), redis_pid);

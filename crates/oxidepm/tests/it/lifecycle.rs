@@ -256,9 +256,7 @@ fn apps_outlive_a_killed_daemon_and_are_adopted_again() {
     env.ok(&["start", "--name", "b", "--", "sleep", "1000"]);
     env.ok(&["start", "--name", "c", "--", "sleep", "1000"]);
     let pids: Vec<u32> = ["writer", "b", "c"].iter().map(|n| env.pid(n)).collect();
-    let daemon = env.daemon_pid();
-    kill(daemon, libc::SIGKILL);
-    env.wait(5, "the daemon to die", || !alive(daemon));
+    env.kill_daemon();
     let log = env.home.join("logs/writer-out.log");
     let before = numbers(&read(&log)).len();
     // The writer goes on logging with no daemon: a positive sign that time
@@ -309,9 +307,7 @@ fn an_app_that_died_without_a_daemon_is_restarted_and_a_reused_pid_is_not_adopte
     env.ok(&["start", "--name", "fake", "--", "sleep", "1000"]);
     let gone = env.pid("gone");
     let fake_pid = env.pid("fake");
-    let daemon = env.daemon_pid();
-    kill(daemon, libc::SIGKILL);
-    env.wait(5, "the daemon to die", || !alive(daemon));
+    env.kill_daemon();
     kill(gone, libc::SIGKILL);
     kill(fake_pid, libc::SIGKILL);
     env.wait(5, "apps to die", || !alive(gone) && !alive(fake_pid));
