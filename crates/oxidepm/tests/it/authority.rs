@@ -312,7 +312,9 @@ fn an_agent_reaches_itself_and_its_grant_through_ops_and_its_own_tree() {
     let bob_log = env.home.join("logs/bob-out.log");
     env.wait(20, "bob's log", || read(&bob_log).contains("4111"));
     let lane = env.home.join("lanes/alice.sock");
-    env.wait(30, "alice's lane", || lane.exists());
+    env.wait(30, "alice's lane", || {
+        std::os::unix::net::UnixStream::connect(&lane).is_ok()
+    });
     let mut lane = conn(&lane);
     let bob = env.pid("bob");
     let shop = env.pid("shop");
