@@ -7,7 +7,7 @@
 //! over and a daemon killed are survived.
 
 use crate::consult::{fields, Fields};
-use crate::harness::{shared_lanes, strs, Env};
+use crate::harness::{read, shared_lanes, strs, Env};
 use crate::lanes::{conn, run, start_agents};
 use oxidepm_testkit::cluster::Cluster;
 use oxidepm_testkit::shared::{OXIDEPM_PASSWORD, OXIDEPM_USER};
@@ -112,6 +112,19 @@ fn agents_on_two_hosts_consult_each_other_on_a_cluster_through_a_failover() {
         "start", "--kind", "agent", "--name", "alice", "--", "sleep", "1",
     ]);
     assert!(refused.contains("host-a"), "{refused}");
+
+    // Each host's bridge knows the other host's agent (the daemons pass
+    // it on within about a second; a consult to an agent a bridge has not
+    // seen yet is tried again only within the retry budget).
+    for (env, other) in [(&a, "bob"), (&b, "alice")] {
+        let file = env.home.join("bridge/bridge.json");
+        env.wait(60, &format!("{other} in the bridge's agents"), || {
+            serde_json::from_str::<serde_json::Value>(&read(&file))
+                .ok()
+                .and_then(|c| c["agents"].as_array().cloned())
+                .is_some_and(|l| l.iter().any(|n| n == other))
+        });
+    }
 
     // Alice (host A) asks bob (host B); bob answers.
     let q1 = says(&a, "alice", &[("to", "bob"), ("text", "q1")]);
