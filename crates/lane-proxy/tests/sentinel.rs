@@ -66,18 +66,27 @@ fn root(port: u16) -> redis::Connection {
     connect(port, None, ROOT_USER, ROOT_PASSWORD).unwrap()
 }
 
+/// The node's role; empty while it cannot be asked (a failover closes
+/// the connections of the node it demotes).
 fn role(port: u16) -> String {
-    let v: Vec<redis::Value> = redis::cmd("ROLE").query(&mut root(port)).unwrap();
-    match &v[0] {
-        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        other => format!("{other:?}"),
+    let Ok(mut c) = connect(port, None, ROOT_USER, ROOT_PASSWORD) else {
+        return String::new();
+    };
+    let v: Vec<redis::Value> = redis::cmd("ROLE").query(&mut c).unwrap_or_default();
+    match v.first() {
+        Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+        Some(other) => format!("{other:?}"),
+        None => String::new(),
     }
 }
 
 fn replica_synced(port: u16) -> bool {
+    let Ok(mut c) = connect(port, None, ROOT_USER, ROOT_PASSWORD) else {
+        return false;
+    };
     let info: String = redis::cmd("INFO")
         .arg("replication")
-        .query(&mut root(port))
+        .query(&mut c)
         .unwrap_or_default();
     info.contains("master_link_status:up")
 }
