@@ -312,6 +312,10 @@ async fn process(ctx: &DeliveryContext, stream: &OutboxStream, entry: Entry) -> 
                 attempt -= 1;
                 let wait = wait.max(MIN_WAIT);
                 log::info!("{} {}: {reason}", stream.key, msg.id);
+                let mut con = ctx.con.clone();
+                if let Err(e) = crate::stats::bump(&mut con, Counter::Waited, 1).await {
+                    log::debug!("cannot count a wait: {e}");
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = shutdown.wait() => return false,

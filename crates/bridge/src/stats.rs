@@ -17,6 +17,9 @@ pub enum Counter {
     Delivered,
     /// Delivery tries that failed and were tried again.
     Retried,
+    /// Delivery tries the far end asked to wait for (a rate limit): sent
+    /// again once it allows, not counted as a failed try.
+    Waited,
     /// Outbox entries moved to a dead-letter stream.
     Dead,
     /// Of those, entries over `max_entry_bytes`: their fields were not
@@ -43,6 +46,7 @@ impl Counter {
             Counter::Unrouted => "unrouted",
             Counter::Delivered => "delivered",
             Counter::Retried => "retried",
+            Counter::Waited => "waited",
             Counter::Dead => "dead",
             Counter::TooLarge => "too_large",
             Counter::Malformed => "malformed",

@@ -164,6 +164,10 @@ pub struct BridgeCounters {
     pub unrouted: i64,
     /// Entries in `bridge:unrouted`.
     pub unrouted_stream: i64,
+    /// Delivery tries the far end asked to wait for (rate limits), sent
+    /// again once allowed.
+    #[serde(default)]
+    pub waited: i64,
     /// Milliseconds from XADD to delivery, summed over the delivered
     /// entries (not one of [`BridgeCounters::entries`]: a sum, for metrics).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -176,7 +180,7 @@ fn is_zero(v: &i64) -> bool {
 
 impl BridgeCounters {
     /// Name and value of each counter, in the order they are shown.
-    pub fn entries(&self) -> [(&'static str, i64); 11] {
+    pub fn entries(&self) -> [(&'static str, i64); 12] {
         [
             ("dead", self.dead),
             ("delivered", self.delivered),
@@ -189,6 +193,7 @@ impl BridgeCounters {
             ("trimmed", self.trimmed),
             ("unrouted", self.unrouted),
             ("unrouted_stream", self.unrouted_stream),
+            ("waited", self.waited),
         ]
     }
 }

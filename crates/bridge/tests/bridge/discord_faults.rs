@@ -140,6 +140,10 @@ fn a_global_rate_limit_holds_every_post_back_and_each_is_posted_once() {
         &[("channel", &CHANNEL.to_string()), ("text", "patience")],
     );
     assert!(wait(WAIT, || standin.rate_limited().len() == 1));
+    // The bridge has read the 429 (and holds every post back) once it
+    // counts the wait; the stand-in's record alone comes before that.
+    let mut admin = redis.admin();
+    assert!(wait(WAIT, || stats(&mut admin).get("waited") >= Some(&1)));
     // Bob answers in another channel meanwhile: the global limit is the
     // bot's, so his post waits too.
     let id = redis.agent("bob").cmd(&[
@@ -153,7 +157,6 @@ fn a_global_rate_limit_holds_every_post_back_and_each_is_posted_once() {
     ]);
     assert!(id.text().is_some(), "{id:?}");
     assert!(wait(WAIT, || standin.posts().len() == 2));
-    let mut admin = redis.admin();
     assert!(wait(WAIT, || stats(&mut admin).get("delivered") == Some(&2)));
     let limited = standin.rate_limited();
     assert_eq!(limited.len(), 1, "asked again before the limit was over");

@@ -418,6 +418,7 @@ impl Lanes {
                         routed: stat("routed"),
                         too_large: stat("too_large"),
                         trimmed: stat("trimmed"),
+                        waited: stat("waited"),
                         unrouted: stat("unrouted"),
                         unrouted_stream: redis::cmd("XLEN")
                             .arg(UNROUTED_KEY)

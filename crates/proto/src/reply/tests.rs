@@ -132,6 +132,7 @@ fn reports_keep_their_shape() {
         trimmed: 10,
         delivery_ms: 0,
         lost: 11,
+        waited: 12,
     };
     let lanes = LanesReport {
         agents: vec![AgentLaneReport {
@@ -163,7 +164,7 @@ fn reports_keep_their_shape() {
         concat!(
             r#"{"agents":[{"acl_user":"agent_alice","agent":"alice","socket":"/h/lanes/alice.sock","#,
             r#""streams":[{"key":"alice:ops:inbox","length":2,"pending":1}]}],"#,
-            r#""bridge":{"counters":{"dead":1,"delivered":2,"lost":11,"malformed":8,"pending":3,"retried":4,"routed":5,"too_large":9,"trimmed":10,"unrouted":6,"unrouted_stream":7},"#,
+            r#""bridge":{"counters":{"dead":1,"delivered":2,"lost":11,"malformed":8,"pending":3,"retried":4,"routed":5,"too_large":9,"trimmed":10,"unrouted":6,"unrouted_stream":7,"waited":12},"#,
             r#""default_agent":null,"routes":[{"agent":"alice","channel":"support","origin":"config","source":"webhook"}]}}"#
         )
     );
@@ -180,7 +181,7 @@ fn counters_read_unread_or_missing() {
     let missing: Option<Counters> = serde_json::from_value(Value::Null).unwrap();
     assert_eq!(missing, None);
     let full = json!({"dead":0,"delivered":0,"lost":0,"malformed":0,"pending":0,"retried":0,"routed":1,
-                      "too_large":0,"trimmed":0,"unrouted":0,"unrouted_stream":0});
+                      "too_large":0,"trimmed":0,"unrouted":0,"unrouted_stream":0,"waited":0});
     let read: Counters = serde_json::from_value(full.clone()).unwrap();
     assert!(matches!(read, Counters::Read(c) if c.routed == 1));
     assert_eq!(serde_json::to_value(&read).unwrap(), full);
