@@ -4,7 +4,7 @@
 //! anything changes.
 
 use super::peer::Origin;
-use super::policy::{self, Refusal};
+use super::policy::{self, Refusal, RunAs};
 use super::reach::{self, Plan};
 use super::{identity, Caller, Peer, Scope, SocketKind};
 use crate::store::DEFAULT_SNAPSHOT;
@@ -116,7 +116,21 @@ impl Gate {
                 .named(&decided.label)
                 .is_some_and(|a| a.kind == AppKind::Agent);
         let (actor, verified) = identity::owned_label(&peer.info.origin, decided, is_agent);
-        let mut caller = self.caller_for(actor, peer.socket, verified);
+        // A defined agent or adapter is the uid its own app runs as (what
+        // the kernel says of the peer could be a set-uid program of its
+        // tree); anyone else is the peer's uid.
+        let own_app = match actor.class {
+            Class::Ai if verified => apps.named(&actor.label),
+            Class::Adapter => apps
+                .named(&actor.label)
+                .filter(|a| a.kind == AppKind::Adapter),
+            _ => None,
+        };
+        let uid = match own_app {
+            Some(a) => apps.uid_of(a.user.as_deref()),
+            None => peer.info.uid,
+        };
+        let mut caller = self.caller_for(actor, peer.socket, verified, uid);
         // On agent.sock an adapter's tree is class ai, but still held to
         // the adapter's grant: the socket never widens what it may reach.
         if let Some(adapter) = adapter_of(&peer.info.origin) {
@@ -129,13 +143,22 @@ impl Gate {
 
     /// The caller of a request that came through an agent's lane: the
     /// agent named by the stream key, never by the payload.
-    pub fn lane_caller(&self, agent: &str) -> Caller {
-        self.caller_for(Actor::new(Class::Ai, agent), SocketKind::Lane, true)
+    pub fn lane_caller<A: AppIndex + ?Sized>(&self, apps: &A, agent: &str) -> Caller {
+        let uid = apps
+            .named(agent)
+            .and_then(|a| apps.uid_of(a.user.as_deref()));
+        self.caller_for(Actor::new(Class::Ai, agent), SocketKind::Lane, true, uid)
     }
 
     /// The tier and scope of `actor`; `agent` when it is a defined agent
-    /// speaking for itself.
-    fn caller_for(&self, actor: Actor, socket: SocketKind, agent: bool) -> Caller {
+    /// speaking for itself; `uid` its own uid.
+    fn caller_for(
+        &self,
+        actor: Actor,
+        socket: SocketKind,
+        agent: bool,
+        uid: Option<u32>,
+    ) -> Caller {
         let (tier, scope) = match actor.class {
             Class::Human => (Tier::Admin, Scope::All),
             Class::Ai if agent => self.agent_grant(&actor.label),
@@ -146,11 +169,17 @@ impl Gate {
             }
             Class::System => (Tier::Read, Scope::Only(Vec::new())),
         };
+        let uid = if actor.class == Class::Human {
+            None
+        } else {
+            uid
+        };
         Caller {
             actor,
             socket,
             tier,
             scope,
+            uid,
         }
     }
 
@@ -169,7 +198,7 @@ impl Gate {
         *touched = plan.names();
         policy::check_tier(caller, op, touched)?;
         policy::check_scope(caller, op.name(), &plan.scoped())?;
-        check_op(caller, op, &plan, touched)?;
+        check_op(apps, caller, op, &plan, touched)?;
         policy::check_start(caller, op.name(), touched, &plan.started)?;
         Ok(plan.only)
     }
@@ -230,7 +259,24 @@ fn adapter_of(origin: &Origin) -> Option<&str> {
 }
 
 /// The checks particular to one operation.
-fn check_op(caller: &Caller, op: &Op, plan: &Plan, touched: &[String]) -> Result<(), Refusal> {
+fn check_op<A: AppIndex + ?Sized>(
+    apps: &A,
+    caller: &Caller,
+    op: &Op,
+    plan: &Plan,
+    touched: &[String],
+) -> Result<(), Refusal> {
+    // Each existing app as it runs now.
+    let as_is = |facts: &[AppFacts]| -> Vec<RunAs> {
+        facts
+            .iter()
+            .map(|a| RunAs {
+                app: a.name.clone(),
+                user: a.user.clone(),
+                uid: apps.uid_of(a.user.as_deref()),
+            })
+            .collect()
+    };
     let protected = |apps: &[AppFacts]| -> Vec<(String, bool)> {
         apps.iter().map(|a| (a.name.clone(), a.protected)).collect()
     };
@@ -241,8 +287,13 @@ fn check_op(caller: &Caller, op: &Op, plan: &Plan, touched: &[String]) -> Result
         // A signal can stop an app, a reload restarts it, a reset starts its
         // crash count again, a scale changes and deletes instances: only a
         // human does these to a protected app.
-        Op::Signal { .. } | Op::Reload { .. } | Op::Reset { .. } | Op::Scale { .. } => {
+        Op::Signal { .. } | Op::Reload { .. } | Op::Reset { .. } => {
             policy::check_protected(caller, op.name(), &protected(&plan.before))
+        }
+        // The instances a scale defines run as the app does.
+        Op::Scale { .. } => {
+            policy::check_protected(caller, op.name(), &protected(&plan.before))?;
+            policy::check_run_as(caller, op.name(), &as_is(&plan.before))
         }
         Op::Define { apps: specs, .. } => {
             policy::check_definition(caller, specs)?;
@@ -252,7 +303,20 @@ fn check_op(caller: &Caller, op: &Op, plan: &Plan, touched: &[String]) -> Result
                 .iter()
                 .filter_map(|a| specs.iter().find(|s| s.name == a.name).map(|s| (a, s)))
                 .collect();
-            policy::check_kind_and_user(caller, &changes)
+            policy::check_kind(caller, &changes)?;
+            // A non-human changes only apps that run as itself, and what
+            // it defines runs as itself (no `user`: its own uid, which
+            // the define then writes down).
+            let mut runs = as_is(&plan.before);
+            runs.extend(specs.iter().map(|s| RunAs {
+                app: s.name.clone(),
+                user: s.user.clone(),
+                uid: match &s.user {
+                    None => caller.uid,
+                    Some(u) => apps.uid_of(Some(u)),
+                },
+            }));
+            policy::check_run_as(caller, "define", &runs)
         }
         Op::Save { name } => policy::check_snapshot_owner(
             caller,
@@ -260,7 +324,20 @@ fn check_op(caller: &Caller, op: &Op, plan: &Plan, touched: &[String]) -> Result
             plan.replaces.as_ref().map(|s| s.saved_by.as_ref()),
             touched,
         ),
-        Op::Resurrect { .. } => policy::check_recreate(caller, &plan.recreated),
+        // A snapshot's app without a `user` ran as the daemon, and would again.
+        Op::Resurrect { .. } => {
+            policy::check_recreate(caller, &plan.recreated)?;
+            let runs: Vec<RunAs> = plan
+                .recreated
+                .iter()
+                .map(|(s, _)| RunAs {
+                    app: s.name.clone(),
+                    user: s.user.clone(),
+                    uid: apps.uid_of(s.user.as_deref()),
+                })
+                .collect();
+            policy::check_run_as(caller, "resurrect", &runs)
+        }
         _ => Ok(()),
     }
 }

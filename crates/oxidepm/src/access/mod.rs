@@ -71,6 +71,10 @@ pub struct Caller {
     pub tier: Tier,
     /// The apps it may touch.
     pub scope: Scope,
+    /// The uid a non-human is: its own apps run as this uid and no other
+    /// (a defined agent's or adapter's, the peer's otherwise); `None` for
+    /// a human, or when it is not known (a non-human then defines none).
+    pub uid: Option<u32>,
 }
 
 /// What the daemon decided about a connection when it was accepted.

@@ -53,8 +53,17 @@ pub enum Reason {
     HumanOnlyChange {
         /// The app.
         app: String,
-        /// What would change: "kind" or "user".
+        /// What would change: "kind".
         field: &'static str,
+    },
+    /// A non-human's request would leave an app running as another uid
+    /// than its own.
+    RunsAsOther {
+        /// The app and whom it would run as, as a person reads them (one
+        /// string keeps every refusal small).
+        what: String,
+        /// The caller's own uid, when it is known.
+        own: Option<u32>,
     },
     /// The snapshot a save would replace was saved by someone else.
     NotOwnSnapshot {
@@ -131,6 +140,14 @@ fn explain(reason: &Reason, actor: &Actor) -> String {
         Reason::HumanOnlyChange { app, field } => format!(
             "only a human may change the {field} of an existing app ({app}); nothing was changed"
         ),
+        Reason::RunsAsOther { what, own } => match own {
+            Some(own) => format!(
+                "{what}, and the apps of a non-human run as its own uid ({own}) only: leave `user` out or name uid {own}; only a human defines or changes an app that runs as another user; nothing was changed"
+            ),
+            None => format!(
+                "{what}, and the uid {actor} runs as is not known, so it defines no app; a human can; nothing was changed"
+            ),
+        },
         Reason::NotOwnSnapshot { snapshot } => format!(
             "snapshot {snapshot}: only a human or whoever saved it may replace it; save under another name; nothing was changed"
         ),
@@ -316,23 +333,17 @@ pub fn check_start(
 }
 
 /// Checks a redefinition against what only a human may change: the
-/// `kind` and the `user` of an existing app. `changes` pairs each existing
-/// app with its new spec.
-pub fn check_kind_and_user(
-    caller: &Caller,
-    changes: &[(&AppFacts, &AppSpec)],
-) -> Result<(), Refusal> {
+/// `kind` of an existing app (whom it runs as is [`check_run_as`]'s).
+/// `changes` pairs each existing app with its new spec.
+pub fn check_kind(caller: &Caller, changes: &[(&AppFacts, &AppSpec)]) -> Result<(), Refusal> {
     if caller.actor.class == Class::Human {
         return Ok(());
     }
     for (before, after) in changes {
-        let field = if before.kind != after.kind {
-            "kind"
-        } else if before.user != after.user {
-            "user"
-        } else {
+        if before.kind == after.kind {
             continue;
-        };
+        }
+        let field = "kind";
         return Err(refuse(
             caller,
             "define",
@@ -344,6 +355,58 @@ pub fn check_kind_and_user(
         ));
     }
     Ok(())
+}
+
+/// One app a request defines, changes or copies, with the uid it runs as
+/// (or would): `None` when its user is not a user of this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The app.
+    pub app: String,
+    /// Its `user`, as its spec names it (`None`: the daemon's, or for a
+    /// new definition the definer's).
+    pub user: Option<String>,
+    /// The uid it runs as.
+    pub uid: Option<u32>,
+}
+
+/// Checks that a non-human's request leaves every app it defines, changes
+/// or copies running as the non-human's own uid (`caller.uid`): a grant
+/// never gives more than who holds it, so root, another agent's uid, the
+/// bridge's or a responder's need a human. `runs` holds each app as it is
+/// (for a change) and as it would be.
+pub fn check_run_as(caller: &Caller, op: &'static str, runs: &[RunAs]) -> Result<(), Refusal> {
+    if caller.actor.class == Class::Human {
+        return Ok(());
+    }
+    let Some(bad) = runs
+        .iter()
+        .find(|r| caller.uid.is_none() || r.uid != caller.uid)
+    else {
+        return Ok(());
+    };
+    let runs_as = match (bad.uid, &bad.user) {
+        (None, Some(u)) => format!("user {u:?}, which is no user of this host"),
+        (None, None) => "a user that is not known".to_string(),
+        (Some(0), _) => "root (uid 0)".to_string(),
+        (Some(uid), Some(u)) if u.parse::<u32>().is_err() => format!("user {u:?} (uid {uid})"),
+        (Some(uid), _) => format!("uid {uid}"),
+    };
+    let mut all: Vec<String> = Vec::new();
+    for r in runs {
+        if !all.contains(&r.app) {
+            all.push(r.app.clone());
+        }
+    }
+    Err(refuse(
+        caller,
+        op,
+        &all,
+        Reason::RunsAsOther {
+            what: format!("{} would run as {runs_as}", bad.app),
+            own: caller.uid,
+        },
+    ))
 }
 
 /// Checks that a save replaces no one else's snapshot: a non-human may
@@ -443,7 +506,53 @@ mod tests {
             socket: SocketKind::Daemon,
             tier,
             scope: Scope::All,
+            uid: (class != Class::Human).then_some(1001),
         }
+    }
+
+    fn run(app: &str, user: Option<&str>, uid: Option<u32>) -> RunAs {
+        RunAs {
+            app: app.into(),
+            user: user.map(Into::into),
+            uid,
+        }
+    }
+
+    #[test]
+    fn a_non_human_s_apps_run_as_itself_only() {
+        let ai = caller(Class::Ai, Tier::Manage);
+        let own = [
+            run("bot", None, Some(1001)),
+            run("bot2", Some("alice"), Some(1001)),
+        ];
+        assert!(check_run_as(&ai, "define", &own).is_ok());
+        for (other, says) in [
+            (run("web", None, Some(0)), "root (uid 0)"),
+            (
+                run("web", Some("bob"), Some(1002)),
+                "user \"bob\" (uid 1002)",
+            ),
+            (run("web", Some("1002"), Some(1002)), "uid 1002"),
+            (
+                run("web", Some("nobody-here"), None),
+                "no user of this host",
+            ),
+        ] {
+            let runs = [own[0].clone(), other];
+            let e = check_run_as(&ai, "define", &runs).unwrap_err();
+            assert_eq!(e.kind(), RefusalKind::Denied);
+            assert_eq!(e.apps, ["bot", "web"]);
+            let m = e.to_string();
+            assert!(m.contains(says) && m.contains("own uid (1001)"), "{m}");
+        }
+        // Whoever is not known to be a uid defines nothing.
+        let mut unknown = caller(Class::Adapter, Tier::Manage);
+        unknown.uid = None;
+        let e = check_run_as(&unknown, "define", &own).unwrap_err();
+        assert!(e.to_string().contains("is not known"), "{e}");
+        // A person gives an app any user.
+        let human = caller(Class::Human, Tier::Admin);
+        assert!(check_run_as(&human, "define", &[run("web", None, Some(0))]).is_ok());
     }
 
     #[test]
@@ -524,12 +633,15 @@ mod tests {
         assert!(check_start(&human, "start", &all, std::slice::from_ref(&db)).is_ok());
         let mut spec = AppSpec::new("db", "x", vec![]);
         spec.kind = AppKind::Agent;
-        let e = check_kind_and_user(&ai, &[(&db, &spec)]).unwrap_err();
+        let e = check_kind(&ai, &[(&db, &spec)]).unwrap_err();
         assert!(e.to_string().contains("kind"), "{e}");
+        assert!(check_kind(&human, &[(&db, &spec)]).is_ok());
         spec.kind = AppKind::App;
         spec.user = Some("root".into());
-        assert!(check_kind_and_user(&ai, &[(&db, &spec)]).is_err());
-        assert!(check_kind_and_user(&human, &[(&db, &spec)]).is_ok());
+        assert!(
+            check_kind(&ai, &[(&db, &spec)]).is_ok(),
+            "the user is check_run_as's"
+        );
         let someone = Actor::new(Class::Human, "cli");
         assert!(check_snapshot_owner(&ai, "default", Some(Some(&someone)), &all).is_err());
         assert!(check_snapshot_owner(&ai, "default", Some(None), &all).is_err());

@@ -53,6 +53,9 @@ pub trait AppIndex {
     fn all(&self) -> Vec<AppFacts>;
     /// The snapshot named `name`, if there is one.
     fn snapshot(&self, name: &str) -> Option<SnapshotFacts>;
+    /// The uid an app whose spec names `user` runs as (the daemon's when
+    /// it names none); `None` when it is no user of this host.
+    fn uid_of(&self, user: Option<&str>) -> Option<u32>;
 }
 
 /// Everything a request reaches.
@@ -304,6 +307,16 @@ pub(crate) mod tests {
         }
         fn snapshot(&self, name: &str) -> Option<SnapshotFacts> {
             (name == DEFAULT_SNAPSHOT).then(|| self.1.clone()).flatten()
+        }
+        /// The daemon is root; `alice` is 1001, `bob` 1002, `bridge` 999.
+        fn uid_of(&self, user: Option<&str>) -> Option<u32> {
+            match user {
+                None | Some("root") => Some(0),
+                Some("alice") => Some(1001),
+                Some("bob") => Some(1002),
+                Some("bridge") => Some(999),
+                Some(u) => u.parse().ok(),
+            }
         }
     }
 

@@ -247,7 +247,7 @@ impl From<lanes::Error> for ErrorBody {
             E::Supervise(e) => return e.into(),
             E::BadName(_)
             | E::ResponderName(_)
-            | E::ResponderUid(_)
+            | E::OwnUser(_)
             | E::BadRoute(_)
             | E::UnknownSource { .. }
             | E::RequestNotJson(_)
@@ -400,6 +400,7 @@ mod tests {
             socket: SocketKind::Agent,
             tier: Tier::Control,
             scope: Scope::All,
+            uid: Some(1001),
         };
         let define = Op::Define {
             apps: vec![],

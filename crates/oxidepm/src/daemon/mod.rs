@@ -387,7 +387,10 @@ async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<
                 let d = d.clone();
                 let feeds = feeds.clone();
                 tokio::spawn(async move {
-                    let caller = d.gate().lane_caller(&r.agent);
+                    let caller = {
+                        let s = crate::supervise::lock(&d.sup);
+                        d.gate().lane_caller(&*s, &r.agent)
+                    };
                     let _ = r.reply.send(d.answer_lane(&caller, r.req, &feeds).await);
                 });
             }

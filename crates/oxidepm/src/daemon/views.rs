@@ -73,6 +73,15 @@ impl AppIndex for Supervisor {
         };
         Some(SnapshotFacts { saved_by, apps })
     }
+
+    fn uid_of(&self, user: Option<&str>) -> Option<u32> {
+        match user {
+            None => Some(self.own_uid()),
+            Some(u) => crate::supervise::spawn::resolve_user(u)
+                .ok()
+                .map(|c| c.uid.as_raw()),
+        }
+    }
 }
 
 fn facts(a: &App) -> AppFacts {

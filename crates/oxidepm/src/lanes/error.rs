@@ -69,9 +69,9 @@ pub enum Error {
     /// A responder app's name cannot be a family.
     #[error(transparent)]
     ResponderName(#[from] super::responders::NameRefused),
-    /// A responder app and an agent would run as one uid.
+    /// An app would run as the user of one of oxidepm's own processes.
     #[error(transparent)]
-    ResponderUid(#[from] super::responders::SharedUid),
+    OwnUser(#[from] super::own_users::OwnUserTaken),
     /// A route given at runtime is malformed.
     #[error(transparent)]
     BadRoute(#[from] RouteError),

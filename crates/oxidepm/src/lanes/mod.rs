@@ -24,6 +24,7 @@ mod live;
 mod login;
 pub mod migrate;
 pub mod ops;
+pub mod own_users;
 mod private_file;
 mod proxy_admin;
 pub mod purge;

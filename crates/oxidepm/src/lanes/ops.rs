@@ -304,23 +304,34 @@ impl Lane {
         entries: Vec<Entry>,
     ) -> Result<(), ServeError> {
         for e in entries {
+            // The answer and the ack in one transaction: a daemon that dies
+            // between them answers the request again after its restart, and
+            // a reader that sees the answer sees the request done.
+            let mut pipe = redis::pipe();
+            pipe.atomic();
             // A deleted entry still pending has nothing to answer.
+            let answered = e.fields.is_some();
             if let Some(fields) = e.fields {
                 let response = match fields.and_then(|f| parse_request(&f)) {
                     Err(err) => Response::err(0, err.into()),
                     Ok(req) => ask(&self.tx, self.agent.as_str(), req, self.settings.timeout),
                 };
-                self.reply(con, &e.id, response)?;
+                pipe.add_command(self.reply(&e.id, response)).ignore();
             }
-            redis::cmd("XACK")
-                .arg(key)
-                .arg(GROUP)
-                .arg(&e.id)
-                .query::<i64>(con)
-                .map_err(|source| ServeError::Ack {
-                    key: key.to_string(),
-                    source,
-                })?;
+            pipe.cmd("XACK").arg(key).arg(GROUP).arg(&e.id).ignore();
+            pipe.query::<()>(con).map_err(|source| {
+                if answered {
+                    ServeError::Reply {
+                        agent: self.agent.clone(),
+                        source,
+                    }
+                } else {
+                    ServeError::Ack {
+                        key: key.to_string(),
+                        source,
+                    }
+                }
+            })?;
         }
         Ok(())
     }
@@ -358,12 +369,8 @@ impl Lane {
         }
     }
 
-    fn reply(
-        &self,
-        con: &mut dyn redis::ConnectionLike,
-        request_id: &str,
-        response: Response,
-    ) -> Result<(), ServeError> {
+    /// The XADD of the answer to `request_id`.
+    fn reply(&self, request_id: &str, response: Response) -> redis::Cmd {
         let (json, truncated) = entry::bounded(response, self.settings.max_reply);
         let mut cmd = redis::cmd("XADD");
         cmd.arg(StreamKey::inbox(&self.agent, NAME).to_string())
@@ -378,12 +385,7 @@ impl Lane {
         if let Some(note) = truncated {
             cmd.arg("truncated").arg(note);
         }
-        cmd.query::<String>(con)
-            .map_err(|source| ServeError::Reply {
-                agent: self.agent.clone(),
-                source,
-            })?;
-        Ok(())
+        cmd
     }
 }
 

@@ -47,55 +47,8 @@ pub struct NameRefused {
     pub why: String,
 }
 
-/// A responder app and an agent that would run as one uid.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "responder {responder:?} and agent {agent:?} would both run as uid {uid}: the responder's \
-     lane socket is that uid's, so the agent could use it to read every agent's requests and \
-     answer them; give the responder a user of its own (`user`)"
-)]
-pub struct SharedUid {
-    /// The responder.
-    pub responder: String,
-    /// The agent.
-    pub agent: String,
-    /// Their uid.
-    pub uid: u32,
-}
-
-/// Refuses a responder and an agent of one uid (not the daemon's) among
-/// `apps` (name, kind, user) once `specs` replace what they name; only
-/// pairs with one of `specs` in them, so an old state blocks nothing else.
-fn check_uids(apps: &[(String, AppKind, Option<String>)], specs: &[AppSpec]) -> Result<(), Error> {
-    let mut all: Vec<(&str, AppKind, Option<u32>)> = apps
-        .iter()
-        .filter(|(n, _, _)| !specs.iter().any(|s| s.name == *n))
-        .map(|(n, k, u)| (n.as_str(), *k, other_uid(u.as_deref())))
-        .collect();
-    all.extend(
-        specs
-            .iter()
-            .map(|s| (s.name.as_str(), s.kind, other_uid(s.user.as_deref()))),
-    );
-    let new = |n: &str| specs.iter().any(|s| s.name == n);
-    for (r, _, ru) in all.iter().filter(|a| a.1 == AppKind::Responder) {
-        let Some(uid) = *ru else { continue };
-        let agent = all
-            .iter()
-            .find(|(a, k, au)| *k == AppKind::Agent && *au == Some(uid) && (new(a) || new(r)));
-        if let Some((a, _, _)) = agent {
-            return Err(Error::ResponderUid(SharedUid {
-                responder: r.to_string(),
-                agent: a.to_string(),
-                uid,
-            }));
-        }
-    }
-    Ok(())
-}
-
 /// The uid of `user`, when it is not the daemon's own.
-fn other_uid(user: Option<&str>) -> Option<u32> {
+pub(super) fn other_uid(user: Option<&str>) -> Option<u32> {
     let own = nix::unistd::getuid().as_raw();
     user.and_then(|u| spawn::resolve_user(u).ok())
         .map(|c| c.uid.as_raw())
@@ -155,19 +108,15 @@ impl Lanes {
                 why,
             }))
         };
-        let (agents, responders, apps) = {
+        let (agents, responders) = {
             let s = lock(shared);
-            let apps: Vec<(String, AppKind, Option<String>)> = s
-                .apps()
-                .map(|a| (a.spec.name.clone(), a.spec.kind, a.spec.user.clone()))
-                .collect();
             let named = |k: AppKind| -> Vec<String> {
                 s.apps()
                     .filter(|a| a.spec.kind == k)
                     .map(|a| a.spec.name.clone())
                     .collect()
             };
-            (named(AppKind::Agent), named(AppKind::Responder), apps)
+            (named(AppKind::Agent), named(AppKind::Responder))
         };
         for s in specs {
             match s.kind {
@@ -213,7 +162,7 @@ impl Lanes {
                 _ => {}
             }
         }
-        check_uids(&apps, specs)
+        Ok(())
     }
 
     /// The proxy's lanes of `responders`.

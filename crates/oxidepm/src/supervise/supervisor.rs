@@ -131,6 +131,11 @@ impl Supervisor {
         })
     }
 
+    /// The uid the daemon runs as (an app without a `user` runs as it).
+    pub fn own_uid(&self) -> u32 {
+        self.own.uid.as_raw()
+    }
+
     /// Every app, by id.
     pub fn apps(&self) -> impl Iterator<Item = &App> {
         self.apps.values()

@@ -4,100 +4,11 @@
 //! changed.
 
 use crate::harness::{alive, bin, read, strs, Env};
+use crate::inside::{inside, Ran};
 use crate::lanes::conn;
 use crate::ops::ops_answer;
 use oxidepm_testkit::words;
 use serde_json::{json, Value};
-use std::fs::File;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
-
-/// A shell inside an app's process tree that runs the CLI lines the test
-/// hands it: what the app (or any process it starts) can ask the daemon.
-struct Inside {
-    dir: PathBuf,
-    fifo: File,
-    n: u32,
-}
-
-/// What one command inside an app gave.
-struct Ran {
-    ok: bool,
-    out: String,
-    err: String,
-}
-
-impl Ran {
-    /// The JSON it printed.
-    fn json(&self) -> Value {
-        serde_json::from_str(self.out.trim())
-            .unwrap_or_else(|e| panic!("{e}: {} / {}", self.out, self.err))
-    }
-}
-
-/// Starts app `name` of `kind` (as a person) running a shell that reads
-/// command lines from a fifo; it first prints `<name> ready` to its log.
-fn inside(env: &Env, name: &str, kind: &str) -> Inside {
-    let dir = env.path(&format!("{name}-inside"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let fifo = dir.join("in");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let d = dir.display();
-    let script = format!(
-        "echo {name} ready; exec 3<>{f}; while read -r n line <&3; do sh -c \"$line\" > {d}/$n.out 2> {d}/$n.err; echo $? > {d}/$n.rc; done",
-        f = fifo.display()
-    );
-    let oxpm = format!("OXPM={}", bin("oxidepm").display());
-    env.ok(&[
-        "start", "--name", name, "--kind", kind, "--env", &oxpm, "--", "sh", "-c", &script,
-    ]);
-    // Opened without blocking: it fails until the shell holds the fifo.
-    let fifo = env.wait(20, "the shell inside the app", || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&fifo)
-            .ok()
-    });
-    Inside { dir, fifo, n: 0 }
-}
-
-impl Inside {
-    /// Runs `oxidepm <args>` inside the app, on the socket the app is
-    /// given (agent.sock for an agent, daemon.sock otherwise).
-    fn run(&mut self, env: &Env, args: &str) -> Ran {
-        self.line(env, &format!("\"$OXPM\" {args}"))
-    }
-
-    /// Runs `oxidepm <args>` inside the app, on `socket` of the home.
-    fn run_on(&mut self, env: &Env, socket: &str, args: &str) -> Ran {
-        let path = env.home.join(socket);
-        self.line(
-            env,
-            &format!("OXIDEPM_SOCKET={} \"$OXPM\" {args}", path.display()),
-        )
-    }
-
-    fn line(&mut self, env: &Env, line: &str) -> Ran {
-        self.n += 1;
-        let n = self.n;
-        writeln!(self.fifo, "{n} {line}").unwrap();
-        let rc = self.dir.join(format!("{n}.rc"));
-        env.wait(30, &format!("{line} inside the app"), || {
-            read(&rc).ends_with('\n')
-        });
-        Ran {
-            ok: read(&rc).trim() == "0",
-            out: read(&self.dir.join(format!("{n}.out"))),
-            err: read(&self.dir.join(format!("{n}.err"))),
-        }
-    }
-}
 
 /// The stored spec of an app, as a person sees it.
 fn spec(env: &Env, name: &str) -> Value {
@@ -183,7 +94,7 @@ fn an_adapter_granted_a_tag_reaches_nothing_else_by_any_request() {
     let bot_spec = spec(&env, "bot");
     let r = chat.run(
         &env,
-        &format!("start --name bot --tag bots --user root -- sh -c '{bot_cmd}'"),
+        &format!("start --name bot --tag bots --user nobody -- sh -c '{bot_cmd}'"),
     );
     refused(&r, "E_POLICY_DENIED");
     let r = chat.run(&env, "start --name feed --tag bots -- sleep 100000");

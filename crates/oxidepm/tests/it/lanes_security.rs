@@ -500,3 +500,22 @@ fn a_bridge_that_cannot_run_as_its_own_user_stays_stopped_and_lanes_says_why() {
     env.wait(20, "the bridge", || bridge_online(&env));
     assert!(env.json(&["lanes"])["bridge"]["problem"].is_null());
 }
+
+/// The bridge's user reads the bridge's Redis password and the webhook
+/// token: no app, whoever defines it and whatever its kind, runs as it.
+#[test]
+fn no_app_runs_as_the_bridge_s_user() {
+    if !is_root() {
+        eprintln!("not root: the bridge runs as the daemon's own user; test skipped");
+        return;
+    }
+    let env = Env::new();
+    start_agent(&env, "alice", "oxpm-alice");
+    for kind in ["agent", "app", "adapter", "responder"] {
+        let e = env.fails(&strs(&words(&format!(
+            "start --kind {kind} --name mallory --user {BRIDGE_USER} -- sleep 100000"
+        ))));
+        assert!(e.contains("the bridge"), "{kind}: {e}");
+        assert!(env.status().iter().all(|a| a["name"] != "mallory"));
+    }
+}

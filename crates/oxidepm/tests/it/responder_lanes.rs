@@ -337,7 +337,7 @@ fn one_agents_large_request_does_not_stop_the_example_responder() {
 /// to it and read and answer every agent's requests. Refused both ways;
 /// nothing is defined.
 #[test]
-fn a_responder_and_an_agent_of_one_uid_are_refused() {
+fn a_responder_s_uid_is_given_to_no_other_app() {
     if test_user("oxpm-alice").is_none() || test_user("oxpm-echo").is_none() {
         eprintln!("skipped: needs root to make the users oxpm-alice and oxpm-echo");
         return;
@@ -356,6 +356,14 @@ fn a_responder_and_an_agent_of_one_uid_are_refused() {
     )));
     assert!(e.contains("uid"), "{e}");
     assert!(env.status().iter().all(|a| a["name"] != "mallory"));
+    // Nor any other kind of app: its uid owns the responder's socket.
+    for kind in ["app", "adapter"] {
+        let e = env.fails(&strs(&words(&format!(
+            "start --kind {kind} --name mallory --user oxpm-echo -- sleep 100000"
+        ))));
+        assert!(e.contains("lane socket"), "{kind}: {e}");
+        assert!(env.status().iter().all(|a| a["name"] != "mallory"));
+    }
     // An update into the agent's user, too.
     let e = env.fails(&strs(&words(
         "start --update --kind responder --name echo --user oxpm-alice -- sleep 100000",

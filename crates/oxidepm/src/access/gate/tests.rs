@@ -12,7 +12,7 @@ fn peer(socket: SocketKind, origin: Origin) -> Peer {
         socket,
         info: PeerInfo {
             pid: None,
-            uid: None,
+            uid: Some(0),
             origin,
         },
     }
@@ -89,8 +89,8 @@ fn tiers_can_only_be_lowered_and_unowned_labels_get_the_lowest() {
             Scope::Only(vec!["writer".into()])
         )
     );
-    assert_eq!(gate.lane_caller("reader").tier, Tier::Read);
-    assert_eq!(gate.lane_caller("bot").socket, SocketKind::Lane);
+    assert_eq!(gate.lane_caller(&none(), "reader").tier, Tier::Read);
+    assert_eq!(gate.lane_caller(&none(), "bot").socket, SocketKind::Lane);
     let adapter = peer(SocketKind::Daemon, in_app("chat", AppKind::Adapter));
     let c = gate.caller(&apps, &adapter, Some("human:root"));
     assert_eq!(
@@ -110,7 +110,7 @@ fn an_agent_grant_names_its_apps_and_tier() {
         },
     );
     let gate = Gate::new(Tiers::default(), BTreeMap::new(), agents);
-    let c = gate.lane_caller("alice");
+    let c = gate.lane_caller(&none(), "alice");
     assert_eq!(
         (c.tier, c.scope),
         (
@@ -118,7 +118,7 @@ fn an_agent_grant_names_its_apps_and_tier() {
             Scope::Only(vec!["alice".into(), "@shop".into()])
         )
     );
-    let c = gate.lane_caller("bob");
+    let c = gate.lane_caller(&none(), "bob");
     assert_eq!(
         (c.tier, c.scope),
         (Tier::Control, Scope::Only(vec!["bob".into()]))
@@ -127,8 +127,8 @@ fn an_agent_grant_names_its_apps_and_tier() {
         vec![agent("alice"), agent("bob"), app("cart", &["shop"])],
         None,
     );
-    let alice = gate.lane_caller("alice");
-    let bob = gate.lane_caller("bob");
+    let alice = gate.lane_caller(&none(), "alice");
+    let bob = gate.lane_caller(&none(), "bob");
     let mut touched = Vec::new();
     let logs = |t: &str| Op::Logs {
         target: t.into(),
@@ -231,7 +231,8 @@ fn an_adapter_is_held_to_its_grant_before_and_after() {
     };
     let e = gate.authorize(&apps, &chat, &op, &mut touched).unwrap_err();
     assert_eq!(refusal(e), RefusalKind::Denied);
-    // Its own app: it may change the command, not the kind or the user.
+    // Its own app: it may change the command, not the kind or the uid
+    // (naming the uid it runs as already is no change).
     let mut mine = AppSpec::new("bot", "sh", vec![]);
     mine.tags = vec!["bots".into()];
     let op = Op::Define {
@@ -240,6 +241,12 @@ fn an_adapter_is_held_to_its_grant_before_and_after() {
     };
     assert!(gate.authorize(&apps, &chat, &op, &mut touched).is_ok());
     mine.user = Some("root".into());
+    let op = Op::Define {
+        apps: vec![mine.clone()],
+        update: true,
+    };
+    assert!(gate.authorize(&apps, &chat, &op, &mut touched).is_ok());
+    mine.user = Some("alice".into());
     let op = Op::Define {
         apps: vec![mine.clone()],
         update: true,
@@ -379,4 +386,125 @@ fn save_and_resurrect_stay_with_what_is_ones_own() {
     let mine = Apps(vec![], Some(snap(None, vec![(gone, chat.actor.clone())])));
     let only = gate.authorize(&mine, &chat, &res, &mut touched).unwrap();
     assert_eq!(only, Some(vec!["gone".to_string()]));
+}
+
+/// Alice, an agent of her own uid (1001) with `tier = "manage"` and
+/// `apps = ["@support"]`, as the README offers it; the daemon is root.
+fn manager_alice() -> (Gate, Caller, Apps) {
+    let mut agents = BTreeMap::new();
+    agents.insert(
+        "alice".to_string(),
+        AgentGrant {
+            tier: Some(Tier::Manage),
+            apps: vec!["@support".into()],
+        },
+    );
+    let gate = Gate::new(Tiers::default(), BTreeMap::new(), agents);
+    let mut alice = agent("alice");
+    alice.user = Some("alice".into());
+    let mut desk = app("desk", &["support"]);
+    desk.user = Some("alice".into());
+    let snapshot = SnapshotFacts {
+        saved_by: Some(Actor::new(Class::Ai, "alice")),
+        apps: vec![(support("old", None), Actor::new(Class::Ai, "alice"))],
+    };
+    let apps = Apps(vec![alice, app("web", &["support"]), desk], Some(snapshot));
+    let c = gate.lane_caller(&apps, "alice");
+    (gate, c, apps)
+}
+
+fn define(spec: AppSpec) -> Op {
+    Op::Define {
+        apps: vec![spec],
+        update: true,
+    }
+}
+
+fn support(name: &str, user: Option<&str>) -> AppSpec {
+    let mut s = AppSpec::new(
+        name,
+        "sh",
+        vec!["-c".into(), "cat secrets/webhook_token".into()],
+    );
+    s.tags = vec!["support".into()];
+    s.user = user.map(Into::into);
+    s
+}
+
+#[test]
+fn a_manage_grant_defines_apps_as_its_holder_only() {
+    let (gate, alice, apps) = manager_alice();
+    assert_eq!(alice.uid, Some(1001));
+    let mut touched = Vec::new();
+    // No user: hers (the define writes it down), never the daemon's.
+    for ok in [
+        support("new", None),
+        support("new", Some("alice")),
+        support("new", Some("1001")),
+    ] {
+        assert!(gate
+            .authorize(&apps, &alice, &define(ok), &mut touched)
+            .is_ok());
+    }
+    // Root, another agent's uid, the bridge's, a user that is none.
+    for user in ["root", "0", "bob", "bridge", "ghost"] {
+        let e = gate
+            .authorize(
+                &apps,
+                &alice,
+                &define(support("new", Some(user))),
+                &mut touched,
+            )
+            .unwrap_err();
+        assert_eq!(refusal(e), RefusalKind::Denied, "{user}");
+    }
+    // A person's app inside her grant runs as root: she may not change it,
+    // not even to run as herself.
+    for user in [None, Some("alice"), Some("root")] {
+        let e = gate
+            .authorize(&apps, &alice, &define(support("web", user)), &mut touched)
+            .unwrap_err();
+        assert_eq!(refusal(e), RefusalKind::Denied, "{user:?}");
+    }
+    // Her own app in her grant: she changes its command.
+    assert!(gate
+        .authorize(&apps, &alice, &define(support("desk", None)), &mut touched)
+        .is_ok());
+    // Scaling the person's app would make more root processes.
+    let scale = |t: &str| Op::Scale {
+        target: t.into(),
+        instances: 3,
+    };
+    assert!(gate
+        .authorize(&apps, &alice, &scale("web"), &mut touched)
+        .is_err());
+    // Her snapshot's app without a user ran as the daemon, and would again.
+    let e = gate
+        .authorize(&apps, &alice, &Op::Resurrect { name: None }, &mut touched)
+        .unwrap_err();
+    assert_eq!(refusal(e), RefusalKind::Denied);
+    // A person does all of it.
+    let human = gate.caller(&none(), &peer(SocketKind::Daemon, Origin::Outside), None);
+    assert_eq!(human.uid, None);
+    for op in [define(support("web", Some("root"))), scale("web")] {
+        assert!(gate.authorize(&apps, &human, &op, &mut touched).is_ok());
+    }
+}
+
+#[test]
+fn an_agent_is_its_app_s_uid_and_anyone_else_the_peer_s() {
+    let (gate, _, apps) = manager_alice();
+    // In her tree (a set-uid program there is still alice).
+    let mut inside = peer(SocketKind::Daemon, in_app("alice", AppKind::Agent));
+    inside.info.uid = Some(0);
+    let c = gate.caller(&apps, &inside, None);
+    assert_eq!(
+        (c.actor.to_string(), c.uid),
+        ("ai:alice".to_string(), Some(1001))
+    );
+    // Anyone on agent.sock is the uid the kernel says it is.
+    let mut outside = peer(SocketKind::Agent, Origin::Outside);
+    outside.info.uid = Some(1002);
+    let c = gate.caller(&apps, &outside, None);
+    assert_eq!(c.uid, Some(1002));
 }

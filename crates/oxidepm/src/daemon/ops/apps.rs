@@ -12,6 +12,24 @@ fn reveal(caller: &Caller) -> bool {
     caller.actor.class == Class::Human
 }
 
+/// Writes down whom a non-human's apps without a `user` run as: the
+/// non-human itself (the gate checked that uid), never the daemon.
+pub(super) fn run_as_definer(caller: &Caller, apps: &mut [AppSpec], daemon_uid: u32) {
+    let Some(uid) = caller.uid.filter(|u| *u != daemon_uid) else {
+        return;
+    };
+    if caller.actor.class == Class::Human {
+        return;
+    }
+    let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map_or_else(|| uid.to_string(), |u| u.name);
+    for spec in apps.iter_mut().filter(|s| s.user.is_none()) {
+        spec.user = Some(name.clone());
+    }
+}
+
 impl Daemon {
     /// `status`: every app, briefly.
     pub(super) fn status(&self, caller: &Caller) -> Vec<AppInfo> {

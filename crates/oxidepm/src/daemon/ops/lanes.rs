@@ -12,6 +12,9 @@ use oxidepm_proto::{
 impl Daemon {
     /// Makes the lanes of the agents among `apps` before they are defined.
     pub(super) async fn prepare_lanes(&self, apps: &[AppSpec]) -> Result<(), OpError> {
+        // Whatever the lanes' state: a user taken now would hold what the
+        // bridge or a responder holds once they run.
+        self.lanes.check_own_users(&self.sup, apps)?;
         if apps.iter().any(|a| a.kind == AppKind::Responder) {
             // Checked with the lanes off too: the responder gets its lane,
             // its family's ACL and groups once they are turned on, and a

@@ -15,6 +15,7 @@ mod verbs;
 use super::errors::OpError;
 use super::Daemon;
 use crate::access::{Caller, Scope};
+use crate::supervise::lock;
 use oxidepm_proto::{Op, Reply};
 
 pub(super) use logs::{LogsAsk, Window};
@@ -47,7 +48,10 @@ impl Daemon {
             }
             Op::Status => Ok(self.status(caller).into()),
             Op::Show { target } => self.show(caller, &target).map(Into::into),
-            Op::Define { apps, update } => self.define(apps, update, actor).await.map(Into::into),
+            Op::Define { mut apps, update } => {
+                apps::run_as_definer(caller, &mut apps, lock(&self.sup).own_uid());
+                self.define(apps, update, actor).await.map(Into::into)
+            }
             Op::Start { target } => self.start(&target, actor).await.map(Into::into),
             Op::Stop { target } => self.stop(&target, actor).await.map(Into::into),
             Op::Restart { target } => self.restart(&target, actor).await.map(Into::into),
