@@ -67,6 +67,27 @@ pub fn own_session_in(cmd: &mut Command, cgroup_procs: Option<OwnedFd>, id: Opti
     }
 }
 
+/// Makes `cmd` change to `dir` after the hooks installed before it (call
+/// it after [`own_session_in`]): as the app's user, as systemd's
+/// `WorkingDirectory=`. Changed to as root, a directory the user cannot
+/// reach (another user's home, the daemon's logs) would be the app's to
+/// read. Fails (before the fork) on a path with a NUL byte.
+pub fn change_dir_after(cmd: &mut Command, dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    // SAFETY: the hook makes one async-signal-safe system call on a string
+    // made before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::chdir(dir.as_ptr()) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

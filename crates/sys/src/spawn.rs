@@ -464,20 +464,15 @@ impl Child {
         }
     }
 
-    /// The steps before exec, in the order std's `Command` takes them
-    /// (stdio, cwd, signals) followed by those of `exec::own_session_in`
-    /// (session, then groups, group, user). False on the first failure,
-    /// with errno set.
+    /// The steps before exec: stdio and signals as std's `Command` takes
+    /// them, those of `exec::own_session_in` (session, then groups, group,
+    /// user), then the working directory, as the user. False on the first
+    /// failure, with errno set.
     unsafe fn setup(&self) -> bool {
         // SAFETY: see `exec`.
         unsafe {
             for (src, dst) in self.fds.iter().zip(0..) {
                 if libc::dup2(*src, dst) < 0 {
-                    return false;
-                }
-            }
-            if let Some(cwd) = self.cwd {
-                if libc::chdir(cwd) < 0 {
                     return false;
                 }
             }
@@ -498,6 +493,14 @@ impl Child {
                     || libc::syscall(libc::SYS_setgid, gid) < 0
                     || libc::syscall(libc::SYS_setuid, uid) < 0
                 {
+                    return false;
+                }
+            }
+            // As the app's user, as systemd's WorkingDirectory=: changed
+            // to as root, a directory the user cannot reach (another
+            // user's home, the daemon's logs) would be the app's to read.
+            if let Some(cwd) = self.cwd {
+                if libc::chdir(cwd) < 0 {
                     return false;
                 }
             }

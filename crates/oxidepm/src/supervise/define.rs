@@ -332,6 +332,7 @@ fn failed_app(e: &Error) -> Option<String> {
             S::ProgramNotFound { app, .. }
             | S::NotExecutable { app, .. }
             | S::NoCwd { app, .. }
+            | S::CwdDenied { app, .. }
             | S::NoInterpreter { app, .. }
             | S::Exec { app, .. }
             | S::LogWriter { app, .. }

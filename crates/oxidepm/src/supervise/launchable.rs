@@ -33,6 +33,15 @@ pub enum Unlaunchable {
         /// The directory.
         dir: String,
     },
+    /// Its user may not enter its working directory (entered as the
+    /// app's user, as systemd's `WorkingDirectory=`).
+    #[error("user {user:?} may not enter working directory {dir:?} (it is entered as the app's user); give that user access to it, or change the app's cwd")]
+    CwdDenied {
+        /// The directory.
+        dir: String,
+        /// The user the app runs as.
+        user: String,
+    },
     /// A program without a slash found in no directory of the PATH.
     #[error("program {program:?} is not on the PATH of user {user:?} ({path}); install it there, give its full path, or set PATH in the app's env")]
     NotOnPath {
@@ -80,7 +89,14 @@ pub fn app_path(spec: &AppSpec, other_user: bool) -> String {
 pub fn check(spec: &AppSpec, user: &str, path: &str) -> Result<(), Unlaunchable> {
     if let Some(dir) = &spec.cwd {
         match std::fs::metadata(dir) {
-            Ok(m) if m.is_dir() => {}
+            Ok(m) if m.is_dir() => {
+                if !super::spawn::user_may_enter(spec.user.as_deref(), dir) {
+                    return Err(Unlaunchable::CwdDenied {
+                        dir: dir.clone(),
+                        user: user.to_string(),
+                    });
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Unlaunchable::NoCwd { dir: dir.clone() })
             }

@@ -100,6 +100,18 @@ pub enum SpawnError {
         /// The exec's failure.
         source: std::io::Error,
     },
+    /// The app's user may not enter its working directory.
+    #[error("cannot start {app:?}: user {user:?} may not enter its working directory {cwd:?} (it is entered as the app's user); give that user access to it, or choose another `cwd`")]
+    CwdDenied {
+        /// The app.
+        app: String,
+        /// The directory.
+        cwd: String,
+        /// The app's user.
+        user: String,
+        /// The exec's failure.
+        source: std::io::Error,
+    },
     /// The script is there, but the interpreter its `#!` line names is not.
     #[error("cannot start {app:?}: {command:?} starts with #!{interpreter}, which does not exist; install it or fix the script's first line")]
     NoInterpreter {
@@ -417,14 +429,45 @@ impl Launch<'_> {
             .stdin(Stdio::null())
             .stdout(Stdio::from(self.stdout))
             .stderr(Stdio::from(self.stderr));
-        if let Some(cwd) = self.cwd {
-            cmd.current_dir(cwd);
-        }
         exec::own_session_in(&mut cmd, procs, id);
+        if let Some(cwd) = self.cwd {
+            exec::change_dir_after(&mut cmd, Path::new(cwd))?;
+        }
         // The reaper owns waiting; dropping a std Child neither waits nor
         // kills.
         Ok(cmd.spawn()?.id())
     }
+}
+
+/// Whether `user` (the daemon's when `None`) may search every directory
+/// down to `dir`, by the mode bits (ACLs are not read).
+pub(super) fn user_may_enter(user: Option<&str>, dir: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let creds = match user {
+        Some(u) => match resolve_user(u) {
+            Ok(c) => c,
+            Err(_) => return true,
+        },
+        None => own_creds(),
+    };
+    if creds.uid.is_root() {
+        return true;
+    }
+    Path::new(dir).ancestors().all(|d| {
+        let Ok(m) = std::fs::metadata(d) else {
+            return true;
+        };
+        let bit = if m.uid() == creds.uid.as_raw() {
+            0o100
+        } else if m.gid() == creds.gid.as_raw()
+            || creds.groups.iter().any(|g| g.as_raw() == m.gid())
+        {
+            0o010
+        } else {
+            0o001
+        };
+        m.mode() & bit != 0
+    })
 }
 
 /// The user and PATH a program was looked up with, for the message.
@@ -460,6 +503,20 @@ fn spawn_error(spec: &AppSpec, searched: &Searched, source: std::io::Error) -> S
                 command,
                 user: searched.user.clone().unwrap_or_else(|| own_creds().name),
                 path: searched.path.clone(),
+                source,
+            }
+        }
+        // The directory is entered as the app's user (as systemd does).
+        std::io::ErrorKind::PermissionDenied
+            if spec
+                .cwd
+                .as_deref()
+                .is_some_and(|c| !user_may_enter(spec.user.as_deref(), c)) =>
+        {
+            SpawnError::CwdDenied {
+                app,
+                cwd: spec.cwd.clone().unwrap_or_default(),
+                user: spec.user.clone().unwrap_or_else(|| own_creds().name),
                 source,
             }
         }

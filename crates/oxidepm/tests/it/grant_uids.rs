@@ -197,3 +197,35 @@ fn an_agent_of_its_own_uid_opens_neither_daemon_socket() {
     let log = read(&env.home.join("logs/alice-out.log"));
     assert!(log.contains("alice ready"), "{log}");
 }
+
+/// A working directory is entered as the app's user: one the user cannot
+/// reach (the daemon's logs, root's home) would otherwise be the app's to
+/// read through relative paths. Refused at define, by a person too.
+#[test]
+fn a_working_directory_is_entered_as_the_app_s_user() {
+    if alice_uid().is_none() {
+        return;
+    }
+    let env = Env::new();
+    let mut lane = setup(&env);
+    let logs = env.home.join("logs");
+    let mut a = app("peek", None);
+    a["command"] = json!("sh");
+    a["args"] = json!(["-c", "cat web-out.log; exec sleep 100000"]);
+    a["cwd"] = json!(logs.display().to_string());
+    let r = ask(
+        &mut lane,
+        json!({"op": "define", "update": true, "apps": [a]}),
+    );
+    let m = r["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(m.contains("may not enter"), "{r}");
+    assert!(!names(&env).contains(&"peek".to_string()));
+    let e = env.fails(&[
+        "start", "--name", "peek", "--user", BOB, "--cwd", "/root", "--", "sleep", "100000",
+    ]);
+    assert!(e.contains("may not enter"), "{e}");
+    assert!(!names(&env).contains(&"peek".to_string()));
+}
