@@ -531,3 +531,59 @@ fn a_process_in_the_homes_cgroup_but_in_no_apps_is_unattributed() {
     assert_eq!(actor(&v), "ai:unattributed", "{v}");
     drop(guard);
 }
+
+/// Under systemd's user manager, a `--user` unit with `Delegate=yes` (what
+/// `startup --user` writes) hands the daemon a cgroup subtree of its user:
+/// a daemon that is not root then holds each app in a cgroup of its own,
+/// as a root one does, and `whoami` and `show` say so.
+#[test]
+fn a_user_unit_with_delegate_gives_the_daemon_its_cgroups() {
+    use std::process::Command;
+    let manager = Command::new("systemctl")
+        .args(["--user", "show-environment"])
+        .output();
+    if !matches!(&manager, Ok(o) if o.status.success()) {
+        eprintln!("skipped: no systemd user manager answers here (systemctl --user)");
+        return;
+    }
+    let env = Env::new();
+    let unit = format!("oxpm-test-{}", std::process::id());
+    let home = env.home.display().to_string();
+    let ran = Command::new("systemd-run")
+        .args([
+            "--user",
+            "--unit",
+            &unit,
+            "-p",
+            "Delegate=yes",
+            "-p",
+            "Type=notify",
+        ])
+        .arg("-p")
+        .arg("KillMode=control-group")
+        .arg(format!("--setenv=OXIDEPM_HOME={home}"))
+        .arg(bin("oxidepmd"))
+        .args(["--foreground", "--home", &home])
+        .status()
+        .unwrap();
+    assert!(ran.success());
+    /// Stops the unit, and with it the daemon and its apps.
+    struct Stop(String);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = Command::new("systemctl")
+                .args(["--user", "stop", &self.0])
+                .status();
+        }
+    }
+    let _stop = Stop(unit.clone());
+    let c = containment(&env);
+    assert!(c.starts_with("cgroup2 (") && c.contains(&unit), "{c}");
+    env.ok(&["start", "--name", "web", "--", "sleep", "100000"]);
+    let dir = app_cgroup(&env, "web");
+    assert!(
+        dir.display().to_string().contains(&unit),
+        "{}",
+        dir.display()
+    );
+}
