@@ -41,6 +41,9 @@ pub enum ClientError {
     /// The daemon closed the connection before its final answer.
     #[error("connection to the daemon failed: the daemon closed the connection")]
     Closed,
+    /// The connection ended in the middle of an answer's line.
+    #[error("the daemon ended its answer part-way: a reader that takes nothing for 30 s is dropped (a `logs --follow` piped into a program that stopped reading, say), or the daemon stopped; run the command again")]
+    Cut,
     /// The daemon answered with an error.
     #[error("{0}")]
     Daemon(ErrorBody),
@@ -277,6 +280,9 @@ impl Client {
             if n == 0 && buf.is_empty() {
                 return Err(ClientError::Closed);
             }
+            if buf.last() != Some(&b'\n') {
+                return Err(ClientError::Cut);
+            }
             let resp: Response = serde_json::from_slice(&buf).map_err(ClientError::Protocol)?;
             if resp.id != id && resp.id != 0 {
                 continue;
@@ -299,4 +305,43 @@ impl Client {
 /// Reads an answer (or a streamed item) as `T`.
 fn decode<T: DeserializeOwned>(v: Value) -> Result<T, ClientError> {
     serde_json::from_value(v).map_err(ClientError::Protocol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A peer that answers with `answer` and hangs up.
+    fn peer(answer: &'static [u8]) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = [0u8; 512];
+            let _ = s.read(&mut b);
+            let _ = s.write_all(answer);
+        });
+        (dir, path)
+    }
+
+    #[test]
+    fn an_answer_cut_part_way_says_so() {
+        let (_d, path) = peer(b"{\"id\":1,\"stream\":{\"app\":\"a\",\"stream\":\"out\",\"line\":\"x\"}}\n{\"id\":1,\"str");
+        let mut c = Client::connect(&path, None, Some(Duration::from_secs(5))).unwrap();
+        let mut items = 0;
+        let e = c.call_stream(Op::Ping, |_| {
+            items += 1;
+            true
+        });
+        assert_eq!(items, 1);
+        let e = e.unwrap_err();
+        assert!(matches!(e, ClientError::Cut), "{e}");
+        assert!(e.to_string().contains("run the command again"), "{e}");
+        // Nothing at all is a close, as before.
+        let (_d, path) = peer(b"");
+        let mut c = Client::connect(&path, None, Some(Duration::from_secs(5))).unwrap();
+        assert!(matches!(c.call(Op::Ping), Err(ClientError::Closed)));
+    }
 }

@@ -191,6 +191,7 @@ pub async fn begin(daemon: &Arc<Daemon>, attach: Attach) -> Result<Attached, (At
                 path,
                 err,
                 stamped: a.log_timestamps,
+                keep: a.log_keep,
             })
             .collect()
     };

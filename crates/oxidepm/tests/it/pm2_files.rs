@@ -424,7 +424,7 @@ fs.writeFileSync("{d}/grouped.pid", String(grouped.pid));
 const detached = cp.spawn("sleep", ["100000"], {{ stdio: "ignore", detached: true }});
 detached.unref();
 fs.writeFileSync("{d}/detached.pid", String(detached.pid));
-cp.execSync("setsid sh -c 'echo $$ > {d}/double.pid; exec sleep 100000' > /dev/null 2>&1 < /dev/null &");
+cp.execSync("setsid sh -c 'echo $$ > {d}/double.tmp; mv {d}/double.tmp {d}/double.pid; exec sleep 100000' > /dev/null 2>&1 < /dev/null & while [ ! -s {d}/double.pid ]; do sleep 0.01; done");
 module.exports = {{ apps: [{{ name: "web", script: "sleep", args: "100000" }}] }};
 "#
         ),
@@ -435,7 +435,7 @@ module.exports = {{ apps: [{{ name: "web", script: "sleep", args: "100000" }}] }
     let mut left = Vec::new();
     for name in ["grouped", "detached", "double"] {
         let p = env.path(&format!("{name}.pid"));
-        let pid: u32 = env.wait(20, "the pid file", || {
+        let pid: u32 = env.wait(20, &format!("{name}.pid"), || {
             crate::harness::read(&p).trim().parse::<u32>().ok()
         });
         if alive(pid) {

@@ -193,6 +193,8 @@ pub struct Source {
     pub err: bool,
     /// Lines start with `YYYY-MM-DDTHH:MM:SS.mmmZ `.
     pub stamped: bool,
+    /// Rotated files its writer keeps.
+    pub keep: u32,
 }
 
 /// Follows the sources' files from their current end, on a thread of its
@@ -209,7 +211,7 @@ impl Tail {
         let mut followed: Vec<(Source, Follower)> = sources
             .into_iter()
             .map(|s| {
-                let f = Follower::open_at_end(&s.path);
+                let f = Follower::open_at_end(&s.path, s.keep);
                 (s, f)
             })
             .collect();

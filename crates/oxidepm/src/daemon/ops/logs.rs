@@ -27,6 +27,11 @@ const CHUNK: usize = 256 * 1024;
 const QUEUED: usize = 2;
 /// How often a follower looks for new lines.
 const FOLLOW_EVERY: Duration = Duration::from_millis(100);
+/// Log bytes a follower reads at once: short lines grow about eightfold
+/// as JSON items, so this makes about a chunk.
+const FOLLOW_READ: usize = CHUNK / 8;
+/// How often a follower whose client is slow looks for rotated files.
+const FOLLOW_WAIT: Duration = Duration::from_millis(20);
 /// How often a silent stream checks that its client is still there.
 const GONE_EVERY: Duration = Duration::from_millis(250);
 
@@ -86,6 +91,40 @@ impl Encoder {
             std::thread::sleep(wait);
         }
         self.tx.blocking_send(chunk).is_ok()
+    }
+
+    /// Hands on whatever is encoded, calling `waiting` every little while
+    /// until the writer takes it; false once the writer is gone.
+    fn flush_waiting(&mut self, mut waiting: impl FnMut()) -> bool {
+        use tokio::sync::mpsc::error::TrySendError;
+        if self.out.is_empty() {
+            return !self.tx.is_closed();
+        }
+        let mut chunk = std::mem::replace(&mut self.out, Vec::with_capacity(CHUNK + 4096));
+        // Over the actor's read budget, the wait too is spent looking.
+        let wait = self
+            .daemon
+            .log_reads
+            .charge(&self.actor, chunk.len() as u64);
+        let until = std::time::Instant::now() + wait;
+        while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+            if left.is_zero() {
+                break;
+            }
+            waiting();
+            std::thread::sleep(left.min(FOLLOW_WAIT));
+        }
+        loop {
+            match self.tx.try_send(chunk) {
+                Ok(()) => return true,
+                Err(TrySendError::Closed(_)) => return false,
+                Err(TrySendError::Full(c)) => {
+                    chunk = c;
+                    waiting();
+                    std::thread::sleep(FOLLOW_WAIT);
+                }
+            }
+        }
     }
 }
 
@@ -159,8 +198,8 @@ fn produce_merged(enc: &mut Encoder, plan: &LogPlan, lines: usize, window: &Wind
 fn produce(mut enc: Encoder, plan: LogPlan, lines: usize, follow: bool, window: Window) {
     let mut followers = Vec::new();
     if follow {
-        for (app, st, path, _) in &plan {
-            followers.push((app, *st, logfile::Follower::open_at_end(path)));
+        for (app, st, path, keep) in &plan {
+            followers.push((app, *st, logfile::Follower::open_at_end(path, *keep)));
         }
     }
     let merged = plan.len() > 2 || !window.is_open();
@@ -194,15 +233,29 @@ fn produce(mut enc: Encoder, plan: LogPlan, lines: usize, follow: bool, window: 
         return;
     }
     loop {
-        for (app, st, f) in followers.iter_mut() {
-            for line in f.poll().unwrap_or_default() {
-                enc.push(app, *st, line.as_bytes());
+        let mut more = false;
+        for i in 0..followers.len() {
+            let (app, st, f) = &mut followers[i];
+            // About a chunk at a time: what the daemon holds for a follower
+            // far behind its log is a few chunks, not the backlog.
+            match f.read(FOLLOW_READ, |line| enc.push(app, *st, line)) {
+                Ok(m) => more |= m,
+                Err(e) => log::debug!("logs --follow: {e}"),
+            }
+            // While the client is slow to take the chunk, every follower
+            // keeps hold of the files its log rotates into.
+            let waiting = || {
+                for (_, _, f) in followers.iter_mut() {
+                    f.refresh();
+                }
+            };
+            if !enc.flush_waiting(waiting) {
+                return;
             }
         }
-        if !enc.flush(true) {
-            return;
+        if !more {
+            std::thread::sleep(FOLLOW_EVERY);
         }
-        std::thread::sleep(FOLLOW_EVERY);
     }
 }
 

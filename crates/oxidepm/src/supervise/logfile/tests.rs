@@ -156,7 +156,7 @@ fn flush_under_a_writer() {
 fn follower_basics() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.log");
-    let mut f = Follower::open_at_end(&path);
+    let mut f = Follower::open_at_end(&path, 3);
     assert!(f.poll().unwrap().is_empty());
     append(&path, "first\nsec");
     assert_eq!(f.poll().unwrap(), ["first"]);
@@ -165,9 +165,9 @@ fn follower_basics() {
     assert_eq!(f.poll().unwrap(), ["second", "third"]);
 
     // Starts at the end, but a line still being written comes out whole.
-    let mut g = Follower::open_at_end(&path);
+    let mut g = Follower::open_at_end(&path, 3);
     append(&path, "four");
-    let mut h = Follower::open_at_end(&path);
+    let mut h = Follower::open_at_end(&path, 3);
     assert!(g.poll().unwrap().is_empty());
     append(&path, "th\n");
     assert_eq!(g.poll().unwrap(), ["fourth"]);
@@ -179,7 +179,7 @@ fn follower_across_rotation_and_truncation() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.log");
     append(&path, "before\n");
-    let mut f = Follower::open_at_end(&path);
+    let mut f = Follower::open_at_end(&path, 3);
     append(&path, "old 1\n");
     assert_eq!(f.poll().unwrap(), ["old 1"]);
     // Written to the old file after our last poll, then rotated away.
@@ -233,7 +233,7 @@ fn follower_sees_every_line_through_shim_rotation() {
     let shim_path = path.clone();
     let shim =
         thread::spawn(move || copy_stream(Handshake { chunks, reads }, &shim_path, true, 4000, 3));
-    let mut f = Follower::open_at_end(&path);
+    let mut f = Follower::open_at_end(&path, 3);
     let mut got = Vec::new();
     let all = numbered(0..20_000);
     // Cuts mid-line on purpose. A chunk's output stays under max_bytes so
@@ -274,7 +274,7 @@ fn flush_tail_and_follow_never_go_through_a_link() {
     assert_eq!(fs::read_to_string(&rotated_outside).unwrap(), "secret\n");
 
     assert!(tail(&path, 3, 10).is_err());
-    let mut f = Follower::open_at_end(&path);
+    let mut f = Follower::open_at_end(&path, 3);
     assert!(f.poll().is_err());
     // A link in place of logs/ itself.
     let link = dir.path().join("link");
@@ -292,4 +292,102 @@ fn a_fifo_in_place_of_a_log_does_not_block() {
     nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     assert!(tail(&path, 0, 10).is_err());
     assert!(flush(&path, 0).is_err());
+}
+
+/// What the log writer does at a rotation (keep ≥ 1).
+fn rotate(path: &Path, keep: u32) {
+    let _ = fs::remove_file(rotated_path(path, keep));
+    for i in (1..keep).rev() {
+        let _ = fs::rename(rotated_path(path, i), rotated_path(path, i + 1));
+    }
+    fs::rename(path, rotated_path(path, 1)).unwrap();
+    fs::write(path, "").unwrap();
+}
+
+/// Every line a follower hands on, reading at most `max` bytes.
+fn read_some(f: &mut Follower, max: usize, got: &mut Vec<String>) -> bool {
+    f.read(max, |l| got.push(String::from_utf8_lossy(l).into_owned()))
+        .unwrap()
+}
+
+#[test]
+fn a_follower_behind_its_writer_reads_every_line_across_rotations() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a-out.log");
+    fs::write(&path, "before\n").unwrap();
+    let mut f = Follower::open_at_end(&path, 3);
+    let mut got = Vec::new();
+    // The writer writes 100 lines a file, the reader takes about 40 of
+    // them a file: behind by a few files at the end, over 6 rotations.
+    for r in 0..6 {
+        append(&path, &numbered(r * 100..(r + 1) * 100));
+        read_some(&mut f, 300, &mut got);
+        rotate(&path, 3);
+    }
+    append(&path, &numbered(600..650));
+    assert!(
+        got.len() < 400,
+        "{} read: the reader was not behind",
+        got.len()
+    );
+    while read_some(&mut f, 500, &mut got) {}
+    assert_eq!(got, want(0..650));
+}
+
+#[test]
+fn a_follower_behind_the_oldest_kept_file_is_told_exactly_what_it_missed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a-out.log");
+    fs::write(&path, "").unwrap();
+    // keep 1: the follower holds at most 3 files.
+    let mut f = Follower::open_at_end(&path, 1);
+    for r in 0..8 {
+        append(&path, &numbered(r * 100..(r + 1) * 100));
+        f.refresh();
+        rotate(&path, 1);
+    }
+    append(&path, &numbered(800..900));
+    let mut got = Vec::new();
+    while read_some(&mut f, 4096, &mut got) {}
+    let mut expected = vec!["… 600 lines rotated away before they were read".to_string()];
+    expected.extend(want(600..900));
+    assert_eq!(got, expected);
+    // A line begun, ended, then let go counts as one.
+    let mut g = Follower::open_at_end(&path, 1);
+    append(&path, "half");
+    read_some(&mut g, 4096, &mut Vec::new());
+    append(&path, " done\n");
+    for _ in 0..3 {
+        g.refresh();
+        rotate(&path, 1);
+        append(&path, "x\n");
+    }
+    g.refresh();
+    let mut got = Vec::new();
+    while read_some(&mut g, 4096, &mut got) {}
+    assert_eq!(
+        got,
+        ["… 1 line rotated away before it was read", "x", "x", "x"]
+    );
+}
+
+#[test]
+fn files_that_came_and_went_unseen_are_said_where_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a-out.log");
+    fs::write(&path, "").unwrap();
+    let mut f = Follower::open_at_end(&path, 1);
+    append(&path, &numbered(0..10));
+    f.refresh();
+    // Three rotations with no look between: the file of lines 10..20 is
+    // made and removed unseen.
+    for r in 1..4 {
+        rotate(&path, 1);
+        append(&path, &numbered(r * 10..(r + 1) * 10));
+    }
+    let mut got = Vec::new();
+    while read_some(&mut f, 4096, &mut got) {}
+    assert_eq!(got[..10], want(0..10)[..]);
+    assert!(got[10].contains("how many is not known"), "{}", got[10]);
+    assert_eq!(got[11..], want(20..40)[..]);
 }
