@@ -88,6 +88,62 @@ pub fn change_dir_after(cmd: &mut Command, dir: &std::path::Path) -> std::io::Re
     Ok(())
 }
 
+/// `value` in decimal ASCII, and its length: what a child writes to
+/// `/proc/self/oom_score_adj` without formatting after the fork.
+pub(crate) fn decimal(value: i32) -> ([u8; 12], usize) {
+    let mut buf = [0u8; 12];
+    let text = value.to_string();
+    let len = text.len().min(buf.len());
+    buf[..len].copy_from_slice(&text.as_bytes()[..len]);
+    (buf, len)
+}
+
+/// Writes `digits[..len]` to this process's `oom_score_adj`; a failure
+/// (no /proc, a value it may not set) leaves the inherited one.
+///
+/// # Safety
+/// Async-signal-safe: open, write and close on a static path.
+pub(crate) unsafe fn write_oom_score_adj(digits: &[u8; 12], len: usize) {
+    // SAFETY: three system calls on a static string and a borrowed buffer.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::write(fd, digits.as_ptr().cast(), len);
+            libc::close(fd);
+        }
+    }
+}
+
+/// Makes `cmd`'s child set its `oom_score_adj` to `value` before it execs
+/// (a daemon that shields itself from the OOM killer does not pass the
+/// shield on to its apps).
+pub fn set_oom_score_adj(cmd: &mut Command, value: i32) {
+    let (digits, len) = decimal(value);
+    // SAFETY: see `write_oom_score_adj`.
+    unsafe {
+        cmd.pre_exec(move || {
+            write_oom_score_adj(&digits, len);
+            Ok(())
+        });
+    }
+}
+
+/// This process's `oom_score_adj`, and sets it to `value` (which a process
+/// without `CAP_SYS_RESOURCE` may only raise); the value in force after.
+pub fn own_oom_score_adj(value: Option<i32>) -> std::io::Result<i32> {
+    const PATH: &str = "/proc/self/oom_score_adj";
+    if let Some(v) = value {
+        std::fs::write(PATH, v.to_string())?;
+    }
+    let now = std::fs::read_to_string(PATH)?;
+    now.trim()
+        .parse()
+        .map_err(|_| std::io::Error::other(format!("{PATH} holds {now:?}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

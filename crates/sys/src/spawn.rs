@@ -159,6 +159,8 @@ pub struct Setup<'a> {
     pub cgroup: BorrowedFd<'a>,
     /// The user it runs as; `None` keeps this process's.
     pub identity: Option<&'a Identity>,
+    /// Its `oom_score_adj`; `None` keeps this process's.
+    pub oom_score_adj: Option<i32>,
 }
 
 /// Starts `program` inside the cgroup of `setup`, in a session of its own,
@@ -210,6 +212,7 @@ pub fn spawn_in_cgroup(program: &Program, setup: &Setup) -> io::Result<Option<u3
             )
         }),
         err: err_w.as_raw_fd(),
+        oom: setup.oom_score_adj.map(crate::exec::decimal),
     };
     let pid = match clone_and_exec(setup.cgroup.as_raw_fd(), &child) {
         Ok(pid) => pid,
@@ -438,6 +441,8 @@ struct Child {
     ids: Option<(*const libc::gid_t, usize, libc::gid_t, libc::uid_t)>,
     /// Write end of the error pipe (close-on-exec).
     err: RawFd,
+    /// The `oom_score_adj` to write, in decimal, and its length.
+    oom: Option<([u8; 12], usize)>,
 }
 
 impl Child {
@@ -488,6 +493,9 @@ impl Child {
             if libc::setsid() < 0 {
                 return false;
             }
+            if let Some((digits, len)) = &self.oom {
+                crate::exec::write_oom_score_adj(digits, *len);
+            }
             if let Some((groups, n, gid, uid)) = self.ids {
                 if libc::syscall(libc::SYS_setgroups, n, groups) < 0
                     || libc::syscall(libc::SYS_setgid, gid) < 0
@@ -524,6 +532,7 @@ mod tests {
             stderr: w.as_fd(),
             cgroup: cg.as_fd(),
             identity: id,
+            oom_score_adj: Some(700),
         };
         let pid = spawn_in_cgroup(&program, &setup)
             .unwrap()
@@ -556,6 +565,9 @@ mod tests {
         let s = crate::procfs::parse_stat(&stat).unwrap();
         assert_eq!((s.session, s.pgrp), (s.pid, s.pid));
         assert_ne!(s.pid, pid);
+        // With the oom_score_adj it was given (raising needs no privilege).
+        let (_, adj) = run_in(&sc.dir, "cat", &["/proc/self/oom_score_adj"], None);
+        assert_eq!(adj, "700\n");
         if !nix::unistd::getuid().is_root() {
             eprintln!("skipped the identity part: not root");
             return;
@@ -590,6 +602,7 @@ mod tests {
             stderr: null.as_fd(),
             cgroup: cg.as_fd(),
             identity: None,
+            oom_score_adj: None,
         };
         for (prog, cwd) in [
             ("/no/such/dir/prog", None),

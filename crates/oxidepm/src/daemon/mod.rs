@@ -236,6 +236,7 @@ pub enum StartError {
 pub fn run(opts: Options, lock: DaemonLock) -> Result<u8, StartError> {
     let (config, keys) = reload::read(&opts.home.config())?;
     raise_fd_limit();
+    log::info!("{}", crate::supervise::spawn::shield_from_oom());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -373,6 +373,32 @@ pub fn spawn_app(
     Ok(Spawned { pid, start_ticks })
 }
 
+/// The `oom_score_adj` of every app process (`i32::MIN`: the daemon's).
+static APP_OOM_SCORE_ADJ: std::sync::atomic::AtomicI32 =
+    std::sync::atomic::AtomicI32::new(i32::MIN);
+
+/// Under memory pressure the kernel is to kill an app, not the daemon
+/// that would restart it (as systemd shields itself): a daemon that may
+/// (root with `CAP_SYS_RESOURCE`) lowers its own `oom_score_adj` to −900
+/// and starts its apps at 0; one that may not starts its apps 100 above
+/// its own. Returns what a person reads about it.
+pub fn shield_from_oom() -> String {
+    use std::sync::atomic::Ordering;
+    let lowered = nix::unistd::geteuid().is_root() && exec::own_oom_score_adj(Some(-900)).is_ok();
+    let own = match exec::own_oom_score_adj(None) {
+        Ok(own) => own,
+        Err(e) => return format!("cannot read the daemon's oom_score_adj: {e}"),
+    };
+    let apps = if lowered { 0 } else { (own + 100).min(1000) };
+    APP_OOM_SCORE_ADJ.store(apps, Ordering::Relaxed);
+    format!("oom_score_adj: the daemon {own}, its apps {apps}")
+}
+
+fn app_oom_score_adj() -> Option<i32> {
+    let v = APP_OOM_SCORE_ADJ.load(std::sync::atomic::Ordering::Relaxed);
+    (v != i32::MIN).then_some(v)
+}
+
 /// A process to start: program, output, cgroup and identity.
 struct Launch<'a> {
     command: &'a str,
@@ -414,6 +440,7 @@ impl Launch<'_> {
                     stderr: self.stderr.as_fd(),
                     cgroup: dir.as_fd(),
                     identity: id.as_ref(),
+                    oom_score_adj: app_oom_score_adj(),
                 };
                 if let Some(pid) = oxidepm_sys::spawn::spawn_in_cgroup(&program, &setup)? {
                     return Ok(pid);
@@ -430,6 +457,9 @@ impl Launch<'_> {
             .stdout(Stdio::from(self.stdout))
             .stderr(Stdio::from(self.stderr));
         exec::own_session_in(&mut cmd, procs, id);
+        if let Some(v) = app_oom_score_adj() {
+            exec::set_oom_score_adj(&mut cmd, v);
+        }
         if let Some(cwd) = self.cwd {
             exec::change_dir_after(&mut cmd, Path::new(cwd))?;
         }

@@ -415,3 +415,39 @@ fn apps_get_an_explicit_environment() {
     );
     assert!(text.contains("PATH="), "{text}");
 }
+
+/// Under memory pressure the kernel kills an app rather than the daemon
+/// that restarts it: the daemon lowers its own `oom_score_adj` where it
+/// may and starts its apps (and what they fork) at the default, else
+/// starts them above its own.
+#[test]
+fn the_daemon_is_the_last_thing_the_kernel_kills() {
+    let env = Env::new();
+    let body = "sleep 100000 & exec sleep 100000";
+    env.ok(&["start", "--name", "web", "--", "sh", "-c", body]);
+    let adj = |pid: u32| -> i32 {
+        read(std::path::Path::new(&format!("/proc/{pid}/oom_score_adj")))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let daemon = adj(env.daemon_pid());
+    let web = env.pid("web");
+    let child = env.wait(20, "web's child", || {
+        read(std::path::Path::new(&format!(
+            "/proc/{web}/task/{web}/children"
+        )))
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<u32>().ok())
+    });
+    // Lowered where the daemon may (root with CAP_SYS_RESOURCE, which a
+    // container may not give), else the apps raised above it.
+    if daemon == -900 {
+        assert_eq!((adj(web), adj(child)), (0, 0));
+    } else {
+        assert_eq!(adj(web), (daemon + 100).min(1000));
+        assert_eq!(adj(child), adj(web));
+    }
+    assert!(adj(web) > daemon);
+}
