@@ -280,9 +280,16 @@ fn answer(cmd: &Command<'_>, name: &str, maxlen: u64, max_bytes: usize) -> Verdi
             StreamKey::outbox(&to.agent, name)
         ));
     };
+    // `<ms>` alone is `<ms>-0` to XACK but every `<ms>-*` to XPENDING: a
+    // reply naming `5` would pass on a pending `5-3` and acknowledge
+    // nothing, again and again.
+    let mut request = request.to_vec();
+    if !request.contains(&b'-') {
+        request.extend_from_slice(b"-0");
+    }
     Verdict::Answer {
         outbox: StreamKey::outbox(&to.agent, name).to_string(),
-        request: request.to_vec(),
+        request,
     }
 }
 
@@ -370,7 +377,7 @@ mod tests {
             run(&words("XADD bob:echo:inbox MAXLEN 1000 * re 3 text hi")),
             Verdict::Answer {
                 outbox: "bob:echo:outbox".into(),
-                request: b"3".to_vec()
+                request: b"3-0".to_vec()
             }
         );
         for bad in [

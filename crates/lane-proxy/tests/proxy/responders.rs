@@ -221,6 +221,37 @@ fn a_pipeline_cannot_answer_one_request_twice() {
     assert_eq!(got[2], Value::Int(0), "{got:?}");
     assert_eq!(got[4], Value::Int(1), "{got:?}");
     assert_eq!(replies(&redis, "alice"), 1);
+    // An id of milliseconds alone is `<ms>-0`, as XACK takes it: it does
+    // not answer a pending `<ms>-5` (which it would never acknowledge, so
+    // it could answer it again and again).
+    let ms = ids[1].split_once('-').unwrap().0.parse::<u64>().unwrap() + 1;
+    let request = format!("{ms}-5");
+    let r = redis
+        .admin()
+        .cmd(&["XADD", "alice:echo:outbox", &request, "text", "at 5"]);
+    assert_eq!(r.text().as_deref(), Some(request.as_str()), "{r:?}");
+    let got = e.cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "echo",
+        "r1",
+        "STREAMS",
+        "alice:echo:outbox",
+        ">",
+    ]);
+    assert!(got.strings().contains(&request), "{got:?}");
+    let got = pipelined(
+        &mut e,
+        &[
+            reply("alice", &ms.to_string(), "by ms"),
+            reply("alice", &ms.to_string(), "by ms again"),
+            reply("alice", &request, "by its id"),
+        ],
+    );
+    assert!(refused(&got[0]) && refused(&got[1]), "{got:?}");
+    assert!(matches!(got[2], Value::Bulk(_)), "{got:?}");
+    assert_eq!(replies(&redis, "alice"), 2);
+    assert_eq!(pending(&redis, "alice"), 0);
 }
 
 #[test]
