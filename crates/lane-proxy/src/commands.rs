@@ -207,7 +207,7 @@ pub async fn pump_commands<W: AsyncWrite + Unpin>(
                         forwarded = 0;
                     }
                     let bytes = n as u64;
-                    let mut admitted = s.meter.admit(family, bytes, s.bounds);
+                    let mut admitted = s.meter.admit(family, bytes);
                     if admitted.is_err() {
                         // The estimate may count what is in flight twice:
                         // send what is admitted, then ask for a new count.
@@ -216,7 +216,7 @@ pub async fn pump_commands<W: AsyncWrite + Unpin>(
                             up.clear();
                         }
                         s.meter.fresh().await;
-                        admitted = s.meter.admit(family, bytes, s.bounds);
+                        admitted = s.meter.admit(family, bytes);
                     }
                     match admitted {
                         Ok(()) => {
