@@ -88,14 +88,14 @@ pub enum Verdict {
     /// Answer, then close the connection once earlier replies are out.
     ReplyAndClose(Cow<'static, [u8]>),
     /// On a responder's lane, an XADD to the inbox of the agent whose
-    /// outbox is `outbox`: forward it only if a request of that outbox
-    /// (`request`, if named) is pending in the responder's group (see
-    /// `crate::answer`).
+    /// outbox is `outbox`, answering `request`: sent as the script of
+    /// `crate::answer`, which appends it only if `request` is pending in
+    /// the responder's group, and acknowledges it.
     Answer {
         /// The asking agent's outbox of this responder.
         outbox: String,
-        /// The entry id the reply names, if it names one.
-        request: Option<Vec<u8>>,
+        /// The entry id the reply names.
+        request: Vec<u8>,
     },
 }
 

@@ -15,7 +15,7 @@
 //!
 //! [`Budget`]: crate::budget::Budget
 
-use crate::answer::Answers;
+use crate::answer::{self, not_pending, Answers};
 use crate::budget::Held;
 use crate::command_filter::{decide, Policy, Verdict};
 use crate::connection::{End, LaneSettings, Slot};
@@ -23,8 +23,9 @@ use crate::handshake::{getname_reply, info_reply};
 use crate::redis_version::redis_version;
 use crate::relay_socket::OwnedReadHalf;
 use crate::replies::release;
-use crate::resp::{encode_command, error_reply, Command, CommandParser, ProtocolError};
+use crate::resp::{error_reply, Command, CommandParser, ProtocolError};
 use crate::transaction::{Admitted, Session, DISCARD};
+use crate::upstream_write;
 use std::borrow::Cow;
 use std::io;
 use std::time::{Duration, Instant};
@@ -73,6 +74,19 @@ pub async fn pump_commands<W: AsyncWrite + Unpin>(
     };
     loop {
         let mut forwarded = 0usize;
+        // What is batched goes out: the slots, then the commands.
+        macro_rules! flush {
+            () => {
+                if forwarded > 0 {
+                    send(Slot::Upstream(forwarded))?;
+                    forwarded = 0;
+                }
+                if !up.is_empty() {
+                    uw.write_all(&up).await?;
+                    up.clear();
+                }
+            };
+        }
         let mut out_of_permits = false;
         let mut closing = false;
         let mut completed = false;
@@ -100,36 +114,32 @@ pub async fn pump_commands<W: AsyncWrite + Unpin>(
             completed = true;
             let cmd = parser.command(&buf[start..start + n]);
             let mut verdict = decide(&cmd, &policy);
-            if let Verdict::Answer { outbox, request } = verdict {
-                // What came before goes out first (an XACK, say): the
-                // check then sees Redis after it, as far as it has run.
-                if forwarded > 0 {
-                    send(Slot::Upstream(forwarded))?;
-                    forwarded = 0;
-                }
-                if !up.is_empty() {
-                    uw.write_all(&up).await?;
-                    up.clear();
-                }
-                verdict = answers.judge(s, &outbox, request.as_deref()).await;
-                if matches!(verdict, Verdict::Forward) {
-                    session.answer_queued(outbox, request);
+            if let Verdict::Answer { outbox, request } = &verdict {
+                if session.in_transaction() {
+                    let (outbox, request) = (outbox.clone(), request.clone());
+                    let early = if session.answers(&outbox, &request) {
+                        Some(Verdict::Reply(Cow::Owned(error_reply(&format!(
+                            "{}; this transaction has a reply to it already",
+                            not_pending(s.agent.as_str(), &outbox, &request)
+                        )))))
+                    } else {
+                        // What came before goes out first (an XACK, say):
+                        // the check then sees Redis after it.
+                        flush!();
+                        answers.judge(s, &outbox, &request).await
+                    };
+                    match early {
+                        Some(refusal) => verdict = refusal,
+                        None => session.answer_queued(outbox, request),
+                    }
                 }
             }
             if matches!(verdict, Verdict::Exec) && !session.queued_answers().is_empty() {
-                // The replies run now, not when they were queued: each must
-                // still answer a pending request, or the transaction aborts.
-                if forwarded > 0 {
-                    send(Slot::Upstream(forwarded))?;
-                    forwarded = 0;
-                }
-                if !up.is_empty() {
-                    uw.write_all(&up).await?;
-                    up.clear();
-                }
+                // Still pending, or the transaction aborts rather than run
+                // with a reply that would fail inside it.
+                flush!();
                 for (outbox, request) in session.queued_answers().to_vec() {
-                    let again = answers.judge(s, &outbox, request.as_deref()).await;
-                    if !matches!(again, Verdict::Forward) {
+                    if answers.judge(s, &outbox, &request).await.is_some() {
                         session.refused();
                         break;
                     }
@@ -137,14 +147,7 @@ pub async fn pump_commands<W: AsyncWrite + Unpin>(
             }
             if matches!(verdict, Verdict::Multi) && !session.in_transaction() && s.rate.is_some() {
                 // What came before goes out before this waits.
-                if forwarded > 0 {
-                    send(Slot::Upstream(forwarded))?;
-                    forwarded = 0;
-                }
-                if !up.is_empty() {
-                    uw.write_all(&up).await?;
-                    up.clear();
-                }
+                flush!();
                 rate_wait(s).await;
             }
             if costs_rate(&verdict, session.in_transaction()) && !rate_ok(s) {
@@ -164,6 +167,8 @@ pub async fn pump_commands<W: AsyncWrite + Unpin>(
             let mut send_up: Option<Option<Vec<u8>>> = None;
             // Or these bytes instead of the command.
             let mut raw_up: Option<Cow<'static, [u8]>> = None;
+            // Or a reply's script: its outbox and request.
+            let mut reply: Option<(String, Vec<u8>)> = None;
             let mut refused = false;
             match verdict {
                 Verdict::Forward => {
@@ -202,7 +207,7 @@ pub async fn pump_commands<W: AsyncWrite + Unpin>(
                         forwarded = 0;
                     }
                     let bytes = n as u64;
-                    let mut admitted = s.meter.admit(family, bytes, s.bounds);
+                    let mut admitted = s.meter.admit(family, bytes);
                     if admitted.is_err() {
                         // The estimate may count what is in flight twice:
                         // send what is admitted, then ask for a new count.
@@ -211,7 +216,7 @@ pub async fn pump_commands<W: AsyncWrite + Unpin>(
                             up.clear();
                         }
                         s.meter.fresh().await;
-                        admitted = s.meter.admit(family, bytes, s.bounds);
+                        admitted = s.meter.admit(family, bytes);
                     }
                     match admitted {
                         Ok(()) => {
@@ -321,12 +326,9 @@ pub async fn pump_commands<W: AsyncWrite + Unpin>(
                     refused = r.starts_with(b"-");
                     send(Slot::Local(r))?;
                 }
-                // Judged into Forward or Reply above.
-                Verdict::Answer { .. } => {
-                    refused = true;
-                    send(Slot::Local(Cow::Borrowed(
-                        b"-ERR lane proxy: unchecked reply\r\n",
-                    )))?;
+                Verdict::Answer { outbox, request } => {
+                    reply = Some((outbox, request));
+                    forwarded += 1;
                 }
                 Verdict::ReplyAndClose(r) => {
                     if forwarded > 0 {
@@ -344,27 +346,29 @@ pub async fn pump_commands<W: AsyncWrite + Unpin>(
             if let Some(raw) = raw_up {
                 up.extend_from_slice(&raw);
             }
+            if let Some((outbox, request)) = reply {
+                let name = s.agent.as_str();
+                if n > CHUNK {
+                    flush!();
+                    answer::write(&mut uw, &cmd, name, &outbox, &request).await?;
+                } else {
+                    answer::encode(&mut up, &cmd, name, &outbox, &request);
+                }
+            }
             if let Some(key) = send_up {
                 if n > CHUNK {
                     // Large: written as it lies in the read buffer (the
                     // slots for it are queued already).
-                    if forwarded > 0 {
-                        send(Slot::Upstream(forwarded))?;
-                        forwarded = 0;
-                    }
-                    if !up.is_empty() {
-                        uw.write_all(&up).await?;
-                        up.clear();
-                    }
+                    flush!();
                     if key.is_none() && parser.is_canonical() {
                         uw.write_all(&buf[start..start + n]).await?;
                     } else {
-                        write_args(&mut uw, &cmd, key.as_deref()).await?;
+                        upstream_write::write_with_key(&mut uw, &cmd, key.as_deref()).await?;
                     }
                 } else if key.is_none() && parser.is_canonical() {
                     up.extend_from_slice(&buf[start..start + n]);
                 } else {
-                    encode_with_key(&mut up, &cmd, key.as_deref());
+                    upstream_write::encode_with_key(&mut up, &cmd, key.as_deref());
                 }
             }
             start += n;
@@ -469,6 +473,7 @@ fn costs_rate(v: &Verdict, in_transaction: bool) -> bool {
         | Verdict::Append { .. }
         | Verdict::Consume { .. }
         | Verdict::DelConsumer
+        | Verdict::Answer { .. }
         | Verdict::Hello { .. } => true,
         Verdict::Multi => in_transaction,
         Verdict::Exec | Verdict::Discard => !in_transaction,
@@ -513,6 +518,13 @@ fn queued(
             Ok(()) => verdict,
             Err(why) => Verdict::Reply(Cow::Owned(error_reply(&why))),
         },
+        // It goes upstream as the script of `crate::answer`.
+        Verdict::Answer { .. } => {
+            match session.queue(n + answer::OVERHEAD, cmd.len() + 6, &s.limits) {
+                Ok(()) => verdict,
+                Err(why) => Verdict::Reply(Cow::Owned(error_reply(&why))),
+            }
+        }
         Verdict::SetName { .. } | Verdict::GetName | Verdict::Info | Verdict::Hello { .. } => {
             Verdict::Reply(Cow::Owned(Session::local_inside(cmd.arg(0))))
         }
@@ -558,48 +570,6 @@ fn timed_out(send: &impl Fn(Slot) -> io::Result<()>, s: &LaneSettings) -> io::Re
     )))))?;
     send(Slot::Close)?;
     Ok(End::Graceful)
-}
-
-/// `cmd` in canonical form, with argument 1 replaced by `key` if given.
-fn encode_with_key(out: &mut Vec<u8>, cmd: &Command<'_>, key: Option<&[u8]>) {
-    match key {
-        None => encode_command(out, cmd),
-        Some(k) => {
-            let args: Vec<&[u8]> = cmd
-                .args()
-                .enumerate()
-                .map(|(i, a)| if i == 1 { k } else { a })
-                .collect();
-            crate::resp::encode_args(out, &args);
-        }
-    }
-}
-
-/// Writes a large command piece by piece: its headers are re-encoded, its
-/// arguments written from where they lie.
-async fn write_args(
-    uw: &mut (impl AsyncWrite + Unpin),
-    cmd: &Command<'_>,
-    key: Option<&[u8]>,
-) -> io::Result<()> {
-    let mut head = Vec::with_capacity(32);
-    head.extend_from_slice(format!("*{}\r\n", cmd.len()).as_bytes());
-    for (i, a) in cmd.args().enumerate() {
-        let a = match (i, key) {
-            (1, Some(k)) => k,
-            _ => a,
-        };
-        head.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        if a.len() > 4096 {
-            uw.write_all(&head).await?;
-            head.clear();
-            uw.write_all(a).await?;
-        } else {
-            head.extend_from_slice(a);
-        }
-        head.extend_from_slice(b"\r\n");
-    }
-    uw.write_all(&head).await
 }
 
 /// The client's read side ended. A peer that only shut down its write

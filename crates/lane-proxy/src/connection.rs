@@ -67,7 +67,8 @@ pub struct LaneSettings {
     pub uid: Option<u32>,
     /// Whether peers' uids are checked at all.
     pub check_peer_uid: bool,
-    /// What an XADD is admitted within.
+    /// What an XADD was admitted within at accept (the meter holds the
+    /// bounds in force); on a responder's lane, what a reply may be.
     pub bounds: Bounds,
     /// Bounds on what clients send and what the proxy holds for them.
     pub limits: LimitsConfig,

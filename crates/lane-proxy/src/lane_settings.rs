@@ -81,6 +81,18 @@ pub(crate) fn lane_settings(
         Some(o) if o.meter.families() == families => o.meter.clone(),
         _ => Meter::new(a.name.clone(), families.to_vec()),
     };
+    let bounds = Bounds {
+        maxlen: a.maxlen,
+        quota: a.quota,
+    };
+    if !responder {
+        meter.set_bounds(bounds);
+        // Connections on a meter replaced (its families changed) keep it
+        // until they close: they are held to the new bounds too.
+        if let Some(o) = old {
+            o.meter.set_bounds(bounds);
+        }
+    }
     // The names stay with the lane, whatever else changes.
     let agents: Vec<AgentName> = cfg.agents.iter().map(|a| a.name.clone()).collect();
     let consumers = match old {
@@ -103,10 +115,7 @@ pub(crate) fn lane_settings(
         password,
         uid: a.uid,
         check_peer_uid: cfg.check_peer_uid,
-        bounds: Bounds {
-            maxlen: a.maxlen,
-            quota: a.quota,
-        },
+        bounds,
         limits: cfg.limits,
         max_connections: a.max_connections,
         meter_interval: Duration::from_millis(cfg.meter_interval_ms),

@@ -66,6 +66,7 @@ mod server;
 mod tls;
 mod transaction;
 mod upstream;
+mod upstream_write;
 
 pub use activation::take_from_env;
 pub use oxidepm_lanes::{AgentConfig, ConfigError, ProxyConfig};

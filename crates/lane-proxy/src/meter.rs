@@ -76,6 +76,8 @@ struct State {
     bytes: Count,
     /// Admission attempts so far: a measurement is due when it changed.
     activity: u64,
+    /// What XADDs are admitted within now.
+    bounds: Bounds,
 }
 
 /// What Redis has answered of the admitted XADDs (monotonic, never above
@@ -156,13 +158,21 @@ impl Meter {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Sets the bounds XADDs are admitted within, for the lane's open
+    /// connections too: an agent's quota is its share of a budget, which
+    /// shrinks as agents are added.
+    pub fn set_bounds(&self, bounds: Bounds) {
+        self.lock().bounds = bounds;
+    }
+
     /// Admits one XADD of `bytes` to the outbox of `families[family]`, or
     /// says why not (the text of an error reply). Once admitted, it must be
     /// counted [`Meter::answered`] when Redis answers it, or when it never
     /// will (its connection ended).
-    pub fn admit(&self, family: usize, bytes: u64, bounds: Bounds) -> Result<(), String> {
+    pub fn admit(&self, family: usize, bytes: u64) -> Result<(), String> {
         let mut st = self.lock();
         st.activity += 1;
+        let bounds = st.bounds;
         if let Some(cap) = bounds.maxlen {
             let len = st.entries[family].estimate();
             if len >= cap {
@@ -184,7 +194,8 @@ impl Meter {
                 return Err(format!(
                     "OXIDEPM quota: agent '{}' has about {used} bytes in its outboxes and \
                      this XADD of {bytes} bytes would pass its quota of {quota} bytes \
-                     (lanes.agent_quota); try again once the bridge has delivered some",
+                     (its share of the outbox budget, half of lanes.maxmemory, or \
+                     lanes.agent_quota if lower); try again once the bridge has delivered some",
                     self.agent
                 ));
             }
@@ -429,24 +440,30 @@ mod tests {
     #[test]
     fn admits_within_the_bounds_and_counts_until_measured() {
         let m = meter();
-        let b = Bounds {
+        m.set_bounds(Bounds {
             maxlen: Some(2),
             quota: Some(1000),
-        };
-        m.admit(0, 100, b).unwrap();
-        m.admit(0, 100, b).unwrap();
-        let full = m.admit(0, 1, b).unwrap_err();
+        });
+        m.admit(0, 100).unwrap();
+        m.admit(0, 100).unwrap();
+        let full = m.admit(0, 1).unwrap_err();
         assert!(
             full.starts_with("OXIDEPM outbox full: alice:webhook:outbox holds 2"),
             "{full}"
         );
         // Another outbox has its own length, but shares the quota.
-        let big = m.admit(1, 801, b).unwrap_err();
+        let big = m.admit(1, 801).unwrap_err();
         assert!(
             big.starts_with("OXIDEPM quota: agent 'alice' has about 200 bytes"),
             "{big}"
         );
-        m.admit(1, 800, b).unwrap();
+        m.admit(1, 800).unwrap();
+        // A lower quota holds for what comes next at once.
+        m.set_bounds(Bounds {
+            maxlen: None,
+            quota: Some(999),
+        });
+        assert!(m.admit(1, 1).is_err());
         // Answered is not gone: only a measurement takes entries off.
         m.answered(0, 100);
         m.answered(0, 100);
@@ -457,10 +474,9 @@ mod tests {
     #[test]
     fn a_measurement_replaces_what_was_answered_before_it() {
         let m = meter();
-        let b = Bounds::default();
-        m.admit(0, 10, b).unwrap();
+        m.admit(0, 10).unwrap();
         m.answered(0, 10);
-        m.admit(0, 20, b).unwrap();
+        m.admit(0, 20).unwrap();
         // A measurement starting now: it saw the answered XADD (and maybe
         // the one in flight), and finds 1 entry of 50 bytes.
         let base_entries = m.answered.entries[0].load(Ordering::SeqCst);

@@ -6,9 +6,10 @@
 //! is stricter than the ACL of `resp_<name>`, which it doubles: every
 //! stream command names only outboxes `<agent>:<name>:outbox` and the
 //! group `<name>`; the only write is XADD to an inbox `<agent>:<name>:inbox`
-//! with the ID `*`, and it becomes [`Verdict::Answer`]: forwarded only once
-//! `crate::answer` has seen in Redis that the request it answers is
-//! pending. No MKSTREAM: a responder makes no key (the daemon made its
+//! with the ID `*` and a `request_id`, and it becomes [`Verdict::Answer`]:
+//! sent as the script of `crate::answer`, which appends it only if the
+//! request it names is pending, and acknowledges that request with it. No
+//! MKSTREAM: a responder makes no key (the daemon made its
 //! group on every agent's outbox).
 
 use crate::command_filter::{upper, Policy, Verdict};
@@ -20,6 +21,10 @@ use oxidepm_lanes::{Dir, StreamKey};
 use std::borrow::Cow;
 
 const OK: &[u8] = b"+OK\r\n";
+
+/// The most fields a reply may have: it runs as a script, which passes its
+/// fields on to XADD, and Lua passes on only so many values at once.
+pub const MAX_REPLY_FIELDS: usize = 1000;
 
 /// Decides what to do with `cmd`, sent on responder `policy.agent`'s lane.
 pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
@@ -234,7 +239,15 @@ fn answer(cmd: &Command<'_>, name: &str, maxlen: u64, max_bytes: usize) -> Verdi
     let bytes: usize = (fields..cmd.len()).map(|f| cmd.arg(f).len()).sum();
     if bytes > max_bytes {
         return refuse(&format!(
-            "OXIDEPM reply: {bytes} bytes of fields is more than the {max_bytes} a reply may              have (lanes.responder_reply_max_bytes); send less, or split it"
+            "OXIDEPM reply: {bytes} bytes of fields is more than the {max_bytes} a reply may \
+             have (lanes.responder_reply_max_bytes); send less, or split it"
+        ));
+    }
+    let pairs = (cmd.len() - fields) / 2;
+    if pairs > MAX_REPLY_FIELDS {
+        return refuse(&format!(
+            "OXIDEPM reply: {pairs} fields is more than the {MAX_REPLY_FIELDS} a reply may \
+             have; put the data in fewer fields"
         ));
     }
     let mut request: Option<&[u8]> = None;
@@ -258,9 +271,25 @@ fn answer(cmd: &Command<'_>, name: &str, maxlen: u64, max_bytes: usize) -> Verdi
             request = Some(id);
         }
     }
+    // Without it, one pending request would let a responder write any
+    // number of replies nobody asked for.
+    let Some(request) = request else {
+        return refuse(&format!(
+            "NOPERM reply refused: a reply names the request it answers; give request_id \
+             <id> with the id of the entry of {} you read with XREADGROUP",
+            StreamKey::outbox(&to.agent, name)
+        ));
+    };
+    // `<ms>` alone is `<ms>-0` to XACK but every `<ms>-*` to XPENDING: a
+    // reply naming `5` would pass on a pending `5-3` and acknowledge
+    // nothing, again and again.
+    let mut request = request.to_vec();
+    if !request.contains(&b'-') {
+        request.extend_from_slice(b"-0");
+    }
     Verdict::Answer {
         outbox: StreamKey::outbox(&to.agent, name).to_string(),
-        request: request.map(<[u8]>::to_vec),
+        request,
     }
 }
 
@@ -341,14 +370,14 @@ mod tests {
             )),
             Verdict::Answer {
                 outbox: "alice:echo:outbox".into(),
-                request: Some(b"1-2".to_vec())
+                request: b"1-2".to_vec()
             }
         );
         assert_eq!(
-            run(&words("XADD bob:echo:inbox MAXLEN 1000 * text hi")),
+            run(&words("XADD bob:echo:inbox MAXLEN 1000 * re 3 text hi")),
             Verdict::Answer {
                 outbox: "bob:echo:outbox".into(),
-                request: None
+                request: b"3-0".to_vec()
             }
         );
         for bad in [
@@ -359,6 +388,7 @@ mod tests {
             words("XADD alice:echo:inbox MINID 0 * a b"),
             words("XADD alice:echo:inbox * re nope"),
             words("XADD alice:echo:inbox * re 1-0 request_id 2-0"),
+            words("XADD alice:echo:inbox MAXLEN 10 * text no-request"),
             words(&format!(
                 "XADD alice:echo:inbox MAXLEN 100 * text {}",
                 "x".repeat(61)

@@ -111,7 +111,7 @@ struct Transaction {
     held: Vec<Admitted>,
     /// The replies queued (a responder's lane): the outbox and request
     /// each answers, checked again at EXEC.
-    answers: Vec<(String, Option<Vec<u8>>)>,
+    answers: Vec<(String, Vec<u8>)>,
 }
 
 /// How EXEC or DISCARD ends a transaction.
@@ -218,14 +218,22 @@ impl<'a> Session<'a> {
     /// A reply passed its check and is queued: it is checked again at EXEC,
     /// when it runs (the request may have been acknowledged, or its agent
     /// deleted and made anew, since).
-    pub fn answer_queued(&mut self, outbox: String, request: Option<Vec<u8>>) {
+    pub fn answer_queued(&mut self, outbox: String, request: Vec<u8>) {
         if let Some(tx) = &mut self.tx {
             tx.answers.push((outbox, request));
         }
     }
 
+    /// Whether the open transaction has a reply to `request` of `outbox`
+    /// queued already: a second would answer nothing when it runs.
+    pub fn answers(&self, outbox: &str, request: &[u8]) -> bool {
+        self.queued_answers()
+            .iter()
+            .any(|(o, r)| o == outbox && r == request)
+    }
+
     /// The replies queued in the open transaction, to check before EXEC.
-    pub fn queued_answers(&self) -> &[(String, Option<Vec<u8>>)] {
+    pub fn queued_answers(&self) -> &[(String, Vec<u8>)] {
         self.tx.as_ref().map_or(&[], |tx| &tx.answers)
     }
 

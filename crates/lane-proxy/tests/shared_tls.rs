@@ -283,8 +283,13 @@ fn a_responder_answers_only_pending_requests_in_the_tagged_form() {
     assert!(matches!(r, Value::Bulk(_)), "{r:?}");
     let got = alice.cmd(&["XREADGROUP", "GROUP", "alice", "c", "STREAMS", &a_in, ">"]);
     assert!(got.strings().contains(&"answer".to_string()), "{got:?}");
+    // The reply acknowledged its request, in one step with appending it.
     assert_eq!(
         triage.cmd(&["XACK", &a_out, "triage", &request]),
-        Value::Int(1)
+        Value::Int(0)
     );
+    let r = triage.cmd(&[
+        "XADD", &a_in, "MAXLEN", "~", "100", "*", "re", &request, "text", "twice",
+    ]);
+    assert!(r.error_starts("NOPERM reply refused"), "{r:?}");
 }

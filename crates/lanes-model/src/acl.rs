@@ -286,6 +286,16 @@ fn responder_rules(responder: &str) -> Vec<String> {
         "(+xadd %W~{})",
         glob(None, Some(responder), Dir::Inbox)
     ));
+    // The lane proxy sends each reply as one script that checks its
+    // request is pending, appends it and acknowledges the request, so a
+    // request has one reply. EVAL names both keys, so one selector must
+    // hold both; the script's own commands are checked against the rules
+    // above one by one, and the proxy never takes EVAL from the responder.
+    r.push(format!(
+        "(+eval ~{} ~{})",
+        glob(None, Some(responder), Dir::Outbox),
+        glob(None, Some(responder), Dir::Inbox)
+    ));
     r
 }
 
@@ -433,7 +443,8 @@ mod tests {
                 && r.ends_with(
                     "+xreadgroup +xack +xautoclaim +xclaim +xpending +xlen +xrange \
                      +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
-                     +xinfo|consumers ~*:ops:outbox (+xadd %W~*:ops:inbox)"
+                     +xinfo|consumers ~*:ops:outbox (+xadd %W~*:ops:inbox) \
+                     (+eval ~*:ops:outbox ~*:ops:inbox)"
                 ),
             "{r}"
         );

@@ -37,7 +37,7 @@ pub use report::{
     StreamReport,
 };
 pub use report::{ConsultRuleReport, ResponderLaneReport};
-pub use report::{NameLease, SharedLanesReport};
+pub use report::{LanesMemory, NameLease, SharedLanesReport};
 pub use route::{Route, RouteError};
 pub use stream::{Streamed, Subscribed, EVENT_KINDS, REFUSAL_KIND};
 pub use verbs::{

@@ -22,6 +22,33 @@ pub struct LanesReport {
     /// The shared server the lanes are on (`[lanes] redis_url`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared: Option<SharedLanesReport>,
+    /// How close Redis is to its memory bound (absent when it cannot be
+    /// read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<LanesMemory>,
+}
+
+/// The lanes' Redis memory: what it uses, its bound, and the part of the
+/// bound the agents' outboxes share.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LanesMemory {
+    /// Bytes each agent's outboxes may hold now (`None`: no quota).
+    pub agent_quota: Option<u64>,
+    /// Redis's bound (`maxmemory`; 0: none, on a server oxidepm does not run).
+    pub maxmemory: u64,
+    /// Bytes every agent's outboxes may hold together (half of
+    /// `[lanes] maxmemory`); the rest is kept for inboxes, replies and the
+    /// bridge.
+    pub outbox_budget: u64,
+    /// Bytes Redis uses now (`used_memory`).
+    pub used: u64,
+}
+
+impl LanesMemory {
+    /// `used` as a percentage of `maxmemory`, if there is a bound.
+    pub fn used_percent(&self) -> Option<f64> {
+        (self.maxmemory > 0).then(|| self.used as f64 * 100.0 / self.maxmemory as f64)
+    }
 }
 
 /// Where the lanes are when they are on a shared server, and this host's

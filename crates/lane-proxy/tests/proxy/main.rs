@@ -13,6 +13,7 @@ mod lane_commands;
 mod outboxes;
 mod own_group;
 mod protocol;
+mod responders;
 mod transactions;
 mod upstream_config;
 

@@ -257,3 +257,29 @@ fn writing_until_maxmemory_gets_the_writer_oom_while_another_agent_reads() {
         Value::Int(written)
     );
 }
+
+/// An agent's quota is its share of a budget that shrinks as agents are
+/// added: a reload that lowers it holds the connections already open to
+/// it, not only new ones.
+#[test]
+fn a_lower_quota_holds_for_connections_already_open() {
+    let redis = Redis::start(&["alice"]);
+    let proxy = TestProxy::start(&redis, &[Agent::new("alice").with(r#""quota": 1000000"#)]);
+    let mut a = proxy.client("alice");
+    let value = "v".repeat(20_000);
+    assert!(is_id(&a.cmd(&[
+        "XADD",
+        "alice:webhook:outbox",
+        "*",
+        "v",
+        &value
+    ])));
+    let report = proxy.reconfigure(&[Agent::new("alice").with(r#""quota": 10000"#)]);
+    assert!(report.failed.is_empty(), "{report}");
+    let r = a.cmd(&["XADD", "alice:webhook:outbox", "*", "v", &value]);
+    assert!(
+        r.error_starts("OXIDEPM quota: agent 'alice'")
+            && matches!(&r, Value::Error(t) if t.contains("quota of 10000 bytes")),
+        "{r:?}"
+    );
+}

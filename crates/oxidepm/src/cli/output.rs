@@ -432,6 +432,20 @@ impl Printer {
         for a in &report.agents {
             writeln!(out, "{}: {}", a.agent, a.socket.display())?;
         }
+        if let Some(m) = &report.memory {
+            let bound = match m.used_percent() {
+                Some(p) => format!("{} bytes of maxmemory {} ({p:.0}%)", m.used, m.maxmemory),
+                None => format!("{} bytes (no maxmemory)", m.used),
+            };
+            let quota = m
+                .agent_quota
+                .map_or("no quota".to_string(), |q| format!("{q} bytes per agent"));
+            writeln!(
+                out,
+                "redis memory: {bound}; outboxes: {} bytes together, {quota}",
+                m.outbox_budget
+            )?;
+        }
         self.responder_lanes(&mut out, report)?;
         writeln!(out)?;
         drop(out);

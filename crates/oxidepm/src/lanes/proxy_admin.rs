@@ -30,6 +30,10 @@ impl Lanes {
     /// The proxy's configuration for `agents`.
     pub(super) fn proxy_conf(&self, agents: &[AgentLane]) -> ProxyConfig {
         let l = &self.layout;
+        let quota = budgets::agent_quota(&self.settings, agents.len());
+        if let Some(note) = budgets::quota_note(&self.settings, agents.len()) {
+            log::warn!("{note}");
+        }
         let lanes = agents
             .iter()
             .map(|a| {
@@ -38,7 +42,7 @@ impl Lanes {
                 c.uid = a.uid;
                 c.rate_limit = self.settings.rate_limit;
                 c.maxlen = self.settings.maxlen;
-                c.quota = budgets::agent_quota(&self.settings);
+                c.quota = quota;
                 c.max_connections = self.settings.max_connections;
                 c
             })

@@ -10,7 +10,7 @@ use oxidepm_lanes::acl::AclUser;
 use oxidepm_lanes::responder::{group, responder_socket};
 use oxidepm_lanes::stream_key::BRIDGE_GROUP;
 use oxidepm_lanes::StreamKey;
-use oxidepm_proto::{AgentLaneReport, ResponderLaneReport, StreamReport};
+use oxidepm_proto::{AgentLaneReport, LanesMemory, ResponderLaneReport, StreamReport};
 
 impl Lanes {
     /// Per agent: socket, ACL user, and each stream with its length and
@@ -54,6 +54,43 @@ impl Lanes {
                 });
             }
             Ok(out)
+        })
+        .await
+        .map_err(Error::Task)?
+    }
+}
+
+impl Lanes {
+    /// How close Redis is to its bound, and the outbox budget and quota
+    /// of each agent now.
+    pub async fn memory_report(&self, shared: &Shared) -> Result<LanesMemory, Error> {
+        let agents = self.agents(shared).len();
+        let outbox_budget = super::budgets::outbox_budget(&self.settings);
+        let agent_quota = super::budgets::agent_quota(&self.settings, agents);
+        let (user, pw) = self.admin()?;
+        let server = self.server();
+        tokio::task::spawn_blocking(move || {
+            let mut con = server.connect(&user, &pw)?;
+            let info: String =
+                redis::cmd("INFO")
+                    .arg("memory")
+                    .query(&mut *con)
+                    .map_err(|source| Error::Redis {
+                        command: "INFO memory".into(),
+                        source,
+                    })?;
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            Ok(LanesMemory {
+                used: field("used_memory"),
+                maxmemory: field("maxmemory"),
+                outbox_budget,
+                agent_quota,
+            })
         })
         .await
         .map_err(Error::Task)?

@@ -66,7 +66,8 @@ pub struct LanesSettings {
     /// Redis's `maxmemory`, bytes (default: see `lanes::budgets`).
     #[serde(default)]
     pub maxmemory: Option<u64>,
-    /// Bytes one agent's outboxes may hold (default: maxmemory / 8; 0: none).
+    /// Bytes one agent's outboxes may hold, at most its share of the outbox
+    /// budget (default: that share; 0: none; see `lanes::budgets`).
     #[serde(default)]
     pub agent_quota: Option<u64>,
     /// Connections one agent may have open on its lane at once.
@@ -374,6 +375,16 @@ impl LanesSettings {
         if let Some(m) = self.maxmemory.filter(|m| *m < min) {
             return Err(SettingsError::MaxMemory { value: m, min });
         }
+        if let Some(q) = self.agent_quota.filter(|q| *q > 0) {
+            let budget = super::budgets::outbox_budget(self);
+            if q > budget {
+                return Err(SettingsError::AgentQuota {
+                    value: q,
+                    budget,
+                    maxmemory: super::budgets::maxmemory(self),
+                });
+            }
+        }
         if self.max_connections == 0 {
             return Err(SettingsError::MaxConnections);
         }
@@ -494,6 +505,21 @@ pub enum SettingsError {
         value: u64,
         /// The least accepted.
         min: u64,
+    },
+    /// `agent_quota` more than every outbox together may hold.
+    #[error(
+        "lanes.agent_quota = {value} bytes is more than the outbox budget of {budget} bytes \
+         (half of lanes.maxmemory = {maxmemory}), which every agent's outboxes share; the \
+         other half is kept for inboxes, replies and the bridge. Lower agent_quota, raise \
+         maxmemory, or remove agent_quota: each agent then gets its share of the budget"
+    )]
+    AgentQuota {
+        /// The value as given.
+        value: u64,
+        /// The outbox budget.
+        budget: u64,
+        /// Redis's `maxmemory`.
+        maxmemory: u64,
     },
     /// `max_connections` 0.
     #[error("lanes.max_connections must be at least 1")]

@@ -55,10 +55,10 @@ fn the_proxy_reads_the_configuration_the_daemon_writes() {
         "limits": {"max_bulk": 4096},
         "agents": [
             {"name": "alice", "password_file": root.join("secrets/agent_alice"),
-             "uid": 1001, "rate_limit": 50.0, "maxlen": 1000, "quota": 8388608,
+             "uid": 1001, "rate_limit": 50.0, "maxlen": 1000, "quota": 16777216,
              "max_connections": 4},
             {"name": "bob", "password_file": root.join("secrets/agent_bob"),
-             "uid": null, "rate_limit": 50.0, "maxlen": 1000, "quota": 8388608,
+             "uid": null, "rate_limit": 50.0, "maxlen": 1000, "quota": 16777216,
              "max_connections": 4},
         ],
     });

@@ -5,9 +5,11 @@
 use crate::harness::{read, strs, Env};
 use crate::lanes::{conn, run, start_agents};
 use oxidepm_lanes::Secret;
-use oxidepm_testkit::words;
+use oxidepm_testkit::{free_port, http, words, Sink, SinkMode};
 use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
+use std::time::Duration;
 
 /// A direct connection to the private Redis as `user`.
 fn as_user(env: &Env, user: &str) -> redis::Connection {
@@ -188,4 +190,107 @@ fn the_lane_proxy_takes_its_limits_from_daemon_toml() {
         .query(&mut admin)
         .unwrap();
     assert_eq!(n, 0);
+}
+
+/// Ten agents whose deliveries stall together (their email outboxes: no
+/// email source is configured, so nothing delivers them) each fill their
+/// outboxes up to their quota; an eleventh is still served — its own XADD,
+/// an inbound webhook to it, its `ops` request and the answer — and
+/// `oxidepm lanes` and `/metrics` show Redis within its bound.
+#[test]
+fn ten_agents_at_their_quotas_leave_an_eleventh_served() {
+    let env = Env::new();
+    let port = free_port();
+    let sink = Sink::start(SinkMode::Ok, Duration::ZERO);
+    let addr = crate::metrics::with_metrics(
+        &env,
+        &format!(
+            "[lanes]\nmaxmemory = 33554432\nsources = [\"webhook\", \"email\"]\n\
+             [[lanes.routes]]\nsource = \"webhook\"\nchannel = \"quiet\"\nagent = \"quiet\"\n\
+             [lanes.webhook]\nlisten = \"127.0.0.1:{port}\"\ndeliver = {{ \"*\" = \"{}\" }}\n",
+            sink.url()
+        ),
+    );
+    let stalled: Vec<String> = (0..10).map(|i| format!("stall{i}")).collect();
+    let mut names: Vec<&str> = stalled.iter().map(String::as_str).collect();
+    names.push("quiet");
+    start_agents(&env, &names);
+    let value = vec![b'v'; 64 << 10];
+    for n in &stalled {
+        let mut c = conn(&env.home.join(format!("lanes/{n}.sock")));
+        let mut written = 0;
+        let refused = loop {
+            let r: redis::RedisResult<String> = redis::cmd("XADD")
+                .arg(format!("{n}:email:outbox"))
+                .arg("*")
+                .arg("v")
+                .arg(&value)
+                .query(&mut c);
+            match r {
+                Ok(_) => {
+                    written += 1;
+                    assert!(written < 512, "{n}: its quota never refused");
+                }
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(refused.contains("quota: agent"), "{n}: {refused}");
+        assert!(written > 0, "{n}: its first XADD was refused: {refused}");
+    }
+    // The quiet agent's share and the reserve are still there.
+    let mut quiet = conn(&env.home.join("lanes/quiet.sock"));
+    let _: String = redis::cmd("XADD")
+        .arg("quiet:email:outbox")
+        .arg("*")
+        .arg("v")
+        .arg(&value)
+        .query(&mut quiet)
+        .unwrap();
+    env.wait(20, "the webhook listener", || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let token = Secret::read(&env.home.join("secrets/webhook_token")).unwrap();
+    let body = format!(
+        r#"{{"channel":"quiet","sender":"carol","text":"{}"}}"#,
+        "i".repeat(32 << 10)
+    );
+    let (code, answer) = http(
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        "POST",
+        "/in/webhook",
+        Some(token.expose()),
+        &body,
+    );
+    assert!((200..300).contains(&code), "{code} {answer}");
+    let got = run(
+        &mut quiet,
+        &strs(&words(
+            "XREADGROUP GROUP quiet c BLOCK 10000 STREAMS quiet:webhook:inbox >",
+        )),
+    )
+    .unwrap();
+    assert!(format!("{got:?}").contains("iiii"), "the inbound message");
+    let r = crate::ops::ops_answer(&mut quiet, "quiet", r#"{"op":"whoami"}"#);
+    assert_eq!(r["result"]["actor"], "ai:quiet", "{r}");
+    // What the report says: the bound, how close Redis is, the shares.
+    let report = env.json(&["lanes"]);
+    let m = &report["memory"];
+    assert_eq!(m["maxmemory"], 33554432, "{m}");
+    assert_eq!(m["outbox_budget"], 16777216, "{m}");
+    assert_eq!(m["agent_quota"], 16777216 / 11, "{m}");
+    let used = m["used"].as_u64().unwrap();
+    assert!(used > 10 * (1 << 20) && used < 33554432, "{m}");
+    let text = env.ok(&["lanes"]);
+    assert!(text.contains("of maxmemory 33554432"), "{text}");
+    let scraped = crate::metrics::scrape(&addr);
+    assert_eq!(
+        crate::metrics::value(&scraped, "oxidepm_lanes_redis_maxmemory_bytes"),
+        Some(33554432.0),
+        "{scraped}"
+    );
+    assert!(
+        crate::metrics::value(&scraped, "oxidepm_lanes_redis_used_bytes")
+            .is_some_and(|u| u > 0.0 && u < 33554432.0),
+        "{scraped}"
+    );
 }

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// A daemon with metrics on a free port; returns the address.
-fn with_metrics(env: &Env, extra: &str) -> String {
+pub(crate) fn with_metrics(env: &Env, extra: &str) -> String {
     let addr = format!("127.0.0.1:{}", free_port());
     env.daemon_toml(&format!("metrics = \"{addr}\"\n{extra}"));
     addr
@@ -32,14 +32,15 @@ fn get(addr: &str, path: &str) -> (String, String) {
     (head.lines().next().unwrap().to_string(), body.to_string())
 }
 
-fn scrape(addr: &str) -> String {
+/// `/metrics` of the daemon at `addr`.
+pub(crate) fn scrape(addr: &str) -> String {
     let (status, body) = get(addr, "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
     body
 }
 
 /// The value of the sample written exactly as `series` (name and labels).
-fn value(text: &str, series: &str) -> Option<f64> {
+pub(crate) fn value(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .map(|v| v.parse().unwrap())

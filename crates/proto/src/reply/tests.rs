@@ -1,8 +1,8 @@
 //! The answers keep the shape clients have always read.
 
 use super::*;
-use crate::report::StreamReport;
 use crate::report::{AgentLaneReport, BridgeCounters, Counters, RouteOrigin, RouteReport};
+use crate::report::{LanesMemory, StreamReport};
 use serde_json::{json, Value};
 
 /// Writes `t` directly and through `Value` (sorted keys): the two agree
@@ -157,6 +157,12 @@ fn reports_keep_their_shape() {
         warnings: Vec::new(),
         responders: Vec::new(),
         shared: None,
+        memory: Some(LanesMemory {
+            agent_quota: Some(2),
+            maxmemory: 10,
+            outbox_budget: 5,
+            used: 4,
+        }),
     };
     let text = same_both_ways(&lanes);
     assert_eq!(
@@ -165,7 +171,8 @@ fn reports_keep_their_shape() {
             r#"{"agents":[{"acl_user":"agent_alice","agent":"alice","socket":"/h/lanes/alice.sock","#,
             r#""streams":[{"key":"alice:ops:inbox","length":2,"pending":1}]}],"#,
             r#""bridge":{"counters":{"dead":1,"delivered":2,"lost":11,"malformed":8,"pending":3,"retried":4,"routed":5,"too_large":9,"trimmed":10,"unrouted":6,"unrouted_stream":7,"waited":12},"#,
-            r#""default_agent":null,"routes":[{"agent":"alice","channel":"support","origin":"config","source":"webhook"}]}}"#
+            r#""default_agent":null,"routes":[{"agent":"alice","channel":"support","origin":"config","source":"webhook"}]},"#,
+            r#""memory":{"agent_quota":2,"maxmemory":10,"outbox_budget":5,"used":4}}"#
         )
     );
     assert_eq!(serde_json::from_str::<LanesReport>(&text).unwrap(), lanes);

@@ -209,6 +209,9 @@ async fn lanes(t: &mut Text, d: &Daemon) {
         return;
     }
     let agents = tokio::time::timeout(LANES_WAIT, d.lanes.report(&d.sup)).await;
+    if let Ok(Ok(m)) = tokio::time::timeout(LANES_WAIT, d.lanes.memory_report(&d.sup)).await {
+        memory(t, &m);
+    }
     let routes = tokio::time::timeout(LANES_WAIT, d.lanes.routes_report(&d.sup)).await;
     let counters = match routes {
         Ok(Ok(r)) => match r.counters {
@@ -269,6 +272,37 @@ async fn lanes(t: &mut Text, d: &Daemon) {
         );
         t.sample(&format!("{name}_sum"), &[], c.delivery_ms as f64 / 1000.0);
         t.sample(&format!("{name}_count"), &[], c.delivered as f64);
+    }
+}
+
+/// How close the lanes' Redis is to its bound.
+fn memory(t: &mut Text, m: &oxidepm_proto::LanesMemory) {
+    for (name, help, v) in [
+        (
+            "oxidepm_lanes_redis_used_bytes",
+            "Bytes the lanes' Redis uses (used_memory).",
+            Some(m.used),
+        ),
+        (
+            "oxidepm_lanes_redis_maxmemory_bytes",
+            "The lanes' Redis's bound (maxmemory; 0: none): at it, writes fail with OOM.",
+            Some(m.maxmemory),
+        ),
+        (
+            "oxidepm_lanes_outbox_budget_bytes",
+            "Bytes every agent's outboxes may hold together (half of lanes.maxmemory).",
+            Some(m.outbox_budget),
+        ),
+        (
+            "oxidepm_lane_agent_quota_bytes",
+            "Bytes each agent's outboxes may hold now (its share of the outbox budget).",
+            m.agent_quota,
+        ),
+    ] {
+        if let Some(v) = v {
+            t.family(name, Kind::Gauge, help);
+            t.sample(name, &[], v as f64);
+        }
     }
 }
 

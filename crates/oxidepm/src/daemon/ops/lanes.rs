@@ -66,13 +66,25 @@ impl Daemon {
         let bridge = self.lanes.routes_report(&self.sup).await?;
         let responders = self.lanes.responder_report(&self.sup).await?;
         let shared = self.lanes.shared_report(&self.sup).await;
-        let warnings = lock(&self.sup).agent_uid_warnings().into_values().collect();
+        let mut warnings: Vec<String> =
+            lock(&self.sup).agent_uid_warnings().into_values().collect();
+        warnings.extend(crate::lanes::budgets::quota_note(
+            &self.lanes.settings,
+            agents.len(),
+        ));
+        // Without agents the private Redis does not run.
+        let memory = if agents.is_empty() {
+            None
+        } else {
+            self.lanes.memory_report(&self.sup).await.ok()
+        };
         Ok(LanesReport {
             agents,
             bridge,
             warnings,
             responders,
             shared,
+            memory,
         })
     }
 
