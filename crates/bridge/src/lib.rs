@@ -34,6 +34,8 @@
 //!   `consult` (agents consulting each other, one agent's outbox routed
 //!   into another's inbox under the rules);
 //! * [`shared_routes`] — the routes every host shares on a shared Redis;
+//! * [`supervise`] — each source's inbound side under its own supervision:
+//!   a failed one is stopped and reported, the rest goes on;
 //! * [`service`] — the whole bridge: start, reload (SIGHUP), shutdown.
 
 mod config;
@@ -49,6 +51,7 @@ mod shared_routes;
 mod source;
 mod sources;
 mod stats;
+mod supervise;
 mod trim;
 mod wire;
 

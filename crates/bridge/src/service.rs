@@ -2,6 +2,11 @@
 //! outbox reader, reloads the configuration (SIGHUP) without dropping
 //! anything, and stops cleanly (SIGTERM, SIGINT).
 //!
+//! Each source's inbound side runs under its own supervision
+//! ([`supervise`](crate::supervise)): one that fails is stopped and
+//! reported in `bridge:status`, and the rest of the bridge goes on; a
+//! reload starts it again.
+//!
 //! A reload replaces the routing table (messages published from then on
 //! use it), the sources' settings, the retry settings and the set of
 //! outboxes drained (the reader takes it up within `outbox.block_ms`). The
@@ -193,6 +198,8 @@ pub struct ReloadReport {
     pub outboxes: usize,
     /// Changes that only take effect after a restart.
     pub need_restart: Vec<String>,
+    /// Sources stopped by a failure that the reload started again.
+    pub started_again: Vec<String>,
 }
 
 impl fmt::Display for ReloadReport {
@@ -202,6 +209,9 @@ impl fmt::Display for ReloadReport {
             "{} agents, {} routes ({} parked), {} outboxes drained",
             self.agents, self.routes, self.parked, self.outboxes
         )?;
+        if !self.started_again.is_empty() {
+            write!(f, "; started again: {}", self.started_again.join(", "))?;
+        }
         if !self.need_restart.is_empty() {
             write!(
                 f,
@@ -226,6 +236,7 @@ pub struct Bridge {
     sources: Vec<Arc<dyn Source>>,
     webhook_addr: Option<SocketAddr>,
     trigger: ShutdownTrigger,
+    supervisor: crate::supervise::Supervisor,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -273,23 +284,18 @@ impl Bridge {
             shutdown: shutdown.clone(),
         });
         let (plan_tx, plan_rx) = watch::channel(plan.clone());
-        let mut tasks = Vec::new();
+        let supervisor =
+            crate::supervise::Supervisor::new(ctx.con.clone(), publisher.clone(), shutdown.clone());
+        supervisor.clear().await;
         for s in &sources {
-            let s = s.clone();
-            let p = publisher.clone();
-            let sd = shutdown.clone();
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = s.inbound(p, sd).await {
-                    log::error!("source {}: {e}", s.name());
-                }
-            }));
+            supervisor.start(s.clone());
         }
-        tasks.push(tokio::spawn(crate::readers::run(
+        let tasks = vec![tokio::spawn(crate::readers::run(
             ctx.clone(),
             target.clone(),
             plan_rx,
             GRACE,
-        )));
+        ))];
         log::info!(
             "bridge started as {} on {}: {} agents, {routes} routes ({parked} parked), {} outboxes drained",
             target.user,
@@ -310,6 +316,7 @@ impl Bridge {
             webhook_addr,
             sources,
             trigger,
+            supervisor,
             tasks: Mutex::new(tasks),
         });
         if let Some((con, sd)) = watch_shared {
@@ -352,11 +359,14 @@ impl Bridge {
         self.publisher.clone()
     }
 
-    /// Reads the configuration again and applies it; on error the previous
-    /// one stays in force.
+    /// Reads the configuration again and applies it, then starts every
+    /// source stopped by a failure again; on error the previous
+    /// configuration stays in force (and a failed source stopped).
     pub fn reload(&self) -> Result<ReloadReport, BridgeError> {
         let file = BridgeConfig::load(&self.config_path)?;
-        self.apply(file)
+        let mut report = self.apply(file)?;
+        report.started_again = self.supervisor.restart_failed();
+        Ok(report)
     }
 
     /// Applies the file's configuration `file` with the shared routes.
@@ -414,6 +424,7 @@ impl Bridge {
             parked,
             outboxes: plan.outboxes.len(),
             need_restart,
+            started_again: Vec::new(),
         };
         self.plan_tx.send_replace(plan);
         *old = file;
@@ -434,6 +445,9 @@ impl Bridge {
     /// get a grace period; what is not acknowledged stays pending in Redis.
     pub async fn shutdown(&self) {
         self.trigger.trigger();
+        self.supervisor.stop(GRACE * 2).await;
+        // A stopped bridge runs no source: none may look up.
+        self.supervisor.clear().await;
         let tasks: Vec<JoinHandle<()>> =
             std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
         for t in tasks {

@@ -159,7 +159,9 @@ pub trait Source: Send + Sync {
 
     /// Runs the inbound side until `shutdown` is set, handing every message
     /// to `publisher`. Returns `Err` only for a failure that stops the
-    /// source (a listener that died); the bridge logs it.
+    /// source (a listener that died, a token refused for good), saying
+    /// what to do: the bridge reports it and leaves the source stopped
+    /// until its next reload, and everything else runs on.
     fn inbound(
         &self,
         publisher: Publisher,

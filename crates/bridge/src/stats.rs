@@ -1,6 +1,7 @@
 //! The bridge's counters: fields of the Redis hash `bridge:stats`, each
 //! raised with HINCRBY in the same pipeline as the write it counts; and
-//! its status (`bridge:status`): whether its last reload failed.
+//! its status (`bridge:status`): whether its last reload failed, and how
+//! each source is.
 
 use crate::conn::Con;
 
@@ -97,4 +98,66 @@ pub async fn bump(con: &mut Con, c: Counter, n: i64) -> redis::RedisResult<()> {
     let mut pipe = redis::pipe();
     c.add_to(&mut pipe, n);
     pipe.query_async(con).await
+}
+
+/// Records in `bridge:status` that source `name` runs (`failed`: `None`),
+/// or that it stopped and why.
+pub async fn record_source(
+    con: &mut Con,
+    name: &str,
+    failed: Option<&str>,
+) -> redis::RedisResult<()> {
+    use oxidepm_lanes::bridge_config::STATUS_KEY;
+    use oxidepm_lanes::source_status as st;
+    let mut pipe = redis::pipe();
+    match failed {
+        Some(why) => {
+            let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            pipe.cmd("HSET")
+                .arg(STATUS_KEY)
+                .arg(st::state(name))
+                .arg(st::FAILED)
+                .arg(st::error(name))
+                .arg(why)
+                .arg(st::failed_at(name))
+                .arg(at)
+                .ignore();
+        }
+        None => {
+            pipe.cmd("HSET")
+                .arg(STATUS_KEY)
+                .arg(st::state(name))
+                .arg(st::UP)
+                .ignore();
+            pipe.cmd("HDEL")
+                .arg(STATUS_KEY)
+                .arg(st::error(name))
+                .arg(st::failed_at(name))
+                .ignore();
+        }
+    }
+    pipe.query_async(con).await
+}
+
+/// Removes from `bridge:status` what an earlier run said of its sources
+/// (one this run no longer has must not look up, or failed).
+pub async fn clear_sources(con: &mut Con) -> redis::RedisResult<()> {
+    use oxidepm_lanes::bridge_config::STATUS_KEY;
+    // HGETALL: the bridge's ACL has no HKEYS, and the hash is small.
+    let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(STATUS_KEY)
+        .query_async(con)
+        .await?;
+    let old: Vec<&String> = fields
+        .keys()
+        .filter(|f| f.starts_with(oxidepm_lanes::source_status::PREFIX))
+        .collect();
+    if old.is_empty() {
+        return Ok(());
+    }
+    redis::cmd("HDEL")
+        .arg(STATUS_KEY)
+        .arg(old)
+        .query_async(con)
+        .await
 }

@@ -101,6 +101,19 @@ async fn connection(
             cmd = rx.recv() => {
                 let Some(cmd) = cmd else { break };
                 let text = match cmd {
+                    Cmd::Close(code) => {
+                        let frame = Message::close(CloseCode::try_from(code).ok(), "closed by the stand-in");
+                        let _ = ws.send(frame).await;
+                        break;
+                    }
+                    Cmd::Huge(n) => {
+                        let sent = ws.send(Message::text("x".repeat(n))).await;
+                        lock(&state).huge_frames_done += 1;
+                        if sent.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
                     Cmd::Send(t) => t,
                     Cmd::Reconnect => json!({ "op": 7, "d": null }).to_string(),
                     Cmd::Invalidate => {
@@ -129,6 +142,10 @@ fn handle(state: &Shared, conn: u64, tx: &mpsc::UnboundedSender<Cmd>, v: &Value)
     match v["op"].as_u64() {
         Some(1) => vec![Out::Text(json!({ "op": 11 }).to_string())],
         Some(2) => {
+            st.identify_attempts += 1;
+            if let Some(code) = st.refuse_identify {
+                return vec![Out::Close(code, "refused by the stand-in")];
+            }
             if !token_ok(&st, v["d"]["token"].as_str()) {
                 return vec![Out::Close(4004, "Authentication failed.")];
             }

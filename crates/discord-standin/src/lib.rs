@@ -6,8 +6,9 @@
 //!   HELLO; IDENTIFY → READY (a wrong token: close code 4004) (with a `resume_gateway_url` back to itself);
 //!   heartbeats and their ACK; MESSAGE_CREATE dispatched on demand with an
 //!   increasing `s`; RESUME → the missed dispatches again, then RESUMED; and
-//!   on demand a RECONNECT (op 7), a dropped connection or an
-//!   INVALID_SESSION (op 9);
+//!   on demand a RECONNECT (op 7), a dropped connection, an
+//!   INVALID_SESSION (op 9), a close with a given code (and IDENTIFY
+//!   refused with one) or a frame of any size;
 //! * **REST** ([`rest`]) on `http://127.0.0.1:<port>`: `POST
 //!   /api/v10/channels/{id}/messages` recorded (the bot token checked,
 //!   `403` for a channel the bot may not post to, `429` with `retry_after`
@@ -58,6 +59,10 @@ enum Cmd {
     Drop,
     /// Send INVALID_SESSION (op 9, not resumable).
     Invalidate,
+    /// Close the connection with this close code.
+    Close(u16),
+    /// Send one text frame of this many bytes (not JSON).
+    Huge(usize),
 }
 
 /// A gateway session: its dispatches, for a RESUME.
@@ -88,7 +93,14 @@ struct State {
     rate_limited: Vec<Instant>,
     nonces: HashMap<(u64, String), u64>,
     identifies: u32,
+    /// IDENTIFYs received, refused ones included.
+    identify_attempts: u32,
+    /// The close code every IDENTIFY is answered with, if any.
+    refuse_identify: Option<u16>,
     resumes: u32,
+    /// Frames of [`StandIn::send_frame_of`] sent whole, or whose
+    /// connection ended while they were sent.
+    huge_frames_done: u32,
     resume_overlap: u64,
     echo_posts: bool,
 }
@@ -133,7 +145,10 @@ impl StandIn {
             rate_limited: Vec::new(),
             nonces: HashMap::new(),
             identifies: 0,
+            identify_attempts: 0,
+            refuse_identify: None,
             resumes: 0,
+            huge_frames_done: 0,
             resume_overlap: 0,
             echo_posts: true,
         }));
@@ -227,6 +242,42 @@ impl StandIn {
         if let Some((_, _, tx)) = st.current.take() {
             let _ = tx.send(c);
         }
+    }
+
+    /// Closes the session's connection with close `code` (Discord's fatal
+    /// ones, 4004 and 4010–4014, end the session for good; others are to
+    /// be resumed).
+    pub fn close_connection(&self, code: u16) {
+        self.command(Cmd::Close(code));
+    }
+
+    /// Sends the session's connection one text frame of `bytes` bytes, as
+    /// a hostile gateway could.
+    pub fn send_frame_of(&self, bytes: usize) {
+        self.command(Cmd::Huge(bytes));
+    }
+
+    /// How many frames of [`StandIn::send_frame_of`] are done with: sent
+    /// whole, or cut short by the connection ending.
+    pub fn huge_frames_done(&self) -> u32 {
+        lock(&self.state).huge_frames_done
+    }
+
+    /// Answers every IDENTIFY with close `code` (`None`: as usual), as
+    /// Discord does for a revoked token (4004) or a privileged intent the
+    /// bot may not have (4014).
+    pub fn refuse_identify(&self, code: Option<u16>) {
+        lock(&self.state).refuse_identify = code;
+    }
+
+    /// How many websocket connections the gateway accepted.
+    pub fn connections(&self) -> u64 {
+        lock(&self.state).next_conn
+    }
+
+    /// How many IDENTIFYs the gateway received, refused ones included.
+    pub fn identify_attempts(&self) -> u32 {
+        lock(&self.state).identify_attempts
     }
 
     /// A RESUME replays this many dispatches the client had already seen

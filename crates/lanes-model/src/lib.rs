@@ -18,6 +18,7 @@ pub mod redis_url;
 pub mod responder;
 pub mod secret;
 pub mod shared_routes;
+pub mod source_status;
 pub mod stream_key;
 
 pub use acl::{AclUser, UserError};

@@ -36,7 +36,7 @@ pub use report::{
     AgentLaneReport, BridgeCounters, Counters, LanesReport, RouteOrigin, RouteReport, RoutesReport,
     StreamReport,
 };
-pub use report::{ConsultRuleReport, ResponderLaneReport};
+pub use report::{ConsultRuleReport, ResponderLaneReport, SourceReport};
 pub use report::{LanesMemory, NameLease, SharedLanesReport};
 pub use route::{Route, RouteError};
 pub use stream::{Streamed, Subscribed, EVENT_KINDS, REFUSAL_KIND};

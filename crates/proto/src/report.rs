@@ -139,6 +139,26 @@ pub struct RoutesReport {
     /// The `[[lanes.consult]]` rules in force: who may ask whom.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub consult: Vec<ConsultRuleReport>,
+    /// How each of the running bridge's sources is, by name (empty when
+    /// no bridge said: none runs, or Redis did not answer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceReport>,
+}
+
+/// One of the bridge's sources: whether its inbound side runs, and if it
+/// was stopped by a failure, why and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceReport {
+    /// Why it stopped, and what to do (a failed source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When it stopped (RFC 3339; a failed source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<String>,
+    /// The source's name (`webhook`, `email`, `discord`, `consult`).
+    pub name: String,
+    /// Whether its inbound side runs.
+    pub up: bool,
 }
 
 /// One rule of agents consulting each other: `from` may ask `to`.

@@ -539,6 +539,23 @@ impl Printer {
         if let Some(e) = &report.reload_error {
             writeln!(out, "bridge: its last reload failed: {e}")?;
         }
+        if !report.sources.is_empty() {
+            let states: Vec<String> = report
+                .sources
+                .iter()
+                .map(|s| format!("{} {}", s.name, if s.up { "up" } else { "FAILED" }))
+                .collect();
+            writeln!(out, "sources: {}", states.join(", "))?;
+        }
+        for s in report.sources.iter().filter(|s| !s.up) {
+            writeln!(
+                out,
+                "bridge: source {} stopped at {} (the others go on): {}",
+                s.name,
+                s.failed_at.as_deref().unwrap_or("?"),
+                s.error.as_deref().unwrap_or("no reason recorded")
+            )?;
+        }
         let parts: Vec<String> = match &report.counters {
             None => return out.flush(),
             Some(Counters::Unread {}) => Vec::new(),

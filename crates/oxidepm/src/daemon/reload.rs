@@ -192,6 +192,17 @@ impl Daemon {
         if applied.iter().any(|k| is_consult_key(k)) {
             self.lanes.set_consult(&config.lanes);
             self.rewrite_bridge();
+        } else if self
+            .lanes
+            .settings
+            .discord
+            .as_ref()
+            .is_some_and(|d| d.enabled)
+        {
+            // The bot token may be new (one Discord refused, put right in
+            // secrets/): the bridge is handed it, and its reload takes it
+            // up and starts the discord source again if it had stopped.
+            self.rewrite_bridge();
         }
         // Keys that wait keep their old value, so the next reload names
         // them again until the daemon restarts.
@@ -212,11 +223,14 @@ impl Daemon {
         Ok(reloaded)
     }
 
-    /// Writes the bridge's configuration again and has it reload, on a
-    /// task of its own (a reload answers without waiting for the bridge).
+    /// Writes the bridge's configuration (and its copy of the bot token)
+    /// again and has it reload, on a task of its own (a reload answers
+    /// without waiting for the bridge).
     fn rewrite_bridge(&self) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            log::warn!("lanes: the bridge takes up the new consult rules at its next start");
+            log::warn!(
+                "lanes: the bridge takes up the new consult rules or token at its next start"
+            );
             return;
         };
         let (lanes, sup) = (self.lanes.clone(), self.sup.clone());
@@ -228,8 +242,10 @@ impl Daemon {
                 return;
             }
             match lanes.ensure_bridge(&sup, &agents).await {
-                Ok(()) => log::info!("lanes: the bridge was given the consult rules in force"),
-                Err(e) => log::error!("lanes: cannot give the bridge the new consult rules: {e}"),
+                Ok(()) => log::info!(
+                    "lanes: the bridge was given its configuration again (consult rules, bot token)"
+                ),
+                Err(e) => log::error!("lanes: cannot give the bridge its configuration again: {e}"),
             }
         });
     }

@@ -23,7 +23,7 @@ use oxidepm_lanes::stream_key::{BRIDGE_GROUP, STATS_KEY, UNROUTED_KEY};
 use oxidepm_lanes::{AclUser, Secret, StreamKey};
 use oxidepm_proto::{
     Actor, AppKind, AppSpec, BridgeCounters, Counters, Route, RouteOrigin, RouteReport,
-    RoutesReport,
+    RoutesReport, SourceReport,
 };
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -31,6 +31,10 @@ use std::path::{Path, PathBuf};
 
 /// The name of the webhook's bearer token among the secrets.
 const WEBHOOK_TOKEN: &str = "webhook_token";
+
+/// What is read of the running bridge: its counters, why its last
+/// reload failed (if it did) and its sources.
+type BridgeRead = (Counters, Option<String>, Vec<SourceReport>);
 
 impl Lanes {
     /// Routes: those of daemon.toml (`config`) then those added at runtime.
@@ -380,26 +384,32 @@ impl Lanes {
                     .map(move |s| StreamKey::outbox(&a.name, s).to_string())
             })
             .collect();
-        let (counters, reload_error) = match admin {
-            Err(_) => (Some(Counters::Unread {}), None),
+        let (counters, reload_error, sources) = match admin {
+            Err(_) => (Some(Counters::Unread {}), None, Vec::new()),
             Ok((user, pw)) => {
-                match tokio::task::spawn_blocking(move || -> (Counters, Option<String>) {
+                match tokio::task::spawn_blocking(move || -> BridgeRead {
                     let Ok(mut con) = server.connect(&user, &pw) else {
-                        return (Counters::Unread {}, None);
+                        return (Counters::Unread {}, None, Vec::new());
                     };
-                    let status: Vec<Option<String>> = redis::cmd("HMGET")
+                    let status: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
                         .arg(STATUS_KEY)
-                        .arg("reload_error")
-                        .arg("reload_failed_at")
                         .query(&mut *con)
                         .unwrap_or_default();
-                    let reload_error = match status.as_slice() {
-                        [Some(e), at] => Some(format!(
+                    let reload_error = status.get("reload_error").map(|e| {
+                        format!(
                             "{e} (at {}); the bridge runs with its previous configuration",
-                            at.as_deref().unwrap_or("?")
-                        )),
-                        _ => None,
-                    };
+                            status.get("reload_failed_at").map_or("?", String::as_str)
+                        )
+                    });
+                    let sources = oxidepm_lanes::source_status::read(&status)
+                        .into_iter()
+                        .map(|s| SourceReport {
+                            error: s.error,
+                            failed_at: s.failed_at,
+                            name: s.name,
+                            up: s.up,
+                        })
+                        .collect();
                     let pending: i64 = outboxes
                         .iter()
                         .map(|k| group_pending(&mut *con, k, BRIDGE_GROUP))
@@ -427,12 +437,12 @@ impl Lanes {
                         delivery_ms: stat("delivery_ms"),
                         lost: stat("lost"),
                     });
-                    (counters, reload_error)
+                    (counters, reload_error, sources)
                 })
                 .await
                 {
-                    Ok((c, e)) => (Some(c), e),
-                    Err(_) => (None, None),
+                    Ok((c, e, s)) => (Some(c), e, s),
+                    Err(_) => (None, None, Vec::new()),
                 }
             }
         };
@@ -444,6 +454,7 @@ impl Lanes {
             reload_error,
             routes,
             consult: self.consult_report(),
+            sources,
         })
     }
 

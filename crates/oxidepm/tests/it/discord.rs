@@ -13,17 +13,28 @@ const CHANNEL: u64 = 1_300_000_000_000_000_222;
 
 /// Writes the bot token as a person would, with `mode`.
 fn write_token(env: &Env, mode: u32) {
+    write_token_text(env, TOKEN, mode);
+}
+
+/// Writes `token` as the bot token, with `mode`.
+fn write_token_text(env: &Env, token: &str, mode: u32) {
     let dir = env.home.join("secrets");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     let f = dir.join("discord_token");
-    std::fs::write(&f, format!("{TOKEN}\n")).unwrap();
+    std::fs::write(&f, format!("{token}\n")).unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 fn daemon_toml(env: &Env, standin: &StandIn) {
+    daemon_toml_with(env, standin, "");
+}
+
+/// daemon.toml routing `CHANNEL` to alice, with `top` (top-level keys)
+/// first.
+fn daemon_toml_with(env: &Env, standin: &StandIn, top: &str) {
     env.daemon_toml(&format!(
-        r#"
+        r#"{top}
 agents_share_uid = true
 [lanes]
 sources = ["discord"]
@@ -147,4 +158,82 @@ fn a_token_others_can_read_is_not_handed_to_the_bridge() {
     assert!(lanes.contains("discord_token"), "{lanes}");
     assert!(!env.home.join("bridge/discord_token").exists());
     assert!(!standin.connected());
+}
+
+/// The discord source as `oxidepm lanes --json` has it: `(up, error)`.
+fn discord_state(env: &Env) -> Option<(bool, Option<String>)> {
+    let v = env.json(&["lanes"]);
+    let s = v["bridge"]["sources"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == "discord")?
+        .clone();
+    Some((s["up"].as_bool()?, s["error"].as_str().map(str::to_string)))
+}
+
+/// `oxidepm_bridge_source_up{source="discord"}` in a scrape of `addr`.
+fn source_up_metric(addr: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.lines()
+        .find_map(|l| l.strip_prefix("oxidepm_bridge_source_up{source=\"discord\"} "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn a_refused_token_is_shown_in_lanes_and_metrics_and_a_new_one_and_a_reload_bring_it_back() {
+    let env = Env::new();
+    let standin = StandIn::start(TOKEN).unwrap();
+    standin.allow_channel(CHANNEL);
+    // A token reset in the developer portal since it was saved.
+    write_token_text(&env, "MTEwMDAw.reset-since.c2VjcmV0", 0o600);
+    let metrics = format!("127.0.0.1:{}", oxidepm_testkit::free_port());
+    daemon_toml_with(&env, &standin, &format!("metrics = \"{metrics}\""));
+    env.ok(&[
+        "start", "--kind", "agent", "--name", "alice", "--", "sleep", "100000",
+    ]);
+    let why = env.wait(
+        30,
+        "the discord source to be reported failed",
+        || match discord_state(&env) {
+            Some((false, why)) => why,
+            _ => None,
+        },
+    );
+    assert!(
+        why.contains("refused the bot token (close code 4004"),
+        "{why}"
+    );
+    assert!(why.contains("secrets/discord_token"), "{why}");
+    let text = env.ok(&["lanes"]);
+    assert!(text.contains("sources: discord FAILED"), "{text}");
+    assert!(
+        text.contains("bridge: source discord stopped at "),
+        "{text}"
+    );
+    env.wait(30, "the metric to say it is down", || {
+        source_up_metric(&metrics) == Some(0.0)
+    });
+    assert_eq!(standin.identify_attempts(), 1, "tried once, not in a loop");
+    // The current token, then a reload: the bridge is handed it and the
+    // source comes up again, in the same bridge process.
+    let bridge = env.pid("oxidepm-bridge");
+    write_token(&env, 0o600);
+    env.ok(&["reload-daemon-config"]);
+    assert!(
+        standin.wait_connected(Duration::from_secs(30)),
+        "the bridge never identified again: {}",
+        read(&env.home.join("daemon.log"))
+    );
+    env.wait(30, "the discord source to be up", || {
+        matches!(discord_state(&env), Some((true, None)))
+    });
+    env.wait(30, "the metric to say it is up", || {
+        source_up_metric(&metrics) == Some(1.0)
+    });
+    assert_eq!(env.pid("oxidepm-bridge"), bridge);
 }

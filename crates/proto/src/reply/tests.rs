@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::report::{AgentLaneReport, BridgeCounters, Counters, RouteOrigin, RouteReport};
-use crate::report::{LanesMemory, StreamReport};
+use crate::report::{LanesMemory, SourceReport, StreamReport};
 use serde_json::{json, Value};
 
 /// Writes `t` directly and through `Value` (sorted keys): the two agree
@@ -153,6 +153,20 @@ fn reports_keep_their_shape() {
             reload_error: None,
             routes: vec![RouteReport::new(route(), RouteOrigin::Config)],
             consult: Vec::new(),
+            sources: vec![
+                SourceReport {
+                    error: Some("Discord refused the bot token".into()),
+                    failed_at: Some("2026-01-01T00:00:00.000Z".into()),
+                    name: "discord".into(),
+                    up: false,
+                },
+                SourceReport {
+                    error: None,
+                    failed_at: None,
+                    name: "webhook".into(),
+                    up: true,
+                },
+            ],
         },
         warnings: Vec::new(),
         responders: Vec::new(),
@@ -171,7 +185,9 @@ fn reports_keep_their_shape() {
             r#"{"agents":[{"acl_user":"agent_alice","agent":"alice","socket":"/h/lanes/alice.sock","#,
             r#""streams":[{"key":"alice:ops:inbox","length":2,"pending":1}]}],"#,
             r#""bridge":{"counters":{"dead":1,"delivered":2,"lost":11,"malformed":8,"pending":3,"retried":4,"routed":5,"too_large":9,"trimmed":10,"unrouted":6,"unrouted_stream":7,"waited":12},"#,
-            r#""default_agent":null,"routes":[{"agent":"alice","channel":"support","origin":"config","source":"webhook"}]},"#,
+            r#""default_agent":null,"routes":[{"agent":"alice","channel":"support","origin":"config","source":"webhook"}],"#,
+            r#""sources":[{"error":"Discord refused the bot token","failed_at":"2026-01-01T00:00:00.000Z","name":"discord","up":false},"#,
+            r#"{"name":"webhook","up":true}]},"#,
             r#""memory":{"agent_quota":2,"maxmemory":10,"outbox_budget":5,"used":4}}"#
         )
     );

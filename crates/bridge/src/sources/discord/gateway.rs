@@ -17,6 +17,7 @@
 //! resumes it later. Each message carries the session's place after it,
 //! which the publishing task saves once the message is in ([`Saver`]).
 
+use super::close;
 use super::dedupe::{self, Seen};
 use super::message;
 use super::resume::{Mark, Saver};
@@ -78,7 +79,7 @@ pub fn intents() -> Intents {
 }
 
 /// Runs the session until `shutdown`; `Err` when the gateway ended it for
-/// good (a refused token or intents).
+/// good (a refused token or intents: a fatal close code).
 pub async fn run(
     cfg: Arc<DiscordConfig>,
     token: &Secret,
@@ -87,7 +88,8 @@ pub async fn run(
     counts: Arc<Counts>,
     reach: Arc<super::reach::Reach>,
 ) -> Result<(), super::DiscordError> {
-    let mut b = ConfigBuilder::new(token.expose().to_string(), intents());
+    let mut b = ConfigBuilder::new(token.expose().to_string(), intents())
+        .max_message_size(Some(close::MAX_MESSAGE_BYTES));
     if let Some(u) = &cfg.gateway_url {
         b = b.proxy_url(u.clone());
     }
@@ -110,20 +112,64 @@ pub async fn run(
     ));
     let wanted = EventTypeFlags::READY | EventTypeFlags::RESUMED | EventTypeFlags::MESSAGE_CREATE;
     let mut own_id: Option<u64> = None;
-    let mut result = Ok(());
+    // The last close frame, and how many closes came without a session
+    // coming up in between.
+    let mut last_close: Option<(u16, String)> = None;
+    let mut closes = 0u32;
     loop {
         let event = tokio::select! {
             e = shard.next_event(wanted) => e,
             _ = shutdown.wait() => break,
         };
         match event {
+            // The stream has ended: polling it again would panic.
             None => {
-                result = Err(super::DiscordError::Closed);
-                break;
+                let (code, reason) = last_close.take().unzip();
+                let refusal = close::Refusal {
+                    code,
+                    reason: reason.unwrap_or_default(),
+                    token_file: cfg.token_file.clone(),
+                };
+                drop(tx);
+                let _ = publishing.await;
+                return Err(super::DiscordError::Refused(refusal));
             }
             // twilight reconnects by itself after these.
             Some(Err(e)) => log::warn!("discord: gateway: {e}"),
+            Some(Ok(Event::GatewayClose(frame))) => {
+                let (code, reason) =
+                    frame.map_or((1006, String::new()), |f| (f.code, f.reason.into_owned()));
+                last_close = Some((code, reason.clone()));
+                if close::is_fatal(code) {
+                    continue;
+                }
+                closes += 1;
+                let pause = close::pause_after(closes);
+                log::warn!(
+                    "discord: the gateway closed the connection (code {code}{}{}); resuming{}",
+                    if reason.is_empty() { "" } else { ": " },
+                    reason,
+                    if pause.is_zero() {
+                        String::new()
+                    } else {
+                        format!(" in {} s ({closes} closes in a row)", pause.as_secs())
+                    }
+                );
+                if code == 1006 && closes == 1 {
+                    log::info!(
+                        "discord: (1006: the connection broke, or the gateway sent a message over {} MiB, which is refused)",
+                        close::MAX_MESSAGE_BYTES >> 20
+                    );
+                }
+                if !pause.is_zero() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = shutdown.wait() => break,
+                    }
+                }
+            }
             Some(Ok(Event::Ready(r))) => {
+                closes = 0;
                 if std::mem::take(&mut resuming) {
                     log::warn!(
                         "discord: the gateway refused to resume the last session; \
@@ -147,6 +193,7 @@ pub async fn run(
                 );
             }
             Some(Ok(Event::Resumed)) => {
+                closes = 0;
                 resuming = false;
                 log::info!("discord: session resumed");
             }
@@ -183,7 +230,7 @@ pub async fn run(
     // next bridge.
     drop(tx);
     let _ = publishing.await;
-    result
+    Ok(())
 }
 
 /// Publishes every received message once, in order, and saves the

@@ -6,7 +6,11 @@
 //! are other bots' unless `ignore_bots` is false. A message the gateway
 //! sends twice (a RESUME's replay) is taken once ([`dedupe`]). A bridge
 //! stopped cleanly leaves its session for the next one to resume
-//! ([`resume`]), so what is sent during a restart is replayed.
+//! ([`resume`]), so what is sent during a restart is replayed. A close
+//! Discord allows a resume after is resumed; a fatal one (a refused token,
+//! an intent not allowed) ends the source with what to do ([`close`]), and
+//! a reload takes up a new token from the token file and starts it again.
+//! A gateway message over [`close::MAX_MESSAGE_BYTES`] is refused unread.
 //!
 //! **Outbound** ([`rest`]): an outbox entry's `text` is posted as the bot
 //! to its `channel` — only a channel that is the agent's ([`reach`]) — (an optional `reply_to` makes it a reply), in parts of
@@ -21,6 +25,7 @@
 //! gateway and put in the REST requests' `Authorization` header (marked
 //! sensitive); it is in no log line, error or entry.
 
+mod close;
 mod dedupe;
 pub mod gateway;
 mod lease;
@@ -48,18 +53,17 @@ pub enum DiscordError {
     /// The section cannot be used.
     #[error(transparent)]
     Config(#[from] DiscordConfigError),
-    /// The gateway ended the session for good.
-    #[error(
-        "discord: the gateway closed the session for good: the token was refused, or an intent is not allowed \
-         (enable MESSAGE CONTENT for the bot in the developer portal); fix it and restart the bridge"
-    )]
-    Closed,
+    /// The gateway ended the session for good (a fatal close code).
+    #[error("{0}")]
+    Refused(close::Refusal),
 }
 
 /// The discord source.
 pub struct DiscordSource {
     cfg: Arc<DiscordConfig>,
-    token: Secret,
+    /// Read again at a reload: a token put right after Discord refused it
+    /// is taken up without a restart.
+    token: std::sync::RwLock<Secret>,
     rest: rest::Rest,
     counts: Arc<gateway::Counts>,
     reach: Arc<reach::Reach>,
@@ -85,13 +89,32 @@ impl DiscordSource {
         reach.set_routes(crate::routing::Routes::from_plan(&cfg.route_plan()));
         Ok(Some(DiscordSource {
             cfg: Arc::new(d.clone()),
-            token,
+            token: std::sync::RwLock::new(token),
             rest,
             counts: Arc::default(),
             reach,
             lease_as: (oxidepm_lanes::stream_key::key_form() == oxidepm_lanes::KeyForm::Tagged)
                 .then(|| cfg.outbox.consumer.clone()),
         }))
+    }
+}
+
+impl DiscordSource {
+    /// Takes up the token file's current token (the daemon writes a new
+    /// one before it has the bridge reload); one that cannot be read
+    /// leaves the one in use.
+    fn read_token_again(&self) {
+        match Secret::read(&self.cfg.token_file) {
+            Ok(t) => {
+                let mut cur = self.token.write().unwrap_or_else(|p| p.into_inner());
+                if *cur != t {
+                    log::info!("discord: the token file has a new token; taken up");
+                    self.rest.set_token(&t);
+                    *cur = t;
+                }
+            }
+            Err(e) => log::warn!("discord: discord.token_file: {e}; the token in use is kept"),
+        }
     }
 }
 
@@ -106,11 +129,12 @@ impl Source for DiscordSource {
         shutdown: Shutdown,
     ) -> BoxFuture<'_, Result<(), SourceError>> {
         self.reach.set_connection(publisher.connection());
+        let token = self.token.read().unwrap_or_else(|p| p.into_inner()).clone();
         Box::pin(async move {
             let session = |sd: Shutdown| {
                 gateway::run(
                     self.cfg.clone(),
-                    &self.token,
+                    &token,
                     publisher.clone(),
                     sd,
                     self.counts.clone(),
@@ -148,7 +172,10 @@ impl Source for DiscordSource {
         self.reach
             .set_routes(crate::routing::Routes::from_plan(&config.route_plan()));
         match &config.discord {
-            Some(d) if *d == *self.cfg => Ok(Vec::new()),
+            Some(d) if *d == *self.cfg => {
+                self.read_token_again();
+                Ok(Vec::new())
+            }
             Some(_) => Ok(vec!["the discord settings".into()]),
             None => Ok(vec!["removing the discord source".into()]),
         }

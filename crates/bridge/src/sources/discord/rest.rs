@@ -56,11 +56,21 @@ const MAX_WAIT: Duration = Duration::from_secs(3600);
 /// Discord's API when `api_url` is not set.
 const DISCORD: &str = "https://discord.com";
 
+/// The `Authorization` header of `token`, marked sensitive (kept out of
+/// hyper's debug output).
+fn auth(token: &Secret) -> HeaderValue {
+    let mut auth = HeaderValue::from_str(&format!("Bot {}", token.expose()))
+        .unwrap_or_else(|_| HeaderValue::from_static("Bot"));
+    auth.set_sensitive(true);
+    auth
+}
+
 /// The bot's REST client.
 pub struct Rest {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     base: String,
-    auth: HeaderValue,
+    /// `Bot <token>`; replaced when the token file changes.
+    auth: std::sync::RwLock<HeaderValue>,
     timeout: Duration,
     limiter: RateLimiter,
     /// Until when a global rate limit holds every post back.
@@ -97,17 +107,19 @@ impl Rest {
             .enable_http1()
             .build();
         let client = Client::builder(TokioExecutor::new()).build(tls);
-        let mut auth = HeaderValue::from_str(&format!("Bot {}", token.expose()))
-            .unwrap_or_else(|_| HeaderValue::from_static("Bot"));
-        auth.set_sensitive(true);
         Ok(Rest {
             client,
             base,
-            auth,
+            auth: std::sync::RwLock::new(auth(token)),
             timeout: Duration::from_millis(cfg.post_timeout_ms),
             limiter: RateLimiter::default(),
             paused: Mutex::new(None),
         })
+    }
+
+    /// Posts with `token` from now on.
+    pub fn set_token(&self, token: &Secret) {
+        *self.auth.write().unwrap_or_else(|p| p.into_inner()) = auth(token);
     }
 
     /// How long a global rate limit still holds posts back.
@@ -146,7 +158,10 @@ impl Rest {
             })
             .await;
         let req = Request::post(format!("{}/api/v10/{path}", self.base))
-            .header(AUTHORIZATION, self.auth.clone())
+            .header(
+                AUTHORIZATION,
+                self.auth.read().unwrap_or_else(|p| p.into_inner()).clone(),
+            )
             .header(CONTENT_TYPE, "application/json")
             .header(
                 USER_AGENT,

@@ -213,12 +213,12 @@ async fn lanes(t: &mut Text, d: &Daemon) {
         memory(t, &m);
     }
     let routes = tokio::time::timeout(LANES_WAIT, d.lanes.routes_report(&d.sup)).await;
-    let counters = match routes {
+    let (counters, sources) = match routes {
         Ok(Ok(r)) => match r.counters {
-            Some(Counters::Read(c)) => Some(c),
-            _ => None,
+            Some(Counters::Read(c)) => (Some(c), r.sources),
+            _ => (None, Vec::new()),
         },
-        _ => None,
+        _ => (None, Vec::new()),
     };
     let up = matches!(agents, Ok(Ok(_))) && counters.is_some();
     t.family(
@@ -272,6 +272,21 @@ async fn lanes(t: &mut Text, d: &Daemon) {
         );
         t.sample(&format!("{name}_sum"), &[], c.delivery_ms as f64 / 1000.0);
         t.sample(&format!("{name}_count"), &[], c.delivered as f64);
+    }
+    if !sources.is_empty() {
+        let name = "oxidepm_bridge_source_up";
+        t.family(
+            name,
+            Kind::Gauge,
+            "1 when a source's inbound side runs in the bridge; 0 when a failure stopped it (`oxidepm lanes` says why).",
+        );
+        for s in &sources {
+            t.sample(
+                name,
+                &[("source", s.name.as_str())],
+                if s.up { 1.0 } else { 0.0 },
+            );
+        }
     }
 }
 
