@@ -254,6 +254,13 @@ impl Client {
                 Ok(0) => return Err(ClientError::Closed),
                 Ok(n) => written += n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // The daemon refused the request before it was all sent
+                // (too long a line): its answer says why.
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) =>
+                {
+                    return Err(self.refusal_before_close().unwrap_or(ClientError::Io(e)));
+                }
                 Err(e) => {
                     if let Some(e) = self.late(e) {
                         return Err(e);
@@ -302,6 +309,17 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The error the daemon answered before it closed the connection, if
+    /// it did.
+    fn refusal_before_close(&mut self) -> Option<ClientError> {
+        let mut line = Vec::new();
+        self.reader.read_until(b'\n', &mut line).ok()?;
+        let resp: Response = serde_json::from_slice(&line).ok()?;
+        resp.error.map(ClientError::Daemon)
+    }
+}
+
 /// Reads an answer (or a streamed item) as `T`.
 fn decode<T: DeserializeOwned>(v: Value) -> Result<T, ClientError> {
     serde_json::from_value(v).map_err(ClientError::Protocol)
@@ -324,6 +342,32 @@ mod tests {
             let _ = s.write_all(answer);
         });
         (dir, path)
+    }
+
+    #[test]
+    fn a_request_refused_before_it_is_all_sent_gets_the_daemon_s_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = vec![0u8; 64 << 10];
+            let _ = s.read(&mut b);
+            let e = br#"{"id":0,"ok":false,"error":{"code":"E_TOO_LARGE","message":"request line longer than 16777216 bytes; the connection is closed"}}"#;
+            let _ = s.write_all(e);
+            let _ = s.write_all(b"\n");
+            // Closed with the rest unread: the client's write fails.
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        });
+        let mut c = Client::connect(&path, None, Some(Duration::from_secs(5))).unwrap();
+        let spec = oxidepm_proto::AppSpec::new("huge", "x".repeat(32 << 20), vec![]);
+        let e = c
+            .call(Op::Define {
+                apps: vec![spec],
+                update: true,
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("longer than 16777216"), "{e}");
     }
 
     #[test]

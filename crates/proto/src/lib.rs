@@ -46,8 +46,13 @@ pub use verbs::{
 };
 pub use wire::{ErrorBody, ErrorCode, Op, Request, Response, SignalName};
 
-/// Largest request line the daemon accepts on its main socket.
+/// Largest request line on `agent.sock` (and any socket but `daemon.sock`).
 pub const MAX_LINE: usize = 1 << 20;
+
+/// The longest request line on `daemon.sock` (a person's socket, 0600):
+/// an app file of tens of thousands of apps is one `define`, all or
+/// nothing, as pm2 and supervisord take a file of any size.
+pub const MAX_DAEMON_LINE: usize = 16 << 20;
 
 /// Protocol version, bumped on any incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;

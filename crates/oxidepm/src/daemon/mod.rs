@@ -410,7 +410,7 @@ async fn serve(mut opts: Options, config: Config, keys: reload::Keys) -> Result<
         source,
     })?;
     let main_limits = Limits {
-        max_line: oxidepm_proto::MAX_LINE,
+        max_line: oxidepm_proto::MAX_DAEMON_LINE,
         idle: None,
         write_timeout: Some(Duration::from_secs(30)),
         caps: server::Caps {

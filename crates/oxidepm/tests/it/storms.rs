@@ -130,3 +130,28 @@ fn a_kill_whose_client_is_killed_still_stops_everything_and_the_daemon() {
     let r = env.request(json!({"id": 1, "op": "ping"}));
     assert!(r["pid"].is_u64());
 }
+
+/// pm2 and supervisord take a file of any size: 10,000 apps in one pm2
+/// file (about 2 MB as the define the CLI sends, over agent.sock's 1 MiB
+/// bound) are one define, all or nothing. They are defined stopped
+/// (`autostart: false`): 10,000 running processes and their log writers
+/// are beyond what a test may cost here (the `start1000` benchmark
+/// measures starting at scale).
+#[test]
+fn a_file_of_ten_thousand_apps_is_one_define() {
+    let env = Env::new();
+    let apps: Vec<Value> = (0..10_000)
+        .map(|i| {
+            json!({"name": format!("worker-{i:05}"), "script": "sleep", "args": "100000",
+                   "autostart": false, "env": {"ROLE": "worker", "SHARD": i.to_string()}})
+        })
+        .collect();
+    let file = env.path("ecosystem.config.json");
+    let text = serde_json::to_string(&json!({ "apps": apps })).unwrap();
+    assert!(text.len() > 1 << 20, "{} bytes", text.len());
+    std::fs::write(&file, text).unwrap();
+    env.ok(&["start", file.to_str().unwrap()]);
+    let status = env.status();
+    assert_eq!(status.len(), 10_000);
+    assert!(status.iter().all(|a| a["status"] == "stopped"));
+}
