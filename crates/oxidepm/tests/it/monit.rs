@@ -239,6 +239,22 @@ fn sigterm_and_sighup_give_the_terminal_back() {
     }
 }
 
+/// The terminal goes away under monit (its tmux pane closed, an ssh
+/// session dropped): monit ends at once instead of spinning on a
+/// terminal that reads nothing, for ever.
+#[test]
+fn a_terminal_that_goes_away_ends_monit() {
+    let env = Env::new();
+    env.ok(&["start", "--name", "web", "--", "sleep", "1000"]);
+    let Some(t) = Tmux::start(&env, None) else {
+        return;
+    };
+    t.monit(&env, "web");
+    let monit = t.foreground_pid().expect("monit runs in the shell");
+    t.tmux(&["kill-session", "-t", "monit"]);
+    env.wait(5, "monit to end with its terminal", || !alive(monit));
+}
+
 #[test]
 fn monit_without_a_terminal_says_so_and_starts_nothing() {
     let env = Env::new();

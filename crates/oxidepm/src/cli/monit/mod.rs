@@ -21,6 +21,8 @@ use model::{Model, Step};
 use ratatui::crossterm::event::{self, Event};
 use source::{Ask, Polling, Update};
 use std::process::ExitCode;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often the daemon is asked again.
@@ -47,6 +49,7 @@ pub fn run() -> Result<ExitCode, TermError> {
     let mut model = Model::default();
     let mut screen = term::Screen::take()?;
     let feed = source::spawn(Polling::default(), INTERVAL, model.want());
+    let (keys, keys_failed) = read_keys();
     loop {
         if let Some(sig) = screen.signalled() {
             return Ok(ExitCode::from(128u8.saturating_add(sig as u8)));
@@ -65,16 +68,15 @@ pub fn run() -> Result<ExitCode, TermError> {
             }
         }
         screen.terminal.draw(|f| view::draw(f, &model, &theme))?;
-        match event::poll(TICK) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            // A signal woke the wait: the loop's top looks at it.
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
+        if screen.terminal_gone() {
+            return Ok(ExitCode::from(
+                128u8 + nix::sys::signal::Signal::SIGHUP as u8,
+            ));
         }
-        let step = match event::read()? {
-            Event::Key(k) => model.key(k),
-            _ => Step::Stay,
+        let step = match keys.recv_timeout(TICK) {
+            Ok(Event::Key(k)) => model.key(k),
+            Ok(_) | Err(RecvTimeoutError::Timeout) => Step::Stay,
+            Err(RecvTimeoutError::Disconnected) => return Err(reader_error(&keys_failed)),
         };
         match step {
             Step::Stay => {}
@@ -87,4 +89,42 @@ pub fn run() -> Result<ExitCode, TermError> {
             }
         }
     }
+}
+
+/// Reads the terminal's events on a thread of its own. The terminal
+/// library's reader loops for ever on a terminal whose other end closed
+/// (each read gives nothing, without blocking): on this thread that spin
+/// cannot keep the loop from seeing the lost terminal or a signal within a
+/// tick, and it ends with the process.
+fn read_keys() -> (Receiver<Event>, Arc<Mutex<Option<std::io::Error>>>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let failed = Arc::new(Mutex::new(None));
+    let note = Arc::clone(&failed);
+    let spawned = std::thread::Builder::new()
+        .name("monit-keys".into())
+        .spawn(move || loop {
+            match event::read() {
+                Ok(ev) => {
+                    if tx.send(ev).is_err() {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    *note.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+    (rx, failed)
+}
+
+/// Why the key reader stopped.
+fn reader_error(failed: &Mutex<Option<std::io::Error>>) -> TermError {
+    let e = failed.lock().unwrap_or_else(|p| p.into_inner()).take();
+    e.unwrap_or_else(|| std::io::Error::other("the terminal's reader stopped"))
+        .into()
 }

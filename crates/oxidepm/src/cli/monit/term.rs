@@ -72,6 +72,22 @@ impl Screen {
         Ok(screen)
     }
 
+    /// Whether the terminal is gone (its other end closed: a tmux pane
+    /// killed, an ssh session dropped). Its input then reads nothing for
+    /// ever, and waiting on it would spin: monit ends instead.
+    pub fn terminal_gone(&self) -> bool {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let stdin = std::io::stdin();
+        let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(_) => fds[0].revents().is_some_and(|r| {
+                r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
+            }),
+            Err(_) => false,
+        }
+    }
+
     /// The signal that asked monit to end, if one did.
     pub fn signalled(&self) -> Option<i32> {
         match self.signal.load(Ordering::Relaxed) {
