@@ -66,6 +66,25 @@ impl Store {
 
     /// Records the pid of run `run_id`, once its process exists (or, for an
     /// adopted process, once it is known); owed to the disk when that
+    /// Deletes up to `batch` of the oldest ended runs beyond the newest
+    /// `keep` (never a run that has not ended, nor an app's current run:
+    /// recovery finds processes by them); returns how many it deleted.
+    /// Fewer than `batch` means nothing more is due now.
+    pub fn prune_runs(&self, keep: u64, batch: usize) -> Result<usize> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "DELETE FROM runs WHERE id IN (
+                   SELECT id FROM runs
+                    WHERE ended_at IS NOT NULL
+                      AND id <= (SELECT max(id) FROM runs) - ?2
+                      AND id NOT IN (SELECT run_id FROM apps WHERE run_id IS NOT NULL)
+                    ORDER BY id LIMIT ?1)",
+            )?
+            .execute(params![batch as i64, keep.min(i64::MAX as u64) as i64])?;
+        Ok(n)
+    }
+
     /// fails.
     pub fn run_forked(&self, run_id: i64, pid: u32) -> Result<()> {
         // A start still owed takes the pid with it.
@@ -194,6 +213,48 @@ mod tests {
             .query_row("SELECT pid FROM runs WHERE id = ?1", [run], |r| r.get(0))
             .unwrap();
         assert_eq!(pid, Some(4242));
+    }
+
+    #[test]
+    fn ended_runs_beyond_the_count_are_pruned_and_current_ones_never() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let actor = Actor::new(Class::Human, "cli");
+        let app = store
+            .insert_app(&AppSpec::new("web", "sleep", vec![]), &actor)
+            .unwrap();
+        let mut rt = store.load_apps().unwrap()[0].runtime.clone();
+        let mut ids = Vec::new();
+        for _ in 0..10 {
+            let id = store.begin_run(app, &actor, &mut rt).unwrap();
+            store.run_forked(id, 100).unwrap();
+            ids.push(id);
+        }
+        // All but the last two have ended; the first is an app's current
+        // run (as after a lost state).
+        for id in &ids[..8] {
+            store
+                .conn
+                .execute("UPDATE runs SET ended_at = 1 WHERE id = ?1", [id])
+                .unwrap();
+        }
+        store
+            .conn
+            .execute("UPDATE apps SET run_id = ?1", [ids[0]])
+            .unwrap();
+        // The newest 3 kept whatever they are: of the rest, ended ones go.
+        assert_eq!(store.prune_runs(3, 4).unwrap(), 4);
+        assert_eq!(store.prune_runs(3, 4).unwrap(), 2);
+        assert_eq!(store.prune_runs(3, 4).unwrap(), 0);
+        let left: Vec<i64> = store
+            .conn
+            .prepare("SELECT id FROM runs ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(left, [ids[0], ids[7], ids[8], ids[9]]);
     }
 
     #[test]

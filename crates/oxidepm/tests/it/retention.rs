@@ -128,6 +128,61 @@ fn events_and_audit_rows_beyond_the_configured_counts_are_pruned() {
     }
 }
 
+/// A crash loop records a run at every restart: past `runs_max_rows` the
+/// oldest ended ones go, and a running app's run stays.
+#[test]
+fn runs_of_a_crash_loop_are_pruned_to_the_configured_count() {
+    let env = Env::new();
+    env.daemon_toml(
+        "[retention]\nruns_max_rows = 5\nevents_max_rows = 3\nprune_interval_secs = 1\n",
+    );
+    env.ok(&[
+        "start",
+        "--name",
+        "crash",
+        "--restart-delay",
+        "0ms",
+        "--min-uptime",
+        "0ms",
+        "--max-restarts",
+        "100000",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    env.wait(60, "30 restarts", || {
+        env.daemon_app("crash")["restarts"].as_u64() >= Some(30)
+    });
+    env.ok(&["stop", "crash"]);
+    // A pruning that ran after the stop: the events it cut down to three
+    // hold the marker's start, recorded after the stop (runs are pruned
+    // first in each round).
+    env.ok(&["start", "--name", "marker", "--", "sleep", "100000"]);
+    env.wait(30, "a pruning after the stop", || {
+        let events = env.request(json!({"id": 1, "op": "events", "limit": 100}));
+        let events = events.as_array().cloned().unwrap_or_default();
+        events.len() <= 3 && events.iter().any(|e| e["app"] == "marker")
+    });
+    // Read once the daemon, which holds state.db alone, is gone (killed:
+    // the marker's run is still its current one).
+    env.kill_daemon();
+    let db = rusqlite::Connection::open(env.home.join("state.db")).unwrap();
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert!(count("SELECT max(id) FROM runs") > 30);
+    assert!(
+        count("SELECT count(*) FROM runs") <= 7,
+        "{} runs",
+        count("SELECT count(*) FROM runs")
+    );
+    // The running app's run is there (recovery finds its process by it).
+    let current = count("SELECT run_id FROM apps WHERE name = 'marker'");
+    assert_eq!(
+        count(&format!("SELECT count(*) FROM runs WHERE id = {current}")),
+        1
+    );
+}
+
 #[test]
 fn daemon_log_is_rotated_by_size_and_a_planted_link_is_never_followed() {
     let env = Env::new();
