@@ -168,19 +168,32 @@ fn restore(path: &Path, reason: &str) -> Result<Store> {
     put_back(path, &meta, &what)
 }
 
-/// A state.db deleted while no daemon ran, with a sound backup beside it:
-/// the backup is restored (a home that never had a state.db has no backup
-/// either, and starts empty).
+/// A state.db deleted, or emptied to 0 bytes (a disk that filled, a
+/// careless `>`), while no daemon ran, with a sound backup beside it: the
+/// backup is restored (a home that never had a state.db has no backup
+/// either, and starts empty). An empty file taken as a new database would
+/// forget every app, and leave their processes unsupervised.
 fn restore_missing(path: &Path) -> Option<Result<Store>> {
-    if std::fs::symlink_metadata(path).is_ok() {
-        return None;
+    let what = match std::fs::symlink_metadata(path) {
+        Err(_) => format!("{} was missing", path.display()),
+        Ok(m) if m.file_type().is_file() && m.len() == 0 => {
+            format!("{} was empty (0 bytes)", path.display())
+        }
+        Ok(_) => return None,
+    };
+    match usable_backup(path) {
+        Ok(meta) => Some(put_back(path, &meta, &what)),
+        Err(why) => {
+            if what.ends_with("(0 bytes)") {
+                log::warn!(
+                    "{what} and {why}: starting with no apps; the processes of the apps it \
+                     held are kept running as orphans (see `oxidepm whoami`) until apps of \
+                     their names are defined again"
+                );
+            }
+            None
+        }
     }
-    let meta = usable_backup(path).ok()?;
-    Some(put_back(
-        path,
-        &meta,
-        &format!("{} was missing", path.display()),
-    ))
 }
 
 /// The rolling backup of `path` when it is a sound regular file (its

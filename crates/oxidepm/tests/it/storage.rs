@@ -265,6 +265,45 @@ fn a_state_db_deleted_while_no_daemon_ran_is_restored_from_its_backup() {
     );
 }
 
+/// A state.db emptied to 0 bytes while no daemon ran (a disk that filled,
+/// a careless `>`) is lost, not a new database: its backup is restored;
+/// with no backup, the apps' processes are kept running as orphans, each
+/// adopted again by the first app of its name, and whoami says so.
+#[test]
+fn an_empty_state_db_is_restored_from_its_backup_or_its_processes_kept() {
+    let env = Env::new();
+    env.ok(&["start", "--name", "kept", "--", "sleep", "1000"]);
+    env.ok(&["kill"]);
+    std::fs::write(env.home.join("state.db"), b"").unwrap();
+    env.ok(&["ping"]);
+    let st = env.status();
+    assert_eq!(st.len(), 1, "the apps come back from the backup");
+    let warning = ping(&env).1.expect("the restore is reported");
+    assert!(
+        warning.contains("empty") && warning.contains("state.db.bak"),
+        "{warning}"
+    );
+
+    // Running, then emptied with no backup beside it.
+    env.ok(&["start", "kept"]);
+    let pid = env.pid("kept");
+    env.kill_daemon();
+    for f in ["state.db", "state.db-wal", "state.db-shm", "state.db.bak"] {
+        let _ = std::fs::remove_file(env.home.join(f));
+    }
+    std::fs::write(env.home.join("state.db"), b"").unwrap();
+    env.ok(&["ping"]);
+    assert!(env.status().is_empty());
+    assert!(alive(pid), "its process is left running");
+    let who = env.json(&["whoami"]);
+    assert!(
+        who.to_string().contains(&format!("kept (pid {pid})")),
+        "{who}"
+    );
+    env.ok(&["start", "--name", "kept", "--", "sleep", "1000"]);
+    assert_eq!(env.pid("kept"), pid, "adopted, not started twice");
+}
+
 #[test]
 fn a_corrupt_state_db_at_start_is_restored_from_its_backup_else_refused() {
     let env = Env::new();
