@@ -352,6 +352,56 @@ fn compat_redis_rs() {
     suite("redis-rs", "redisrs");
 }
 
+/// The README's example agent (`examples/agents/agent.py`) does what the
+/// README advises: a restart of its lane's proxy does not end it, what it
+/// read and left unanswered is taken over when it starts, and it answers
+/// and acknowledges in one transaction: each message is answered once.
+#[test]
+fn the_example_agent_survives_its_lane_and_answers_each_message_once() {
+    let Some(mut command) = command_or_skip("redis-py") else {
+        return;
+    };
+    command[1] = root()
+        .join("examples/agents/agent.py")
+        .display()
+        .to_string();
+    command.push("example".into());
+    let mut lane = Lane::start("example", "alice", &command);
+    let answered = |lane: &Lane, text: &str| {
+        let want = format!("example: you said {text:?}").replace('"', "'");
+        lane.env.wait(60, &format!("the answer to {text}"), || {
+            lane.answers().contains(&want)
+        });
+    };
+    lane.send("one");
+    answered(&lane, "one");
+    lane.restart("oxidepm-lanes");
+    lane.send("two");
+    answered(&lane, "two");
+    // Read and left unanswered (a run that died mid-answer), then the
+    // agent starts again: it is answered first.
+    lane.env.ok(&["stop", "alice"]);
+    lane.send("left pending");
+    let mut sys = sys_conn(&lane.env).expect("the lanes' Redis");
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("alice")
+        .arg("dead-run")
+        .arg("COUNT")
+        .arg(10)
+        .arg("STREAMS")
+        .arg("alice:webhook:inbox")
+        .arg(">")
+        .query(&mut sys)
+        .unwrap();
+    lane.env.ok(&["start", "alice"]);
+    answered(&lane, "left pending");
+    lane.send("three");
+    answered(&lane, "three");
+    let got = lane.answers();
+    assert_eq!(got.len(), 4, "each message answered once: {got:?}");
+}
+
 #[test]
 fn the_deprecated_lane_scheme_still_gives_the_old_url_and_other_schemes_are_refused() {
     let env = Env::new();
