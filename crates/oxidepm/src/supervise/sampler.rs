@@ -33,17 +33,14 @@ pub async fn run(shared: Shared) {
             continue;
         }
         let procs = procfs::all();
+        let snapshot = procfs::Snapshot::new(&procs);
         let now = Instant::now();
         let mut over = Vec::new();
         let mut s = lock(&shared);
         for (id, root) in roots {
-            let tree = procfs::tree(&procs, root);
-            let (ticks, pages) = procs
-                .iter()
-                .filter(|p| tree.contains(&p.pid))
-                .fold((0u64, 0u64), |(t, r), p| {
-                    (t + p.cpu_ticks(), r + p.rss_pages)
-                });
+            let (ticks, pages) = snapshot.tree(root).iter().fold((0u64, 0u64), |(t, r), p| {
+                (t + p.cpu_ticks(), r + p.rss_pages)
+            });
             let Some(app) = s.app_mut(id) else { continue };
             if app.rt.pid != Some(root) {
                 continue;
