@@ -300,3 +300,22 @@ pub struct ConnectError {
     /// The last failure.
     pub source: redis::RedisError,
 }
+
+/// How often the bridge's shared connection is looked at when nothing else
+/// uses it: a Redis restart is noticed, and the connection made again,
+/// before the next message needs it, rather than by that message failing.
+pub const KEEPALIVE: Duration = Duration::from_secs(1);
+
+/// PINGs `con` every [`KEEPALIVE`] until `shutdown`; a PING that fails
+/// makes the connection manager connect again.
+pub async fn keep_alive(mut con: Con, mut shutdown: crate::source::Shutdown) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(KEEPALIVE) => {}
+            _ = shutdown.wait() => return,
+        }
+        if let Err(e) = redis::cmd("PING").query_async::<()>(&mut con).await {
+            log::debug!("keepalive: {e}; connecting again");
+        }
+    }
+}

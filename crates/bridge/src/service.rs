@@ -290,12 +290,15 @@ impl Bridge {
         for s in &sources {
             supervisor.start(s.clone());
         }
-        let tasks = vec![tokio::spawn(crate::readers::run(
-            ctx.clone(),
-            target.clone(),
-            plan_rx,
-            GRACE,
-        ))];
+        let tasks = vec![
+            tokio::spawn(crate::readers::run(
+                ctx.clone(),
+                target.clone(),
+                plan_rx,
+                GRACE,
+            )),
+            tokio::spawn(crate::conn::keep_alive(ctx.con.clone(), shutdown.clone())),
+        ];
         log::info!(
             "bridge started as {} on {}: {} agents, {routes} routes ({parked} parked), {} outboxes drained",
             target.user,

@@ -134,6 +134,18 @@ impl Redis {
         self.connect(&agent_user(agent))
     }
 
+    /// Stops redis-server and starts it again on the same socket with the
+    /// same users, as the daemon's restart of Redis does (this server
+    /// keeps nothing on disk: its keys are gone).
+    pub fn restart(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_file(&self.socket);
+        let acl = std::fs::read_to_string(self.dir.path().join("users.acl")).unwrap();
+        let (child, socket) = private_redis(self.dir.path(), &acl);
+        self.child = child;
+        self.socket = socket;
+    }
+
     /// Stops redis-server now.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -9,6 +9,7 @@ mod discord_faults;
 pub(crate) mod harness;
 mod maildir_race;
 mod parking;
+mod reconnect;
 mod source_failure;
 mod webhook_limits;
 
