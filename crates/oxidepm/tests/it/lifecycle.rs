@@ -64,12 +64,15 @@ fn cron_restart_with_seconds_fires_every_second() {
 fn an_app_failing_its_http_check_is_restarted_by_system_health() {
     let env = Env::new();
     let port = free_port();
-    // Healthy for its first three requests, then failing.
+    // Healthy until the test makes it sick (a file), then failing: a
+    // healthy spell of a few checks would be missed by a busy machine.
     let server = env.path("server.py");
+    let sick = env.path("sick");
     std::fs::write(
         &server,
         format!(
-            "import http.server\nn = 0\nclass H(http.server.BaseHTTPRequestHandler):\n    def do_GET(self):\n        global n\n        n += 1\n        self.send_response(200 if n <= 3 else 500)\n        self.end_headers()\n    def log_message(self, *a):\n        pass\nhttp.server.HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n"
+            "import http.server, os\nclass H(http.server.BaseHTTPRequestHandler):\n    def do_GET(self):\n        self.send_response(500 if os.path.exists({sick:?}) else 200)\n        self.end_headers()\n    def log_message(self, *a):\n        pass\nhttp.server.HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n",
+            sick = sick.display().to_string()
         ),
     )
     .unwrap();
@@ -87,6 +90,7 @@ fn an_app_failing_its_http_check_is_restarted_by_system_health() {
         env.daemon_app("web")["health"] == "healthy"
     });
     let first = env.pid("web");
+    std::fs::write(&sick, "").unwrap();
     env.wait(20, "a restart for health", || {
         has_event(&env.daemon_events("web"), "restarted", "system:health")
     });
