@@ -35,30 +35,35 @@ impl Cluster {
         let certs = tls.then(|| Certs::generate(dir.path()));
         let mut nodes = Vec::new();
         for _ in 0..6 {
-            let port = shared::free_port_pair();
-            let ndir = dir.path().join(port.to_string());
-            std::fs::create_dir(&ndir).unwrap();
-            std::fs::write(ndir.join("users.acl"), shared::acl_file()).unwrap();
-            let mut conf = shared::tcp_conf(&ndir, port, certs.as_ref());
-            conf.push_str(&format!(
-                "cluster-enabled yes\ncluster-config-file nodes.conf\n\
-                 cluster-node-timeout 2000\nmasteruser {ROOT_USER}\nmasterauth {ROOT_PASSWORD}\n"
-            ));
-            if tls {
-                conf.push_str("tls-cluster yes\ntls-replication yes\n");
-            }
-            let child = shared::spawn(&ndir, &conf);
-            nodes.push(Node {
-                port,
-                dir: ndir,
-                child,
+            let node = shared::start_retrying(shared::free_port_pair, |port| {
+                let ndir = dir.path().join(port.to_string());
+                std::fs::create_dir_all(&ndir).unwrap();
+                std::fs::write(ndir.join("users.acl"), shared::acl_file()).unwrap();
+                let mut conf = shared::tcp_conf(&ndir, port, certs.as_ref());
+                conf.push_str(&format!(
+                    "cluster-enabled yes\ncluster-config-file nodes.conf\n\
+                     cluster-node-timeout 2000\nmasteruser {ROOT_USER}\nmasterauth {ROOT_PASSWORD}\n"
+                ));
+                if tls {
+                    conf.push_str("tls-cluster yes\ntls-replication yes\n");
+                }
+                let mut child = shared::spawn(&ndir, &conf);
+                match shared::wait_up(&mut child, &ndir, port, certs.as_ref()) {
+                    Ok(()) => Ok(Node {
+                        port,
+                        dir: ndir,
+                        child,
+                    }),
+                    Err(e) => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        Err(e)
+                    }
+                }
             });
+            nodes.push(node);
         }
-        let mut c = Cluster { dir, nodes, certs };
-        for i in 0..c.nodes.len() {
-            let (port, ndir) = (c.nodes[i].port, c.nodes[i].dir.clone());
-            shared::wait_up(&mut c.nodes[i].child, &ndir, port, c.certs.as_ref());
-        }
+        let c = Cluster { dir, nodes, certs };
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
         for n in &c.nodes {

@@ -30,16 +30,20 @@ pub fn acl_file() -> String {
     )
 }
 
-/// A port `p` such that `p` and `p + 10000` (a cluster node's bus) are free.
+/// A port `p` such that `p` and `p + 10000` (a cluster node's bus) are
+/// free now. Both are below the kernel's ephemeral ports (32768 and up),
+/// which any outgoing connection may take between this look and the
+/// server's bind; another test may still take one first: see
+/// [`start_retrying`].
 pub fn free_port_pair() -> u16 {
     for _ in 0..1000 {
-        let p = 20_000 + (std::process::id() as u16 ^ rand_u16()) % 10_000;
+        let p = 10_000 + (std::process::id() as u16 ^ rand_u16()) % 10_000;
         let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
         if free(p) && free(p + 10_000) {
             return p;
         }
     }
-    panic!("no free pair of ports in 20000-39999")
+    panic!("no free pair of ports in 10000-29999")
 }
 
 fn rand_u16() -> u16 {
@@ -117,17 +121,43 @@ pub fn connect(
     client.get_connection_with_timeout(Duration::from_secs(5))
 }
 
-/// Waits until the server at `port` answers `root`, or panics with its log.
-pub(crate) fn wait_up(child: &mut Child, dir: &Path, port: u16, certs: Option<&Certs>) {
+/// Waits until the server at `port` answers `root`; `Err` with its log
+/// when it exited instead.
+pub(crate) fn wait_up(
+    child: &mut Child,
+    dir: &Path,
+    port: u16,
+    certs: Option<&Certs>,
+) -> Result<(), String> {
     crate::eventually(Duration::from_secs(20), "redis-server to start", || {
         if let Ok(Some(status)) = child.try_wait() {
-            panic!(
+            return Some(Err(format!(
                 "redis-server exited ({status}): {}",
                 std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
-            );
+            )));
         }
-        connect(port, certs, ROOT_USER, ROOT_PASSWORD).is_ok()
-    });
+        connect(port, certs, ROOT_USER, ROOT_PASSWORD)
+            .is_ok()
+            .then_some(Ok(()))
+    })
+}
+
+/// Starts a server with `start(port)` (which spawns it and waits until it
+/// is up) on a port `pick` gives, again on another when the one it got was
+/// taken before the server bound it (the suite runs many tests at once).
+pub(crate) fn start_retrying<T>(
+    pick: impl Fn() -> u16,
+    mut start: impl FnMut(u16) -> Result<T, String>,
+) -> T {
+    let mut last = String::new();
+    for _ in 0..5 {
+        match start(pick()) {
+            Ok(t) => return t,
+            Err(e) if e.contains("Address already in use") => last = e,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("no free port after 5 tries: {last}")
 }
 
 /// One shared redis-server on 127.0.0.1. Killed on drop.
@@ -148,9 +178,17 @@ impl SharedRedis {
         let dir = tempfile::tempdir().unwrap();
         let certs = tls.then(|| Certs::generate(dir.path()));
         std::fs::write(dir.path().join("users.acl"), acl_file()).unwrap();
-        let port = crate::http::free_port();
-        let mut child = spawn(dir.path(), &tcp_conf(dir.path(), port, certs.as_ref()));
-        wait_up(&mut child, dir.path(), port, certs.as_ref());
+        let (port, child) = start_retrying(crate::http::free_port, |port| {
+            let mut child = spawn(dir.path(), &tcp_conf(dir.path(), port, certs.as_ref()));
+            match wait_up(&mut child, dir.path(), port, certs.as_ref()) {
+                Ok(()) => Ok((port, child)),
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    Err(e)
+                }
+            }
+        });
         SharedRedis {
             dir,
             port,

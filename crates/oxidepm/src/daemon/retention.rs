@@ -153,52 +153,52 @@ pub async fn run(daemon: Arc<Daemon>) {
 pub async fn prune(sup: &Shared, settings: &RetentionSettings) {
     // A crash loop records a run every restart: about 0.8 GiB a year for
     // one app crashing every two seconds, unpruned.
-    let mut runs = 0;
+    in_batches(sup, "runs", |store| {
+        store.prune_runs(settings.runs_max_rows, BATCH)
+    })
+    .await;
+    for table in [History::Events, History::Audit] {
+        let keep = settings.keep(table);
+        let what = match table {
+            History::Events => "events",
+            History::Audit => "audit rows",
+        };
+        in_batches(sup, what, |store| {
+            store.prune(table, keep, crate::timefmt::now_ms(), BATCH)
+        })
+        .await;
+    }
+    if let Err(e) = lock(sup).store.reclaim(RECLAIM_PAGES) {
+        log::error!("cannot shrink state.db: {e}");
+    }
+}
+
+/// Runs `batch` (which deletes at most [`BATCH`] rows of `what`) until it
+/// deletes fewer, yielding between batches.
+async fn in_batches(
+    sup: &Shared,
+    what: &str,
+    mut batch: impl FnMut(&crate::store::Store) -> crate::store::Result<usize>,
+) {
+    let mut deleted = 0;
     loop {
-        match lock(sup).store.prune_runs(settings.runs_max_rows, BATCH) {
+        let n = batch(&lock(sup).store);
+        match n {
             Ok(n) => {
-                runs += n;
+                deleted += n;
                 if n < BATCH {
                     break;
                 }
             }
             Err(e) => {
-                log::error!("cannot prune old runs: {e}");
+                log::error!("cannot prune old {what}: {e}");
                 break;
             }
         }
         tokio::task::yield_now().await;
     }
-    if runs > 0 {
-        log::debug!("retention: {runs} runs deleted");
-    }
-    for table in [History::Events, History::Audit] {
-        let keep = settings.keep(table);
-        let mut deleted = 0;
-        loop {
-            let n = lock(sup)
-                .store
-                .prune(table, keep, crate::timefmt::now_ms(), BATCH);
-            match n {
-                Ok(n) => {
-                    deleted += n;
-                    if n < BATCH {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    log::error!("cannot prune old {table:?} rows: {e}");
-                    break;
-                }
-            }
-            tokio::task::yield_now().await;
-        }
-        if deleted > 0 {
-            log::debug!("retention: {deleted} {table:?} rows deleted");
-        }
-    }
-    if let Err(e) = lock(sup).store.reclaim(RECLAIM_PAGES) {
-        log::error!("cannot shrink state.db: {e}");
+    if deleted > 0 {
+        log::debug!("retention: {deleted} {what} deleted");
     }
 }
 
