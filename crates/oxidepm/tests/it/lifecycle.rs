@@ -129,6 +129,9 @@ depends_on = [{{ app = "migrate", condition = "completed" }}]
 [apps.health]
 tcp = "127.0.0.1:{port}"
 interval = "100ms"
+# A busy machine may take seconds to start python: failures before it
+# listens are no reason to restart it.
+start_period = "60s"
 
 [[apps]]
 name = "migrate"
