@@ -53,6 +53,8 @@ pub struct Follower {
     scan: u32,
     /// Lines let go unread, not reported yet.
     missed: u64,
+    /// The read buffer, kept between reads (a follower reads every tick).
+    buf: Vec<u8>,
 }
 
 impl Follower {
@@ -68,6 +70,7 @@ impl Follower {
             max_held: keep as usize + 2,
             scan: keep.clamp(1, SCAN_MAX),
             missed: 0,
+            buf: Vec::new(),
         };
         match open_log(path, Access::Read).and_then(held) {
             Ok(h) => {
@@ -97,10 +100,22 @@ impl Follower {
             }
         }
         self.refresh();
-        let mut buf = vec![0u8; BLOCK.min(max.max(1))];
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(BLOCK.min(max.max(1)), 0);
+        let result = self.read_into(&mut buf, max, &mut line);
+        self.buf = buf;
+        result
+    }
+
+    fn read_into(
+        &mut self,
+        buf: &mut [u8],
+        max: usize,
+        line: &mut impl FnMut(&[u8]),
+    ) -> io::Result<bool> {
         let mut read = 0usize;
         loop {
-            self.report(&mut line);
+            self.report(line);
             let Some(h) = self.files.front() else {
                 return Ok(false);
             };
@@ -112,7 +127,7 @@ impl Follower {
             if read >= max {
                 return Ok(true);
             }
-            let k = match h.file.read_at(&mut buf, self.pos) {
+            let k = match h.file.read_at(buf, self.pos) {
                 Ok(k) => k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
