@@ -10,6 +10,7 @@ mod error;
 pub mod fd_budget;
 pub mod health;
 pub mod launchable;
+pub mod lifecycle;
 pub mod logfile;
 pub mod logshim;
 pub mod logwriters;
