@@ -22,7 +22,7 @@ pub mod output;
 use super::Daemon;
 use crate::cli::import::Imported;
 use crate::store::NewAudit;
-use crate::supervise::{control, lock};
+use crate::supervise::{define, lock};
 use output::{Outputs, Source, Tail};
 use oxidepm_proto::{Actor, AppSpec, Status};
 use std::path::{Path, PathBuf};
@@ -202,7 +202,7 @@ pub async fn begin(daemon: &Arc<Daemon>, attach: Attach) -> Result<Attached, (At
         outputs,
     };
     let actor = Actor::system("attach");
-    let result = control::define(&daemon.sup, apps, &actor, true).await;
+    let result = define::define(&daemon.sup, apps, &actor, true).await;
     let result =
         result.map_err(|e| oxidepm_proto::ErrorBody::from(super::errors::OpError::from(e)));
     let (outcome, message) = match &result {

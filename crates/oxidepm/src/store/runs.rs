@@ -191,9 +191,11 @@ mod tests {
         let id = store
             .insert_app(&AppSpec::new("web", "sleep", vec![]), &human)
             .unwrap();
-        let mut rt = store.load_apps().unwrap()[0].runtime.clone();
-        rt.status = Status::Starting;
-        rt.desired_running = true;
+        let mut rt = RuntimeRow {
+            status: Status::Starting,
+            desired_running: true,
+            ..store.load_apps().unwrap()[0].runtime.clone()
+        };
         let run = store.begin_run(id, &human, &mut rt).unwrap();
         drop(store);
         // A daemon killed here: the intent is there, without a pid.

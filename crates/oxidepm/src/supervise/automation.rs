@@ -118,16 +118,9 @@ pub async fn cron_loop(shared: Shared, id: u64, epoch: u64, cron: croner::Cron, 
         let detail = format!("scheduled by {expr:?}");
         if tick == CronTick::Restart {
             let shared = shared.clone();
+            let reason = super::lifecycle::DaemonRestart::Cron { expr: expr.clone() };
             tokio::spawn(async move {
-                super::control::restart_by_daemon(
-                    &shared,
-                    id,
-                    Actor::system("cron"),
-                    EventKind::Cron,
-                    &detail,
-                    false,
-                )
-                .await;
+                super::control::restart_by_daemon(&shared, id, reason).await;
             });
         } else if tick == CronTick::Start {
             let shared = shared.clone();

@@ -1,13 +1,13 @@
 //! The operations a request asks for (define, start, stop, restart,
 //! delete, shutdown), including the waiting a stop involves.
 
+use super::lifecycle::{DaemonRestart, Event, StopOutcome};
 use super::supervisor::{lock, Shared, StopTicket, Supervisor};
 use super::{deps, Error};
 use oxidepm_proto::{
     Action, Actor, AppAction, DependencyCondition, EventKind, HealthState, Status,
 };
 
-pub use super::define::define;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::{timeout, Instant};
@@ -20,7 +20,7 @@ const LAUNCH_BATCH: usize = 16;
 /// killed (`cgroup.kill`, or SIGKILL to the recorded sessions). With a
 /// cgroup the kernel says when it is empty (`populated 0`); nothing is
 /// polled. Returns how it ended.
-pub async fn wait_stopped(mut t: StopTicket) -> &'static str {
+pub async fn wait_stopped(mut t: StopTicket) -> StopOutcome {
     let deadline = Instant::now() + t.kill_timeout;
     let start = *t.exits.borrow_and_update();
     let main_exit = async {
@@ -30,15 +30,15 @@ pub async fn wait_stopped(mut t: StopTicket) -> &'static str {
             }
         }
     };
-    let mut how = "stopped by signal";
+    let mut how = StopOutcome::Signalled;
     if timeout(t.kill_timeout, main_exit).await.is_err() {
-        how = "killed after kill_timeout";
+        how = StopOutcome::Killed;
     }
     // The main process is gone (or late); others that ignored the signal
     // may remain in the app's cgroup or sessions.
     let left = deadline.saturating_duration_since(Instant::now());
     if !t.members.emptied(left).await {
-        how = "killed after kill_timeout";
+        how = StopOutcome::Killed;
         t.members.kill_and_wait().await;
     }
     how
@@ -177,36 +177,7 @@ async fn launch(
     actor: &Actor,
     restarted: &[u64],
 ) -> Result<Vec<AppAction>, Error> {
-    let order: Vec<u64> = {
-        let s = lock(shared);
-        let names = s.names(ids);
-        let edges = s.dependency_edges();
-        // Bring along dependencies that are not running, except one-shot
-        // ones that already completed: those are not run again.
-        let idle: BTreeMap<String, Vec<String>> = edges
-            .iter()
-            .map(|(app, ds)| {
-                let need: Vec<String> = ds
-                    .iter()
-                    .filter(|d| {
-                        s.apps().find(|a| &a.spec.name == *d).is_some_and(|a| {
-                            !a.is_running()
-                                && a.rt.status != Status::Starting
-                                && !(a.rt.status == Status::Stopped && a.rt.last_exit == Some(0))
-                        })
-                    })
-                    .cloned()
-                    .collect();
-                (app.clone(), need)
-            })
-            .collect();
-        let all = deps::with_dependencies(&names, &idle);
-        let ordered = deps::order(&all, &edges)?;
-        ordered
-            .iter()
-            .filter_map(|n| s.apps().find(|a| &a.spec.name == n).map(|a| a.id))
-            .collect()
-    };
+    let order = launch_order(&lock(shared), ids)?;
     let mut out = Vec::new();
     // One commit per start instead of four. The batch is closed while the
     // loop yields: other tasks' writes (and the store's retry, which opens
@@ -220,73 +191,108 @@ async fn launch(
             tokio::task::yield_now().await;
             batch = Some(Supervisor::batch(shared));
         }
-        let mut s = lock(shared);
-        let Some(app) = s.app(id) else { continue };
-        let name = app.spec.name.clone();
-        // A start by request cuts a queued restart's wait short.
-        let waiting = s.waits_for_restart(id);
-        match app.rt.status {
-            Status::Starting if waiting => {}
-            Status::Online | Status::Starting => {
-                out.push(AppAction {
-                    action: Action::AlreadyRunning,
-                    id,
-                    name,
-                    note: None,
-                    pid: None,
-                });
-                continue;
-            }
-            Status::Stopping => return Err(Error::Stopping { app: name }),
-            Status::Stopped | Status::Errored => {}
-        }
-        let (kind, action) = if restarted.contains(&id) {
-            (EventKind::Restarted, Action::Restarted)
+        let kind = if restarted.contains(&id) {
+            EventKind::Restarted
         } else {
-            (EventKind::Started, Action::Started)
+            EventKind::Started
         };
-        if let Some(a) = s.app_mut(id) {
-            a.unstable = 0;
-            a.rt.desired_running = true;
-        }
-        // A person (or a dependent's start) asks for it: the crash loop
-        // that errored it is over.
-        s.reset_start_limit(id);
-        match deps_ready(&s, id) {
-            Ok(true) => {
-                if kind == EventKind::Restarted {
-                    if let Some(a) = s.app_mut(id) {
-                        a.count_restart(actor);
-                    }
-                }
-                let pid = s.spawn_now(id, actor, kind)?;
-                out.push(AppAction {
-                    action,
-                    id,
-                    name,
-                    note: None,
-                    pid: Some(pid),
-                });
-            }
-            Ok(false) => {
-                let generation = s.wait_for_dependencies(id, actor);
-                out.push(AppAction {
-                    action: Action::WaitingForDependencies,
-                    id,
-                    name,
-                    note: None,
-                    pid: None,
-                });
-                let shared = shared.clone();
-                let actor = actor.clone();
-                tokio::spawn(
-                    async move { spawn_when_ready(shared, id, generation, actor, kind).await },
-                );
-            }
-            Err(source) => return Err(Error::Dependency { app: name, source }),
-        }
+        let mut s = lock(shared);
+        out.extend(launch_one(shared, &mut s, id, actor, kind)?);
     }
     Ok(out)
+}
+
+/// The apps `ids` with the dependencies they need started, in dependency
+/// order.
+fn launch_order(s: &Supervisor, ids: &[u64]) -> Result<Vec<u64>, Error> {
+    let names = s.names(ids);
+    let edges = s.dependency_edges();
+    // Bring along dependencies that are not running, except one-shot
+    // ones that already completed: those are not run again.
+    let idle: BTreeMap<String, Vec<String>> = edges
+        .iter()
+        .map(|(app, ds)| {
+            let need: Vec<String> = ds
+                .iter()
+                .filter(|d| {
+                    s.apps().find(|a| &a.spec.name == *d).is_some_and(|a| {
+                        !a.is_running()
+                            && a.rt.status != Status::Starting
+                            && !(a.rt.status == Status::Stopped && a.rt.last_exit == Some(0))
+                    })
+                })
+                .cloned()
+                .collect();
+            (app.clone(), need)
+        })
+        .collect();
+    let all = deps::with_dependencies(&names, &idle);
+    let ordered = deps::order(&all, &edges)?;
+    Ok(ordered
+        .iter()
+        .filter_map(|n| s.apps().find(|a| &a.spec.name == n).map(|a| a.id))
+        .collect())
+}
+
+/// Starts app `id` of a launch, recorded as `kind`, or has it wait for
+/// its dependencies; `None` when it is gone.
+fn launch_one(
+    shared: &Shared,
+    s: &mut Supervisor,
+    id: u64,
+    actor: &Actor,
+    kind: EventKind,
+) -> Result<Option<AppAction>, Error> {
+    let Some(app) = s.app(id) else {
+        return Ok(None);
+    };
+    let name = app.spec.name.clone();
+    let answer = |action, pid| AppAction {
+        action,
+        id,
+        name: name.clone(),
+        note: None,
+        pid,
+    };
+    // A start by request cuts a queued restart's wait short.
+    let waiting = s.waits_for_restart(id);
+    match app.rt.status {
+        Status::Starting if waiting => {}
+        Status::Online | Status::Starting => return Ok(Some(answer(Action::AlreadyRunning, None))),
+        Status::Stopping => return Err(Error::Stopping { app: name.clone() }),
+        Status::Stopped | Status::Errored => {}
+    }
+    let action = match kind {
+        EventKind::Restarted => Action::Restarted,
+        _ => Action::Started,
+    };
+    // A person (or a dependent's start) asks for it: the crash loop
+    // that errored it is over.
+    s.transition(id, Event::StartAsked);
+    match deps_ready(s, id) {
+        Ok(true) => {
+            if kind == EventKind::Restarted {
+                if let Some(a) = s.app_mut(id) {
+                    a.count_restart(actor);
+                }
+            }
+            let pid = s.spawn_now(id, actor, kind)?;
+            Ok(Some(answer(action, Some(pid))))
+        }
+        Ok(false) => {
+            let generation = s.wait_for_dependencies(id, actor);
+            let shared = shared.clone();
+            let actor = actor.clone();
+            tokio::spawn(
+                async move { spawn_when_ready(shared, id, generation, actor, kind).await },
+            );
+            Ok(Some(answer(Action::WaitingForDependencies, None)))
+        }
+        Err(source) => Err(Error::Dependency {
+            app: name.clone(),
+            source,
+        }),
+    }
 }
 
 async fn spawn_when_ready(shared: Shared, id: u64, generation: u64, actor: Actor, kind: EventKind) {
@@ -331,17 +337,11 @@ pub async fn restart(shared: &Shared, ids: &[u64], actor: &Actor) -> Result<Vec<
     launch(shared, ids, actor, &running).await
 }
 
-/// Restarts app `id` because the daemon decided to (`system:limit`,
-/// `system:cron`, `system:health`), recording `kind` with `detail` first.
-/// With `counts`, the restart counts toward `max_restarts` like a crash.
-pub async fn restart_by_daemon(
-    shared: &Shared,
-    id: u64,
-    actor: Actor,
-    kind: EventKind,
-    detail: &str,
-    counts: bool,
-) {
+/// Restarts app `id` because the daemon decided to (its memory limit,
+/// cron schedule or health checks), recording why first. A restart for
+/// the memory limit counts toward `max_restarts` like a crash.
+pub async fn restart_by_daemon(shared: &Shared, id: u64, reason: DaemonRestart) {
+    let actor = reason.actor();
     let before = {
         let s = lock(shared);
         match s.app(id) {
@@ -349,33 +349,11 @@ pub async fn restart_by_daemon(
             _ => return,
         }
     };
-    lock(shared).event(id, kind, &actor, detail);
+    lock(shared).event(id, reason.kind(), &actor, &reason.detail());
     stop(shared, &[id], &actor, true).await;
-    let mut s = lock(shared);
-    let Some(app) = s.app_mut(id) else { return };
-    if app.rt.status != Status::Stopped || s.shutting_down {
-        return;
-    }
-    let app = s.app_mut(id).expect("present");
-    if counts {
-        app.unstable = before + 1;
-        if app.unstable > app.spec.max_restarts {
-            app.rt.status = Status::Errored;
-            app.rt.desired_running = false;
-            let n = app.unstable;
-            s.persist(id);
-            s.event(
-                id,
-                EventKind::Errored,
-                &actor,
-                &format!("{n} restarts in a row; not restarting"),
-            );
-            return;
-        }
-    }
     // Through the restart queue, as a crash's restart: the daemon-wide
     // rate limit holds for health, memory and cron restarts too.
-    s.queue_restart_by_daemon(id, &actor, counts);
+    lock(shared).transition(id, Event::DaemonRestarted { reason, before });
 }
 
 /// Stops and forgets the apps `ids`.

@@ -120,21 +120,8 @@ pub async fn define(
     actor: &Actor,
     update: bool,
 ) -> Result<Vec<Defined>, Error> {
-    let mut seen = HashSet::new();
-    for spec in &specs {
-        validate::check_spec(spec)?;
-        if !seen.insert(spec.name.clone()) {
-            return Err(Invalid::DefinedTwice {
-                app: spec.name.clone(),
-            }
-            .into());
-        }
-    }
-    let mut steps = Vec::new();
-    let mut to_restart = Vec::new();
-    let mut to_start = Vec::new();
-    let mut apply_failed = None;
-    {
+    check_names(&specs)?;
+    let plan = {
         let _batch = Supervisor::batch(shared);
         let mut s = lock(shared);
         // Checked under the lock the changes are made under: no other
@@ -144,62 +131,22 @@ pub async fn define(
         validate::check_graph(&existing, &specs)?;
         refuse_redefinitions(&s, &specs, update)?;
         preflight(&s, &specs)?;
+        let mut plan = Plan::default();
         for spec in specs {
-            let existing = s.apps().find(|a| a.spec.name == spec.name);
-            let was_running =
-                existing.is_some_and(|a| a.is_running() || a.rt.status == Status::Starting);
-            let autostart = spec.autostart;
-            let left = spec.clone();
-            let step = match existing.map(|a| (a.id, a.spec.clone())) {
-                None => Step {
-                    id: match s.insert(spec, actor) {
-                        Ok(id) => id,
-                        Err(e) => {
-                            apply_failed = Some(e);
-                            break;
-                        }
-                    },
-                    action: Action::Created,
-                    old: None,
-                    changes: Vec::new(),
-                    was_running,
-                    left,
-                },
-                Some((id, old)) if old == spec => Step {
-                    id,
-                    action: Action::Unchanged,
-                    old: None,
-                    changes: Vec::new(),
-                    was_running,
-                    left,
-                },
-                Some((id, old)) => {
-                    let changes = spec_changes(&old, &spec);
-                    let detail: Vec<String> = changes.iter().map(|c| c.to_string()).collect();
-                    if let Err(e) = s.replace_spec_noting(id, spec, actor, &detail.join("; ")) {
-                        apply_failed = Some(e);
-                        break;
-                    }
-                    if was_running {
-                        to_restart.push(id);
-                    }
-                    Step {
-                        id,
-                        action: Action::Changed,
-                        old: Some(old),
-                        changes,
-                        was_running,
-                        left,
-                    }
-                }
-            };
-            if autostart && !to_restart.contains(&step.id) {
-                to_start.push(step.id);
+            if let Err(e) = plan.define_one(&mut s, spec, actor) {
+                plan.failed = Some(e);
+                break;
             }
-            steps.push(step);
         }
-    }
-    if let Some(e) = apply_failed {
+        plan
+    };
+    let Plan {
+        steps,
+        to_restart,
+        to_start,
+        failed,
+    } = plan;
+    if let Some(e) = failed {
         // The state could not be written: what was defined so far goes.
         undo(shared, &steps, actor).await;
         return Err(e);
@@ -221,21 +168,98 @@ pub async fn define(
         });
     }
     let s = lock(shared);
-    Ok(steps
-        .into_iter()
-        .map(|step| {
-            let a = s.app(step.id);
-            Defined {
-                action: step.action,
-                id: step.id,
-                name: a.map(|a| a.spec.name.clone()),
-                pid: a.and_then(|a| a.rt.pid),
-                status: a.map(|a| a.rt.status),
-                warnings: Vec::new(),
-                changes: step.changes,
+    Ok(steps.into_iter().map(|step| step.defined(&s)).collect())
+}
+
+/// Refuses a request that is not valid by itself: a bad spec, or a name
+/// given twice.
+fn check_names(specs: &[AppSpec]) -> Result<(), Error> {
+    let mut seen = HashSet::new();
+    for spec in specs {
+        validate::check_spec(spec)?;
+        if !seen.insert(spec.name.clone()) {
+            return Err(Invalid::DefinedTwice {
+                app: spec.name.clone(),
             }
-        })
-        .collect())
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// What a request defined so far, and what it still has to start.
+#[derive(Default)]
+struct Plan {
+    steps: Vec<Step>,
+    to_restart: Vec<u64>,
+    to_start: Vec<u64>,
+    /// The state write that failed, which ends the request.
+    failed: Option<Error>,
+}
+
+impl Plan {
+    /// Creates or changes the app of `spec`; a changed app that was
+    /// running is to restart, one with `autostart` to start.
+    fn define_one(
+        &mut self,
+        s: &mut Supervisor,
+        spec: AppSpec,
+        actor: &Actor,
+    ) -> Result<(), Error> {
+        let existing = s.apps().find(|a| a.spec.name == spec.name);
+        let was_running =
+            existing.is_some_and(|a| a.is_running() || a.rt.status == Status::Starting);
+        let autostart = spec.autostart;
+        let left = spec.clone();
+        let mut step = Step {
+            id: 0,
+            action: Action::Unchanged,
+            old: None,
+            changes: Vec::new(),
+            was_running,
+            left,
+        };
+        match existing.map(|a| (a.id, a.spec.clone())) {
+            None => {
+                step.id = s.insert(spec, actor)?;
+                step.action = Action::Created;
+            }
+            Some((id, old)) if old == spec => step.id = id,
+            Some((id, old)) => {
+                let changes = spec_changes(&old, &spec);
+                let detail: Vec<String> = changes.iter().map(|c| c.to_string()).collect();
+                s.replace_spec_noting(id, spec, actor, &detail.join("; "))?;
+                if was_running {
+                    self.to_restart.push(id);
+                }
+                step.id = id;
+                step.action = Action::Changed;
+                step.old = Some(old);
+                step.changes = changes;
+            }
+        }
+        if autostart && !self.to_restart.contains(&step.id) {
+            self.to_start.push(step.id);
+        }
+        self.steps.push(step);
+        Ok(())
+    }
+}
+
+impl Step {
+    /// What the answer says of this app.
+    fn defined(self, s: &Supervisor) -> Defined {
+        let a = s.app(self.id);
+        Defined {
+            action: self.action,
+            id: self.id,
+            name: a.map(|a| a.spec.name.clone()),
+            pid: a.and_then(|a| a.rt.pid),
+            status: a.map(|a| a.rt.status),
+            warnings: Vec::new(),
+            changes: self.changes,
+        }
+    }
 }
 
 /// Refuses, without `update`, every app that exists with another spec.

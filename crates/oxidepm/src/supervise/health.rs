@@ -331,15 +331,8 @@ pub async fn run(shared: Shared, id: u64, epoch: u64, h: HealthSpec) {
         if let Some(why) = restart {
             failures = 0;
             let detail = format!("{} failed checks in a row, last: {why}", h.retries.max(1));
-            super::control::restart_by_daemon(
-                &shared,
-                id,
-                Actor::system("health"),
-                EventKind::Unhealthy,
-                &detail,
-                false,
-            )
-            .await;
+            let reason = super::lifecycle::DaemonRestart::Health { detail };
+            super::control::restart_by_daemon(&shared, id, reason).await;
         }
     }
 }

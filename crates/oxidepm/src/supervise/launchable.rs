@@ -6,17 +6,10 @@
 //! directory, or the interpreter a script's `#!` line names) rather than
 //! by the errno the exec returned.
 
+pub use super::program::app_path;
 use oxidepm_proto::AppSpec;
-use std::ffi::OsStr;
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-
-/// The PATH of an app that runs as another user and sets none: systemd's
-/// default for `User=` services, directories every user can search (the
-/// daemon's own PATH may hold directories only it can enter, such as
-/// root's home).
-pub const USER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Why an app cannot be started, found before its fork.
 #[derive(Debug, thiserror::Error)]
@@ -68,19 +61,6 @@ pub enum Unlaunchable {
     /// root).
     #[error(transparent)]
     User(#[from] super::spawn::SpawnError),
-}
-
-/// The PATH app `spec` runs with: its own; else [`USER_PATH`] when it runs
-/// as another user than the daemon (`other_user`), as systemd's `User=`
-/// does; else the daemon's.
-pub fn app_path(spec: &AppSpec, other_user: bool) -> String {
-    if let Some(p) = spec.env.get("PATH") {
-        return p.clone();
-    }
-    if other_user {
-        return USER_PATH.to_string();
-    }
-    std::env::var("PATH").unwrap_or_else(|_| USER_PATH.to_string())
 }
 
 /// Checks that the working directory of `spec` is one, and that its
@@ -151,24 +131,6 @@ fn seen_from(cwd: Option<&Path>, p: &Path) -> PathBuf {
     }
 }
 
-/// The interpreter a script's `#!` line names, when that interpreter does
-/// not exist: what an exec's ENOENT means for a script that is there.
-pub fn missing_interpreter(program: &Path) -> Option<String> {
-    let mut head = [0u8; 256];
-    let n = std::fs::File::open(program)
-        .and_then(|mut f| f.read(&mut head))
-        .ok()?;
-    let line = head[..n].strip_prefix(b"#!")?;
-    let line = line.split(|b| *b == b'\n').next()?;
-    let interpreter = line
-        .split(|b| *b == b' ' || *b == b'\t')
-        .find(|w| !w.is_empty())?;
-    let interpreter = Path::new(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
-        interpreter,
-    ));
-    (!interpreter.exists()).then(|| interpreter.display().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,23 +160,5 @@ mod tests {
         let e = check(&spec("./none", d), "u", "/usr/bin").unwrap_err();
         assert!(matches!(e, Unlaunchable::NoProgram { .. }), "{e}");
         check(&spec("sh", d), "u", "/usr/bin:/bin").unwrap();
-    }
-
-    #[test]
-    fn user_apps_get_a_path_they_can_search() {
-        let mut s = AppSpec::new("a", "x", vec![]);
-        assert_eq!(app_path(&s, true), USER_PATH);
-        s.env.insert("PATH".into(), "/opt/bin".into());
-        assert_eq!(app_path(&s, true), "/opt/bin");
-    }
-
-    #[test]
-    fn a_missing_shebang_interpreter_is_found() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("s");
-        std::fs::write(&p, "#!/no/such/interp -x\necho\n").unwrap();
-        assert_eq!(missing_interpreter(&p).as_deref(), Some("/no/such/interp"));
-        std::fs::write(&p, "#! /bin/sh\necho\n").unwrap();
-        assert_eq!(missing_interpreter(&p), None);
     }
 }

@@ -1,6 +1,7 @@
 //! Layer 1: supervision of apps — spawning, reaping, restart policy, logs.
 
 pub mod app;
+pub mod arming;
 pub mod automation;
 pub mod cgroup;
 pub mod control;
@@ -17,8 +18,10 @@ pub mod logwriters;
 pub mod marker;
 pub mod policy;
 pub mod procfs;
+pub mod program;
 pub mod reaper;
 pub mod recovery;
+pub mod restart_queue;
 pub mod restarts;
 pub mod sampler;
 pub mod snapshot;

@@ -24,6 +24,7 @@
 
 mod groups;
 
+use super::lifecycle::{Event, Gone};
 use super::marker;
 use super::procfs;
 use super::supervisor::{lock, Shared, Supervisor};
@@ -32,6 +33,7 @@ use nix::sys::signal::Signal;
 use oxidepm_proto::{Actor, EventKind, Status};
 use oxidepm_sys::pidfd;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 /// How often a process watched without a pidfd is looked at.
@@ -48,22 +50,7 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(5);
 /// Returns the apps to start (they are started in dependency order by the
 /// caller).
 pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
-    let boot = procfs::boot_id();
-    let (runs, known) = {
-        let s = lock(shared);
-        let found = s.trusted(marker::scan(s.home_id(), &s.run_leaves()));
-        let known: Vec<Known> = s
-            .apps()
-            .map(|a| Known {
-                id: a.id,
-                name: a.spec.name.clone(),
-                recorded: (a.rt.boot_id.as_deref() == Some(boot.as_str()))
-                    .then_some(a.rt.pid.zip(a.rt.pid_start))
-                    .flatten(),
-            })
-            .collect();
-        (groups::group(found), known)
-    };
+    let (runs, known) = scan(shared);
     let mut of_app: HashMap<u64, Vec<RunGroup>> = HashMap::new();
     let mut orphans: BTreeMap<String, Vec<RunGroup>> = BTreeMap::new();
     let mut unknown_ids = None;
@@ -83,133 +70,157 @@ pub fn recover(shared: &Shared, resurrect: bool) -> Vec<u64> {
         })
         .map(|k| k.name.as_str())
         .collect();
-    {
-        let mut s = lock(shared);
-        if let Some(id) = unknown_ids {
-            // Unmarked processes in the cgroup of an app id this state does
-            // not know: no new app may be given that cgroup.
-            if let Err(e) = s.store.reserve_app_ids(id) {
-                log::error!("cannot reserve app id {id}: {e}");
-            }
-        }
-        for (name, mut runs) in orphans {
-            runs.sort_by_key(RunGroup::order);
-            if alive.contains(name.as_str()) {
-                stop_runs(&mut s, None, runs, "a second copy of an app that runs");
-                continue;
-            }
-            let newest = runs.pop().expect("at least one run");
-            stop_runs(
-                &mut s,
-                None,
-                runs,
-                "an older copy of an app the state does not know",
-            );
-            let main = *newest.main();
-            let orphan = super::supervisor::Orphan {
-                marker: newest.marker.clone().expect("an orphan is marked"),
-                main,
-                leaf: newest.leaf.clone(),
-            };
-            if let Some(replaced) = s.keep_orphan(orphan) {
-                log::warn!("orphan {name}: pid {} replaced", replaced.main.pid);
-            }
-        }
-    }
+    keep_orphans(&mut lock(shared), unknown_ids, orphans, &alive);
     let mut to_start = Vec::new();
     for k in &known {
-        let id = k.id;
-        let others = of_app.remove(&id).unwrap_or_default();
-        let mut s = lock(shared);
-        let Some(app) = s.app(id) else { continue };
-        let rt = app.rt.clone();
-        let was_running = matches!(
-            rt.status,
-            Status::Online | Status::Stopping | Status::Starting
-        );
-        if was_running {
-            if let Some((pid, start)) = k.recorded.filter(|(p, s)| procfs::is_same_process(*p, *s))
-            {
-                s.adopted(id);
-                stop_runs(&mut s, Some(id), others, "a second copy");
-                let stopping = rt.status == Status::Stopping;
-                drop(s);
-                watch_adopted(shared.clone(), id, pid, start);
-                if stopping {
-                    let shared = shared.clone();
-                    tokio::spawn(async move {
-                        let actor = Actor::system("adopt");
-                        super::control::stop(&shared, &[id], &actor, false).await;
-                    });
-                }
-                continue;
-            }
-        }
-        let wanted = rt.desired_running
-            && rt.status != Status::Stopping
-            && (was_running || (resurrect && rt.status == Status::Stopped));
-        // What a run whose recorded main process died left behind goes
-        // with it (as after any exit); a run the state has no pid for (the
-        // daemon died between its fork and the pid's write), or a newer
-        // one, is the app's live process.
-        let dead_run = rt.pid.and(rt.run_id);
-        let (mut live, left): (Vec<RunGroup>, Vec<RunGroup>) = others.into_iter().partition(|g| {
-            g.marker.as_ref().is_some_and(|m| {
-                m.app == id && Some(m.run) != dead_run && rt.run_id.is_none_or(|r| m.run >= r)
-            })
-        });
-        stop_runs(&mut s, Some(id), left, "left by a run that ended");
-        if wanted && !live.is_empty() {
-            live.sort_by_key(RunGroup::order);
-            let newest = live.pop().expect("not empty");
-            let main = *newest.main();
-            let run = newest
-                .marker
-                .as_ref()
-                .filter(|m| m.app == id)
-                .map(|m| m.run);
-            stop_runs(&mut s, Some(id), live, "a second copy");
-            s.adopt_run(
-                id,
-                main,
-                run,
-                newest.leaf.clone(),
-                &Actor::system("recovery"),
-            );
-            drop(s);
-            watch_adopted(shared.clone(), id, main.pid, main.start_ticks);
-            continue;
-        }
-        stop_runs(&mut s, Some(id), live, "not wanted running");
-        if was_running {
-            // Gone while no daemon ran (or the pid now names another
-            // process): a crash, unless it was being stopped.
-            let app = s.app_mut(id).expect("present");
-            if rt.status == Status::Stopping || !rt.desired_running {
-                app.rt.status = Status::Stopped;
-                app.rt.pid = None;
-                s.persist(id);
-                continue;
-            }
-            match rt.pid {
-                Some(pid) => {
-                    // Route through the normal exit path with an unknown
-                    // status, so the policy and events are the same.
-                    app.rt.status = Status::Online;
-                    s.handle_exit_unowned(id, pid);
-                }
-                None => {
-                    // It was waiting (restart delay, dependencies), or its
-                    // fork never happened.
-                    app.rt.status = Status::Stopped;
-                    to_start.push(id);
-                }
-            }
-        } else if resurrect && rt.desired_running && rt.status == Status::Stopped {
-            to_start.push(id);
+        let others = of_app.remove(&k.id).unwrap_or_default();
+        if recover_app(shared, k, others, resurrect) {
+            to_start.push(k.id);
         }
     }
     to_start
+}
+
+/// The live runs of this home, and the apps the state knows with the
+/// process each recorded on this boot.
+fn scan(shared: &Shared) -> (Vec<RunGroup>, Vec<Known>) {
+    let boot = procfs::boot_id();
+    let s = lock(shared);
+    let found = s.trusted(marker::scan(s.home_id(), &s.run_leaves()));
+    let known: Vec<Known> = s
+        .apps()
+        .map(|a| Known {
+            id: a.id,
+            name: a.spec.name.clone(),
+            recorded: (a.rt.boot_id.as_deref() == Some(boot.as_str()))
+                .then_some(a.rt.pid.zip(a.rt.pid_start))
+                .flatten(),
+        })
+        .collect();
+    (groups::group(found), known)
+}
+
+/// Keeps the newest run of each app the state does not know as an orphan,
+/// and stops the others (and any of a name that runs already).
+fn keep_orphans(
+    s: &mut Supervisor,
+    unknown_ids: Option<u64>,
+    orphans: BTreeMap<String, Vec<RunGroup>>,
+    alive: &HashSet<&str>,
+) {
+    if let Some(id) = unknown_ids {
+        // Unmarked processes in the cgroup of an app id this state does
+        // not know: no new app may be given that cgroup.
+        if let Err(e) = s.store.reserve_app_ids(id) {
+            log::error!("cannot reserve app id {id}: {e}");
+        }
+    }
+    for (name, mut runs) in orphans {
+        runs.sort_by_key(RunGroup::order);
+        if alive.contains(name.as_str()) {
+            stop_runs(s, None, runs, "a second copy of an app that runs");
+            continue;
+        }
+        let newest = runs.pop().expect("at least one run");
+        stop_runs(
+            s,
+            None,
+            runs,
+            "an older copy of an app the state does not know",
+        );
+        let main = *newest.main();
+        let orphan = super::supervisor::Orphan {
+            marker: newest.marker.clone().expect("an orphan is marked"),
+            main,
+            leaf: newest.leaf.clone(),
+        };
+        if let Some(replaced) = s.keep_orphan(orphan) {
+            log::warn!("orphan {name}: pid {} replaced", replaced.main.pid);
+        }
+    }
+}
+
+/// Brings back one known app, given its other live runs: adopts its
+/// recorded process or its newest live run, stops the rest, and settles
+/// what a dead run leaves. True when the app is to be started.
+fn recover_app(shared: &Shared, k: &Known, others: Vec<RunGroup>, resurrect: bool) -> bool {
+    let id = k.id;
+    let mut s = lock(shared);
+    let Some(app) = s.app(id) else {
+        return false;
+    };
+    let rt = app.rt.clone();
+    let was_running = matches!(
+        rt.status,
+        Status::Online | Status::Stopping | Status::Starting
+    );
+    if was_running {
+        if let Some((pid, start)) = k.recorded.filter(|(p, s)| procfs::is_same_process(*p, *s)) {
+            s.adopted(id);
+            stop_runs(&mut s, Some(id), others, "a second copy");
+            drop(s);
+            watch_adopted(shared.clone(), id, pid, start);
+            if rt.status == Status::Stopping {
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let actor = Actor::system("adopt");
+                    super::control::stop(&shared, &[id], &actor, false).await;
+                });
+            }
+            return false;
+        }
+    }
+    let wanted = rt.desired_running
+        && rt.status != Status::Stopping
+        && (was_running || (resurrect && rt.status == Status::Stopped));
+    // What a run whose recorded main process died left behind goes
+    // with it (as after any exit); a run the state has no pid for (the
+    // daemon died between its fork and the pid's write), or a newer
+    // one, is the app's live process.
+    let dead_run = rt.pid.and(rt.run_id);
+    let (mut live, left): (Vec<RunGroup>, Vec<RunGroup>) = others.into_iter().partition(|g| {
+        g.marker.as_ref().is_some_and(|m| {
+            m.app == id && Some(m.run) != dead_run && rt.run_id.is_none_or(|r| m.run >= r)
+        })
+    });
+    stop_runs(&mut s, Some(id), left, "left by a run that ended");
+    if wanted && !live.is_empty() {
+        live.sort_by_key(RunGroup::order);
+        let newest = live.pop().expect("not empty");
+        stop_runs(&mut s, Some(id), live, "a second copy");
+        adopt_newest(shared, s, id, newest);
+        return false;
+    }
+    stop_runs(&mut s, Some(id), live, "not wanted running");
+    if was_running {
+        // Gone while no daemon ran (or the pid now names another
+        // process): a crash, unless it was being stopped.
+        let gone = match rt.pid {
+            Some(_) => Gone::Died,
+            None => Gone::NeverForked,
+        };
+        return s.transition(id, Event::Recovered(gone)).spawn;
+    }
+    resurrect && rt.desired_running && rt.status == Status::Stopped
+}
+
+/// App `id` adopts `newest`, a live run of it the state had no pid for.
+fn adopt_newest(shared: &Shared, mut s: MutexGuard<'_, Supervisor>, id: u64, newest: RunGroup) {
+    let main = *newest.main();
+    let run = newest
+        .marker
+        .as_ref()
+        .filter(|m| m.app == id)
+        .map(|m| m.run);
+    s.adopt_run(
+        id,
+        main,
+        run,
+        newest.leaf.clone(),
+        &Actor::system("recovery"),
+    );
+    drop(s);
+    watch_adopted(shared.clone(), id, main.pid, main.start_ticks);
 }
 
 /// Stops the processes of `runs` (of app `id`, when known): SIGTERM now,

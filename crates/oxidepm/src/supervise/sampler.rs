@@ -6,7 +6,6 @@
 
 use super::procfs;
 use super::supervisor::{lock, Shared};
-use oxidepm_proto::{Actor, EventKind};
 use std::time::{Duration, Instant};
 
 /// How often apps with a memory limit are sampled.
@@ -67,21 +66,9 @@ pub async fn run(shared: Shared) {
         drop(s);
         for (id, used, limit) in over {
             let shared = shared.clone();
-            let detail = format!(
-                "memory {} MiB over the limit of {} MiB",
-                used >> 20,
-                limit >> 20
-            );
+            let reason = super::lifecycle::DaemonRestart::MemoryLimit { used, limit };
             tokio::spawn(async move {
-                super::control::restart_by_daemon(
-                    &shared,
-                    id,
-                    Actor::system("limit"),
-                    EventKind::MemoryLimit,
-                    &detail,
-                    true,
-                )
-                .await;
+                super::control::restart_by_daemon(&shared, id, reason).await;
             });
         }
     }

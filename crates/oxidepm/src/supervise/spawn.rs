@@ -294,7 +294,7 @@ pub fn app_env(
 ) -> Vec<(OsString, OsString)> {
     let mut env: std::collections::BTreeMap<String, String> = spec.env.clone();
     let other_user = creds.uid != nix::unistd::geteuid();
-    env.insert("PATH".into(), super::launchable::app_path(spec, other_user));
+    env.insert("PATH".into(), super::program::app_path(spec, other_user));
     env.entry("HOME".into())
         .or_insert_with(|| creds.home.clone());
     env.entry("USER".into())
@@ -519,7 +519,7 @@ fn spawn_error(spec: &AppSpec, searched: &Searched, source: std::io::Error) -> S
             }
             let script = Path::new(spec.cwd.as_deref().unwrap_or("/")).join(&command);
             if command.contains('/') && script.is_file() {
-                if let Some(interpreter) = super::launchable::missing_interpreter(&script) {
+                if let Some(interpreter) = super::program::missing_interpreter(&script) {
                     return SpawnError::NoInterpreter {
                         app,
                         command,

@@ -5,8 +5,9 @@
 
 use super::app::{App, Runtime};
 use super::cgroup::Containment;
+use super::lifecycle::{self, Event};
 use super::logfile;
-use super::policy::{self, Decision, Exit};
+use super::policy::Exit;
 use super::spawn::{self, Creds, SpawnError};
 use super::Error;
 use crate::bus::Bus;
@@ -28,6 +29,7 @@ pub type LaneEnv =
     Box<dyn Fn(oxidepm_proto::AppKind, &str) -> Option<Vec<(String, String)>> + Send>;
 
 mod agents;
+mod effects;
 mod members;
 mod orphans;
 mod preflight;
@@ -40,6 +42,7 @@ pub mod storage;
 mod verbs;
 mod waiting;
 
+use effects::EndedRun;
 pub use members::{Members, Membership};
 pub use orphans::Orphan;
 pub use restarts::SeenExit;
@@ -96,7 +99,7 @@ pub struct Supervisor {
     orphans: BTreeMap<String, Orphan>,
     /// Automatic restarts waiting for the restart task, and each app's
     /// recent restarts.
-    pub(crate) restarts: super::restarts::RestartQueue,
+    pub(crate) restarts: super::restart_queue::RestartQueue,
     /// Where every recorded event is published as it happens.
     pub bus: Arc<Bus>,
 }
@@ -200,33 +203,9 @@ impl Supervisor {
         Ok((pid, rx))
     }
 
-    /// (Re)arms the cron and health tasks of app `id` for its current spec.
-    pub fn arm(&mut self, id: u64) {
-        let Some(app) = self.apps.get_mut(&id) else {
-            return;
-        };
-        app.auto_epoch += 1;
-        let epoch = app.auto_epoch;
-        let Some(shared) = self.this.upgrade() else {
-            return;
-        };
-        if let Some(expr) = app.spec.cron_restart.clone() {
-            match super::automation::parse_cron(&expr) {
-                Ok(cron) => {
-                    tokio::spawn(super::automation::cron_loop(
-                        shared.clone(),
-                        id,
-                        epoch,
-                        cron,
-                        expr,
-                    ));
-                }
-                Err(e) => log::error!("{}: {e}; no cron restarts", app.spec.name),
-            }
-        }
-        if let Some(h) = app.spec.health.clone() {
-            tokio::spawn(super::health::run(shared, id, epoch, h));
-        }
+    /// The supervisor as its tasks share it, while the daemon holds it.
+    pub fn shared(&self) -> Option<Shared> {
+        self.this.upgrade()
     }
 
     /// Current and rotated log paths of an app.
@@ -377,98 +356,114 @@ impl Supervisor {
     /// Starts a process for app `id` now. `kind` is the event to record
     /// (`started` or `restarted`).
     pub fn spawn_now(&mut self, id: u64, actor: &Actor, kind: EventKind) -> Result<u32, Error> {
-        let Some(app) = self.apps.get(&id) else {
+        let Some(app) = self.apps.get_mut(&id) else {
             return Err(Error::NoSuchApp { id });
         };
         let spec = app.spec.clone();
         // Whatever stopped it before, it is being started now.
-        if let Some(a) = self.apps.get_mut(&id) {
-            a.rt.stopped_by = None;
-        }
+        app.rt.stopped_by = None;
         // A process of this app that outlived a lost state is taken over
         // rather than duplicated.
         if let Some(pid) = self.adopt_orphan(id, actor) {
             return Ok(pid);
         }
-        let result = self
-            .creds_for(&spec)
-            .map_err(Error::from)
-            .and_then(|creds| {
-                // The intent is committed before the fork, the pid right after.
-                let run_id = self.begin_run(id, actor)?;
-                let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
-                let mut extra = self.app_extra_env(&spec);
-                extra.push(self.marker_of(id, run_id, &spec.name));
-                let env = spawn::app_env(&spec, &env_creds, &extra);
-                let [out, errp] = self.log_paths(&spec.name);
-                let shim = self.log_output.shim_config(&spec, out, errp);
-                let spawned = self.new_run(id).and_then(|r| {
-                    let (run, dir) = match r {
-                        Some(r) => (Some(r.path), Some(r.dir)),
-                        None => (None, None),
-                    };
-                    match spawn::spawn_app(&spec, creds.as_ref(), env, dir, &self.shim_exe, &shim) {
-                        Ok(sp) => Ok((sp, run)),
-                        Err(e) => {
-                            if let (Some(cg), Some(run)) = (self.containment.cgroups(), &run) {
-                                let _ = std::fs::remove_dir(cg.dir(run));
-                            }
-                            Err(e)
-                        }
-                    }
-                });
-                match spawned {
-                    Ok((sp, run)) => Ok((sp, run, run_id)),
-                    Err(e) => {
-                        if let Err(e) = self.store.run_failed(run_id) {
-                            log::error!("cannot record that run {run_id} failed: {e}");
-                        }
-                        Err(e.into())
-                    }
-                }
-            });
-        let app = self.apps.get_mut(&id).expect("checked above");
-        app.generation += 1;
-        match result {
+        match self.fork(id, &spec, actor) {
             Err(e) => Err(self.start_failed(id, actor, e)),
-            Ok((sp, run, run_id)) => {
-                app.rt.pid = Some(sp.pid);
-                app.rt.pid_start = Some(sp.start_ticks);
-                app.rt.boot_id = Some(self.boot_id.clone());
-                app.rt.started_at_ms = Some(now_ms());
-                app.rt.status = Status::Online;
-                app.rt.desired_running = true;
-                app.rt.run_id = Some(run_id);
-                app.started = Some(Instant::now());
-                app.stopping_actor = None;
-                app.sample = Default::default();
-                if app.health.is_some() {
-                    app.health = Some(oxidepm_proto::HealthState::Unknown);
+            Ok(forked) => Ok(self.forked(id, actor, kind, forked)),
+        }
+    }
+
+    /// Forks app `id`'s process: the intent is committed before the fork,
+    /// in a run leaf of its own where cgroups are in force.
+    fn fork(&mut self, id: u64, spec: &AppSpec, actor: &Actor) -> Result<Forked, Error> {
+        let creds = self.creds_for(spec)?;
+        let run_id = self.begin_run(id, actor)?;
+        let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
+        let mut extra = self.app_extra_env(spec);
+        extra.push(self.marker_of(id, run_id, &spec.name));
+        let env = spawn::app_env(spec, &env_creds, &extra);
+        let [out, errp] = self.log_paths(&spec.name);
+        let shim = self.log_output.shim_config(spec, out, errp);
+        let spawned = self.new_run(id).and_then(|r| {
+            let (run, dir) = match r {
+                Some(r) => (Some(r.path), Some(r.dir)),
+                None => (None, None),
+            };
+            match spawn::spawn_app(spec, creds.as_ref(), env, dir, &self.shim_exe, &shim) {
+                Ok(sp) => Ok((sp, run)),
+                Err(e) => {
+                    if let (Some(cg), Some(run)) = (self.containment.cgroups(), &run) {
+                        let _ = std::fs::remove_dir(cg.dir(run));
+                    }
+                    Err(e)
                 }
-                self.by_pid.insert(sp.pid, id);
-                // The pid, the session, the state and the event: one commit.
-                let batch = self.store.begin_batch();
-                self.record_run(id, run, sp.pid, sp.start_ticks);
-                if let Err(e) = self.store.run_forked(run_id, sp.pid) {
-                    log::error!("cannot record the pid of run {run_id}: {e}");
+            }
+        });
+        match spawned {
+            Ok((sp, run)) => Ok(Forked {
+                pid: sp.pid,
+                start_ticks: sp.start_ticks,
+                run,
+                run_id,
+            }),
+            Err(e) => {
+                if let Err(e) = self.store.run_failed(run_id) {
+                    log::error!("cannot record that run {run_id} failed: {e}");
                 }
-                self.persist(id);
-                self.event(id, kind, actor, &format!("pid {}", sp.pid));
-                self.store.end_batch(batch);
-                Ok(sp.pid)
+                Err(e.into())
             }
         }
+    }
+
+    /// Records a process just forked for app `id` as its current run.
+    fn forked(&mut self, id: u64, actor: &Actor, kind: EventKind, f: Forked) -> u32 {
+        let effects = self.step(
+            id,
+            Event::Spawned {
+                actor: actor.clone(),
+                kind,
+                pid: f.pid,
+            },
+        );
+        let boot_id = self.boot_id.clone();
+        let app = self.apps.get_mut(&id).expect("checked by spawn_now");
+        app.rt.pid = Some(f.pid);
+        app.rt.pid_start = Some(f.start_ticks);
+        app.rt.boot_id = Some(boot_id);
+        app.rt.started_at_ms = Some(now_ms());
+        app.rt.run_id = Some(f.run_id);
+        app.started = Some(Instant::now());
+        app.stopping_actor = None;
+        app.sample = Default::default();
+        if app.health.is_some() {
+            app.health = Some(oxidepm_proto::HealthState::Unknown);
+        }
+        self.by_pid.insert(f.pid, id);
+        // The pid, the session, the state and the event: one commit.
+        let batch = self.store.begin_batch();
+        self.record_run(id, f.run, f.pid, f.start_ticks);
+        if let Err(e) = self.store.run_forked(f.run_id, f.pid) {
+            log::error!("cannot record the pid of run {}: {e}", f.run_id);
+        }
+        self.apply(id, effects, None);
+        self.store.end_batch(batch);
+        f.pid
     }
 
     /// Marks app `id` as running again under an existing process (a process
     /// that outlived an earlier daemon).
     pub fn adopted(&mut self, id: u64) {
-        if let Some(a) = self.apps.get_mut(&id) {
-            a.rt.status = Status::Online;
-            a.started = None;
-            a.generation += 1;
-        }
-        self.persist(id);
+        let Some(app) = self.apps.get_mut(&id) else {
+            return;
+        };
+        app.started = None;
+        let pid = app.rt.pid.unwrap_or(0);
+        self.transition(id, Event::Adopted { pid });
+    }
+
+    /// Takes the process app `id` adopted as its run: its cgroup leaf, and
+    /// its session when the daemon that started it recorded none.
+    fn adopted_members(&mut self, id: u64) {
         let pid = self.apps.get(&id).and_then(|a| a.rt.pid).unwrap_or(0);
         self.adopt_members(id, pid);
         let start = self.apps.get(&id).and_then(|a| a.rt.pid_start);
@@ -477,12 +472,6 @@ impl Supervisor {
             let run = self.apps.get(&id).and_then(|a| a.run_cgroup.clone());
             self.record_run(id, run, pid, start);
         }
-        self.event(
-            id,
-            EventKind::Adopted,
-            &Actor::system("adopt"),
-            &format!("pid {pid}"),
-        );
     }
 
     /// Handles the exit of app `id`'s main process, seen now: records it,
@@ -512,7 +501,6 @@ impl Supervisor {
             return;
         }
         let SeenExit { id, pid, exit, .. } = e;
-        let uptime = e.uptime_ms();
         let app = self.apps.get_mut(&id).expect("checked by exit_current");
         let pid_start = app.rt.pid_start.take();
         app.rt.pid = None;
@@ -520,106 +508,54 @@ impl Supervisor {
         app.last_signal = exit.signal;
         let run = app.rt.run_id.take();
         app.exits.send_modify(|n| *n += 1);
-        let status = app.rt.status;
+        let stopping = app.rt.status == Status::Stopping;
         if let Some(run) = run {
             if let Err(e) = self.store.end_run(run, exit.code, exit.signal) {
                 log::error!("cannot record the end of a run: {e}");
             }
         }
-        if status == Status::Stopping {
-            // The stopper finishes the transition.
-            self.persist(id);
+        // A stop in progress finishes the transition itself.
+        if !stopping && self.reload_new_exited(id, exit) {
             return;
         }
-        if self.reload_new_exited(id, exit) {
-            return;
-        }
-        let app = self.apps.get(&id).expect("present");
-        let crash = Actor::system("crash");
-        let actor = if exit.success() {
-            Actor::system("exit")
-        } else {
-            crash.clone()
+        let uptime_ms = e.uptime_ms();
+        let effects = self.step(id, Event::Exited { exit, uptime_ms });
+        let run = EndedRun {
+            pid,
+            pid_start,
+            seen: e.seen,
         };
-        self.event(id, EventKind::Exited, &actor, &exit.describe());
-        let t = Duration::from_millis(app.spec.kill_timeout_ms);
-        self.end_runs(id, pid, pid_start, t, e.seen);
-        let app = self.apps.get(&id).expect("present");
-        if self.shutting_down {
-            let app = self.apps.get_mut(&id).expect("present");
-            app.rt.status = Status::Stopped;
-            self.persist(id);
-            return;
-        }
-        let (mut decision, unstable) = policy::decide(&app.spec, exit, uptime, app.unstable);
-        let mut limit_hit = None;
-        if let Decision::Restart { .. } = decision {
-            if let Err(hit) = self.admit_restart(id, e.seen) {
-                decision = Decision::Rest(Status::Errored);
-                limit_hit = Some(hit);
-            }
-        }
-        let app = self.apps.get_mut(&id).expect("present");
-        app.unstable = unstable;
-        match decision {
-            Decision::Restart { delay_ms } => {
-                let why = format!("after {}", exit.describe());
-                self.schedule_restart_after(id, delay_ms, &crash, why)
-            }
-            Decision::Rest(st) => {
-                app.rt.status = st;
-                app.rt.desired_running = false;
-                self.persist(id);
-                let kind = if st == Status::Errored {
-                    EventKind::Errored
-                } else {
-                    EventKind::Stopped
-                };
-                let detail = match limit_hit {
-                    Some((max, window_ms)) => format!(
-                        "more than {max} restarts within {window_ms} ms (start limit); not restarting"
-                    ),
-                    None if st == Status::Errored && unstable > 0 => format!(
-                        "{unstable} restarts in a row lasted less than min_uptime; not restarting"
-                    ),
-                    None => String::new(),
-                };
-                self.event(id, kind, &actor, &detail);
-            }
-        }
+        self.apply(id, effects, Some(run));
     }
 
     /// Queues a restart of app `id` in `delay_ms` (as soon as the restart
     /// task and the rate limit allow when 0), counting it and crediting it
     /// to `actor`. The app is `starting` until then.
     pub fn schedule_restart(&mut self, id: u64, delay_ms: u64, actor: &Actor) {
-        let why = match actor.label.as_str() {
-            "retry" => "after a spawn failure that may pass".to_string(),
-            "health" => "after failed health checks".to_string(),
-            "limit" => "after the memory limit".to_string(),
-            "cron" => "on its cron schedule".to_string(),
-            label => format!("for {label}"),
-        };
+        let why = lifecycle::restart_why(actor);
         self.schedule_restart_after(id, delay_ms, actor, why);
     }
 
     /// [`Self::schedule_restart`], saying why (`status` shows it while
     /// the app waits).
     pub fn schedule_restart_after(&mut self, id: u64, delay_ms: u64, actor: &Actor, why: String) {
-        let Some(app) = self.apps.get_mut(&id) else {
-            return;
+        let event = Event::QueueRestart {
+            delay_ms,
+            actor: actor.clone(),
+            why,
         };
-        app.count_restart(actor);
-        app.rt.status = Status::Starting;
-        app.generation += 1;
-        let generation = app.generation;
-        let at = Instant::now() + Duration::from_millis(delay_ms);
-        app.wait = Some(super::app::WaitFor {
-            at,
-            reason: why,
-            generation,
-        });
-        self.persist(id);
-        self.restarts.push(at, id, generation, actor.clone());
+        self.transition(id, event);
     }
+}
+
+/// A process just forked for an app, and what it runs in.
+struct Forked {
+    /// Its pid.
+    pid: u32,
+    /// Its start time (clock ticks since boot).
+    start_ticks: u64,
+    /// Its run's cgroup leaf, where cgroups are in force.
+    run: Option<String>,
+    /// Its run row.
+    run_id: i64,
 }

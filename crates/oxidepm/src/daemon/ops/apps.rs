@@ -4,7 +4,7 @@
 use crate::access::Caller;
 use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
-use crate::supervise::{control, lock, logfile};
+use crate::supervise::{control, define, lock, logfile};
 use oxidepm_proto::{Actor, AppAction, AppInfo, AppKind, AppSpec, Class, Defined, Stopped};
 
 /// Environment values are shown to humans only.
@@ -84,7 +84,7 @@ impl Daemon {
                 })
             })
         };
-        let mut out = match control::define(&self.sup, apps, actor, update).await {
+        let mut out = match define::define(&self.sup, apps, actor, update).await {
             Ok(out) => out,
             Err(e) => {
                 // A refused or undone request leaves no lane for an agent

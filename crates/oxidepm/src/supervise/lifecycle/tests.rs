@@ -2,6 +2,7 @@
 //! supervisor with no process at all (pids past the kernel's limit, so
 //! nothing is ever signalled) and the clock as data.
 
+use super::DaemonRestart;
 use crate::paths::Home;
 use crate::store::Store;
 use crate::supervise::policy::Exit;
@@ -180,7 +181,7 @@ fn finish_stop_of_an_app_not_stopping_does_nothing() {
     let r = rig();
     let id = r.add(spec(|_| {}));
     r.online(id, PID, Instant::now());
-    lock(&r.shared).finish_stop(id, &human(), "stopped by signal");
+    lock(&r.shared).finish_stop(id, &human(), super::StopOutcome::Signalled);
     assert_eq!(r.status(id), Status::Online);
     assert!(r.events().is_empty());
 }
@@ -461,15 +462,11 @@ async fn a_memory_limit_restart_stops_then_queues_a_restart() {
     let r = rig();
     let id = r.add(spec(|_| {}));
     r.online(id, PID, Instant::now());
-    crate::supervise::control::restart_by_daemon(
-        &r.shared,
-        id,
-        Actor::system("limit"),
-        oxidepm_proto::EventKind::MemoryLimit,
-        "memory 2 MiB over the limit of 1 MiB",
-        true,
-    )
-    .await;
+    let reason = DaemonRestart::MemoryLimit {
+        used: 2 << 20,
+        limit: 1 << 20,
+    };
+    crate::supervise::control::restart_by_daemon(&r.shared, id, reason).await;
     assert_eq!(r.status(id), Status::Starting);
     assert!(r.desired(id));
     let s = lock(&r.shared);
@@ -491,15 +488,8 @@ async fn daemon_restarts_in_a_row_past_max_restarts_end_errored() {
     let r = rig();
     let id = r.add(spec(|s| s.max_restarts = 0));
     r.online(id, PID, Instant::now());
-    crate::supervise::control::restart_by_daemon(
-        &r.shared,
-        id,
-        Actor::system("limit"),
-        oxidepm_proto::EventKind::MemoryLimit,
-        "over",
-        true,
-    )
-    .await;
+    let reason = DaemonRestart::MemoryLimit { used: 2, limit: 1 };
+    crate::supervise::control::restart_by_daemon(&r.shared, id, reason).await;
     assert_eq!(r.status(id), Status::Errored);
     assert_eq!(r.stored(id), (Status::Errored, false));
     assert_eq!(
@@ -512,15 +502,10 @@ async fn daemon_restarts_in_a_row_past_max_restarts_end_errored() {
 async fn a_daemon_restart_of_an_app_not_online_does_nothing() {
     let r = rig();
     let id = r.add(spec(|_| {}));
-    crate::supervise::control::restart_by_daemon(
-        &r.shared,
-        id,
-        Actor::system("cron"),
-        oxidepm_proto::EventKind::Cron,
-        "scheduled",
-        false,
-    )
-    .await;
+    let reason = DaemonRestart::Cron {
+        expr: "* * * * *".into(),
+    };
+    crate::supervise::control::restart_by_daemon(&r.shared, id, reason).await;
     assert_eq!(r.status(id), Status::Stopped);
     assert!(r.events().is_empty());
 }
@@ -530,15 +515,10 @@ async fn a_health_restart_does_not_count_toward_max_restarts() {
     let r = rig();
     let id = r.add(spec(|s| s.max_restarts = 0));
     r.online(id, PID, Instant::now());
-    crate::supervise::control::restart_by_daemon(
-        &r.shared,
-        id,
-        Actor::system("health"),
-        oxidepm_proto::EventKind::Unhealthy,
-        "3 failed checks in a row, last: refused",
-        false,
-    )
-    .await;
+    let reason = DaemonRestart::Health {
+        detail: "3 failed checks in a row, last: refused".into(),
+    };
+    crate::supervise::control::restart_by_daemon(&r.shared, id, reason).await;
     assert_eq!(r.status(id), Status::Starting);
     assert_eq!(lock(&r.shared).app(id).unwrap().unstable, 0);
 }

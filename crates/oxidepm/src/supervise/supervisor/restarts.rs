@@ -3,8 +3,9 @@
 //! `supervise::restarts` for the queue and the task).
 
 use super::Supervisor;
+use crate::supervise::lifecycle::{Event, Limit};
 use crate::supervise::policy::{self, Exit};
-use crate::supervise::restarts::Due;
+use crate::supervise::restart_queue::Due;
 use oxidepm_proto::{Actor, EventKind, Status};
 use std::time::Instant;
 
@@ -79,28 +80,13 @@ impl Supervisor {
     pub fn queue_restart_by_daemon(&mut self, id: u64, actor: &Actor, counts: bool) {
         if counts {
             if let Err((max, window_ms)) = self.admit_restart(id, Instant::now()) {
-                if let Some(app) = self.apps.get_mut(&id) {
-                    app.rt.status = Status::Errored;
-                    app.rt.desired_running = false;
-                }
-                self.persist(id);
-                self.event(
-                    id,
-                    EventKind::Errored,
-                    actor,
-                    &format!(
-                        "more than {max} restarts within {window_ms} ms (start limit); not restarting"
-                    ),
-                );
+                let limit = Limit::StartLimit { max, window_ms };
+                let actor = actor.clone();
+                self.transition(id, Event::LimitHit { limit, actor });
                 return;
             }
         }
         self.schedule_restart(id, 0, actor);
-    }
-
-    /// Forgets app `id`'s recent automatic restarts: a person started it.
-    pub fn reset_start_limit(&mut self, id: u64) {
-        self.restarts.forget(id);
     }
 
     /// Whether a queued restart is still wanted: the app waits in

@@ -4,14 +4,9 @@
 //! cannot fix).
 
 use super::Supervisor;
-use crate::store::RuntimeRow;
-use crate::supervise::policy::MAX_BACKOFF_MS;
+use crate::supervise::lifecycle::{self, Event};
 use crate::supervise::Error;
-use oxidepm_proto::{Actor, EventKind, RestartPolicy, Status};
-
-/// The shortest wait before a start that failed for a passing reason is
-/// tried again (never at once: the shortage is likely still there).
-const MIN_RETRY_MS: u64 = 250;
+use oxidepm_proto::Actor;
 
 impl Error {
     /// Whether the failure may pass by itself: descriptors, processes or
@@ -61,49 +56,26 @@ impl Supervisor {
         let Some(app) = self.apps.get(&id) else {
             return Err(Error::NoSuchApp { id });
         };
-        let mut row = RuntimeRow::from(&app.rt);
-        row.status = Status::Starting;
-        row.desired_running = true;
-        row.pid = None;
-        row.pid_start = None;
+        let mut row = lifecycle::intent(&app.rt);
         let run = self.store.begin_run(id, actor, &mut row)?;
         Ok(run)
     }
 
     /// After the start of app `id` failed with `e`: a passing failure is
     /// tried again under the restart policy (the retry counts toward
-    /// `max_restarts`, through `schedule_restart`); any other, or one
-    /// past the limit, leaves the app `errored`. Returns `e`.
+    /// `max_restarts`, as a queued restart); any other, or one past the
+    /// limit, leaves the app `errored` (see `lifecycle`). Returns `e`.
     pub(super) fn start_failed(&mut self, id: u64, actor: &Actor, e: Error) -> Error {
         let Some(app) = self.apps.get_mut(&id) else {
             return e;
         };
         app.rt.pid = None;
-        let retry = e.is_transient()
-            && app.spec.restart != RestartPolicy::Never
-            && !self.shutting_down
-            && app.unstable < app.spec.max_restarts;
-        if retry {
-            app.unstable += 1;
-            let shift = (app.unstable - 1).min(16);
-            let delay = (app.spec.restart_delay_ms
-                + app.spec.exp_backoff_ms.saturating_mul(1 << shift))
-            .clamp(MIN_RETRY_MS, MAX_BACKOFF_MS.max(app.spec.restart_delay_ms));
-            app.rt.desired_running = true;
-            let attempt = app.unstable;
-            self.event(
-                id,
-                EventKind::Failed,
-                actor,
-                &format!("{e}; a passing failure: trying again in {delay} ms (attempt {attempt})"),
-            );
-            self.schedule_restart(id, delay, &Actor::system("retry"));
-            return e;
-        }
-        app.rt.status = Status::Errored;
-        app.rt.desired_running = false;
-        self.persist(id);
-        self.event(id, EventKind::Failed, actor, &e.to_string());
+        let event = Event::SpawnFailed {
+            actor: actor.clone(),
+            error: e.to_string(),
+            transient: e.is_transient(),
+        };
+        self.transition(id, event);
         e
     }
 }

@@ -5,6 +5,7 @@
 
 use super::{Members, Supervisor};
 use crate::supervise::app::OldRun;
+use crate::supervise::lifecycle::Event;
 use crate::supervise::policy::Exit;
 use crate::supervise::verbs::VerbError;
 use crate::supervise::{procfs, snapshot, spawn};
@@ -57,19 +58,16 @@ impl Supervisor {
         let app = self.apps.get_mut(&id)?;
         let before = app.rt.restarts;
         app.rt.restarts = 0;
-        app.unstable = 0;
         app.restart_reasons.clear();
-        if app.rt.status == Status::Errored {
-            app.rt.status = Status::Stopped;
-        }
+        let effects = self.step(id, Event::Reset);
+        let app = self.apps.get(&id)?;
         let done = ResetDone {
             id,
             name: app.spec.name.clone(),
             restarts_before: before,
             status: app.rt.status,
         };
-        self.restarts.forget(id);
-        self.persist(id);
+        self.apply(id, effects, None);
         self.event(
             id,
             EventKind::Other("reset".into()),
@@ -114,7 +112,7 @@ impl Supervisor {
         app.rt.pid = None;
         app.rt.pid_start = None;
         app.rt.run_id = None;
-        app.rt.status = Status::Stopped;
+        self.transition(id, Event::ReloadAside);
         self.event(
             id,
             EventKind::Other(RELOAD_KIND.into()),
@@ -212,18 +210,15 @@ impl Supervisor {
         app.rt.pid_start = old.pid_start;
         app.rt.run_id = old.run_id;
         app.rt.started_at_ms = old.started_at_ms;
-        app.rt.status = Status::Online;
-        app.rt.desired_running = true;
         app.started = old.started;
         app.run_cgroup = old.run_cgroup.clone();
-        app.generation += 1;
         app.health = app
             .spec
             .health
             .as_ref()
             .map(|_| oxidepm_proto::HealthState::Unknown);
         self.by_pid.insert(old.pid, id);
-        self.persist(id);
+        self.transition(id, Event::Restored);
         true
     }
 

@@ -2,8 +2,9 @@
 //! or the exit of a process that is not the daemon's child.
 
 use super::Supervisor;
+use crate::supervise::lifecycle::Event;
 use crate::supervise::policy::Exit;
-use oxidepm_proto::{Actor, EventKind, Status};
+use oxidepm_proto::Actor;
 use std::collections::BTreeMap;
 
 impl Supervisor {
@@ -37,35 +38,29 @@ impl Supervisor {
     /// Puts app `id` in `starting` until its dependencies are ready;
     /// returns the generation the waiter must still see to spawn it.
     pub fn wait_for_dependencies(&mut self, id: u64, actor: &Actor) -> u64 {
-        let Some(app) = self.apps.get_mut(&id) else {
+        let Some(app) = self.apps.get(&id) else {
             return 0;
         };
-        app.rt.status = Status::Starting;
-        app.generation += 1;
-        let generation = app.generation;
         let waiting: Vec<String> = app
             .spec
             .depends_on
             .iter()
             .map(|d| format!("{} ({:?})", d.app, d.condition).to_lowercase())
             .collect();
-        self.persist(id);
-        self.event(
-            id,
-            EventKind::Waiting,
-            actor,
-            &format!("for {}", waiting.join(", ")),
-        );
-        generation
+        let event = Event::WaitForDependencies {
+            actor: actor.clone(),
+            detail: format!("for {}", waiting.join(", ")),
+        };
+        self.transition(id, event);
+        self.apps.get(&id).map_or(0, |a| a.generation)
     }
 
     /// Gives up starting app `id` because a dependency failed.
     pub fn dependency_failed(&mut self, id: u64, actor: &Actor, why: &str) {
-        if let Some(app) = self.apps.get_mut(&id) {
-            app.rt.status = Status::Errored;
-            app.rt.desired_running = false;
-        }
-        self.persist(id);
-        self.event(id, EventKind::Errored, actor, why);
+        let event = Event::DependencyFailed {
+            actor: actor.clone(),
+            why: why.to_string(),
+        };
+        self.transition(id, event);
     }
 }

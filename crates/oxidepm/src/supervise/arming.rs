@@ -1,0 +1,35 @@
+//! The tasks an app's spec asks the daemon to run beside it — cron
+//! restarts and health checks — armed anew whenever the spec changes. Each
+//! task holds the epoch it was armed for and ends by itself once the app's
+//! epoch moves on, so re-arming never needs to find the old tasks.
+
+use super::supervisor::Supervisor;
+use super::{automation, health};
+
+impl Supervisor {
+    /// (Re)arms the cron and health tasks of app `id` for its current spec.
+    pub fn arm(&mut self, id: u64) {
+        let Some(app) = self.app_mut(id) else {
+            return;
+        };
+        app.auto_epoch += 1;
+        let epoch = app.auto_epoch;
+        let name = app.spec.name.clone();
+        let cron = app.spec.cron_restart.clone();
+        let check = app.spec.health.clone();
+        let Some(shared) = self.shared() else {
+            return;
+        };
+        if let Some(expr) = cron {
+            match automation::parse_cron(&expr) {
+                Ok(cron) => {
+                    tokio::spawn(automation::cron_loop(shared.clone(), id, epoch, cron, expr));
+                }
+                Err(e) => log::error!("{name}: {e}; no cron restarts"),
+            }
+        }
+        if let Some(h) = check {
+            tokio::spawn(health::run(shared, id, epoch, h));
+        }
+    }
+}
