@@ -1,5 +1,6 @@
-//! The operations a request asks for (define, start, stop, restart,
-//! delete, shutdown), including the waiting a stop involves.
+//! The operations a request asks for (start, stop, restart, delete,
+//! shutdown; `define` is its own module), including the waiting a stop
+//! involves, and the restarts the daemon decides on by itself.
 
 use super::lifecycle::{DaemonRestart, Event, StopOutcome};
 use super::supervisor::{lock, Shared, StopTicket, Supervisor};

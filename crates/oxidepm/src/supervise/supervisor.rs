@@ -1,7 +1,8 @@
-//! The supervisor's state and the transitions of an app's lifecycle. Every
-//! method runs with the state locked and never waits; the waiting parts
-//! (stop timeouts, restart delays, exit watches) live in `control`,
-//! `reaper` and the timers armed here.
+//! The supervisor's state: every app and the means to run them, and the
+//! executor of their lifecycle (what follows what is decided in
+//! `lifecycle`; `effects` carries it out). Every method runs with the
+//! state locked and never waits; the waiting parts (stop timeouts, restart
+//! delays, exit watches) live in `control`, `reaper` and the restart task.
 
 use super::app::{App, Runtime};
 use super::cgroup::Containment;

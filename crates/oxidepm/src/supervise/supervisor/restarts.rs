@@ -1,6 +1,7 @@
 //! The supervisor's side of automatic restarts: exits seen by the reaper,
 //! the start-limit rule, and the restarts the restart task spawns (see
-//! `supervise::restarts` for the queue and the task).
+//! `supervise::restart_queue` for the queue, `supervise::restarts` for the
+//! task).
 
 use super::Supervisor;
 use crate::supervise::lifecycle::{Event, Limit};
