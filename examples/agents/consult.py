@@ -10,7 +10,8 @@ agent's consult inbox with from = <me> (set by oxidepm's bridge, never by
 the sender), kind = question and request_id; an answer is XADD ... to
 <asker> re <request_id> text ..., and arrives with kind = answer and re.
 Only what a [[lanes.consult]] rule of daemon.toml allows is delivered; the
-rest lands in <sender>:consult:outbox:dead with the reason.
+rest lands in <sender>:consult:outbox:dead with the reason, and the sender
+is told in its inbox: kind = refused, re = its outbox entry's id, error.
 """
 import os
 import sys
@@ -43,6 +44,8 @@ while True:
                 answer = f"{agent} heard {len(msg.get('text', ''))} chars"
                 r.xadd("consult:outbox", {"to": sender, "re": msg["request_id"], "text": answer})
                 print(f"{agent}: answered {sender}'s {msg['request_id']}", flush=True)
+            elif msg.get("kind") == "refused":
+                print(f"{agent}: {msg.get('re')} was not delivered: {msg.get('error')}", flush=True)
             else:
                 print(f"{agent}: {sender} answered {msg.get('re')}: {msg.get('text')}", flush=True)
             r.xack(inbox, group, entry_id)

@@ -88,3 +88,18 @@ fn kb_field(text: &str, key: &str) -> Option<u64> {
 pub fn ticks_per_second() -> f64 {
     oxidepm_sys::procfs::ticks_per_second() as f64
 }
+
+/// How many processes the host has now.
+pub fn count() -> usize {
+    fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|s| s.parse::<u32>().is_ok())
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}

@@ -46,6 +46,8 @@ pub struct DeliverySettings {
     pub dead_maxlen: u64,
     /// Bytes of an entry's fields a dead letter keeps.
     pub dead_entry_bytes: usize,
+    /// `MAXLEN ~` of the inboxes a refusal is told in.
+    pub inbox_maxlen: u64,
 }
 
 /// What every worker shares.
@@ -89,6 +91,9 @@ pub struct OutboxStream {
     pub agent: String,
     /// The source.
     pub source: String,
+    /// `<agent>:<source>:inbox`, where a source that tells its senders
+    /// ([`Source::tells_sender`]) reports what it dead-lettered.
+    pub inbox: String,
     /// Entries handed to the worker and not yet done.
     queued: AtomicUsize,
     /// Their bytes.
@@ -113,6 +118,7 @@ impl OutboxStream {
             key: key.to_string(),
             agent: key.agent.to_string(),
             source: key.family.clone(),
+            inbox: StreamKey::inbox(&key.agent, &key.family).to_string(),
             queued: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             in_flight: Mutex::new(HashSet::new()),
@@ -282,6 +288,7 @@ async fn process(ctx: &DeliveryContext, stream: &OutboxStream, entry: Entry) -> 
     let attempts = settings.retry.attempts.max(1);
     let mut shutdown = ctx.shutdown.clone();
     let mut attempt = 0;
+    let mut waited = false;
     while attempt < attempts {
         attempt += 1;
         let result = {
@@ -311,7 +318,14 @@ async fn process(ctx: &DeliveryContext, stream: &OutboxStream, entry: Entry) -> 
                 // allows it (at least a little later, whatever it said).
                 attempt -= 1;
                 let wait = wait.max(MIN_WAIT);
-                log::info!("{} {}: {reason}", stream.key, msg.id);
+                // Said once: a wait for open questions to close may last
+                // hours, looked at again four times a second.
+                if waited {
+                    log::debug!("{} {}: {reason}", stream.key, msg.id);
+                } else {
+                    log::info!("{} {}: {reason}", stream.key, msg.id);
+                }
+                waited = true;
                 let mut con = ctx.con.clone();
                 if let Err(e) = crate::stats::bump(&mut con, Counter::Waited, 1).await {
                     log::debug!("cannot count a wait: {e}");
@@ -426,15 +440,41 @@ fn prefix(v: &[u8], n: usize) -> &[u8] {
     &v[..end]
 }
 
+/// Adds to `pipe` the entry that tells the sender, in its inbox of the
+/// source, that its outbox entry `id` was not delivered and why: an agent
+/// cannot read its dead-letter stream, and a refusal after its XADD was
+/// taken must not go unsaid. Only the id and the reason are copied (the
+/// sender has the rest), so the entry is bounded whatever it wrote.
+fn add_refusal(
+    pipe: &mut redis::Pipeline,
+    stream: &OutboxStream,
+    id: &str,
+    reason: &str,
+    maxlen: u64,
+    at: &str,
+) {
+    let x = pipe.cmd("XADD").arg(&stream.inbox);
+    if maxlen > 0 {
+        x.arg("MAXLEN").arg("~").arg(maxlen);
+    }
+    x.arg("*");
+    x.arg("source").arg(&stream.source);
+    x.arg("kind").arg("refused");
+    x.arg("re").arg(id);
+    x.arg("error").arg(reason);
+    x.arg("received_at").arg(at);
+    x.ignore();
+}
+
 /// Writes the outcome (dead letter, ack, counter) in one pipeline, trying
 /// again until Redis takes it: an entry is never acknowledged without
 /// having been delivered or dead-lettered. False if the bridge stopped
 /// first.
 async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Finish<'_>) -> bool {
     let mut pipe = redis::pipe();
-    let (dead_maxlen, keep) = {
+    let (dead_maxlen, keep, inbox_maxlen) = {
         let s = ctx.settings();
-        (s.dead_maxlen, s.dead_entry_bytes)
+        (s.dead_maxlen, s.dead_entry_bytes, s.inbox_maxlen)
     };
     let failed_at = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     match &how {
@@ -474,6 +514,14 @@ async fn finish(ctx: &DeliveryContext, stream: &OutboxStream, id: &str, how: Fin
             x.ignore();
         }
         Finish::Delivered | Finish::Deleted => {}
+    }
+    if let Finish::Dead(_, reason, _) | Finish::Refused(reason, ..) = &how {
+        let tells = ctx
+            .deliverer(&stream.source)
+            .is_some_and(|s| s.tells_sender());
+        if tells {
+            add_refusal(&mut pipe, stream, id, reason, inbox_maxlen, &failed_at());
+        }
     }
     pipe.cmd("XACK")
         .arg(&stream.key)

@@ -182,6 +182,7 @@ fn delivery_settings(cfg: &BridgeConfig) -> DeliverySettings {
         max_entry_bytes: cfg.outbox.max_entry_bytes,
         dead_maxlen: cfg.outbox.dead_maxlen,
         dead_entry_bytes: cfg.outbox.dead_entry_bytes,
+        inbox_maxlen: cfg.inbox_maxlen,
     }
 }
 

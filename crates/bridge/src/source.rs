@@ -171,6 +171,15 @@ pub trait Source: Send + Sync {
     /// Delivers one outbox entry, as coming from `msg.agent`.
     fn deliver<'a>(&'a self, msg: &'a Outbound) -> BoxFuture<'a, Result<(), DeliveryError>>;
 
+    /// Whether what is dead-lettered from this source's outboxes is also
+    /// told to the sender, in its inbox of this source (`kind refused`,
+    /// `re` the entry's id, `error`). Sources whose inbox entries an agent
+    /// dispatches on by `kind` tell; the others do not, since an agent
+    /// that answers every entry of its inbox would answer the refusal too.
+    fn tells_sender(&self) -> bool {
+        false
+    }
+
     /// Takes up a new configuration (SIGHUP). Settings it cannot change
     /// while running are reported in the `Ok` list as needing a restart.
     fn reload(&self, _config: &crate::BridgeConfig) -> Result<Vec<String>, SourceError> {

@@ -480,6 +480,12 @@ pub struct AppInfo {
     /// stdout and stderr together (`show` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_dropped_bytes: Option<u64>,
+    /// Whether the daemon keeps copies of the app's log pipes (`show` only,
+    /// running apps that log to files): when false, the daemon was short of
+    /// descriptors, and if the app's log writer dies the app dies at its
+    /// next write (SIGPIPE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_pipes_kept: Option<bool>,
     /// Set while the app waits to restart (status `waiting`): why, and
     /// how long still.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -58,18 +58,8 @@ fn measure(bins: &Bins, plan: &Plan, limited: usize) -> Result<(Cpu, u64)> {
 
 pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let n = plan.apps;
-    let procs = std::fs::read_dir("/proc")
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|s| s.parse::<u32>().is_ok())
-                })
-                .count()
-        })
-        .unwrap_or(0);
-    say!("  processes on this host now: {procs} (the sampler reads every one of /proc each tick)");
+    let procs = procfs::count();
+    say!("  processes on this host now: {procs} (without cgroups, the limit watch reads every one of /proc each tick)");
     let (plain, _) = measure(bins, plan, 0)?;
     let (one, _) = measure(bins, plan, 1)?;
     let (watched, _) = measure(bins, plan, n)?;

@@ -6,6 +6,7 @@ mod bridge;
 mod discord;
 mod health;
 mod hosts;
+mod idle;
 mod kill2000;
 mod logs;
 mod logs_read;
@@ -138,6 +139,11 @@ pub const ALL: &[Scenario] = &[
         name: "health",
         about: "daemon CPU and RSS with N apps under a 1 s health check (tcp, command)",
         run: health::run,
+    },
+    Scenario {
+        name: "idle",
+        about: "daemon CPU with 1,000 and 5,000 idle apps nobody looks at (target <= 0.5 % of a core)",
+        run: idle::run,
     },
     Scenario {
         name: "memwatch",

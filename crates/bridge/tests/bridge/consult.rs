@@ -1,7 +1,8 @@
 //! Agents consulting each other through the bridge: alice's questions
 //! reach bob as coming from alice whatever she writes, bob's answers reach
-//! alice only for questions she asked, and everything else lands in the
-//! sender's dead stream with the reason.
+//! alice only for questions she asked, a question past `max_open` waits,
+//! and everything else lands in the sender's dead stream with the reason,
+//! told to the sender in its own inbox.
 
 use super::harness::*;
 use super::{agent_says, field};
@@ -50,6 +51,24 @@ fn settled(redis: &Redis, outbox: &str) {
 
 fn len(redis: &Redis, key: &str) -> usize {
     entries(&mut redis.admin(), key).len()
+}
+
+/// The entries of an inbox that are messages, not refusals told back.
+fn delivered(redis: &Redis, key: &str) -> usize {
+    let all = entries(&mut redis.admin(), key);
+    all.iter().filter(|e| field(e, "kind") != "refused").count()
+}
+
+/// The refusals told back in an inbox, once they are all there.
+fn refusals(redis: &Redis, key: &str, n: usize) -> Vec<Entry> {
+    let mut admin = redis.admin();
+    eventually(WAIT, &format!("{n} refusals in {key}"), || {
+        let r: Vec<Entry> = entries(&mut admin, key)
+            .into_iter()
+            .filter(|e| field(e, "kind") == "refused")
+            .collect();
+        (r.len() >= n).then_some(r)
+    })
 }
 
 #[test]
@@ -189,8 +208,22 @@ fn what_no_rule_allows_lands_in_the_senders_dead_stream() {
     for outbox in ["alice", "bob", "carol"].map(|a| format!("{a}:consult:outbox")) {
         settled(&redis, &outbox);
     }
-    for inbox in ["alice", "bob", "carol"].map(|a| format!("{a}:consult:inbox")) {
-        assert_eq!(len(&redis, &inbox), 0, "{inbox} stays empty");
+    // Nothing is delivered; each sender is told of each refusal, in
+    // order, with the reason and the id of its entry.
+    for (agent, dead) in [
+        ("alice", &alice_dead),
+        ("bob", &bob_dead),
+        ("carol", &carol_dead),
+    ] {
+        let inbox = format!("{agent}:consult:inbox");
+        assert_eq!(delivered(&redis, &inbox), 0, "{inbox} gets no message");
+        let told = refusals(&redis, &inbox, dead.len());
+        assert_eq!(told.len(), dead.len(), "{told:?}");
+        for (t, d) in told.iter().zip(dead.iter()) {
+            assert_eq!(field(t, "re"), field(d, "original_id"));
+            assert_eq!(field(t, "error"), field(d, "error"));
+            assert_eq!(field(t, "source"), "consult");
+        }
     }
 }
 
@@ -270,39 +303,71 @@ fn bob_answers_only_open_questions_once() {
 }
 
 #[test]
-fn a_flood_of_questions_stops_at_max_open_and_bytes_are_bounded() {
+fn a_flood_of_questions_waits_at_max_open_and_a_refusal_is_told_to_the_asker() {
     let redis = setup(
         json!([{"from": "alice", "to": "bob"}]),
         json!({"max_open": 2, "max_bytes": 200}),
     );
     let _tb = TestBridge::start(&redis.config_path());
-    for i in 0..4 {
-        agent_says(
-            &redis,
-            "alice",
-            "consult",
-            &[("to", "bob"), ("text", &format!("q{i}"))],
-        );
-    }
-    agent_says(
+    let asked: Vec<String> = (0..4)
+        .map(|i| {
+            agent_says(
+                &redis,
+                "alice",
+                "consult",
+                &[("to", "bob"), ("text", &format!("q{i}"))],
+            )
+        })
+        .collect();
+    let big = agent_says(
         &redis,
         "alice",
         "consult",
         &[("to", "bob"), ("text", &"x".repeat(300))],
     );
-    let dead = wait_for(&redis, "alice:consult:outbox:dead", 3);
-    settled(&redis, "alice:consult:outbox");
-    assert_eq!(len(&redis, "bob:consult:inbox"), 2);
-    assert!(
-        field(&dead[0], "error").contains("2 open questions to bob"),
-        "{dead:?}"
-    );
-    assert_eq!(field(&dead[1], "text"), "q3");
-    assert!(
-        field(&dead[2], "error").contains("max_bytes (200)"),
-        "{dead:?}"
-    );
+    // Two are open; the third waits for an answer (held, in order, with
+    // everything behind it), and is not refused.
+    let got = wait_for(&redis, "bob:consult:inbox", 2);
+    assert_eq!(field(&got[1], "text"), "q1");
     let mut admin = redis.admin();
+    eventually(WAIT, "the third question waiting", || {
+        let s = stats(&mut admin);
+        (s.get("waited") >= Some(&1)).then_some(())
+    });
+    assert_eq!(len(&redis, "bob:consult:inbox"), 2);
+    assert_eq!(len(&redis, "alice:consult:outbox:dead"), 0);
+    assert_eq!(
+        admin.cmd(&["ZCARD", "bridge:consult:open:alice:bob"]),
+        oxidepm_testkit::Value::Int(2)
+    );
+    // Each answer lets one more through.
+    for (i, id) in asked.iter().take(2).enumerate() {
+        agent_says(
+            &redis,
+            "bob",
+            "consult",
+            &[("to", "alice"), ("re", id), ("text", "a")],
+        );
+        let got = wait_for(&redis, "bob:consult:inbox", 3 + i);
+        assert_eq!(field(&got[2 + i], "text"), format!("q{}", 2 + i));
+    }
+    // The one too large is refused, in the dead stream and in alice's own
+    // inbox, where she can read why.
+    let dead = wait_for(&redis, "alice:consult:outbox:dead", 1);
+    settled(&redis, "alice:consult:outbox");
+    assert!(
+        field(&dead[0], "error").contains("max_bytes (200)"),
+        "{dead:?}"
+    );
+    let told: Vec<Entry> = entries(&mut redis.agent("alice"), "alice:consult:inbox")
+        .into_iter()
+        .filter(|e| field(e, "kind") == "refused")
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(field(&told[0], "re"), big);
+    assert!(field(&told[0], "error").contains("max_bytes (200)"));
+    assert!(!told[0].1.contains_key("text"), "the entry is not copied");
+    assert_eq!(len(&redis, "bob:consult:inbox"), 4);
     assert_eq!(
         admin.cmd(&["ZCARD", "bridge:consult:open:alice:bob"]),
         oxidepm_testkit::Value::Int(2)
@@ -341,8 +406,10 @@ fn a_rule_removed_by_a_reload_stops_new_questions_and_their_answers() {
     let dead = wait_for(&redis, "alice:consult:outbox:dead", 1);
     assert_eq!(field(&dead[0], "text"), "after");
     wait_for(&redis, "bob:consult:outbox:dead", 1);
-    assert_eq!(len(&redis, "bob:consult:inbox"), 1);
-    assert_eq!(len(&redis, "alice:consult:inbox"), 0);
+    assert_eq!(delivered(&redis, "bob:consult:inbox"), 1);
+    assert_eq!(delivered(&redis, "alice:consult:inbox"), 0);
+    assert_eq!(refusals(&redis, "alice:consult:inbox", 1).len(), 1);
+    assert_eq!(refusals(&redis, "bob:consult:inbox", 1).len(), 1);
 }
 
 #[test]

@@ -49,6 +49,7 @@ pub fn status(out: &Printer, targets: Vec<String>) -> Result<ExitCode, Error> {
             log_files: None,
             containment: None,
             log_dropped_bytes: None,
+            log_pipes_kept: None,
             ..a
         })
         .collect();

@@ -297,6 +297,7 @@ impl App {
             log_files,
             containment: None,
             log_dropped_bytes: None,
+            log_pipes_kept: None,
             waiting: self.waiting().map(|w| oxidepm_proto::Waiting {
                 due_in_ms: w.at.saturating_duration_since(Instant::now()).as_millis() as u64,
                 reason: w.reason.clone(),

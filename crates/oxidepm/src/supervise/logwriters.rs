@@ -69,6 +69,7 @@ pub fn start(
                 out,
                 err,
                 _share: share,
+                _kept: Kept::new(&cfg.out_path),
             },
             pid,
             fd,
@@ -107,6 +108,46 @@ struct Watched {
     err: OwnedFd,
     /// The copies' and the pidfd's share of the descriptor budget.
     _share: super::fd_budget::Share,
+    /// Its entry in [`KEPT`], while it is watched.
+    _kept: Kept,
+}
+
+/// The stdout log files whose app's pipes the daemon holds copies of, with
+/// how many writers of each are watched (an app restarted while its old
+/// processes still write has two). An app not in it dies at its next write
+/// if its writer dies: `show` says so.
+static KEPT: std::sync::Mutex<std::collections::BTreeMap<PathBuf, usize>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// A watched writer's entry in [`KEPT`], removed when it is dropped.
+struct Kept(PathBuf);
+
+impl Kept {
+    fn new(out_path: &Path) -> Kept {
+        let mut k = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+        *k.entry(out_path.to_path_buf()).or_default() += 1;
+        Kept(out_path.to_path_buf())
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        let mut k = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = k.get_mut(&self.0) {
+            *n -= 1;
+            if *n == 0 {
+                k.remove(&self.0);
+            }
+        }
+    }
+}
+
+/// Whether the pipes of the app that logs to `out_path` are kept by the
+/// daemon (its writer is watched and replaced if it dies).
+pub fn kept(out_path: &Path) -> bool {
+    KEPT.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains_key(out_path)
 }
 
 /// Descriptors held per watched writer: a pidfd and two pipe copies.
@@ -196,6 +237,7 @@ pub fn regain(logs_dir: &Path, daemon_exe: &Path) -> usize {
             Ok(Some((fd, out, err))) => {
                 let w = Watched {
                     program: program.clone(),
+                    _kept: Kept::new(&cfg.out_path),
                     cfg,
                     out,
                     err,

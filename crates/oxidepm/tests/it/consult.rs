@@ -1,7 +1,8 @@
 //! Agents consulting each other through the daemon's bridge, as the agents
 //! do it: XADD to their own consult outbox through their lane socket, and
 //! read their consult inbox with their group. Only what `[[lanes.consult]]`
-//! allows arrives; the rest is in the sender's dead stream with the reason.
+//! allows arrives; the rest is in the sender's dead stream with the reason,
+//! and the sender is told in its own inbox.
 
 use crate::harness::{read, Env};
 use crate::lanes::{conn, host_conn, start_agents};
@@ -98,6 +99,26 @@ fn dead(env: &Env, agent: &str, n: usize) -> Vec<Fields> {
     })
 }
 
+/// The entries of `key` that are messages, not refusals told back.
+fn messages(env: &Env, key: &str) -> Vec<Fields> {
+    let all = range(env, key);
+    all.into_iter()
+        .filter(|e| e.get("kind").map(String::as_str) != Some("refused"))
+        .collect()
+}
+
+/// The refusals told back in `agent`'s consult inbox, once there are `n`.
+fn refusals(env: &Env, agent: &str, n: usize) -> Vec<Fields> {
+    let key = format!("{agent}:consult:inbox");
+    env.wait(30, &format!("{n} refusals in {key}"), || {
+        let r: Vec<Fields> = range(env, &key)
+            .into_iter()
+            .filter(|e| e.get("kind").map(String::as_str) == Some("refused"))
+            .collect();
+        (r.len() >= n).then_some(r)
+    })
+}
+
 fn bridge_reloads(env: &Env) -> usize {
     read(&env.home.join("logs/oxidepm-bridge-err.log"))
         .matches("configuration reloaded")
@@ -161,7 +182,8 @@ fn agents_consult_each_other_only_as_daemon_toml_allows() {
     }
 
     // No rule bob → alice, carol → bob; an answer to a question never
-    // asked: dead streams, with the reason; no inbox grows.
+    // asked: dead streams, with the reason, told to the sender in its own
+    // inbox; no message is delivered.
     says(&mut bob, &[("to", "alice"), ("text", "unruled")]);
     says(
         &mut bob,
@@ -183,8 +205,17 @@ fn agents_consult_each_other_only_as_daemon_toml_allows() {
         carol_dead[0]["error"].contains("carol consult bob"),
         "{carol_dead:?}"
     );
-    assert_eq!(range(&env, "alice:consult:inbox").len(), 2);
-    assert_eq!(range(&env, "bob:consult:inbox").len(), 2);
+    assert_eq!(messages(&env, "alice:consult:inbox").len(), 2);
+    assert_eq!(messages(&env, "bob:consult:inbox").len(), 2);
+    let told = refusals(&env, "bob", 2);
+    for (t, d) in told.iter().zip(&bob_dead) {
+        assert_eq!(t["re"], d["original_id"], "{told:?}");
+        assert_eq!(t["error"], d["error"], "{told:?}");
+    }
+    assert_eq!(
+        refusals(&env, "carol", 1)[0]["error"],
+        carol_dead[0]["error"]
+    );
     // A question bob leaves open.
     says(&mut alice, &[("to", "bob"), ("text", "still open")]);
     inbox(&env, &mut bob, "bob", 1);
@@ -208,7 +239,7 @@ fn agents_consult_each_other_only_as_daemon_toml_allows() {
     let alice_dead = dead(&env, "alice", 1);
     assert_eq!(alice_dead[0]["text"], "q3");
     assert!(alice_dead[0]["error"].contains("no [[lanes.consult]] rule lets alice consult bob"));
-    assert_eq!(range(&env, "bob:consult:inbox").len(), 3);
+    assert_eq!(messages(&env, "bob:consult:inbox").len(), 3);
 
     // Deleting bob deletes the record of what was still open with him: a
     // new bob could not answer it.

@@ -10,6 +10,7 @@ mod cli_reads;
 mod compat;
 mod connections;
 mod consult;
+mod consult_outage;
 mod containment;
 mod discord;
 mod event_feed;

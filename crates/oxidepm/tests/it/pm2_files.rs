@@ -312,7 +312,9 @@ fn a_file_that_prints_100_mib_is_stopped() {
     let exporting = js_file(
         &env,
         "exports",
-        "module.exports = { apps: [{ name: 'a', script: 'a.js', args: 'y'.repeat(100 << 20) }] };\n",
+        // Past the 16 MiB bound, small enough that node serializes it well
+        // within its 10 s on a loaded machine (100 MiB took longer).
+        "module.exports = { apps: [{ name: 'a', script: 'a.js', args: 'y'.repeat(24 << 20) }] };\n",
     );
     let complaining = js_file(
         &env,

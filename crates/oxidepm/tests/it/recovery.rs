@@ -438,3 +438,31 @@ fn set_soft_limit(pid: u32, soft: u64) {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn at_a_low_fd_limit_show_says_whose_log_pipes_are_not_kept() {
+    let env = Env::new();
+    let _sweep = Sweep(&env);
+    // 44 descriptors past the reserve: a dozen writers are watched, the
+    // rest of 40 apps are not.
+    let n = 40;
+    let file = app_file(&env, n);
+    daemon_with_limit(&env, 300, 300);
+    env.ok(&["start", &file]);
+    env.wait(60, "every app online", || {
+        pids(&env).iter().filter(|(_, _, s)| s == "online").count() == n
+    });
+    let kept: Vec<Option<bool>> = (0..n)
+        .map(|i| {
+            let shown = env.json(&["show", &format!("a{i}")]);
+            shown[0]["log_pipes_kept"].as_bool()
+        })
+        .collect();
+    assert_eq!(kept[0], Some(true), "{kept:?}");
+    assert_eq!(kept[n - 1], Some(false), "{kept:?}");
+    let text = env.ok(&["show", &format!("a{}", n - 1)]);
+    assert!(text.contains("log pipes"), "{text}");
+    assert!(text.contains("not kept"), "{text}");
+    assert!(!env.ok(&["show", "a0"]).contains("log pipes"));
+    sweep(&env);
+}

@@ -161,7 +161,12 @@ fn two_hosts_provision_their_own_agents_and_a_name_is_one_host_s() {
     assert!(exists(&mut root, "{bob}:webhook:inbox"));
 
     // B asks for A's name: refused, naming A, and nothing is made on B
-    // or changed on the server.
+    // or changed on the server. (Each host's ops responder makes its
+    // agents' ops outboxes a moment after they start: done first.)
+    for agent in ["alice", "bob"] {
+        let key = format!("{{{agent}}}:ops:outbox");
+        b.wait(30, &key, || exists(&mut root, &key));
+    }
     let alice_before = getuser(&mut root, "agent_alice");
     let keys_before = all_keys(&mut root);
     let err = b.fails(&[

@@ -11,8 +11,12 @@
 //! written into `alice:consult:inbox` with `from bob`, `kind answer` and
 //! `re`, when a rule lets alice consult bob and alice's question is open.
 //! Anything else goes to the sender's dead stream with the reason
-//! ([`DeliveryError::Permanent`]). Each outbox is delivered one entry at a
-//! time, in order, like every outbox.
+//! ([`DeliveryError::Permanent`]), and the sender is told in its consult
+//! inbox (`kind refused`). What only has to wait — `max_open` questions
+//! open, the private Redis unavailable — waits ([`DeliveryError::Wait`]):
+//! a backlog after an outage is held, never refused after its XADD was
+//! taken. Each outbox is delivered one entry at a time, in order, like
+//! every outbox.
 //!
 //! * [`mod@judge`] — what an entry is and whether the rules allow it (pure);
 //! * [`record`] — the writes, and the open questions answers are checked
@@ -134,6 +138,12 @@ impl Source for ConsultSource {
 
     fn deliver<'a>(&'a self, msg: &'a Outbound) -> BoxFuture<'a, Result<(), DeliveryError>> {
         Box::pin(self.route(msg))
+    }
+
+    /// A consult agent dispatches on `kind` (question, answer): a refusal
+    /// is one more kind, never taken for a question to answer.
+    fn tells_sender(&self) -> bool {
+        true
     }
 
     fn reload(&self, cfg: &BridgeConfig) -> Result<Vec<String>, SourceError> {

@@ -21,6 +21,7 @@ use crate::conn::Con;
 use crate::source::{DeliveryError, Outbound};
 use oxidepm_lanes::consult::{self, open_key, ConsultLimits};
 use oxidepm_lanes::{AgentName, StreamKey};
+use std::time::Duration;
 
 /// What the router needs to write one message.
 pub struct Write<'a> {
@@ -40,8 +41,38 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// How long a question waits before `max_open` is looked at again.
+const OPEN_WAIT: Duration = Duration::from_millis(250);
+
+/// How long a write waits for Redis to be back.
+const OUTAGE_WAIT: Duration = Duration::from_millis(250);
+
+/// A write Redis did not take. The outbox and the inbox are in the same
+/// Redis, so while it is down or failing over nothing is lost by waiting
+/// for it, and the entry must not spend its tries (and be dead-lettered)
+/// on an outage; any other error is tried again as usual.
 fn unavailable(e: redis::RedisError) -> DeliveryError {
-    DeliveryError::Retry(format!("the private Redis did not take it: {e}"))
+    let reason = format!("the private Redis did not take it: {e}");
+    if is_outage(&e) {
+        DeliveryError::Wait(reason, OUTAGE_WAIT)
+    } else {
+        DeliveryError::Retry(reason)
+    }
+}
+
+/// Whether `e` says Redis is away for now (down, loading, failing over,
+/// out of memory) rather than that the write is wrong.
+fn is_outage(e: &redis::RedisError) -> bool {
+    use redis::ErrorKind as K;
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || matches!(
+            e.kind(),
+            K::BusyLoadingError | K::TryAgain | K::ClusterDown | K::MasterDown | K::ReadOnly
+        )
+        || matches!(e.code(), Some("OOM") | Some("LOADING") | Some("MASTERDOWN"))
 }
 
 /// Adds the inbox entry to `pipe`: the fields the router sets, then the
@@ -100,12 +131,19 @@ pub async fn ask(con: &mut Con, w: &Write<'_>) -> Result<(), DeliveryError> {
     }
     let max = w.limits.max_open;
     if open >= max {
-        return Err(DeliveryError::Permanent(format!(
-            "{} already has {open} open questions to {} (lanes.consult_limits.max_open = {max}); \
-             wait for answers, or for questions to close after lanes.consult_limits.open_secs \
-             ({} s)",
-            w.sender, w.to, w.limits.open_secs
-        )));
+        // Backpressure, not a refusal: the question goes once one of the
+        // open ones is answered or closes, and the asker's outbox waits in
+        // order meanwhile (a backlog after an outage reaches the limit in a
+        // burst that answers would have drained).
+        return Err(DeliveryError::Wait(
+            format!(
+                "{} already has {open} open questions to {} (lanes.consult_limits.max_open = \
+                 {max}); the question waits for an answer, or for one to close after \
+                 lanes.consult_limits.open_secs ({} s)",
+                w.sender, w.to, w.limits.open_secs
+            ),
+            OPEN_WAIT,
+        ));
     }
     let open_ms = w.limits.open_secs.saturating_mul(1000).min(i64::MAX as u64) as i64;
     let add_record = |p: &mut redis::Pipeline| {

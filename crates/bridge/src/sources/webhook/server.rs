@@ -308,7 +308,17 @@ async fn handle(
         );
         return r;
     }
-    state.authenticated();
+    if !state.authenticated() {
+        // The place went to a newcomer a moment before: the connection is
+        // closing, and a message taken now would go unanswered (and be sent
+        // again).
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the webhook is full and this connection gave its place to a newcomer before \
+             its request was read; send it again"
+                .to_string(),
+        );
+    }
     if !ctx.publisher.knows_source(&source) {
         return error(
             StatusCode::NOT_FOUND,

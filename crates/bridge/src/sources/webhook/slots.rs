@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::Notify;
@@ -24,23 +24,49 @@ pub struct Caps {
     pub per_ip: usize,
 }
 
+/// A connection that has not shown the token yet.
+const FRESH: u8 = 0;
+/// A connection that has shown the token: it keeps its place.
+const AUTHENTICATED: u8 = 1;
+/// A connection whose place was given to a newcomer.
+const EVICTED: u8 = 2;
+
 /// One connection, as its task and the table see it.
 #[derive(Debug)]
 pub struct ConnState {
     accepted: Instant,
-    authenticated: AtomicBool,
+    /// [`FRESH`], [`AUTHENTICATED`] or [`EVICTED`]: the one change from
+    /// fresh decides between a request taken and a place given away, so a
+    /// request is never taken on a connection that is then closed before
+    /// it is answered (its sender would send it again).
+    stage: AtomicU8,
     evicted: Notify,
 }
 
 impl ConnState {
-    /// Marks the connection as having sent a request with the right token.
-    pub fn authenticated(&self) {
-        self.authenticated.store(true, Ordering::Relaxed);
+    /// Marks the connection as having sent a request with the right token;
+    /// false when its place was given away first (the request must not be
+    /// taken: the connection is closing).
+    pub fn authenticated(&self) -> bool {
+        match self
+            .stage
+            .compare_exchange(FRESH, AUTHENTICATED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(now) => now == AUTHENTICATED,
+        }
     }
 
     /// Whether it has sent a request with the right token.
     pub fn is_authenticated(&self) -> bool {
-        self.authenticated.load(Ordering::Relaxed)
+        self.stage.load(Ordering::Acquire) == AUTHENTICATED
+    }
+
+    /// Gives the place away, unless the connection authenticated first.
+    fn evict(&self) -> bool {
+        self.stage
+            .compare_exchange(FRESH, EVICTED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Completes when the connection's slot was given to a newcomer.
@@ -132,13 +158,15 @@ impl Slots {
     pub fn admit(self: &Arc<Self>, ip: IpAddr, caps: Caps) -> Result<Slot, Refusal> {
         let ip = ip.to_canonical();
         let mut t = self.table();
-        if t.held_by(&ip) >= caps.per_ip {
+        // A candidate that authenticates while it is chosen keeps its
+        // place, and the next one is chosen.
+        while t.held_by(&ip) >= caps.per_ip {
             let id = t
                 .oldest_unauthenticated(|a| *a == ip)
                 .ok_or(Refusal::AddressFull)?;
             evict(&mut t, id);
         }
-        if t.conns.len() >= caps.max {
+        while t.conns.len() >= caps.max {
             let id = t.oldest_of_the_largest().ok_or(Refusal::Full)?;
             evict(&mut t, id);
         }
@@ -146,7 +174,7 @@ impl Slots {
         t.next_id += 1;
         let state = Arc::new(ConnState {
             accepted: Instant::now(),
-            authenticated: AtomicBool::new(false),
+            stage: AtomicU8::new(FRESH),
             evicted: Notify::new(),
         });
         *t.per_ip.entry(ip).or_insert(0) += 1;
@@ -171,7 +199,13 @@ impl Slots {
     }
 }
 
+/// Closes connection `id` if it has still not authenticated; otherwise it
+/// stays (and is no longer a candidate).
 fn evict(t: &mut Table, id: u64) {
+    let Some(c) = t.conns.get(&id) else { return };
+    if !c.state.evict() {
+        return;
+    }
     if let Some(c) = t.remove(id) {
         c.state.evicted.notify_one();
     }

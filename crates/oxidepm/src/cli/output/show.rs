@@ -144,6 +144,15 @@ impl Printer {
         if let Some(n) = a.log_dropped_bytes.filter(|n| *n > 0) {
             field(out, "log lost", format!("{} ({n} bytes)", human_bytes(n)))?;
         }
+        if a.log_pipes_kept == Some(false) {
+            field(
+                out,
+                "log pipes",
+                "not kept: the daemon is short of descriptors, so if this app's log writer \
+                 dies the app dies at its next write; raise the daemon's open-file limit \
+                 (ulimit -n, LimitNOFILE=) and restart the app",
+            )?;
+        }
         Ok(())
     }
 }

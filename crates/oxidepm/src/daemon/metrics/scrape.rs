@@ -47,6 +47,7 @@ pub async fn current(d: &Daemon) -> Arc<str> {
 
 /// Writes the whole scrape.
 pub async fn render(d: &Daemon) -> String {
+    crate::supervise::sampler::refresh(&d.sup).await;
     let rows = app_rows(d);
     let mut t = Text::with_capacity(4096 + rows.len() * BYTES_PER_APP);
     apps(&mut t, &rows);

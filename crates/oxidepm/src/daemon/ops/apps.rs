@@ -4,8 +4,8 @@
 use crate::access::Caller;
 use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
-use crate::supervise::{control, define, lock, logfile};
-use oxidepm_proto::{Actor, AppAction, AppInfo, AppKind, AppSpec, Class, Defined, Stopped};
+use crate::supervise::{control, define, lock, logfile, logwriters};
+use oxidepm_proto::{Actor, AppAction, AppInfo, AppKind, AppSpec, Class, Defined, Status, Stopped};
 
 /// Environment values are shown to humans only.
 fn reveal(caller: &Caller) -> bool {
@@ -53,6 +53,9 @@ impl Daemon {
                 let mut info = a.info(true, reveal(caller), Some(files));
                 info.containment = s.containment_of(a.id);
                 info.log_dropped_bytes = Some(dropped);
+                if a.rt.status == Status::Online {
+                    info.log_pipes_kept = Some(logwriters::kept(&o));
+                }
                 info
             })
             .collect())

@@ -15,7 +15,7 @@ mod verbs;
 use super::errors::OpError;
 use super::Daemon;
 use crate::access::{Caller, Scope};
-use crate::supervise::lock;
+use crate::supervise::{lock, sampler};
 use oxidepm_proto::{Op, Reply};
 
 pub(super) use logs::{LogsAsk, Window};
@@ -46,8 +46,14 @@ impl Daemon {
                 };
                 Ok(about::whoami(caller, containment).into())
             }
-            Op::Status => Ok(self.status(caller).into()),
-            Op::Show { target } => self.show(caller, &target).map(Into::into),
+            Op::Status => {
+                sampler::refresh(&self.sup).await;
+                Ok(self.status(caller).into())
+            }
+            Op::Show { target } => {
+                sampler::refresh(&self.sup).await;
+                self.show(caller, &target).map(Into::into)
+            }
             Op::Define { mut apps, update } => {
                 apps::run_as_definer(caller, &mut apps, lock(&self.sup).own_uid());
                 self.define(apps, update, actor).await.map(Into::into)

@@ -188,6 +188,12 @@ impl Supervisor {
         })
     }
 
+    /// The directory of the cgroup at hierarchy path `path`, where cgroups
+    /// are in force.
+    pub fn cgroup_dir(&self, path: &str) -> Option<std::path::PathBuf> {
+        Some(self.containment.cgroups()?.dir(path))
+    }
+
     /// The recorded sessions of app `id`.
     pub fn sessions_of(&self, id: u64) -> Vec<Session> {
         self.sessions
