@@ -38,38 +38,15 @@
 //! Its configuration file is [`oxidepm_lanes::ProxyConfig`], written by the
 //! daemon.
 
-mod activation;
-mod answer;
-mod budget;
-mod cluster_map;
-mod command_filter;
-mod commands;
-mod connection;
-mod consumer_arg;
-mod consumers;
-mod group_scope;
-mod groups;
-mod handshake;
-mod lane_settings;
-mod lane_socket;
-mod link;
-mod meter;
-mod rate_limit;
-mod redis_version;
-mod relay_socket;
-mod replies;
-mod reply_scanner;
+mod conn;
+mod filter;
+mod lane;
 mod resp;
-mod responder_filter;
-mod route;
 mod server;
-mod tls;
-mod transaction;
 mod upstream;
-mod upstream_write;
 
-pub use activation::take_from_env;
+pub use server::activation::take_from_env;
 pub use oxidepm_lanes::{AgentConfig, ConfigError, ProxyConfig};
-pub use server::{run, LaneError, Proxy, ReloadReport, RunError};
+pub use server::proxy::{run, LaneError, Proxy, ReloadReport, RunError};
 
 pub use oxidepm_sys::runtime::runtime;

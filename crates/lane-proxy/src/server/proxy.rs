@@ -8,15 +8,15 @@
 //! keep their listener and connections and pick up new settings (password,
 //! limits) for new connections.
 //!
-//! The accept loop also runs the lane's meter (see [`crate::meter`]), so
+//! The accept loop also runs the lane's meter (see [`crate::lane::meter`]), so
 //! that it too ends with the lane.
 
-use crate::activation::{self, ActivatedSocket};
-use crate::connection::{self, LaneSettings};
-use crate::lane_settings;
-use crate::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
-use crate::meter;
-use crate::route::{self, Route};
+use crate::server::activation::{self, ActivatedSocket};
+use crate::conn::serve::{self, LaneSettings};
+use crate::lane::settings;
+use crate::server::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
+use crate::lane::meter;
+use crate::upstream::route::{self, Route};
 use oxidepm_lanes::proxy_config::agent_socket;
 use oxidepm_lanes::{AgentName, ConfigError, ProxyConfig, SecretError};
 use std::collections::HashMap;
@@ -228,7 +228,7 @@ impl Proxy {
                 );
             }
         }
-        let lanes = lane_settings::lanes(&cfg);
+        let lanes = settings::lanes(&cfg);
         let route = match route::from_config(&cfg, st.route.as_ref()) {
             Ok(r) => r,
             Err(why) => {
@@ -282,7 +282,7 @@ impl Proxy {
                 .get(a.name.as_str())
                 .and_then(|l| read_settings(&l.shared));
             let settings =
-                match lane_settings::lane_settings(&cfg, &route, a, old.as_deref(), *responder) {
+                match settings::lane_settings(&cfg, &route, a, old.as_deref(), *responder) {
                     Ok(s) => Arc::new(s),
                     Err(e) => {
                         report.failed.push((a.name.to_string(), e.to_string()));
@@ -492,7 +492,7 @@ async fn client(
     seat: Option<Seat>,
 ) {
     let (Some(settings), Some(seat)) = (settings, seat) else {
-        connection::refuse(
+        serve::refuse(
             stream,
             &format!(
                 "ERR lane unavailable: agent '{}' is not configured",
@@ -503,14 +503,14 @@ async fn client(
         return;
     };
     match seat.kind {
-        SeatKind::Served => connection::serve(stream, settings).await,
+        SeatKind::Served => serve::serve(stream, settings).await,
         SeatKind::Refused => {
             log::warn!(
                 "lane {}: refused a connection over the limit of {}",
                 shared.name,
                 settings.max_connections
             );
-            connection::refuse(
+            serve::refuse(
                 stream,
                 &format!(
                     "OXIDEPM connections: agent '{}' has {} connections open, the most its \

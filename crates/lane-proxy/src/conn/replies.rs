@@ -7,11 +7,11 @@
 //! line) before they are written to the client: while the client does not
 //! read, neither does the proxy, and what Redis has to say waits in Redis.
 
-use crate::connection::{LaneSettings, Slot};
-use crate::consumers::Consumers;
-use crate::meter::Meter;
-use crate::relay_socket::OwnedWriteHalf;
-use crate::reply_scanner::ReplyScanner;
+use crate::conn::serve::{LaneSettings, Slot};
+use crate::lane::consumers::Consumers;
+use crate::lane::meter::Meter;
+use crate::conn::relay_socket::OwnedWriteHalf;
+use crate::conn::reply_scanner::ReplyScanner;
 use std::collections::VecDeque;
 use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -208,7 +208,7 @@ pub async fn pump_replies<R: AsyncRead + Unpin>(
 async fn lane_moved(
     mut cw: OwnedWriteHalf,
     mut out: Vec<u8>,
-    m: crate::cluster_map::Moved,
+    m: crate::upstream::cluster_map::Moved,
     s: &LaneSettings,
 ) -> io::Result<()> {
     log::info!(

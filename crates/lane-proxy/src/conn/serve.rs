@@ -4,9 +4,9 @@
 //! and authenticated as `agent_<name>` — all before a byte is read from the
 //! client. Then two pumps run side by side in the connection's task:
 //!
-//! * [`crate::commands`]: client bytes → parsed → filtered → re-encoded
+//! * [`crate::conn::commands`]: client bytes → parsed → filtered → re-encoded
 //!   upstream, within the lane's byte budget and the command deadline;
-//! * [`crate::replies`]: upstream bytes → client, interleaved in order
+//! * [`crate::conn::replies`]: upstream bytes → client, interleaved in order
 //!   with the replies the proxy makes itself.
 //!
 //! The command pump tells the reply pump what to expect through an ordered
@@ -26,21 +26,21 @@
 //! through its session. When a shared server answers that the lane is
 //! served elsewhere (`-MOVED`, `-ASK`, `-READONLY`, a blocked read
 //! `-UNBLOCKED` by a failover), the client gets `-TRYAGAIN … reconnect` in
-//! place of that reply and the connection closes (see `crate::replies`):
+//! place of that reply and the connection closes (see `crate::conn::replies`):
 //! its next connection goes to the node that serves the lane now.
 
-use crate::budget::Budget;
-use crate::commands::pump_commands;
-use crate::consumers::Consumers;
-use crate::link::Link;
-use crate::meter::{Bounds, Meter};
-use crate::rate_limit::TokenBucket;
-use crate::relay_socket::{self, OwnedReadHalf, OwnedWriteHalf};
-use crate::replies::pump_replies;
+use crate::lane::budget::Budget;
+use crate::conn::commands::pump_commands;
+use crate::lane::consumers::Consumers;
+use crate::upstream::link::Link;
+use crate::lane::meter::{Bounds, Meter};
+use crate::lane::rate_limit::TokenBucket;
+use crate::conn::relay_socket::{self, OwnedReadHalf, OwnedWriteHalf};
+use crate::conn::replies::pump_replies;
 use crate::resp::error_reply;
-use crate::route::Route;
-use crate::transaction::{Admitted, Queued};
-use crate::upstream;
+use crate::upstream::route::Route;
+use crate::conn::transaction::{Admitted, Queued};
+use crate::upstream::connection::lane_of;
 use oxidepm_lanes::{AclUser, AgentName, LimitsConfig, Secret};
 use std::borrow::Cow;
 use std::io;
@@ -88,7 +88,7 @@ pub struct LaneSettings {
     /// connections.
     pub transactions: Arc<Queued>,
     /// A responder's lane (`agent` is then the responder's name): its
-    /// commands go through `crate::responder_filter`, as `resp_<name>`.
+    /// commands go through `crate::filter::responder`, as `resp_<name>`.
     pub responder: bool,
 }
 
@@ -171,7 +171,7 @@ pub async fn serve(client: UnixStream, settings: Arc<LaneSettings>) {
         return;
     }
     let user = settings.user();
-    let lane = upstream::lane_of(&user);
+    let lane = lane_of(&user);
     let connect = settings.route.connect(&lane, &user, &settings.password);
     let upstream = match tokio::time::timeout(UPSTREAM_TIMEOUT, connect).await {
         Ok(Ok(u)) => u,

@@ -3,9 +3,9 @@
 //! `connection`), and the meter's, on which the proxy asks and reads the
 //! answers itself ([`Upstream::call`]).
 
-use crate::link::Link;
+use crate::upstream::link::Link;
 use crate::resp::{encode_args, parse_int};
-use crate::route::Route;
+use crate::upstream::route::Route;
 use oxidepm_lanes::{AclUser, AgentName, Secret};
 use std::io;
 use std::sync::Arc;
@@ -247,7 +247,7 @@ impl Upstream {
             if !route.is_unix() {
                 for r in &replies {
                     if let Reply::Error(e) = r {
-                        if let Some(m) = crate::cluster_map::moved(e.as_bytes()) {
+                        if let Some(m) = crate::upstream::cluster_map::moved(e.as_bytes()) {
                             // This connection is on the wrong node now: the
                             // caller drops it, the next one goes elsewhere.
                             route.moved(lane, m);

@@ -8,10 +8,10 @@
 //! opened, or a server that answers `-MOVED`/`-READONLY`/… on a relayed
 //! connection ([`Route::moved`]), makes the next connection ask again.
 
-use crate::cluster_map::{self, Moved, SlotRange};
-use crate::link::Link;
-use crate::tls::{self, TlsError};
-use crate::upstream::{authenticate, Reply, Upstream};
+use crate::upstream::cluster_map::{self, Moved, SlotRange};
+use crate::upstream::link::Link;
+use crate::upstream::tls::{self, TlsError};
+use crate::upstream::connection::{authenticate, Reply, Upstream};
 use oxidepm_lanes::redis_url::{HostPort, Topology};
 use oxidepm_lanes::{AclUser, AgentName, Dir, ProxyConfig, RedisUrl, Secret, StreamKey, TlsFiles};
 use std::collections::HashMap;

@@ -13,19 +13,19 @@
 //! * commands go upstream in batches of at most [`CHUNK`] bytes; a larger
 //!   command is written from the read buffer itself, never copied.
 //!
-//! [`Budget`]: crate::budget::Budget
+//! [`Budget`]: crate::lane::budget::Budget
 
-use crate::answer::{self, not_pending, Answers};
-use crate::budget::Held;
-use crate::command_filter::{decide, Policy, Verdict};
-use crate::connection::{End, LaneSettings, Slot};
-use crate::handshake::{getname_reply, info_reply};
-use crate::redis_version::redis_version;
-use crate::relay_socket::OwnedReadHalf;
-use crate::replies::release;
+use crate::conn::answer::{self, not_pending, Answers};
+use crate::lane::budget::Held;
+use crate::filter::agent::{decide, Policy, Verdict};
+use crate::conn::serve::{End, LaneSettings, Slot};
+use crate::filter::handshake::{getname_reply, info_reply};
+use crate::upstream::redis_version::redis_version;
+use crate::conn::relay_socket::OwnedReadHalf;
+use crate::conn::replies::release;
 use crate::resp::{error_reply, Command, CommandParser, ProtocolError};
-use crate::transaction::{Admitted, Session, DISCARD};
-use crate::upstream_write;
+use crate::conn::transaction::{Admitted, Session, DISCARD};
+use crate::conn::upstream_write;
 use std::borrow::Cow;
 use std::io;
 use std::time::{Duration, Instant};
@@ -518,7 +518,7 @@ fn queued(
             Ok(()) => verdict,
             Err(why) => Verdict::Reply(Cow::Owned(error_reply(&why))),
         },
-        // It goes upstream as the script of `crate::answer`.
+        // It goes upstream as the script of `crate::conn::answer`.
         Verdict::Answer { .. } => {
             match session.queue(n + answer::OVERHEAD, cmd.len() + 6, &s.limits) {
                 Ok(()) => verdict,

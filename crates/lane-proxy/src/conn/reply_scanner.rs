@@ -6,7 +6,7 @@
 //! without buffering values — bulk payloads are skipped as they stream by,
 //! only an incomplete header line is ever left unconsumed.
 
-use crate::cluster_map::{self, Moved};
+use crate::upstream::cluster_map::{self, Moved};
 use crate::resp::parse_int;
 use std::fmt;
 

@@ -32,8 +32,8 @@
 //! only what was admitted since. A lane nobody uses is not measured: what
 //! its outboxes hold was within its bounds when it was last used.
 
-use crate::groups::{parse_groups, Group, StreamId};
-use crate::upstream::{Reply, Upstream};
+use crate::lane::groups::{parse_groups, Group, StreamId};
+use crate::upstream::connection::{Reply, Upstream};
 use oxidepm_lanes::{AgentName, Secret, StreamKey};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -361,7 +361,7 @@ pub struct Source {
     /// The lane's meter now.
     pub meter: Arc<Meter>,
     /// The way to the lanes' Redis.
-    pub route: Arc<crate::route::Route>,
+    pub route: Arc<crate::upstream::route::Route>,
     /// The agent's password.
     pub password: Secret,
     /// How often to measure while the lane is in use.

@@ -1,13 +1,13 @@
 //! A lane's settings, made from the proxy's configuration file: what its
 //! connections share is kept across reloads where it did not change.
 
-use crate::budget::Budget;
-use crate::connection::LaneSettings;
-use crate::consumers::Consumers;
-use crate::meter::{Bounds, Meter};
-use crate::rate_limit::TokenBucket;
-use crate::route::Route;
-use crate::server::LaneError;
+use crate::lane::budget::Budget;
+use crate::conn::serve::LaneSettings;
+use crate::lane::consumers::Consumers;
+use crate::lane::meter::{Bounds, Meter};
+use crate::lane::rate_limit::TokenBucket;
+use crate::upstream::route::Route;
+use crate::server::proxy::LaneError;
 use oxidepm_lanes::responder::ResponderConfig;
 use oxidepm_lanes::{AgentConfig, AgentName, ProxyConfig, Secret, SecretError};
 use std::sync::{Arc, Mutex};

@@ -7,7 +7,7 @@
 //! stop most things, the proxy alone would stop the commands that change
 //! the connection itself (AUTH, HELLO AUTH, RESET, CLIENT, SUBSCRIBE,
 //! MONITOR, SELECT), which no ACL rule can express per socket, and scopes
-//! group commands to the agent's own group (`crate::group_scope`).
+//! group commands to the agent's own group (`crate::filter::group_scope`).
 //!
 //! What is forwarded, what is answered here and where each may act is the
 //! table `oxidepm_lanes::lane_commands::LANE_COMMANDS` (below, as generated
@@ -21,19 +21,19 @@
 //! XGROUP CREATECONSUMER `<key> <g> <name>`) is memory in Redis that no
 //! quota counts: one longer than `limits.max_consumer_name` is refused
 //! here with `-OXIDEPM consumer name …`, and the lane admits at most
-//! `limits.max_consumers` distinct names (see `crate::consumers`). An
+//! `limits.max_consumers` distinct names (see `crate::lane::consumers`). An
 //! XREADGROUP with more than one GROUP clause is refused (Redis would use
 //! the last; the proxy counts one name per command).
 //!
 //! Inside a transaction the commands the proxy answers itself are refused
-//! (`crate::transaction`). Everything else is refused with `-NOPERM` and
+//! (`crate::conn::transaction`). Everything else is refused with `-NOPERM` and
 //! never reaches Redis.
 #![doc = ""]
-#![doc = include_str!("../../../docs/lane-commands.md")]
+#![doc = include_str!("../../../../docs/lane-commands.md")]
 
-use crate::consumer_arg::{consume, xreadgroup_consumer};
+use crate::filter::consumer_arg::{consume, xreadgroup_consumer};
 use crate::resp::{error_reply, Command};
-use crate::{group_scope, handshake};
+use crate::filter::{group_scope, handshake};
 use oxidepm_lanes::{AgentName, Dir, StreamKey};
 use std::borrow::Cow;
 
@@ -73,7 +73,7 @@ pub enum Verdict {
     },
     /// `CLIENT GETNAME`: answered by the proxy.
     GetName,
-    /// `INFO`: answered by the proxy (see `crate::handshake`).
+    /// `INFO`: answered by the proxy (see `crate::filter::handshake`).
     Info,
     /// `HELLO`: forwarded as `HELLO [protover]`; a SETNAME in it is kept
     /// by the proxy.
@@ -89,7 +89,7 @@ pub enum Verdict {
     ReplyAndClose(Cow<'static, [u8]>),
     /// On a responder's lane, an XADD to the inbox of the agent whose
     /// outbox is `outbox`, answering `request`: sent as the script of
-    /// `crate::answer`, which appends it only if `request` is pending in
+    /// `crate::conn::answer`, which appends it only if `request` is pending in
     /// the responder's group, and acknowledges it.
     Answer {
         /// The asking agent's outbox of this responder.
@@ -109,7 +109,7 @@ pub struct Policy<'a> {
     /// The longest consumer name accepted, in bytes.
     pub max_consumer_name: usize,
     /// A responder's lane (`agent` is the responder): see
-    /// `crate::responder_filter`.
+    /// `crate::filter::responder`.
     pub responder: bool,
     /// On a responder's lane, the largest `MAXLEN` a reply may give.
     pub reply_maxlen: u64,
@@ -123,7 +123,7 @@ const OK: &[u8] = b"+OK\r\n";
 /// Decides what to do with `cmd`, sent on `policy.agent`'s lane.
 pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     if policy.responder {
-        return crate::responder_filter::decide(cmd, policy);
+        return crate::filter::responder::decide(cmd, policy);
     }
     let mut name_buf = [0u8; 16];
     let name = upper(cmd.arg(0), &mut name_buf);

@@ -1,20 +1,20 @@
 //! What a responder may send through its lane (the proxy's responder
 //! mode; the contract is `oxidepm_lanes::responder`).
 //!
-//! Pure, like `crate::command_filter`, whose connection-level rules it
+//! Pure, like `crate::filter::agent`, whose connection-level rules it
 //! shares (HELLO, CLIENT, INFO, QUIT, AUTH, RESET, MULTI/EXEC). On keys it
 //! is stricter than the ACL of `resp_<name>`, which it doubles: every
 //! stream command names only outboxes `<agent>:<name>:outbox` and the
 //! group `<name>`; the only write is XADD to an inbox `<agent>:<name>:inbox`
 //! with the ID `*` and a `request_id`, and it becomes [`Verdict::Answer`]:
-//! sent as the script of `crate::answer`, which appends it only if the
+//! sent as the script of `crate::conn::answer`, which appends it only if the
 //! request it names is pending, and acknowledges that request with it. No
 //! MKSTREAM: a responder makes no key (the daemon made its
 //! group on every agent's outbox).
 
-use crate::command_filter::{upper, Policy, Verdict};
-use crate::consumer_arg::xreadgroup_consumer;
-use crate::handshake;
+use crate::filter::agent::{upper, Policy, Verdict};
+use crate::filter::consumer_arg::xreadgroup_consumer;
+use crate::filter::handshake;
 use crate::resp::{error_reply, Command};
 use oxidepm_lanes::responder::{group, is_entry_id, REQUEST_ID_FIELDS};
 use oxidepm_lanes::{Dir, StreamKey};
@@ -31,7 +31,7 @@ pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     let name = policy.agent.as_str();
     let mut name_buf = [0u8; 16];
     // A command naming a consumer is admitted by the lane's count of
-    // consumer names (`crate::consumers`), as on an agent's lane.
+    // consumer names (`crate::lane::consumers`), as on an agent's lane.
     let checked = |keys: &[usize], grp: Option<usize>, consumer: Option<usize>| match check(
         cmd, policy, keys, grp, consumer,
     ) {

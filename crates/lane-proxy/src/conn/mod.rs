@@ -1,0 +1,11 @@
+//! One client connection: its set-up, its two pumps (client → Redis and
+//! Redis → client) and the state a connection keeps between commands.
+
+pub mod answer;
+pub mod commands;
+pub mod relay_socket;
+pub mod replies;
+pub mod reply_scanner;
+pub mod serve;
+pub mod transaction;
+pub mod upstream_write;
