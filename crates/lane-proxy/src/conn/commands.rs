@@ -16,16 +16,17 @@
 //! [`Budget`]: crate::lane::budget::Budget
 
 use crate::conn::answer::{self, not_pending, Answers};
-use crate::lane::budget::Held;
-use crate::filter::agent::{decide, Policy, Verdict};
-use crate::conn::serve::{End, LaneSettings, Slot};
-use crate::filter::handshake::{getname_reply, info_reply};
-use crate::upstream::redis_version::redis_version;
 use crate::conn::relay_socket::OwnedReadHalf;
-use crate::conn::replies::release;
-use crate::resp::{error_reply, Command, CommandParser, ProtocolError};
+use crate::conn::slot::{release, End, Slot};
 use crate::conn::transaction::{Admitted, Session, DISCARD};
 use crate::conn::upstream_write;
+use crate::filter::decide;
+use crate::filter::handshake::{getname_reply, info_reply};
+use crate::filter::verdict::{Policy, Verdict};
+use crate::lane::budget::Held;
+use crate::lane::settings::LaneSettings;
+use crate::resp::{error_reply, Command, CommandParser, ProtocolError};
+use crate::upstream::redis_version::redis_version;
 use std::borrow::Cow;
 use std::io;
 use std::time::{Duration, Instant};

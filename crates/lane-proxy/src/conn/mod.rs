@@ -7,5 +7,6 @@ pub mod relay_socket;
 pub mod replies;
 pub mod reply_scanner;
 pub mod serve;
+pub mod slot;
 pub mod transaction;
 pub mod upstream_write;

@@ -7,11 +7,12 @@
 //! line) before they are written to the client: while the client does not
 //! read, neither does the proxy, and what Redis has to say waits in Redis.
 
-use crate::conn::serve::{LaneSettings, Slot};
-use crate::lane::consumers::Consumers;
-use crate::lane::meter::Meter;
 use crate::conn::relay_socket::OwnedWriteHalf;
 use crate::conn::reply_scanner::ReplyScanner;
+use crate::conn::slot::{release, Slot};
+use crate::lane::consumers::Consumers;
+use crate::lane::meter::Meter;
+use crate::lane::settings::LaneSettings;
 use std::collections::VecDeque;
 use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -225,20 +226,6 @@ async fn lane_moved(
 
 /// What a client gets instead of a redirection.
 pub const LANE_MOVED: &[u8] = b"-TRYAGAIN the lane moved to another node; reconnect\r\n";
-
-/// Counts what `slot`'s command was admitted with answered.
-pub fn release(slot: Slot, meter: &Meter, consumers: &Consumers) {
-    match slot {
-        Slot::Append { family, bytes } => meter.answered(family, bytes),
-        Slot::Consumer(name) => consumers.answered(&name),
-        Slot::Settle { held, .. } => {
-            for a in held {
-                a.release(meter, consumers);
-            }
-        }
-        _ => {}
-    }
-}
 
 fn push_slot(queue: &mut VecDeque<Slot>, slot: Slot) {
     if let (Slot::Upstream(n), Some(Slot::Upstream(m))) = (&slot, queue.back_mut()) {

@@ -6,8 +6,8 @@
 //! without buffering values — bulk payloads are skipped as they stream by,
 //! only an incomplete header line is ever left unconsumed.
 
-use crate::upstream::cluster_map::{self, Moved};
 use crate::resp::parse_int;
+use crate::upstream::cluster_map::{self, Moved};
 use std::fmt;
 
 /// The reply stream is not RESP the scanner understands: the connection

@@ -2,7 +2,8 @@
 //! it, and whether the name is short enough. Pure, like the filter that
 //! calls it (`crate::filter::agent`).
 
-use crate::filter::agent::{upper, Policy, Verdict};
+use crate::filter::text::upper;
+use crate::filter::verdict::{Policy, Verdict};
 use crate::resp::{error_reply, Command};
 use std::borrow::Cow;
 

@@ -11,7 +11,8 @@
 //! (`OXIDEPM_GROUP`): another group on its inbox may be the daemon's or a
 //! tool's, and an outbox's groups are the bridge's.
 
-use crate::filter::agent::{upper, Policy};
+use crate::filter::text::{strip_agent, upper};
+use crate::filter::verdict::Policy;
 use crate::resp::Command;
 use oxidepm_lanes::{Dir, StreamKey};
 
@@ -128,7 +129,7 @@ pub fn check_watch(cmd: &Command<'_>, policy: &Policy<'_>) -> Result<(), String>
 
 /// Whether `key` is `<agent>:<family>:<dir>` for a configured family.
 fn is_own(key: &[u8], dir: Dir, policy: &Policy<'_>) -> bool {
-    let family = crate::filter::agent::strip_agent(key, policy.agent.as_str())
+    let family = strip_agent(key, policy.agent.as_str())
         .and_then(|r| r.strip_suffix(dir.as_str().as_bytes()))
         .and_then(|r| r.strip_suffix(b":"));
     family.is_some_and(|f| policy.families.iter().any(|c| c.as_bytes() == f))
@@ -157,7 +158,7 @@ fn printable(s: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use crate::filter::agent::tests::run;
-    use crate::filter::agent::Verdict;
+    use crate::filter::verdict::Verdict;
     use oxidepm_testkit::words;
 
     fn refused_with<A: AsRef<[u8]> + std::fmt::Debug>(args: &[A], text: &str) {

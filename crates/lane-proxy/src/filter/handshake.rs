@@ -10,7 +10,8 @@
 //! memory and clients: the proxy answers a minimal one instead, with what
 //! libraries read at connect (ioredis's ready check reads `loading`).
 
-use crate::filter::agent::{upper, Verdict};
+use crate::filter::text::upper;
+use crate::filter::verdict::Verdict;
 use crate::resp::{error_reply, Command};
 use std::borrow::Cow;
 

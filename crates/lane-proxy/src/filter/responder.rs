@@ -12,9 +12,10 @@
 //! MKSTREAM: a responder makes no key (the daemon made its
 //! group on every agent's outbox).
 
-use crate::filter::agent::{upper, Policy, Verdict};
 use crate::filter::consumer_arg::xreadgroup_consumer;
 use crate::filter::handshake;
+use crate::filter::text::upper;
+use crate::filter::verdict::{Policy, Verdict};
 use crate::resp::{error_reply, Command};
 use oxidepm_lanes::responder::{group, is_entry_id, REQUEST_ID_FIELDS};
 use oxidepm_lanes::{Dir, StreamKey};

@@ -28,8 +28,9 @@
 //! `<agent>:<name>:outbox`, read as `resp_<name>`.
 
 use crate::lane::groups::parse_groups;
+use crate::upstream::connection::Upstream;
+use crate::upstream::reply::Reply;
 use crate::upstream::route::Route;
-use crate::upstream::connection::{Reply, Upstream};
 use oxidepm_lanes::{AclUser, AgentName, Secret, StreamKey};
 use std::collections::{HashMap, HashSet};
 use std::io;

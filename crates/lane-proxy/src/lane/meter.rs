@@ -33,7 +33,8 @@
 //! its outboxes hold was within its bounds when it was last used.
 
 use crate::lane::groups::{parse_groups, Group, StreamId};
-use crate::upstream::connection::{Reply, Upstream};
+use crate::upstream::connection::Upstream;
+use crate::upstream::reply::Reply;
 use oxidepm_lanes::{AgentName, Secret, StreamKey};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -11,14 +11,14 @@
 //! The accept loop also runs the lane's meter (see [`crate::lane::meter`]), so
 //! that it too ends with the lane.
 
-use crate::server::activation::{self, ActivatedSocket};
-use crate::conn::serve::{self, LaneSettings};
-use crate::lane::settings;
-use crate::server::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
+use crate::conn::serve;
 use crate::lane::meter;
+use crate::lane::settings::{self, LaneSettings};
+use crate::server::activation::{self, ActivatedSocket};
+use crate::server::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
 use crate::upstream::route::{self, Route};
 use oxidepm_lanes::proxy_config::agent_socket;
-use oxidepm_lanes::{AgentName, ConfigError, ProxyConfig, SecretError};
+use oxidepm_lanes::{AgentName, ConfigError, ProxyConfig};
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -366,25 +366,6 @@ fn read_settings(shared: &LaneShared) -> Option<Arc<LaneSettings>> {
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .clone()
-}
-
-/// Why one agent's lane cannot be served; the other lanes are.
-#[derive(Debug, thiserror::Error)]
-pub enum LaneError {
-    /// The password file cannot be read.
-    #[error(transparent)]
-    Unreadable(SecretError),
-    /// The password file holds no password.
-    #[error("agent '{agent}': password file {source}")]
-    Password {
-        /// The agent.
-        agent: AgentName,
-        /// What is wrong with the file.
-        source: SecretError,
-    },
-    /// The lane cannot be served on this upstream.
-    #[error("{0}")]
-    Upstream(String),
 }
 
 /// Why the proxy stopped, or could not start.

@@ -3,8 +3,9 @@
 //! of the proxy's own, the first time a client asks; a connection that
 //! never sends INFO costs nothing.
 
+use crate::upstream::connection::Upstream;
+use crate::upstream::reply::Reply;
 use crate::upstream::route::Route;
-use crate::upstream::connection::{Reply, Upstream};
 use oxidepm_lanes::{AclUser, Secret};
 use std::io;
 use std::sync::Arc;
