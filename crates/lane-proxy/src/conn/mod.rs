@@ -2,7 +2,9 @@
 //! Redis → client) and the state a connection keeps between commands.
 
 pub mod answer;
+pub mod batch;
 pub mod commands;
+pub mod handler;
 pub mod relay_socket;
 pub mod replies;
 pub mod reply_scanner;
