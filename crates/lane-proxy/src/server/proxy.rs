@@ -18,7 +18,7 @@ use crate::server::activation::{self, ActivatedSocket};
 use crate::server::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
 use crate::upstream::route::{self, Route};
 use oxidepm_lanes::proxy_config::agent_socket;
-use oxidepm_lanes::{AgentName, ConfigError, ProxyConfig};
+use oxidepm_lanes::{AgentConfig, AgentName, ConfigError, ProxyConfig};
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -241,15 +241,56 @@ impl Proxy {
             }
         };
         st.route = Some(route.clone());
-        // Agents that are gone.
-        let gone: Vec<String> = st
+        st.remove_gone(&lanes, &mut report);
+        // Agents that stay or arrive.
+        let dir_ok = ensure_lanes_dir(&cfg.lanes_dir);
+        for (a, responder) in &lanes {
+            let old = st
+                .lanes
+                .get(a.name.as_str())
+                .and_then(|l| read_settings(&l.shared));
+            let settings =
+                match settings::lane_settings(&cfg, &route, a, old.as_deref(), *responder) {
+                    Ok(s) => Arc::new(s),
+                    Err(e) => {
+                        report.failed.push((a.name.to_string(), e.to_string()));
+                        continue;
+                    }
+                };
+            let done = match st.lanes.get_mut(a.name.as_str()) {
+                Some(lane) => lane.update(a, settings, &mut report),
+                None => st.add(&cfg, a, settings, &dir_ok, &mut report),
+            };
+            if let Err(why) = done {
+                report.failed.push((a.name.to_string(), why));
+            }
+        }
+        // Start (or restart) every lane that has no accept loop.
+        for lane in st.lanes.values_mut() {
+            if lane.task.is_none() {
+                let task = self
+                    .rt
+                    .spawn(accept_loop(lane.listener.clone(), lane.shared.clone()));
+                lane.task = Some(task);
+            }
+        }
+        st.config = Some(cfg);
+        report
+    }
+}
+
+impl State {
+    /// Stops the lanes of agents not in `lanes`: a bound socket is
+    /// removed, an inherited one kept, answering "unavailable".
+    fn remove_gone(&mut self, lanes: &[(AgentConfig, bool)], report: &mut ReloadReport) {
+        let gone: Vec<String> = self
             .lanes
             .keys()
             .filter(|n| !lanes.iter().any(|(a, _)| a.name == n.as_str()))
             .cloned()
             .collect();
         for name in gone {
-            let Some(mut lane) = st.lanes.remove(&name) else {
+            let Some(mut lane) = self.lanes.remove(&name) else {
                 continue;
             };
             let was_served = read_settings(&lane.shared).is_some();
@@ -267,96 +308,83 @@ impl Proxy {
                         .settings
                         .write()
                         .unwrap_or_else(|p| p.into_inner()) = None;
-                    st.lanes.insert(name.clone(), lane);
+                    self.lanes.insert(name.clone(), lane);
                 }
             }
             if was_served {
                 report.removed.push(name);
             }
         }
-        // Agents that stay or arrive.
-        let dir_ok = ensure_lanes_dir(&cfg.lanes_dir);
-        for (a, responder) in &lanes {
-            let old = st
-                .lanes
-                .get(a.name.as_str())
-                .and_then(|l| read_settings(&l.shared));
-            let settings =
-                match settings::lane_settings(&cfg, &route, a, old.as_deref(), *responder) {
-                    Ok(s) => Arc::new(s),
-                    Err(e) => {
-                        report.failed.push((a.name.to_string(), e.to_string()));
-                        continue;
-                    }
-                };
-            if let Some(lane) = st.lanes.get_mut(a.name.as_str()) {
-                let was_served = read_settings(&lane.shared).is_some();
-                if let Origin::Bound(path) = &lane.origin {
-                    if lane.uid != a.uid {
-                        if let Err(e) = chown_socket(path, a.uid) {
-                            report.failed.push((a.name.to_string(), e.to_string()));
-                            continue;
-                        }
-                        lane.uid = a.uid;
-                    }
-                }
-                *lane
-                    .shared
-                    .settings
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner()) = Some(settings);
-                if was_served {
-                    report.kept.push(a.name.to_string());
-                } else {
-                    report.added.push(a.name.to_string());
-                }
-                continue;
-            }
-            if let Err(e) = &dir_ok {
-                report.failed.push((a.name.to_string(), e.to_string()));
-                continue;
-            }
-            let path = agent_socket(&cfg.lanes_dir, &a.name);
-            let listener = match bind_lane_socket(&path, a.socket_mode, a.uid)
-                .and_then(UnixListener::from_std)
-            {
+    }
+
+    /// Binds the socket of a new agent `a` (`dir_ok`: the lanes'
+    /// directory is there) and adds its lane, served with `settings`;
+    /// `Err` says why not.
+    fn add(
+        &mut self,
+        cfg: &ProxyConfig,
+        a: &AgentConfig,
+        settings: Arc<LaneSettings>,
+        dir_ok: &io::Result<()>,
+        report: &mut ReloadReport,
+    ) -> Result<(), String> {
+        if let Err(e) = dir_ok {
+            return Err(e.to_string());
+        }
+        let path = agent_socket(&cfg.lanes_dir, &a.name);
+        let listener =
+            match bind_lane_socket(&path, a.socket_mode, a.uid).and_then(UnixListener::from_std) {
                 Ok(l) => Arc::new(l),
-                Err(e) => {
-                    report
-                        .failed
-                        .push((a.name.to_string(), format!("{}: {e}", path.display())));
-                    continue;
-                }
+                Err(e) => return Err(format!("{}: {e}", path.display())),
             };
-            let shared = Arc::new(LaneShared {
-                name: a.name.to_string(),
-                settings: RwLock::new(Some(settings)),
-                connections: AtomicUsize::new(0),
-                refusing: AtomicUsize::new(0),
-            });
-            st.lanes.insert(
-                a.name.to_string(),
-                Lane {
-                    origin: Origin::Bound(path),
-                    listener,
-                    shared,
-                    task: None,
-                    uid: a.uid,
-                },
-            );
+        let shared = Arc::new(LaneShared {
+            name: a.name.to_string(),
+            settings: RwLock::new(Some(settings)),
+            connections: AtomicUsize::new(0),
+            refusing: AtomicUsize::new(0),
+        });
+        self.lanes.insert(
+            a.name.to_string(),
+            Lane {
+                origin: Origin::Bound(path),
+                listener,
+                shared,
+                task: None,
+                uid: a.uid,
+            },
+        );
+        report.added.push(a.name.to_string());
+        Ok(())
+    }
+}
+
+impl Lane {
+    /// Serves the lane's new connections with `settings` (and its socket's
+    /// owner as `a` says); `Err` says why not.
+    fn update(
+        &mut self,
+        a: &AgentConfig,
+        settings: Arc<LaneSettings>,
+        report: &mut ReloadReport,
+    ) -> Result<(), String> {
+        let was_served = read_settings(&self.shared).is_some();
+        if let Origin::Bound(path) = &self.origin {
+            if self.uid != a.uid {
+                chown_socket(path, a.uid).map_err(|e| e.to_string())?;
+                self.uid = a.uid;
+            }
+        }
+        *self
+            .shared
+            .settings
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(settings);
+        if was_served {
+            report.kept.push(a.name.to_string());
+        } else {
             report.added.push(a.name.to_string());
         }
-        // Start (or restart) every lane that has no accept loop.
-        for lane in st.lanes.values_mut() {
-            if lane.task.is_none() {
-                let task = self
-                    .rt
-                    .spawn(accept_loop(lane.listener.clone(), lane.shared.clone()));
-                lane.task = Some(task);
-            }
-        }
-        st.config = Some(cfg);
-        report
+        Ok(())
     }
 }
 
