@@ -11,7 +11,7 @@
 //!
 //! What is forwarded, what is answered here and where each may act is the
 //! table `oxidepm_lanes::lane_commands::LANE_COMMANDS` (below, as generated
-//! into `docs/lane-commands.md`); the tests in `tests/lane_commands.rs` hold
+//! into `docs/lane-commands.md`); the tests in `tests/proxy/lane_commands.rs` hold
 //! this filter to it. XLEN, XPENDING and XINFO of an outbox are refused
 //! here: the ACL grants them on the agent's outboxes for the proxy's meter
 //! only (see `oxidepm_lanes::acl`), and to the agent its outboxes are
