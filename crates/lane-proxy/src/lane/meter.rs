@@ -32,8 +32,9 @@
 //! only what was admitted since. A lane nobody uses is not measured: what
 //! its outboxes hold was within its bounds when it was last used.
 
-use crate::groups::{parse_groups, Group, StreamId};
-use crate::upstream::{Reply, Upstream};
+use crate::lane::groups::{parse_groups, Group, StreamId};
+use crate::upstream::connection::Upstream;
+use crate::upstream::reply::Reply;
 use oxidepm_lanes::{AgentName, Secret, StreamKey};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -232,8 +233,24 @@ impl Meter {
             .map(|n| n.load(Ordering::SeqCst))
             .collect();
         let base_bytes = self.answered.bytes.load(Ordering::SeqCst);
-        let cmd = |args: &[&[u8]]| args.iter().map(|a| a.to_vec()).collect::<Vec<_>>();
-        // 1. Each group's progress (one reply, so consistent in itself).
+        let mut groups = self.groups(up).await?;
+        self.oldest_pending(up, &mut groups).await?;
+        let (lens, bytes) = self.trim_and_count(up, &groups).await?;
+        let mut st = self.lock();
+        for ((c, len), base) in st.entries.iter_mut().zip(lens).zip(base_entries) {
+            c.measured = len;
+            c.base = base;
+        }
+        st.bytes.measured = bytes;
+        st.bytes.base = base_bytes;
+        drop(st);
+        self.completed.send_replace(number);
+        Ok(())
+    }
+
+    /// Step 1 of a measurement: each outbox's groups and their progress
+    /// (one reply each, so consistent in itself).
+    async fn groups(&self, up: &mut Upstream) -> io::Result<Vec<Vec<Group>>> {
         let infos = up
             .call(
                 &self
@@ -254,9 +271,13 @@ impl Meter {
                     .map_err(|e| io::Error::other(format!("XINFO GROUPS {key}: {e}")))?,
             });
         }
-        // 2. The oldest entry each group still has pending, asked *after*
-        // step 1: an entry read since then is newer than the last-delivered
-        // ID seen, so it is kept whatever step 2 says.
+        Ok(groups)
+    }
+
+    /// Step 2: the oldest entry each group still has pending, asked
+    /// *after* step 1: an entry read since then is newer than the
+    /// last-delivered ID seen, so it is kept whatever step 2 says.
+    async fn oldest_pending(&self, up: &mut Upstream, groups: &mut [Vec<Group>]) -> io::Result<()> {
         let mut asked = Vec::new();
         for (k, gs) in groups.iter().enumerate() {
             for (g, group) in gs.iter().enumerate() {
@@ -281,10 +302,19 @@ impl Meter {
                 .and_then(StreamId::parse);
             groups[k][g].oldest_pending = oldest;
         }
-        // 3. Remove what every group is done with; measure what is left.
+        Ok(())
+    }
+
+    /// Step 3: removes what every group is done with, and measures what is
+    /// left: each outbox's length, and the bytes of all of them.
+    async fn trim_and_count(
+        &self,
+        up: &mut Upstream,
+        groups: &[Vec<Group>],
+    ) -> io::Result<(Vec<u64>, u64)> {
         let mut third = Vec::new();
         let mut trims = Vec::with_capacity(self.keys.len());
-        for (key, gs) in self.keys.iter().zip(&groups) {
+        for (key, gs) in self.keys.iter().zip(groups) {
             let keep_from = gs.iter().map(Group::keep_from).min();
             if let Some(id) = keep_from {
                 third.push(cmd(&[
@@ -339,16 +369,7 @@ impl Meter {
                 }
             }
         }
-        let mut st = self.lock();
-        for ((c, len), base) in st.entries.iter_mut().zip(lens).zip(base_entries) {
-            c.measured = len;
-            c.base = base;
-        }
-        st.bytes.measured = bytes;
-        st.bytes.base = base_bytes;
-        drop(st);
-        self.completed.send_replace(number);
-        Ok(())
+        Ok((lens, bytes))
     }
 
     fn activity(&self) -> u64 {
@@ -356,12 +377,17 @@ impl Meter {
     }
 }
 
+/// A command of `args`, as [`Upstream::call`] takes it.
+fn cmd(args: &[&[u8]]) -> Vec<Vec<u8>> {
+    args.iter().map(|a| a.to_vec()).collect()
+}
+
 /// What the meter task needs of a lane's current settings.
 pub struct Source {
     /// The lane's meter now.
     pub meter: Arc<Meter>,
     /// The way to the lanes' Redis.
-    pub route: Arc<crate::route::Route>,
+    pub route: Arc<crate::upstream::route::Route>,
     /// The agent's password.
     pub password: Secret,
     /// How often to measure while the lane is in use.

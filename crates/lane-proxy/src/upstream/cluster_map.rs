@@ -4,7 +4,7 @@
 //! a `-MOVED`), and the errors by which a server says the lane is no
 //! longer where the proxy thought.
 
-use crate::upstream::Reply;
+use crate::upstream::reply::Reply;
 use oxidepm_lanes::redis_url::HostPort;
 
 /// Slots in a Redis Cluster.

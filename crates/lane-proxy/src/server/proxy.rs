@@ -8,17 +8,17 @@
 //! keep their listener and connections and pick up new settings (password,
 //! limits) for new connections.
 //!
-//! The accept loop also runs the lane's meter (see [`crate::meter`]), so
+//! The accept loop also runs the lane's meter (see [`crate::lane::meter`]), so
 //! that it too ends with the lane.
 
-use crate::activation::{self, ActivatedSocket};
-use crate::connection::{self, LaneSettings};
-use crate::lane_settings;
-use crate::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
-use crate::meter;
-use crate::route::{self, Route};
+use crate::conn::serve;
+use crate::lane::meter;
+use crate::lane::settings::{self, LaneSettings};
+use crate::server::activation::{self, ActivatedSocket};
+use crate::server::lane_socket::{bind_lane_socket, chown_socket, ensure_lanes_dir};
+use crate::upstream::route::{self, Route};
 use oxidepm_lanes::proxy_config::agent_socket;
-use oxidepm_lanes::{AgentName, ConfigError, ProxyConfig, SecretError};
+use oxidepm_lanes::{AgentConfig, AgentName, ConfigError, ProxyConfig};
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -228,7 +228,7 @@ impl Proxy {
                 );
             }
         }
-        let lanes = lane_settings::lanes(&cfg);
+        let lanes = settings::lanes(&cfg);
         let route = match route::from_config(&cfg, st.route.as_ref()) {
             Ok(r) => r,
             Err(why) => {
@@ -241,15 +241,56 @@ impl Proxy {
             }
         };
         st.route = Some(route.clone());
-        // Agents that are gone.
-        let gone: Vec<String> = st
+        st.remove_gone(&lanes, &mut report);
+        // Agents that stay or arrive.
+        let dir_ok = ensure_lanes_dir(&cfg.lanes_dir);
+        for (a, responder) in &lanes {
+            let old = st
+                .lanes
+                .get(a.name.as_str())
+                .and_then(|l| read_settings(&l.shared));
+            let settings =
+                match settings::lane_settings(&cfg, &route, a, old.as_deref(), *responder) {
+                    Ok(s) => Arc::new(s),
+                    Err(e) => {
+                        report.failed.push((a.name.to_string(), e.to_string()));
+                        continue;
+                    }
+                };
+            let done = match st.lanes.get_mut(a.name.as_str()) {
+                Some(lane) => lane.update(a, settings, &mut report),
+                None => st.add(&cfg, a, settings, &dir_ok, &mut report),
+            };
+            if let Err(why) = done {
+                report.failed.push((a.name.to_string(), why));
+            }
+        }
+        // Start (or restart) every lane that has no accept loop.
+        for lane in st.lanes.values_mut() {
+            if lane.task.is_none() {
+                let task = self
+                    .rt
+                    .spawn(accept_loop(lane.listener.clone(), lane.shared.clone()));
+                lane.task = Some(task);
+            }
+        }
+        st.config = Some(cfg);
+        report
+    }
+}
+
+impl State {
+    /// Stops the lanes of agents not in `lanes`: a bound socket is
+    /// removed, an inherited one kept, answering "unavailable".
+    fn remove_gone(&mut self, lanes: &[(AgentConfig, bool)], report: &mut ReloadReport) {
+        let gone: Vec<String> = self
             .lanes
             .keys()
             .filter(|n| !lanes.iter().any(|(a, _)| a.name == n.as_str()))
             .cloned()
             .collect();
         for name in gone {
-            let Some(mut lane) = st.lanes.remove(&name) else {
+            let Some(mut lane) = self.lanes.remove(&name) else {
                 continue;
             };
             let was_served = read_settings(&lane.shared).is_some();
@@ -267,96 +308,83 @@ impl Proxy {
                         .settings
                         .write()
                         .unwrap_or_else(|p| p.into_inner()) = None;
-                    st.lanes.insert(name.clone(), lane);
+                    self.lanes.insert(name.clone(), lane);
                 }
             }
             if was_served {
                 report.removed.push(name);
             }
         }
-        // Agents that stay or arrive.
-        let dir_ok = ensure_lanes_dir(&cfg.lanes_dir);
-        for (a, responder) in &lanes {
-            let old = st
-                .lanes
-                .get(a.name.as_str())
-                .and_then(|l| read_settings(&l.shared));
-            let settings =
-                match lane_settings::lane_settings(&cfg, &route, a, old.as_deref(), *responder) {
-                    Ok(s) => Arc::new(s),
-                    Err(e) => {
-                        report.failed.push((a.name.to_string(), e.to_string()));
-                        continue;
-                    }
-                };
-            if let Some(lane) = st.lanes.get_mut(a.name.as_str()) {
-                let was_served = read_settings(&lane.shared).is_some();
-                if let Origin::Bound(path) = &lane.origin {
-                    if lane.uid != a.uid {
-                        if let Err(e) = chown_socket(path, a.uid) {
-                            report.failed.push((a.name.to_string(), e.to_string()));
-                            continue;
-                        }
-                        lane.uid = a.uid;
-                    }
-                }
-                *lane
-                    .shared
-                    .settings
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner()) = Some(settings);
-                if was_served {
-                    report.kept.push(a.name.to_string());
-                } else {
-                    report.added.push(a.name.to_string());
-                }
-                continue;
-            }
-            if let Err(e) = &dir_ok {
-                report.failed.push((a.name.to_string(), e.to_string()));
-                continue;
-            }
-            let path = agent_socket(&cfg.lanes_dir, &a.name);
-            let listener = match bind_lane_socket(&path, a.socket_mode, a.uid)
-                .and_then(UnixListener::from_std)
-            {
+    }
+
+    /// Binds the socket of a new agent `a` (`dir_ok`: the lanes'
+    /// directory is there) and adds its lane, served with `settings`;
+    /// `Err` says why not.
+    fn add(
+        &mut self,
+        cfg: &ProxyConfig,
+        a: &AgentConfig,
+        settings: Arc<LaneSettings>,
+        dir_ok: &io::Result<()>,
+        report: &mut ReloadReport,
+    ) -> Result<(), String> {
+        if let Err(e) = dir_ok {
+            return Err(e.to_string());
+        }
+        let path = agent_socket(&cfg.lanes_dir, &a.name);
+        let listener =
+            match bind_lane_socket(&path, a.socket_mode, a.uid).and_then(UnixListener::from_std) {
                 Ok(l) => Arc::new(l),
-                Err(e) => {
-                    report
-                        .failed
-                        .push((a.name.to_string(), format!("{}: {e}", path.display())));
-                    continue;
-                }
+                Err(e) => return Err(format!("{}: {e}", path.display())),
             };
-            let shared = Arc::new(LaneShared {
-                name: a.name.to_string(),
-                settings: RwLock::new(Some(settings)),
-                connections: AtomicUsize::new(0),
-                refusing: AtomicUsize::new(0),
-            });
-            st.lanes.insert(
-                a.name.to_string(),
-                Lane {
-                    origin: Origin::Bound(path),
-                    listener,
-                    shared,
-                    task: None,
-                    uid: a.uid,
-                },
-            );
+        let shared = Arc::new(LaneShared {
+            name: a.name.to_string(),
+            settings: RwLock::new(Some(settings)),
+            connections: AtomicUsize::new(0),
+            refusing: AtomicUsize::new(0),
+        });
+        self.lanes.insert(
+            a.name.to_string(),
+            Lane {
+                origin: Origin::Bound(path),
+                listener,
+                shared,
+                task: None,
+                uid: a.uid,
+            },
+        );
+        report.added.push(a.name.to_string());
+        Ok(())
+    }
+}
+
+impl Lane {
+    /// Serves the lane's new connections with `settings` (and its socket's
+    /// owner as `a` says); `Err` says why not.
+    fn update(
+        &mut self,
+        a: &AgentConfig,
+        settings: Arc<LaneSettings>,
+        report: &mut ReloadReport,
+    ) -> Result<(), String> {
+        let was_served = read_settings(&self.shared).is_some();
+        if let Origin::Bound(path) = &self.origin {
+            if self.uid != a.uid {
+                chown_socket(path, a.uid).map_err(|e| e.to_string())?;
+                self.uid = a.uid;
+            }
+        }
+        *self
+            .shared
+            .settings
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(settings);
+        if was_served {
+            report.kept.push(a.name.to_string());
+        } else {
             report.added.push(a.name.to_string());
         }
-        // Start (or restart) every lane that has no accept loop.
-        for lane in st.lanes.values_mut() {
-            if lane.task.is_none() {
-                let task = self
-                    .rt
-                    .spawn(accept_loop(lane.listener.clone(), lane.shared.clone()));
-                lane.task = Some(task);
-            }
-        }
-        st.config = Some(cfg);
-        report
+        Ok(())
     }
 }
 
@@ -366,25 +394,6 @@ fn read_settings(shared: &LaneShared) -> Option<Arc<LaneSettings>> {
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .clone()
-}
-
-/// Why one agent's lane cannot be served; the other lanes are.
-#[derive(Debug, thiserror::Error)]
-pub enum LaneError {
-    /// The password file cannot be read.
-    #[error(transparent)]
-    Unreadable(SecretError),
-    /// The password file holds no password.
-    #[error("agent '{agent}': password file {source}")]
-    Password {
-        /// The agent.
-        agent: AgentName,
-        /// What is wrong with the file.
-        source: SecretError,
-    },
-    /// The lane cannot be served on this upstream.
-    #[error("{0}")]
-    Upstream(String),
 }
 
 /// Why the proxy stopped, or could not start.
@@ -492,7 +501,7 @@ async fn client(
     seat: Option<Seat>,
 ) {
     let (Some(settings), Some(seat)) = (settings, seat) else {
-        connection::refuse(
+        serve::refuse(
             stream,
             &format!(
                 "ERR lane unavailable: agent '{}' is not configured",
@@ -503,14 +512,14 @@ async fn client(
         return;
     };
     match seat.kind {
-        SeatKind::Served => connection::serve(stream, settings).await,
+        SeatKind::Served => serve::serve(stream, settings).await,
         SeatKind::Refused => {
             log::warn!(
                 "lane {}: refused a connection over the limit of {}",
                 shared.name,
                 settings.max_connections
             );
-            connection::refuse(
+            serve::refuse(
                 stream,
                 &format!(
                     "OXIDEPM connections: agent '{}' has {} connections open, the most its \

@@ -8,21 +8,28 @@
 //! opened, or a server that answers `-MOVED`/`-READONLY`/… on a relayed
 //! connection ([`Route::moved`]), makes the next connection ask again.
 
-use crate::cluster_map::{self, Moved, SlotRange};
-use crate::link::Link;
-use crate::tls::{self, TlsError};
-use crate::upstream::{authenticate, Reply, Upstream};
+use crate::upstream::auth::authenticate;
+use crate::upstream::cluster_map::{self, Moved, SlotRange};
+use crate::upstream::exchange::Exchange;
+use crate::upstream::link::Link;
+use crate::upstream::reply::Reply;
+use crate::upstream::tls::{self, TlsError};
+use crate::upstream::{dial, sentinel};
 use oxidepm_lanes::redis_url::{HostPort, Topology};
 use oxidepm_lanes::{AclUser, AgentName, Dir, ProxyConfig, RedisUrl, Secret, StreamKey, TlsFiles};
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::UnixStream;
 
-/// How long one TCP connect (and TLS handshake) may take, so that one
-/// unreachable seed or sentinel leaves time to try the next.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The lane a user's connections belong to: its slot on a cluster.
+pub fn lane_of(user: &AclUser) -> String {
+    match user {
+        AclUser::Agent(a) => a.to_string(),
+        AclUser::Responder(r) => r.clone(),
+        other => other.to_string(),
+    }
+}
 
 /// The way to the lanes' Redis, shared by every lane.
 pub struct Route {
@@ -116,7 +123,7 @@ impl Route {
                     let primary = match cached {
                         Some(p) => p,
                         None => {
-                            let p = self.ask_sentinels(sentinels, master).await?;
+                            let p = sentinel::primary(sentinels, master, self.tls.as_ref()).await?;
                             self.known().primary = Some(p.clone());
                             p
                         }
@@ -183,60 +190,10 @@ impl Route {
         k.ranges.clear();
     }
 
-    /// Opens a TCP (or TLS) connection to `hp`.
-    async fn open(&self, hp: &HostPort) -> io::Result<Link> {
-        let work = async {
-            let tcp = TcpStream::connect((hp.host.as_str(), hp.port))
-                .await
-                .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {hp}: {e}")))?;
-            // Commands are small and answered one by one: no Nagle delay.
-            tcp.set_nodelay(true)?;
-            Ok(match &self.tls {
-                Some(cfg) => Link::Tls(Box::new(tls::handshake(cfg, &hp.host, tcp).await?)),
-                None => Link::Tcp(tcp),
-            })
-        };
-        tokio::time::timeout(CONNECT_TIMEOUT, work)
-            .await
-            .unwrap_or_else(|_| {
-                Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("{hp} did not answer within {CONNECT_TIMEOUT:?}"),
-                ))
-            })
-    }
-
     async fn open_as(&self, hp: &HostPort, user: &AclUser, password: &Secret) -> io::Result<Link> {
-        let mut link = self.open(hp).await?;
+        let mut link = dial::open(hp, self.tls.as_ref()).await?;
         authenticate(&mut link, user, password).await?;
         Ok(link)
-    }
-
-    /// Asks each sentinel in turn for the primary `master`.
-    async fn ask_sentinels(&self, sentinels: &[HostPort], master: &str) -> io::Result<HostPort> {
-        let mut why = Vec::new();
-        for s in sentinels {
-            let asked = async {
-                let mut up = Upstream::from_link(self.open(s).await?);
-                let cmd = vec![
-                    b"SENTINEL".to_vec(),
-                    b"get-master-addr-by-name".to_vec(),
-                    master.as_bytes().to_vec(),
-                ];
-                let r = up.call(&[cmd]).await?;
-                primary_of(&r[0], master)
-            };
-            match tokio::time::timeout(CONNECT_TIMEOUT, asked).await {
-                Ok(Ok(p)) => return Ok(p),
-                Ok(Err(e)) => why.push(format!("{s}: {e}")),
-                Err(_) => why.push(format!("{s}: no answer within {CONNECT_TIMEOUT:?}")),
-            }
-        }
-        Err(io::Error::other(format!(
-            "no sentinel named the primary '{master}' ({}); check the sentinels' addresses \
-             and the master name in redis_url",
-            why.join("; ")
-        )))
     }
 
     /// Finds the node of `slot` from the seeds: their `CLUSTER SLOTS`, else
@@ -252,7 +209,7 @@ impl Route {
         let mut why = Vec::new();
         for seed in seeds {
             let mut up = match self.open_as(seed, user, password).await {
-                Ok(l) => Upstream::from_link(l),
+                Ok(l) => Exchange::new(l),
                 Err(e) => {
                     why.push(e.to_string());
                     continue;
@@ -318,7 +275,7 @@ impl Route {
 
 /// Where a key of `lane` is served, by the redirection an `XLEN` of one of
 /// its inboxes gets (`None`: right here).
-async fn probe(up: &mut Upstream, lane: &str) -> io::Result<Option<HostPort>> {
+async fn probe(up: &mut Exchange, lane: &str) -> io::Result<Option<HostPort>> {
     let agent: AgentName = lane
         .parse()
         .map_err(|e| io::Error::other(format!("lane '{lane}': {e}")))?;
@@ -337,26 +294,6 @@ async fn probe(up: &mut Upstream, lane: &str) -> io::Result<Option<HostPort>> {
             ))),
         },
         _ => Ok(None),
-    }
-}
-
-/// The address of a `SENTINEL get-master-addr-by-name` answer.
-fn primary_of(r: &Reply, master: &str) -> io::Result<HostPort> {
-    let items = r.items();
-    let host = items.first().and_then(Reply::bytes);
-    let port = items
-        .get(1)
-        .and_then(Reply::bytes)
-        .and_then(|p| std::str::from_utf8(p).ok()?.parse().ok());
-    match (host, port) {
-        (Some(h), Some(port)) => Ok(HostPort {
-            host: String::from_utf8_lossy(h).into_owned(),
-            port,
-        }),
-        _ => Err(io::Error::other(match r {
-            Reply::Error(e) => format!("the sentinel refused: {e}"),
-            _ => format!("the sentinel does not know a primary named '{master}'"),
-        })),
     }
 }
 
@@ -388,21 +325,6 @@ pub fn from_config(cfg: &ProxyConfig, old: Option<&Arc<Route>>) -> Result<Arc<Ro
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_the_sentinels_answer() {
-        let ok = Reply::Array(Some(vec![
-            Reply::Bulk(Some(b"10.0.0.1".to_vec())),
-            Reply::Bulk(Some(b"6379".to_vec())),
-        ]));
-        assert_eq!(primary_of(&ok, "m").unwrap().port, 6379);
-        assert!(primary_of(&Reply::Array(None), "m").is_err());
-        let bad_port = Reply::Array(Some(vec![
-            Reply::Bulk(Some(b"h".to_vec())),
-            Reply::Bulk(Some(b"99999".to_vec())),
-        ]));
-        assert!(primary_of(&bad_port, "m").is_err());
-    }
 
     #[test]
     fn a_cluster_needs_the_tagged_form() {

@@ -1,6 +1,6 @@
 //! What client libraries send when they connect, answered by the proxy:
 //! `CLIENT SETNAME/GETNAME/SETINFO`, `HELLO [protover] [SETNAME name]` and
-//! `INFO`. Pure: the filter (`crate::command_filter`) classifies, the
+//! `INFO`. Pure: the filter (`crate::filter::agent`) classifies, the
 //! command pump keeps the connection's name and protocol.
 //!
 //! A client name set upstream would show in `CLIENT LIST` to whoever may
@@ -10,7 +10,8 @@
 //! memory and clients: the proxy answers a minimal one instead, with what
 //! libraries read at connect (ioredis's ready check reads `loading`).
 
-use crate::command_filter::{upper, Verdict};
+use crate::filter::text::upper;
+use crate::filter::verdict::Verdict;
 use crate::resp::{error_reply, Command};
 use std::borrow::Cow;
 
@@ -133,7 +134,7 @@ fn printable(s: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command_filter::tests::run;
+    use crate::filter::agent::tests::run;
 
     fn error(v: &Verdict) -> String {
         match v {

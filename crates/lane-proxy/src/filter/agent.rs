@@ -7,11 +7,11 @@
 //! stop most things, the proxy alone would stop the commands that change
 //! the connection itself (AUTH, HELLO AUTH, RESET, CLIENT, SUBSCRIBE,
 //! MONITOR, SELECT), which no ACL rule can express per socket, and scopes
-//! group commands to the agent's own group (`crate::group_scope`).
+//! group commands to the agent's own group (`crate::filter::group_scope`).
 //!
 //! What is forwarded, what is answered here and where each may act is the
 //! table `oxidepm_lanes::lane_commands::LANE_COMMANDS` (below, as generated
-//! into `docs/lane-commands.md`); the tests in `tests/lane_commands.rs` hold
+//! into `docs/lane-commands.md`); the tests in `tests/proxy/lane_commands.rs` hold
 //! this filter to it. XLEN, XPENDING and XINFO of an outbox are refused
 //! here: the ACL grants them on the agent's outboxes for the proxy's meter
 //! only (see `oxidepm_lanes::acl`), and to the agent its outboxes are
@@ -21,110 +21,28 @@
 //! XGROUP CREATECONSUMER `<key> <g> <name>`) is memory in Redis that no
 //! quota counts: one longer than `limits.max_consumer_name` is refused
 //! here with `-OXIDEPM consumer name …`, and the lane admits at most
-//! `limits.max_consumers` distinct names (see `crate::consumers`). An
+//! `limits.max_consumers` distinct names (see `crate::lane::consumers`). An
 //! XREADGROUP with more than one GROUP clause is refused (Redis would use
 //! the last; the proxy counts one name per command).
 //!
 //! Inside a transaction the commands the proxy answers itself are refused
-//! (`crate::transaction`). Everything else is refused with `-NOPERM` and
+//! (`crate::conn::transaction`). Everything else is refused with `-NOPERM` and
 //! never reaches Redis.
 #![doc = ""]
-#![doc = include_str!("../../../docs/lane-commands.md")]
+#![doc = include_str!("../../../../docs/lane-commands.md")]
 
-use crate::consumer_arg::{consume, xreadgroup_consumer};
+use crate::filter::consumer_arg::{consume, xreadgroup_consumer};
+use crate::filter::text::{strip_agent, upper};
+use crate::filter::verdict::{Policy, Verdict};
+use crate::filter::{group_scope, handshake};
 use crate::resp::{error_reply, Command};
-use crate::{group_scope, handshake};
-use oxidepm_lanes::{AgentName, Dir, StreamKey};
+use oxidepm_lanes::{Dir, StreamKey};
 use std::borrow::Cow;
-
-/// What the proxy does with one command.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Re-encode the command as parsed and send it upstream.
-    Forward,
-    /// An XADD to the agent's outbox of `families[family]`: forward it if
-    /// the lane's bounds admit it.
-    Append {
-        /// Index in [`Policy::families`].
-        family: usize,
-        /// The key to send instead of the one given (the shared form
-        /// mapped to the agent's own outbox).
-        key: Option<Vec<u8>>,
-    },
-    /// A command that may create a consumer named by argument `arg`:
-    /// forward it if the lane admits the name.
-    Consume {
-        /// The index of the consumer name among the command's arguments.
-        arg: usize,
-    },
-    /// XGROUP DELCONSUMER: forward it; Redis may hold a consumer fewer.
-    DelConsumer,
-    /// MULTI: forward it; the connection is in a transaction from now.
-    Multi,
-    /// EXEC: forward it (or DISCARD, if the transaction was refused).
-    Exec,
-    /// DISCARD: forward it; the transaction ends.
-    Discard,
-    /// `CLIENT SETNAME`, with the (valid) name at argument `arg`: kept by
-    /// the proxy, answered `+OK`.
-    SetName {
-        /// The index of the name among the command's arguments.
-        arg: usize,
-    },
-    /// `CLIENT GETNAME`: answered by the proxy.
-    GetName,
-    /// `INFO`: answered by the proxy (see `crate::handshake`).
-    Info,
-    /// `HELLO`: forwarded as `HELLO [protover]`; a SETNAME in it is kept
-    /// by the proxy.
-    Hello {
-        /// The index of the protocol version, if given.
-        protover: Option<usize>,
-        /// The index of the (valid) client name, if given.
-        name: Option<usize>,
-    },
-    /// Answer the client with this reply; nothing goes upstream.
-    Reply(Cow<'static, [u8]>),
-    /// Answer, then close the connection once earlier replies are out.
-    ReplyAndClose(Cow<'static, [u8]>),
-    /// On a responder's lane, an XADD to the inbox of the agent whose
-    /// outbox is `outbox`, answering `request`: sent as the script of
-    /// `crate::answer`, which appends it only if `request` is pending in
-    /// the responder's group, and acknowledges it.
-    Answer {
-        /// The asking agent's outbox of this responder.
-        outbox: String,
-        /// The entry id the reply names.
-        request: Vec<u8>,
-    },
-}
-
-/// The per-agent facts the filter needs.
-#[derive(Clone, Copy, Debug)]
-pub struct Policy<'a> {
-    /// The agent's name (the lane's identity; already validated).
-    pub agent: &'a AgentName,
-    /// The families whose outboxes the agent may append to.
-    pub families: &'a [String],
-    /// The longest consumer name accepted, in bytes.
-    pub max_consumer_name: usize,
-    /// A responder's lane (`agent` is the responder): see
-    /// `crate::responder_filter`.
-    pub responder: bool,
-    /// On a responder's lane, the largest `MAXLEN` a reply may give.
-    pub reply_maxlen: u64,
-    /// On a responder's lane, the largest reply, in bytes of field names
-    /// and values.
-    pub reply_max_bytes: usize,
-}
 
 const OK: &[u8] = b"+OK\r\n";
 
-/// Decides what to do with `cmd`, sent on `policy.agent`'s lane.
+/// Decides what to do with `cmd`, sent on agent `policy.agent`'s lane.
 pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
-    if policy.responder {
-        return crate::responder_filter::decide(cmd, policy);
-    }
     let mut name_buf = [0u8; 16];
     let name = upper(cmd.arg(0), &mut name_buf);
     if let Some(named) = group_scope::named(cmd) {
@@ -282,31 +200,6 @@ fn own_outbox_family(key: &[u8], policy: &Policy<'_>) -> Option<usize> {
     policy.families.iter().position(|f| f.as_bytes() == family)
 }
 
-/// What follows `agent`'s part of `key` and its `:`, if `key` starts
-/// with them in this process's key form (`alice:` or `{alice}:`).
-pub(crate) fn strip_agent<'k>(key: &'k [u8], agent: &str) -> Option<&'k [u8]> {
-    let rest = match oxidepm_lanes::stream_key::key_form() {
-        oxidepm_lanes::KeyForm::Plain => key.strip_prefix(agent.as_bytes())?,
-        oxidepm_lanes::KeyForm::Tagged => key
-            .strip_prefix(b"{")?
-            .strip_prefix(agent.as_bytes())?
-            .strip_prefix(b"}")?,
-    };
-    rest.strip_prefix(b":")
-}
-
-/// The ASCII upper case of `s` in `buf`; a name longer than `buf` gives an
-/// empty slice (no command or subcommand we know is that long).
-pub(crate) fn upper<'b>(s: &[u8], buf: &'b mut [u8; 16]) -> &'b [u8] {
-    if s.len() > buf.len() {
-        return &[];
-    }
-    for (d, c) in buf.iter_mut().zip(s) {
-        *d = c.to_ascii_uppercase();
-    }
-    &buf[..s.len()]
-}
-
 /// An argument for an error message (see [`crate::resp::printable`]).
 fn printable(s: &[u8]) -> String {
     crate::resp::printable(s, 40)
@@ -316,6 +209,7 @@ fn printable(s: &[u8]) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::resp::{encode_args, CommandParser, Limits};
+    use oxidepm_lanes::AgentName;
     use oxidepm_testkit::words;
 
     /// What the filter decides for `args`, sent on alice's lane (consumer

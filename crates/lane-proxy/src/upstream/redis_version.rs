@@ -1,10 +1,11 @@
 //! The version of the Redis behind the proxy, for the proxy's own `INFO`
-//! (`crate::handshake`): asked once per proxy process, on a connection
+//! (`crate::filter::handshake`): asked once per proxy process, on a connection
 //! of the proxy's own, the first time a client asks; a connection that
 //! never sends INFO costs nothing.
 
-use crate::route::Route;
-use crate::upstream::{Reply, Upstream};
+use crate::upstream::connection::Upstream;
+use crate::upstream::reply::Reply;
+use crate::upstream::route::Route;
 use oxidepm_lanes::{AclUser, Secret};
 use std::io;
 use std::sync::Arc;

@@ -6,8 +6,8 @@
 //! without buffering values — bulk payloads are skipped as they stream by,
 //! only an incomplete header line is ever left unconsumed.
 
-use crate::cluster_map::{self, Moved};
 use crate::resp::parse_int;
+use crate::upstream::cluster_map::{self, Moved};
 use std::fmt;
 
 /// The reply stream is not RESP the scanner understands: the connection
@@ -134,61 +134,68 @@ impl ReplyScanner {
                 }
             }
             pos += 1 + lf + 1;
-            let int = || {
-                parse_int(line).ok_or_else(|| {
-                    ReplyError(format!(
-                        "bad length in '{}' header: {:?}",
-                        ty as char,
-                        String::from_utf8_lossy(line)
-                    ))
-                })
-            };
-            let done = match ty {
-                b'+' | b'-' | b':' | b',' | b'_' | b'#' | b'(' => self.element_done(),
-                b'$' | b'!' | b'=' => {
-                    let n = int()?;
-                    if n < 0 {
-                        if ty != b'$' {
-                            return Err(ReplyError("negative verbatim/error length".into()));
-                        }
-                        self.element_done()
-                    } else {
-                        self.bulk_left = n as usize + 2;
-                        false
-                    }
-                }
-                b'*' | b'~' | b'>' | b'%' | b'|' => {
-                    let n = int()?;
-                    let kind = match ty {
-                        b'|' => AggKind::Attribute,
-                        b'>' => AggKind::Push,
-                        _ => AggKind::Plain,
-                    };
-                    if n < 0 && ty != b'*' && ty != b'%' {
-                        return Err(ReplyError("negative aggregate length".into()));
-                    }
-                    let elements = match ty {
-                        b'%' | b'|' => (n.max(0) as u64) * 2,
-                        _ => n.max(0) as u64,
-                    };
-                    if elements == 0 {
-                        self.aggregate_done(kind)
-                    } else {
-                        self.stack.push(Agg {
-                            remaining: elements,
-                            kind,
-                        });
-                        false
-                    }
-                }
-                other => {
-                    return Err(ReplyError(format!("unknown type byte 0x{other:02x}")));
-                }
-            };
-            if done {
+            if self.header(ty, line)? {
                 replies += 1;
             }
         }
+    }
+
+    /// A header line of type `ty` was read: returns whether that
+    /// completed a reply.
+    #[inline]
+    fn header(&mut self, ty: u8, line: &[u8]) -> Result<bool, ReplyError> {
+        let int = || {
+            parse_int(line).ok_or_else(|| {
+                ReplyError(format!(
+                    "bad length in '{}' header: {:?}",
+                    ty as char,
+                    String::from_utf8_lossy(line)
+                ))
+            })
+        };
+        let done = match ty {
+            b'+' | b'-' | b':' | b',' | b'_' | b'#' | b'(' => self.element_done(),
+            b'$' | b'!' | b'=' => {
+                let n = int()?;
+                if n < 0 {
+                    if ty != b'$' {
+                        return Err(ReplyError("negative verbatim/error length".into()));
+                    }
+                    self.element_done()
+                } else {
+                    self.bulk_left = n as usize + 2;
+                    false
+                }
+            }
+            b'*' | b'~' | b'>' | b'%' | b'|' => {
+                let n = int()?;
+                let kind = match ty {
+                    b'|' => AggKind::Attribute,
+                    b'>' => AggKind::Push,
+                    _ => AggKind::Plain,
+                };
+                if n < 0 && ty != b'*' && ty != b'%' {
+                    return Err(ReplyError("negative aggregate length".into()));
+                }
+                let elements = match ty {
+                    b'%' | b'|' => (n.max(0) as u64) * 2,
+                    _ => n.max(0) as u64,
+                };
+                if elements == 0 {
+                    self.aggregate_done(kind)
+                } else {
+                    self.stack.push(Agg {
+                        remaining: elements,
+                        kind,
+                    });
+                    false
+                }
+            }
+            other => {
+                return Err(ReplyError(format!("unknown type byte 0x{other:02x}")));
+            }
+        };
+        Ok(done)
     }
 
     /// A scalar element ended; returns whether that completed a reply.

@@ -3,7 +3,7 @@
 //! still has it pending. The oldest entry a group may still need is its
 //! oldest pending one, else the first after the last it read.
 
-use crate::upstream::Reply;
+use crate::upstream::reply::Reply;
 
 /// One consumer group of an outbox, as far as trimming needs it.
 #[derive(Debug)]

@@ -24,8 +24,8 @@
 //! bound, and a command of many small arguments costs Redis several times
 //! its size, so each argument is weighed with what Redis keeps for it.
 
-use crate::consumers::Consumers;
-use crate::meter::Meter;
+use crate::lane::consumers::Consumers;
+use crate::lane::meter::Meter;
 use crate::resp::error_reply;
 use oxidepm_lanes::LimitsConfig;
 use std::borrow::Cow;

@@ -1,6 +1,6 @@
 //! Which streams and which consumer group an agent's group commands and
 //! WATCH may name. Pure, like the filter that calls it
-//! (`crate::command_filter`).
+//! (`crate::filter::agent`).
 //!
 //! Redis's ACL scopes keys, not groups: `agent_<name>` may touch every
 //! group of its inboxes, and its ACL grants the meter's reads on its
@@ -11,7 +11,8 @@
 //! (`OXIDEPM_GROUP`): another group on its inbox may be the daemon's or a
 //! tool's, and an outbox's groups are the bridge's.
 
-use crate::command_filter::{upper, Policy};
+use crate::filter::text::{strip_agent, upper};
+use crate::filter::verdict::Policy;
 use crate::resp::Command;
 use oxidepm_lanes::{Dir, StreamKey};
 
@@ -128,7 +129,7 @@ pub fn check_watch(cmd: &Command<'_>, policy: &Policy<'_>) -> Result<(), String>
 
 /// Whether `key` is `<agent>:<family>:<dir>` for a configured family.
 fn is_own(key: &[u8], dir: Dir, policy: &Policy<'_>) -> bool {
-    let family = crate::command_filter::strip_agent(key, policy.agent.as_str())
+    let family = strip_agent(key, policy.agent.as_str())
         .and_then(|r| r.strip_suffix(dir.as_str().as_bytes()))
         .and_then(|r| r.strip_suffix(b":"));
     family.is_some_and(|f| policy.families.iter().any(|c| c.as_bytes() == f))
@@ -156,8 +157,8 @@ fn printable(s: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::command_filter::tests::run;
-    use crate::command_filter::Verdict;
+    use crate::filter::agent::tests::run;
+    use crate::filter::verdict::Verdict;
     use oxidepm_testkit::words;
 
     fn refused_with<A: AsRef<[u8]> + std::fmt::Debug>(args: &[A], text: &str) {

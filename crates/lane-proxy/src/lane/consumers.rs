@@ -27,9 +27,10 @@
 //! On a responder's lane they are those of its group on every agent's
 //! `<agent>:<name>:outbox`, read as `resp_<name>`.
 
-use crate::groups::parse_groups;
-use crate::route::Route;
-use crate::upstream::{Reply, Upstream};
+use crate::lane::groups::parse_groups;
+use crate::upstream::connection::Upstream;
+use crate::upstream::reply::Reply;
+use crate::upstream::route::Route;
 use oxidepm_lanes::{AclUser, AgentName, Secret, StreamKey};
 use std::collections::{HashMap, HashSet};
 use std::io;

@@ -22,10 +22,10 @@
 //! transaction (`EXECABORT`) instead of failing alone inside it. Those
 //! checks only refuse earlier: the script decides.
 
-use crate::command_filter::Verdict;
-use crate::connection::LaneSettings;
+use crate::filter::verdict::Verdict;
+use crate::lane::settings::LaneSettings;
 use crate::resp::{encode_args, error_reply, Command};
-use crate::upstream::Upstream;
+use crate::upstream::connection::Upstream;
 use oxidepm_lanes::responder::group;
 use std::borrow::Cow;
 use std::io;
@@ -103,7 +103,8 @@ pub async fn write(
     request: &[u8],
 ) -> io::Result<()> {
     let refusal = not_pending(name, outbox, request);
-    crate::upstream_write::write_args(uw, &eval_args(cmd, name, outbox, request, &refusal)).await
+    crate::conn::upstream_write::write_args(uw, &eval_args(cmd, name, outbox, request, &refusal))
+        .await
 }
 
 /// A connection's side channel for checking its queued replies early.

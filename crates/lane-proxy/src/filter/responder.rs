@@ -1,20 +1,21 @@
 //! What a responder may send through its lane (the proxy's responder
 //! mode; the contract is `oxidepm_lanes::responder`).
 //!
-//! Pure, like `crate::command_filter`, whose connection-level rules it
+//! Pure, like `crate::filter::agent`, whose connection-level rules it
 //! shares (HELLO, CLIENT, INFO, QUIT, AUTH, RESET, MULTI/EXEC). On keys it
 //! is stricter than the ACL of `resp_<name>`, which it doubles: every
 //! stream command names only outboxes `<agent>:<name>:outbox` and the
 //! group `<name>`; the only write is XADD to an inbox `<agent>:<name>:inbox`
 //! with the ID `*` and a `request_id`, and it becomes [`Verdict::Answer`]:
-//! sent as the script of `crate::answer`, which appends it only if the
+//! sent as the script of `crate::conn::answer`, which appends it only if the
 //! request it names is pending, and acknowledges that request with it. No
 //! MKSTREAM: a responder makes no key (the daemon made its
 //! group on every agent's outbox).
 
-use crate::command_filter::{upper, Policy, Verdict};
-use crate::consumer_arg::xreadgroup_consumer;
-use crate::handshake;
+use crate::filter::consumer_arg::xreadgroup_consumer;
+use crate::filter::handshake;
+use crate::filter::text::upper;
+use crate::filter::verdict::{Policy, Verdict};
 use crate::resp::{error_reply, Command};
 use oxidepm_lanes::responder::{group, is_entry_id, REQUEST_ID_FIELDS};
 use oxidepm_lanes::{Dir, StreamKey};
@@ -31,7 +32,7 @@ pub fn decide(cmd: &Command<'_>, policy: &Policy<'_>) -> Verdict {
     let name = policy.agent.as_str();
     let mut name_buf = [0u8; 16];
     // A command naming a consumer is admitted by the lane's count of
-    // consumer names (`crate::consumers`), as on an agent's lane.
+    // consumer names (`crate::lane::consumers`), as on an agent's lane.
     let checked = |keys: &[usize], grp: Option<usize>, consumer: Option<usize>| match check(
         cmd, policy, keys, grp, consumer,
     ) {
@@ -194,6 +195,30 @@ fn answer(cmd: &Command<'_>, name: &str, maxlen: u64, max_bytes: usize) -> Verdi
             printable(cmd.arg(1))
         ));
     };
+    let fields = match id_at(cmd, maxlen) {
+        Ok(i) => i + 1,
+        Err(refusal) => return refusal,
+    };
+    if fields >= cmd.len() || !(cmd.len() - fields).is_multiple_of(2) {
+        // Redis answers the arity error.
+        return Verdict::Forward;
+    }
+    if let Err(refusal) = fits(cmd, fields, max_bytes) {
+        return refusal;
+    }
+    let outbox = StreamKey::outbox(&to.agent, name);
+    match request_of(cmd, fields, &outbox) {
+        Ok(request) => Verdict::Answer {
+            outbox: outbox.to_string(),
+            request,
+        },
+        Err(refusal) => refusal,
+    }
+}
+
+/// Where the ID `*` of reply `cmd` is, after its options (`NOMKSTREAM`,
+/// and a `MAXLEN` of at most `maxlen`, which every reply gives).
+fn id_at(cmd: &Command<'_>, maxlen: u64) -> Result<usize, Verdict> {
     let mut i = 2;
     let mut capped = false;
     while i < cmd.len() {
@@ -213,60 +238,67 @@ fn answer(cmd: &Command<'_>, name: &str, maxlen: u64, max_bytes: usize) -> Verdi
             }
             b"*" => break,
             _ => {
-                return refuse(&format!(
+                return Err(refuse(&format!(
                     "NOPERM XADD '{}' on a responder lane: give the ID * (optionally after \
                      NOMKSTREAM and MAXLEN [~] <n>)",
                     printable(cmd.arg(i))
-                ))
+                )))
             }
         }
     }
     if !capped {
-        return refuse(&format!(
+        return Err(refuse(&format!(
             "OXIDEPM reply: give MAXLEN ~ <n> with n at most {maxlen} \
              (lanes.responder_inbox_maxlen), e.g. XADD {} MAXLEN ~ {maxlen} * …: every reply \
              caps the inbox it goes to",
             printable(cmd.arg(1))
-        ));
+        )));
     }
-    let fields = i + 1;
-    if fields >= cmd.len() || !(cmd.len() - fields).is_multiple_of(2) {
-        // Redis answers the arity error.
-        return Verdict::Forward;
-    }
+    Ok(i)
+}
+
+/// The fields of reply `cmd`, from argument `fields` on, are at most
+/// `max_bytes` and [`MAX_REPLY_FIELDS`].
+fn fits(cmd: &Command<'_>, fields: usize, max_bytes: usize) -> Result<(), Verdict> {
     // Without it a responder holding one request pending could fill that
     // agent's inbox with MAXLEN replies of a whole command each.
     let bytes: usize = (fields..cmd.len()).map(|f| cmd.arg(f).len()).sum();
     if bytes > max_bytes {
-        return refuse(&format!(
+        return Err(refuse(&format!(
             "OXIDEPM reply: {bytes} bytes of fields is more than the {max_bytes} a reply may \
              have (lanes.responder_reply_max_bytes); send less, or split it"
-        ));
+        )));
     }
     let pairs = (cmd.len() - fields) / 2;
     if pairs > MAX_REPLY_FIELDS {
-        return refuse(&format!(
+        return Err(refuse(&format!(
             "OXIDEPM reply: {pairs} fields is more than the {MAX_REPLY_FIELDS} a reply may \
              have; put the data in fewer fields"
-        ));
+        )));
     }
+    Ok(())
+}
+
+/// The request reply `cmd` answers, named by its fields (from argument
+/// `fields` on) as an entry id of `outbox`, the asking agent's.
+fn request_of(cmd: &Command<'_>, fields: usize, outbox: &StreamKey) -> Result<Vec<u8>, Verdict> {
     let mut request: Option<&[u8]> = None;
     for f in (fields..cmd.len()).step_by(2) {
         if REQUEST_ID_FIELDS.iter().any(|n| n.as_bytes() == cmd.arg(f)) {
             let id = cmd.arg(f + 1);
             if !is_entry_id(id) {
-                return refuse(&format!(
+                return Err(refuse(&format!(
                     "OXIDEPM reply: {} '{}' is not an entry id; give the id of the request \
                      (the entry of {} read with XREADGROUP)",
                     printable(cmd.arg(f)),
                     printable(id),
-                    StreamKey::outbox(&to.agent, name)
-                ));
+                    outbox
+                )));
             }
             if request.is_some_and(|r| r != id) {
-                return refuse(
+                return Err(refuse(
                     "OXIDEPM reply: request_id and re name different requests; give one",
-                );
+                ));
             }
             request = Some(id);
         }
@@ -274,11 +306,11 @@ fn answer(cmd: &Command<'_>, name: &str, maxlen: u64, max_bytes: usize) -> Verdi
     // Without it, one pending request would let a responder write any
     // number of replies nobody asked for.
     let Some(request) = request else {
-        return refuse(&format!(
+        return Err(refuse(&format!(
             "NOPERM reply refused: a reply names the request it answers; give request_id \
              <id> with the id of the entry of {} you read with XREADGROUP",
-            StreamKey::outbox(&to.agent, name)
-        ));
+            outbox
+        )));
     };
     // `<ms>` alone is `<ms>-0` to XACK but every `<ms>-*` to XPENDING: a
     // reply naming `5` would pass on a pending `5-3` and acknowledge
@@ -287,10 +319,7 @@ fn answer(cmd: &Command<'_>, name: &str, maxlen: u64, max_bytes: usize) -> Verdi
     if !request.contains(&b'-') {
         request.extend_from_slice(b"-0");
     }
-    Verdict::Answer {
-        outbox: StreamKey::outbox(&to.agent, name).to_string(),
-        request,
-    }
+    Ok(request)
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 //! and authenticated as `agent_<name>` — all before a byte is read from the
 //! client. Then two pumps run side by side in the connection's task:
 //!
-//! * [`crate::commands`]: client bytes → parsed → filtered → re-encoded
+//! * [`crate::conn::commands`]: client bytes → parsed → filtered → re-encoded
 //!   upstream, within the lane's byte budget and the command deadline;
-//! * [`crate::replies`]: upstream bytes → client, interleaved in order
+//! * [`crate::conn::replies`]: upstream bytes → client, interleaved in order
 //!   with the replies the proxy makes itself.
 //!
 //! The command pump tells the reply pump what to expect through an ordered
@@ -26,25 +26,20 @@
 //! through its session. When a shared server answers that the lane is
 //! served elsewhere (`-MOVED`, `-ASK`, `-READONLY`, a blocked read
 //! `-UNBLOCKED` by a failover), the client gets `-TRYAGAIN … reconnect` in
-//! place of that reply and the connection closes (see `crate::replies`):
+//! place of that reply and the connection closes (see `crate::conn::replies`):
 //! its next connection goes to the node that serves the lane now.
 
-use crate::budget::Budget;
-use crate::commands::pump_commands;
-use crate::consumers::Consumers;
-use crate::link::Link;
-use crate::meter::{Bounds, Meter};
-use crate::rate_limit::TokenBucket;
-use crate::relay_socket::{self, OwnedReadHalf, OwnedWriteHalf};
-use crate::replies::pump_replies;
+use crate::conn::commands::pump_commands;
+use crate::conn::relay_socket::{self, OwnedReadHalf, OwnedWriteHalf};
+use crate::conn::replies::pump_replies;
+use crate::conn::slot::End;
+use crate::lane::settings::LaneSettings;
 use crate::resp::error_reply;
-use crate::route::Route;
-use crate::transaction::{Admitted, Queued};
-use crate::upstream;
-use oxidepm_lanes::{AclUser, AgentName, LimitsConfig, Secret};
-use std::borrow::Cow;
+use crate::upstream::link::Link;
+use crate::upstream::route::lane_of;
+use oxidepm_lanes::AgentName;
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -53,114 +48,6 @@ use tokio::sync::Semaphore;
 
 /// How long connecting and authenticating upstream may take.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// What a connection on one lane needs; a snapshot taken at accept (a
-/// reload changes it for new connections only).
-pub struct LaneSettings {
-    /// The lane's agent: its identity upstream.
-    pub agent: AgentName,
-    /// The way to the lanes' Redis, shared by every lane.
-    pub route: Arc<Route>,
-    /// The password of `agent_<agent>`.
-    pub password: Secret,
-    /// The uid allowed besides the proxy's own.
-    pub uid: Option<u32>,
-    /// Whether peers' uids are checked at all.
-    pub check_peer_uid: bool,
-    /// What an XADD was admitted within at accept (the meter holds the
-    /// bounds in force); on a responder's lane, what a reply may be.
-    pub bounds: Bounds,
-    /// Bounds on what clients send and what the proxy holds for them.
-    pub limits: LimitsConfig,
-    /// Client connections at once.
-    pub max_connections: usize,
-    /// How often the lane's outboxes are measured while in use.
-    pub meter_interval: Duration,
-    /// Shared by every connection of the lane.
-    pub rate: Option<Arc<Mutex<TokenBucket>>>,
-    /// The lane's buffer budget, shared by its connections.
-    pub budget: Arc<Budget>,
-    /// The lane's outboxes, shared by its connections.
-    pub meter: Arc<Meter>,
-    /// The lane's consumer names, shared by its connections.
-    pub consumers: Arc<Consumers>,
-    /// What the lane's open transactions have queued, shared by its
-    /// connections.
-    pub transactions: Arc<Queued>,
-    /// A responder's lane (`agent` is then the responder's name): its
-    /// commands go through `crate::responder_filter`, as `resp_<name>`.
-    pub responder: bool,
-}
-
-impl LaneSettings {
-    /// The ACL user the lane's connections are upstream.
-    pub fn user(&self) -> AclUser {
-        if self.responder {
-            AclUser::Responder(self.agent.to_string())
-        } else {
-            AclUser::Agent(self.agent.clone())
-        }
-    }
-}
-
-impl std::fmt::Debug for LaneSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LaneSettings")
-            .field("agent", &self.agent)
-            .field("route", &self.route)
-            .field("password", &"<redacted>")
-            .field("uid", &self.uid)
-            .field("check_peer_uid", &self.check_peer_uid)
-            .field("bounds", &self.bounds)
-            .field("limits", &self.limits)
-            .field("max_connections", &self.max_connections)
-            .field("families", &self.meter.families())
-            .field("rate", &self.rate.is_some())
-            .field("responder", &self.responder)
-            .finish()
-    }
-}
-
-/// One reply the client is owed, in order.
-#[derive(Debug)]
-pub enum Slot {
-    /// This many replies from upstream.
-    Upstream(usize),
-    /// One reply from upstream, to an XADD the meter admitted: counted
-    /// answered when it is passed, or when the connection ends first.
-    Append {
-        /// Its family's index in the meter.
-        family: usize,
-        /// Its size.
-        bytes: u64,
-    },
-    /// One reply from upstream, to a command the lane admitted with this
-    /// consumer name: counted answered when it is passed, or when the
-    /// connection ends first.
-    Consumer(Vec<u8>),
-    /// One reply from upstream, to the EXEC or DISCARD that ends a
-    /// transaction: replaced by `replace` if given (the EXEC of a refused
-    /// transaction, sent as DISCARD); then what its commands were admitted
-    /// with is counted answered (or when the connection ends first).
-    Settle {
-        /// What the client gets instead of Redis's reply.
-        replace: Option<Cow<'static, [u8]>>,
-        /// The transaction's admitted accounting.
-        held: Vec<Admitted>,
-    },
-    /// A reply the proxy makes.
-    Local(Cow<'static, [u8]>),
-    /// Close once everything before is written.
-    Close,
-}
-
-/// How the command pump ended.
-pub enum End {
-    /// A `Close` slot was queued: let the reply pump finish.
-    Graceful,
-    /// Stop now.
-    Abort,
-}
 
 /// Serves one accepted client to the end. Never panics on client input.
 pub async fn serve(client: UnixStream, settings: Arc<LaneSettings>) {
@@ -171,7 +58,7 @@ pub async fn serve(client: UnixStream, settings: Arc<LaneSettings>) {
         return;
     }
     let user = settings.user();
-    let lane = upstream::lane_of(&user);
+    let lane = lane_of(&user);
     let connect = settings.route.connect(&lane, &user, &settings.password);
     let upstream = match tokio::time::timeout(UPSTREAM_TIMEOUT, connect).await {
         Ok(Ok(u)) => u,

@@ -1,8 +1,9 @@
 //! Where a command names the consumer it may create, read as Redis reads
 //! it, and whether the name is short enough. Pure, like the filter that
-//! calls it (`crate::command_filter`).
+//! calls it (`crate::filter::agent`).
 
-use crate::command_filter::{upper, Policy, Verdict};
+use crate::filter::text::upper;
+use crate::filter::verdict::{Policy, Verdict};
 use crate::resp::{error_reply, Command};
 use std::borrow::Cow;
 
@@ -54,7 +55,7 @@ pub fn consume(cmd: &Command<'_>, arg: Option<usize>, policy: &Policy<'_>) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command_filter::tests::run;
+    use crate::filter::agent::tests::run;
     use oxidepm_testkit::words;
 
     #[test]
