@@ -4,7 +4,6 @@
 //! cannot fix).
 
 use super::Supervisor;
-use crate::store::RuntimeRow;
 use crate::supervise::policy::MAX_BACKOFF_MS;
 use crate::supervise::Error;
 use oxidepm_proto::{Actor, EventKind, RestartPolicy, Status};
@@ -61,7 +60,7 @@ impl Supervisor {
         let Some(app) = self.apps.get(&id) else {
             return Err(Error::NoSuchApp { id });
         };
-        let mut row = RuntimeRow::from(&app.rt);
+        let mut row = app.rt.clone();
         row.status = Status::Starting;
         row.desired_running = true;
         row.pid = None;
