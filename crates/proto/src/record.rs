@@ -178,7 +178,10 @@ mod tests {
     #[test]
     fn every_listed_kind_is_a_kind_of_this_version() {
         for name in EVENT_KINDS {
-            assert!(!matches!(EventKind::parse(name), EventKind::Other(_)), "{name}");
+            assert!(
+                !matches!(EventKind::parse(name), EventKind::Other(_)),
+                "{name}"
+            );
         }
         assert!(EVENT_KINDS.contains(&"orphan") && EVENT_KINDS.contains(&"reset"));
     }
