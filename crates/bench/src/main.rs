@@ -11,6 +11,10 @@
 //! targets"). The same binary is also the test apps (`__write-lines`,
 //! `__probe`).
 
+// The benchmark is a process of its own: it sleeps and waits for the
+// programs it measures.
+#![allow(clippy::disallowed_methods)]
+
 /// `println!` that ignores a closed stdout (`oxidepm-bench | head`), so that
 /// a scenario still runs its teardown instead of dying mid-way.
 macro_rules! say {

@@ -10,11 +10,11 @@
 //! The agent of every delivery is the one named by the outbox key, never a
 //! field of the entry.
 
-use crate::config::RetryConfig;
 use crate::conn::Con;
 use crate::entries::{Body, Entry};
 use crate::source::{DeliveryError, Outbound, Shutdown, Source};
 use crate::stats::Counter;
+use oxidepm_lanes::bridge_config::RetryConfig;
 use oxidepm_lanes::stream_key::dead_letter;
 use oxidepm_lanes::StreamKey;
 use std::collections::{HashMap, HashSet};

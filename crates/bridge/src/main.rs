@@ -16,7 +16,7 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "oxidepm-bridge", version, about)]
 struct Args {
-    /// The JSON configuration file (see oxidepm_bridge::config).
+    /// The JSON configuration file (see oxidepm_lanes::bridge_config).
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
     /// Worker threads. The default, 1, is the most efficient: the work is

@@ -14,7 +14,6 @@
 //! implementations and the webhook's listen address need a restart; a
 //! reload that changes them says so in its report and in the log.
 
-use crate::config::{BridgeConfig, ConfigError};
 use crate::conn::{ConnectError, RedisTarget};
 use crate::delivery::{DeliveryContext, DeliverySettings};
 use crate::outbox::OutboxPlan;
@@ -22,6 +21,8 @@ use crate::publish::{Publisher, RoutingTable};
 use crate::source::{Shutdown, ShutdownTrigger, Source, SourceError};
 use crate::sources::email::EmailError;
 use crate::sources::webhook::{WebhookError, WebhookSource};
+use oxidepm_lanes::bridge_config::BridgeConfig;
+use oxidepm_lanes::ConfigError;
 use oxidepm_lanes::{SecretError, StreamKey};
 use std::collections::HashMap;
 use std::fmt;

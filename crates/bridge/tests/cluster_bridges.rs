@@ -5,6 +5,10 @@
 //! primary failing over loses no acknowledged entry; agents consult each
 //! other across slots without CROSSSLOT.
 
+// Tests wait for processes and sleep between looks: what blocks here
+// blocks a test, never the daemon.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

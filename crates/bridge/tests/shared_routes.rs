@@ -2,6 +2,10 @@
 //! `oxidepm route add` does on one host with `[lanes] redis_url`) is taken
 //! up by the bridges of every host without a restart, and its removal too.
 
+// Tests wait for processes and sleep between looks: what blocks here
+// blocks a test, never the daemon.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

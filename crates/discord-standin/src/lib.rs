@@ -19,6 +19,10 @@
 //! The API is blocking (the stand-in runs on a runtime thread of its own),
 //! for tests and the benchmark alike.
 
+// A test and benchmark helper, never the daemon: its blocking waits run
+// on threads of their own.
+#![allow(clippy::disallowed_methods)]
+
 mod gateway;
 mod payload;
 mod rest;

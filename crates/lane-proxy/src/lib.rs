@@ -25,6 +25,10 @@
 //! Its configuration file is [`oxidepm_lanes::ProxyConfig`], written by the
 //! daemon.
 
+// Tests wait for processes and sleep between looks: what blocks here
+// blocks a test, never the daemon.
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
+
 mod conn;
 mod filter;
 mod lane;

@@ -3,6 +3,10 @@
 //! slot, a failover is survived by reconnecting, nothing acknowledged is
 //! lost.
 
+// Tests wait for processes and sleep between looks: what blocks here
+// blocks a test, never the daemon.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use oxidepm_testkit::cluster::Cluster;

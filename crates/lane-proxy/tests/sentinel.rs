@@ -1,6 +1,10 @@
 //! Agents' lanes on a primary found through Sentinel (`redis+sentinel://`),
 //! and a Sentinel failover survived by reconnecting.
 
+// Tests wait for processes and sleep between looks: what blocks here
+// blocks a test, never the daemon.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use oxidepm_testkit::shared::{acl_file, connect, ROOT_PASSWORD, ROOT_USER};

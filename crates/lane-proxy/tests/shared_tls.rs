@@ -1,6 +1,10 @@
 //! Agents' lanes on a shared Redis reached over TLS, in the tagged key
 //! form: the proxy trusts the CA it is given and nothing else.
 
+// Tests wait for processes and sleep between looks: what blocks here
+// blocks a test, never the daemon.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use oxidepm_testkit::shared::SharedRedis;

@@ -12,24 +12,120 @@ use crate::name::AgentName;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// One route: a source and one selector → an agent.
+/// One route: messages of `source` from a channel, a guild or an address
+/// go to `agent`; exactly one of `channel`, `guild`, `address` is set. The
+/// same type serves a request and daemon.toml (`A` = `String`, the agent a
+/// name not yet checked) and the bridge's file ([`RouteConfig`]).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
-pub struct RouteConfig {
-    /// The source it applies to.
+pub struct Route<A = AgentName> {
+    /// The source family it applies to (`webhook`, `email`, `discord`, ...).
     pub source: String,
     /// A channel id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
-    /// A guild (server, workspace) id.
+    /// A guild (server, workspace) id: a group of channels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guild: Option<String>,
-    /// A mail address.
+    /// A mail address (an email recipient).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
     /// The agent it routes to.
-    pub agent: AgentName,
+    pub agent: A,
 }
+
+/// A route of the bridge's file: its agent is an agent name.
+pub type RouteConfig = Route<AgentName>;
+
+impl<A> Route<A> {
+    /// Checks that exactly one matcher is set and that it is not empty.
+    pub fn check(&self) -> Result<(), RouteError> {
+        let set = [&self.channel, &self.guild, &self.address]
+            .iter()
+            .filter(|m| m.is_some())
+            .count();
+        if set != 1 {
+            return Err(RouteError::Matchers {
+                source: self.source.clone(),
+            });
+        }
+        if [&self.channel, &self.guild, &self.address]
+            .iter()
+            .any(|m| m.as_ref().is_some_and(|v| v.is_empty()))
+        {
+            return Err(RouteError::EmptyMatcher);
+        }
+        Ok(())
+    }
+
+    /// The same route with its agent turned by `f` (a name given back as
+    /// text).
+    pub fn map_agent<B>(self, f: impl FnOnce(A) -> B) -> Route<B> {
+        Route {
+            source: self.source,
+            channel: self.channel,
+            guild: self.guild,
+            address: self.address,
+            agent: f(self.agent),
+        }
+    }
+
+    /// The same route with its agent turned by `f`, or why it cannot be
+    /// (a name checked).
+    pub fn try_map_agent<B, E>(&self, f: impl FnOnce(&A) -> Result<B, E>) -> Result<Route<B>, E> {
+        Ok(Route {
+            source: self.source.clone(),
+            channel: self.channel.clone(),
+            guild: self.guild.clone(),
+            address: self.address.clone(),
+            agent: f(&self.agent)?,
+        })
+    }
+}
+
+impl<A: fmt::Display> Route<A> {
+    /// `source channel=x -> agent`, for messages.
+    pub fn describe(&self) -> String {
+        let (k, v) = if let Some(c) = &self.channel {
+            ("channel", c.as_str())
+        } else if let Some(g) = &self.guild {
+            ("guild", g.as_str())
+        } else {
+            // A route that is not checked may have none (a `route rm` of
+            // nothing): it reads as an empty address, it does not panic.
+            ("address", self.address.as_deref().unwrap_or_default())
+        };
+        format!("{} {k}={v} -> {}", self.source, self.agent)
+    }
+}
+
+/// Why a route of a request or of daemon.toml is malformed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteError {
+    /// None or more than one of channel, guild and address is set.
+    Matchers {
+        /// The route's source family.
+        source: String,
+    },
+    /// The matcher is set but empty.
+    EmptyMatcher,
+}
+
+impl fmt::Display for RouteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RouteError::Matchers { source } => write!(
+                f,
+                "a route of {source:?} needs exactly one of channel, guild or address"
+            ),
+            RouteError::EmptyMatcher => {
+                f.write_str("a route's channel, guild or address cannot be empty")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RouteError {}
 
 impl RouteConfig {
     /// The route in the routing table's terms, or why it is not one.
@@ -269,6 +365,24 @@ impl RoutePlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_route_without_a_matcher_is_described_not_panicked_on() {
+        let r: Route<String> = Route {
+            source: "webhook".into(),
+            channel: None,
+            guild: None,
+            address: None,
+            agent: "a".into(),
+        };
+        assert_eq!(
+            r.check(),
+            Err(RouteError::Matchers {
+                source: "webhook".into()
+            })
+        );
+        assert_eq!(r.describe(), "webhook address= -> a");
+    }
 
     fn route(source: &str, channel: &str, agent: &str) -> RouteConfig {
         RouteConfig {

@@ -12,6 +12,10 @@
 //! The program is `oxidepm-logwriter`; the daemon's `oxidepmd __logshim`
 //! runs the same code when that program is not installed beside it.
 
+// Tests wait for processes and sleep between looks: what blocks here
+// blocks a test, never the daemon.
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
+
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, RawFd};

@@ -85,6 +85,8 @@ pub struct Client {
 /// Connects to `path`, waiting at most `deadline` for the daemon to take
 /// the connection (a daemon that does not accept fills its backlog, and a
 /// plain connect would then wait for ever).
+// The CLI's client, in a process of its own (never the daemon's runtime).
+#[allow(clippy::disallowed_methods)]
 pub fn connect_within(path: &Path, deadline: Option<Duration>) -> std::io::Result<UnixStream> {
     use nix::errno::Errno;
     use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};

@@ -489,7 +489,7 @@ pub struct AppInfo {
     /// Set while the app waits to restart (status `waiting`): why, and
     /// how long still.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<crate::verbs::Waiting>,
+    pub waiting: Option<Waiting>,
 }
 
 /// Checks an app name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with
@@ -519,6 +519,16 @@ pub fn check_app_name(name: &str) -> Result<(), String> {
         return Err("\"all\" selects every app and cannot be an app name".into());
     }
     Ok(())
+}
+
+/// Why an app is `waiting` and for how long still.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiting {
+    /// Milliseconds until the restart is due (0: due, waiting for the
+    /// daemon-wide restart rate).
+    pub due_in_ms: u64,
+    /// Why it waits: `after exit 3`, `after a passing spawn failure`, …
+    pub reason: String,
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 pub mod actor;
 pub mod app;
 pub mod change;
+pub mod import;
 pub mod record;
 pub mod reply;
 pub mod report;
@@ -22,11 +23,12 @@ pub use actor::{Actor, Class, Tier};
 pub use app::LogTarget;
 pub use app::{
     check_app_name, AppInfo, AppKind, AppSpec, Dependency, DependencyCondition, HealthProbe,
-    HealthSpec, HealthState, RestartPolicy, Status,
+    HealthSpec, HealthState, RestartPolicy, Status, Waiting,
 };
 pub use app::{MAX_LOG_KEEP, MIN_LOG_ROTATE_BYTES};
 pub use change::{spec_changes, SpecChange};
-pub use record::{AuditRecord, EventKind, EventRecord, LogLine, LogStream};
+pub use import::Imported;
+pub use record::{AuditRecord, EventKind, EventRecord, LogLine, LogStream, EVENT_KINDS};
 pub use reply::{
     Action, AppAction, Defined, Flushed, Identity, KeysMigrated, Killed, LogsDone, NameReleased,
     Pong, Reply, RouteAdded, RouteRemoved, Saved, Stopped,
@@ -39,9 +41,9 @@ pub use report::{
 pub use report::{ConsultRuleReport, ResponderLaneReport, SourceReport};
 pub use report::{LanesMemory, NameLease, SharedLanesReport};
 pub use route::{Route, RouteError};
-pub use stream::{Streamed, Subscribed, EVENT_KINDS, REFUSAL_KIND};
+pub use stream::{Streamed, Subscribed, REFUSAL_KIND};
 pub use verbs::{
-    instance_name, instance_of, instance_spec, ReloadHow, Reloaded, ResetDone, Signalled, Waiting,
+    instance_name, instance_of, instance_spec, ReloadHow, Reloaded, ResetDone, Signalled,
     INSTANCE_VAR, MAX_INSTANCES,
 };
 pub use wire::{ErrorBody, ErrorCode, Op, Request, Response, SignalName};

@@ -4,84 +4,81 @@ use crate::actor::Actor;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// What happened to an app, as recorded in its lifecycle events.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum EventKind {
-    /// The app was created.
-    Defined,
-    /// Its spec was changed.
-    Changed,
-    /// It was forgotten.
-    Deleted,
-    /// A process was spawned.
-    Started,
-    /// A process was spawned again after a stop or an exit.
-    Restarted,
-    /// A process left by an earlier daemon was taken over.
-    Adopted,
-    /// The start waits for dependencies.
-    Waiting,
-    /// A process could not be spawned.
-    Failed,
-    /// The process exited.
-    Exited,
-    /// The app is stopped.
-    Stopped,
-    /// The app is not restarted any more after failures.
-    Errored,
-    /// The memory limit was exceeded (a restart follows).
-    MemoryLimit,
-    /// The health check failed too often (a restart follows).
-    Unhealthy,
-    /// A scheduled restart is due.
-    Cron,
-    /// A kind this version does not know, kept as written (records of
-    /// another version of the daemon).
-    Other(String),
+// The kinds are listed once: the enum, its names both ways and
+// [`EVENT_KINDS`] (what `subscribe` accepts) are all made from this list.
+macro_rules! event_kinds {
+    ($($(#[doc = $doc:literal])* $variant:ident = $name:literal,)*) => {
+        /// What happened to an app, as recorded in its lifecycle events.
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub enum EventKind {
+            $($(#[doc = $doc])* $variant,)*
+            /// A kind this version does not know, kept as written (records of
+            /// another version of the daemon).
+            Other(String),
+        }
+
+        /// Every event kind a daemon of this version records, by name.
+        pub const EVENT_KINDS: &[&str] = &[$($name,)*];
+
+        impl EventKind {
+            /// The name of the kind, as stored and on the wire.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(EventKind::$variant => $name,)*
+                    EventKind::Other(s) => s,
+                }
+            }
+
+            /// Reads a kind by name; names this version does not know are kept.
+            pub fn parse(s: &str) -> EventKind {
+                match s {
+                    $($name => EventKind::$variant,)*
+                    other => EventKind::Other(other.to_string()),
+                }
+            }
+        }
+    };
 }
 
-impl EventKind {
-    /// The name of the kind, as stored and on the wire.
-    pub fn as_str(&self) -> &str {
-        match self {
-            EventKind::Defined => "defined",
-            EventKind::Changed => "changed",
-            EventKind::Deleted => "deleted",
-            EventKind::Started => "started",
-            EventKind::Restarted => "restarted",
-            EventKind::Adopted => "adopted",
-            EventKind::Waiting => "waiting",
-            EventKind::Failed => "failed",
-            EventKind::Exited => "exited",
-            EventKind::Stopped => "stopped",
-            EventKind::Errored => "errored",
-            EventKind::MemoryLimit => "memory-limit",
-            EventKind::Unhealthy => "unhealthy",
-            EventKind::Cron => "cron",
-            EventKind::Other(s) => s,
-        }
-    }
-
-    /// Reads a kind by name; names this version does not know are kept.
-    pub fn parse(s: &str) -> EventKind {
-        match s {
-            "defined" => EventKind::Defined,
-            "changed" => EventKind::Changed,
-            "deleted" => EventKind::Deleted,
-            "started" => EventKind::Started,
-            "restarted" => EventKind::Restarted,
-            "adopted" => EventKind::Adopted,
-            "waiting" => EventKind::Waiting,
-            "failed" => EventKind::Failed,
-            "exited" => EventKind::Exited,
-            "stopped" => EventKind::Stopped,
-            "errored" => EventKind::Errored,
-            "memory-limit" => EventKind::MemoryLimit,
-            "unhealthy" => EventKind::Unhealthy,
-            "cron" => EventKind::Cron,
-            other => EventKind::Other(other.to_string()),
-        }
-    }
+event_kinds! {
+    /// The app was created.
+    Defined = "defined",
+    /// Its spec was changed.
+    Changed = "changed",
+    /// It was forgotten.
+    Deleted = "deleted",
+    /// A process was spawned.
+    Started = "started",
+    /// A process was spawned again after a stop or an exit.
+    Restarted = "restarted",
+    /// A process left by an earlier daemon was taken over.
+    Adopted = "adopted",
+    /// The start waits for dependencies.
+    Waiting = "waiting",
+    /// A process could not be spawned.
+    Failed = "failed",
+    /// The process exited.
+    Exited = "exited",
+    /// The app is stopped.
+    Stopped = "stopped",
+    /// The app is not restarted any more after failures.
+    Errored = "errored",
+    /// The memory limit was exceeded (a restart follows).
+    MemoryLimit = "memory-limit",
+    /// The health check failed too often (a restart follows).
+    Unhealthy = "unhealthy",
+    /// A scheduled restart is due.
+    Cron = "cron",
+    /// A process of an app this daemon does not have was found (kept running).
+    Orphan = "orphan",
+    /// The health state changed.
+    Health = "health",
+    /// A reload began, went on, or ended.
+    Reload = "reload",
+    /// A signal was sent to the app by request.
+    Signal = "signal",
+    /// The app's counters were reset.
+    Reset = "reset",
 }
 
 impl fmt::Display for EventKind {
@@ -177,6 +174,17 @@ pub struct LogLine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_listed_kind_is_a_kind_of_this_version() {
+        for name in EVENT_KINDS {
+            assert!(
+                !matches!(EventKind::parse(name), EventKind::Other(_)),
+                "{name}"
+            );
+        }
+        assert!(EVENT_KINDS.contains(&"orphan") && EVENT_KINDS.contains(&"reset"));
+    }
 
     #[test]
     fn event_kinds_by_name() {

@@ -6,29 +6,6 @@ use serde::{Deserialize, Serialize};
 /// The kind name a subscriber asks for to receive refusals.
 pub const REFUSAL_KIND: &str = "refusal";
 
-/// Every event kind a daemon of this version records, by name.
-pub const EVENT_KINDS: &[&str] = &[
-    "defined",
-    "changed",
-    "deleted",
-    "started",
-    "restarted",
-    "adopted",
-    "waiting",
-    "failed",
-    "exited",
-    "stopped",
-    "errored",
-    "memory-limit",
-    "unhealthy",
-    "cron",
-    "orphan",
-    "health",
-    "reload",
-    "signal",
-    "reset",
-];
-
 /// One streamed record of `subscribe`, as `{"<kind>": …}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,5 +1,5 @@
-//! The answers of the daily verbs: `signal`, `reset`, `reload` and what
-//! `status` says of an app waiting to restart.
+//! The answers of the daily verbs (`signal`, `reset`, `reload`), and the
+//! instances of an app (`scale`, `instances = N`).
 
 use crate::app::Status;
 use serde::{Deserialize, Serialize};
@@ -68,16 +68,6 @@ pub struct Reloaded {
     pub old_pid: Option<u32>,
     /// The process that runs now.
     pub pid: Option<u32>,
-}
-
-/// Why an app is `waiting` and for how long still.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Waiting {
-    /// Milliseconds until the restart is due (0: due, waiting for the
-    /// daemon-wide restart rate).
-    pub due_in_ms: u64,
-    /// Why it waits: `after exit 3`, `after a passing spawn failure`, …
-    pub reason: String,
 }
 
 /// The most instances `scale` and `instances = N` make of one app.

@@ -11,6 +11,9 @@
 //! * [`workspace_bin`] — the path of a workspace binary (built before the
 //!   tests run).
 
+// Test support: what blocks here blocks a test, never the daemon.
+#![allow(clippy::disallowed_methods)]
+
 pub mod cluster;
 pub mod http;
 pub mod redis;

@@ -22,92 +22,101 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     with_sandbox(bins, |sb| {
         let n = plan.log_lines;
         let dpid = sb.ping()?;
-        let tck = procfs::ticks_per_second();
         let mb = (n * LINE_LEN as u64) as f64 / 1e6;
         say!(
             "  {n} lines of {LINE_LEN} B = {mb:.0} MB per run, {} round(s), default rotation (50 MiB, 5 kept)",
             plan.log_rounds
         );
-        let mut plain = Vec::new();
-        let mut piped = Vec::new();
-        let mut daemon_cpu = Vec::new();
-        let mut shim_cpu = Vec::new();
-        let mut lost_total = 0u64;
-        let mut bad_total = 0u64;
+        let mut r = Rounds::default();
         for round in 1..=plan.log_rounds {
-            let p = plain_run(sb, n, round)?;
-            plain.push(p);
-            say!(
-                "  round {round}: plain file  {:>8.1} ms  {:>6.0} MB/s",
-                p * 1e3,
-                mb / p
-            );
-
-            let before = daemon_stat(dpid)?;
-            let cap = capture_run(sb, dpid, n, round)?;
-            let after = daemon_stat(dpid)?;
-            let own = (after.utime + after.stime - before.utime - before.stime) as f64 / tck;
-            let kids = (after.cutime + after.cstime - before.cutime - before.cstime) as f64 / tck;
-            let shim = cap.writer_cpu.map(|w| (kids - w).max(0.0));
-            let v = &cap.verdict;
-            say!(
-                "  round {round}: oxidepm     {:>8.1} ms  {:>6.0} MB/s  ({:.2}x plain)  kept {}/{n}, lost {}, dup/out of order {}, malformed {}, {} file(s)",
-                cap.wall * 1e3,
-                mb / cap.wall,
-                cap.wall / p,
-                v.kept,
-                v.lost,
-                v.disordered,
-                v.malformed,
-                v.files
-            );
-            say!(
-                "           daemon CPU {}; reaped children CPU {} = writer {} + log shim {}",
-                cpu(own, tck),
-                cpu(kids, tck),
-                cap.writer_cpu
-                    .map(|w| format!("{w:.2} s"))
-                    .unwrap_or_else(|| "?".into()),
-                shim.map(|s| format!("{s:.2} s"))
-                    .unwrap_or_else(|| "? (writer's own CPU unknown)".into())
-            );
-            for note in &cap.notes {
-                say!("           note: {note}");
-            }
-            piped.push(cap.wall);
-            daemon_cpu.push(own);
-            if let Some(s) = shim {
-                shim_cpu.push(s);
-            }
-            lost_total += v.lost;
-            bad_total += v.disordered + v.malformed;
+            r.run(sb, dpid, n, round)?;
         }
-        let (p, o) = (median(&plain), median(&piped));
-        let ratio = o / p;
-        let dcpu = median(&daemon_cpu);
-        let rounds = if plan.log_rounds > 1 {
-            format!("median of {}: ", plan.log_rounds)
-        } else {
-            String::new()
-        };
+        let mut rows = r.rows(n, plan.log_rounds);
+        rows.extend(super::logs_read::rows(sb, dpid, n)?);
+        Ok(rows)
+    })
+}
+
+/// What the rounds measured, one entry a round.
+#[derive(Default)]
+struct Rounds {
+    /// Seconds of the writer on a plain file.
+    plain: Vec<f64>,
+    /// Seconds of the writer under oxidepm.
+    piped: Vec<f64>,
+    /// The daemon's CPU seconds in each run under oxidepm.
+    daemon_cpu: Vec<f64>,
+    /// The log shim's CPU seconds, when the writer's own is known.
+    shim_cpu: Vec<f64>,
+    /// Lines lost in all rounds.
+    lost: u64,
+    /// Lines duplicated, out of order or malformed in all rounds.
+    bad: u64,
+}
+
+impl Rounds {
+    /// One round: the writer on a plain file, then under oxidepm.
+    fn run(&mut self, sb: &Sandbox, dpid: u32, n: u64, round: usize) -> Result<()> {
+        let tck = procfs::ticks_per_second();
+        let mb = (n * LINE_LEN as u64) as f64 / 1e6;
+        let p = plain_run(sb, n, round)?;
+        self.plain.push(p);
         say!(
-            "  {rounds}plain {:.1} ms, oxidepm {:.1} ms ({:.0} MB/s), ratio {ratio:.2}x (rounds: {}); daemon CPU {}{}",
+            "  round {round}: plain file  {:>8.1} ms  {:>6.0} MB/s",
             p * 1e3,
-            o * 1e3,
-            mb / o,
-            piped
-                .iter()
-                .zip(&plain)
-                .map(|(o, p)| format!("{:.2}x", o / p))
-                .collect::<Vec<_>>()
-                .join(" "),
-            cpu(dcpu, tck),
-            if shim_cpu.is_empty() {
-                String::new()
-            } else {
-                format!(", log shim CPU {:.2} s", median(&shim_cpu))
-            }
+            mb / p
         );
+        let before = daemon_stat(dpid)?;
+        let cap = capture_run(sb, dpid, n, round)?;
+        let after = daemon_stat(dpid)?;
+        let own = (after.utime + after.stime - before.utime - before.stime) as f64 / tck;
+        let kids = (after.cutime + after.cstime - before.cutime - before.cstime) as f64 / tck;
+        let shim = cap.writer_cpu.map(|w| (kids - w).max(0.0));
+        let v = &cap.verdict;
+        say!(
+            "  round {round}: oxidepm     {:>8.1} ms  {:>6.0} MB/s  ({:.2}x plain)  kept {}/{n}, lost {}, dup/out of order {}, malformed {}, {} file(s)",
+            cap.wall * 1e3,
+            mb / cap.wall,
+            cap.wall / p,
+            v.kept,
+            v.lost,
+            v.disordered,
+            v.malformed,
+            v.files
+        );
+        say!(
+            "           daemon CPU {}; reaped children CPU {} = writer {} + log shim {}",
+            cpu(own, tck),
+            cpu(kids, tck),
+            cap.writer_cpu
+                .map(|w| format!("{w:.2} s"))
+                .unwrap_or_else(|| "?".into()),
+            shim.map(|s| format!("{s:.2} s"))
+                .unwrap_or_else(|| "? (writer's own CPU unknown)".into())
+        );
+        for note in &cap.notes {
+            say!("           note: {note}");
+        }
+        self.piped.push(cap.wall);
+        self.daemon_cpu.push(own);
+        if let Some(s) = shim {
+            self.shim_cpu.push(s);
+        }
+        self.lost += v.lost;
+        self.bad += v.disordered + v.malformed;
+        Ok(())
+    }
+
+    /// The medians said, and judged: every line kept, at most 1.2x a plain
+    /// file's time, the daemon's CPU at most 0.2 s.
+    fn rows(&self, n: u64, log_rounds: usize) -> Vec<Row> {
+        let tck = procfs::ticks_per_second();
+        let (plain, piped, shim_cpu) = (&self.plain, &self.piped, &self.shim_cpu);
+        let (lost_total, bad_total) = (self.lost, self.bad);
+        let (p, o) = (median(plain), median(piped));
+        let ratio = o / p;
+        let dcpu = median(&self.daemon_cpu);
+        self.say_medians(n, log_rounds);
         say!("  target: all lines kept; <= 1.2x a plain file write; daemon CPU <= 0.2 s");
         let lines = if n % 1_000_000 == 0 {
             format!("{}M lines", n / 1_000_000)
@@ -142,7 +151,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             ),
         ];
         if piped.len() > 1 {
-            let ratios: Vec<f64> = piped.iter().zip(&plain).map(|(o, p)| o / p).collect();
+            let ratios: Vec<f64> = piped.iter().zip(plain).map(|(o, p)| o / p).collect();
             rows.push(Row::info(
                 format!("logs {lines}: ratio, best..worst round"),
                 format!(
@@ -155,12 +164,44 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         if !shim_cpu.is_empty() {
             rows.push(Row::info(
                 format!("logs {lines}: log shim CPU"),
-                format!("{:.2} s", median(&shim_cpu)),
+                format!("{:.2} s", median(shim_cpu)),
             ));
         }
-        rows.extend(super::logs_read::rows(sb, dpid, n)?);
-        Ok(rows)
-    })
+        rows
+    }
+
+    /// The medians of the rounds, said.
+    fn say_medians(&self, n: u64, log_rounds: usize) {
+        let tck = procfs::ticks_per_second();
+        let mb = (n * LINE_LEN as u64) as f64 / 1e6;
+        let (plain, piped, shim_cpu) = (&self.plain, &self.piped, &self.shim_cpu);
+        let (p, o) = (median(plain), median(piped));
+        let ratio = o / p;
+        let dcpu = median(&self.daemon_cpu);
+        let rounds = if log_rounds > 1 {
+            format!("median of {log_rounds}: ")
+        } else {
+            String::new()
+        };
+        say!(
+            "  {rounds}plain {:.1} ms, oxidepm {:.1} ms ({:.0} MB/s), ratio {ratio:.2}x (rounds: {}); daemon CPU {}{}",
+            p * 1e3,
+            o * 1e3,
+            mb / o,
+            piped
+                .iter()
+                .zip(plain)
+                .map(|(o, p)| format!("{:.2}x", o / p))
+                .collect::<Vec<_>>()
+                .join(" "),
+            cpu(dcpu, tck),
+            if shim_cpu.is_empty() {
+                String::new()
+            } else {
+                format!(", log shim CPU {:.2} s", median(shim_cpu))
+            }
+        );
+    }
 }
 
 /// CPU seconds measured in clock ticks; zero ticks is shown as below one tick.
@@ -217,10 +258,8 @@ fn capture_run(sb: &Sandbox, dpid: u32, n: u64, round: usize) -> Result<Capture>
     let name = format!("lines{round}");
     let out = sb.logs_dir().join(format!("{name}-out.log"));
     let err = sb.logs_dir().join(format!("{name}-err.log"));
-    let out_arg = out.to_string_lossy().into_owned();
     let me = sb.bins.me.to_string_lossy().into_owned();
     let mut notes = Vec::new();
-
     let t0 = Instant::now();
     sb.run(&[
         "start",
@@ -233,90 +272,27 @@ fn capture_run(sb: &Sandbox, dpid: u32, n: u64, round: usize) -> Result<Capture>
         "__write-lines",
         &n.to_string(),
     ])?;
-
-    let (mut writer, mut shim): (Option<Stat>, Option<Stat>) = (None, None);
-    let find = |writer: &mut Option<Stat>, shim: &mut Option<Stat>| {
-        for p in procfs::children(dpid) {
-            let args = procfs::cmdline(p.pid);
-            if writer.is_none() && args.iter().any(|a| a == "__write-lines") {
-                *writer = Some(p);
-            } else if shim.is_none()
-                && args.iter().any(|a| a == "__logshim")
-                && args.contains(&out_arg)
-            {
-                *shim = Some(p);
-            }
-        }
+    let mut procs = Procs {
+        daemon: dpid,
+        out_arg: out.to_string_lossy().into_owned(),
+        writer: None,
+        shim: None,
     };
     // Both are spawned before `start` answers; look for them briefly.
     let found_by = Instant::now() + Duration::from_millis(100);
     loop {
-        find(&mut writer, &mut shim);
-        if (writer.is_some() && shim.is_some()) || Instant::now() > found_by {
+        procs.find();
+        if (procs.writer.is_some() && procs.shim.is_some()) || Instant::now() > found_by {
             break;
         }
         sleep_ms(1);
     }
     // Sleep until the writer exits rather than polling beside it.
-    if let Some(w) = &writer {
+    if let Some(w) = &procs.writer {
         wait_exit(w, Duration::from_secs(120));
     }
-    let mut prefix: Option<u64> = None;
-    let mut last_size = 0u64;
-    let mut last_change = Instant::now();
-    let wall = loop {
-        if writer.is_none() || shim.is_none() {
-            find(&mut writer, &mut shim);
-        }
-        let files = log_files(&out);
-        let size: u64 = files
-            .iter()
-            .filter_map(|f| fs::metadata(f).ok())
-            .map(|m| m.len())
-            .sum();
-        if size != last_size {
-            last_size = size;
-            last_change = Instant::now();
-        }
-        if prefix.is_none() {
-            prefix = first_prefix(&out);
-        }
-        if let Some(pre) = prefix {
-            if size >= n * (LINE_LEN as u64 + pre) && ends_with_last(&out, n) {
-                break t0.elapsed();
-            }
-        }
-        if last_change.elapsed() > STALL {
-            notes.push(format!(
-                "the log stopped growing before the last line arrived; waited {} s",
-                STALL.as_secs()
-            ));
-            break last_change.duration_since(t0);
-        }
-        sleep_ms(1);
-    };
-
-    // Wait for the writer and the shim to be reaped, so that their CPU time
-    // is in the daemon's cutime/cstime.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for (what, p) in [("writer", &writer), ("log shim", &shim)] {
-        match p {
-            None => notes.push(format!("did not see the {what} process")),
-            Some(p) => {
-                while procfs::stat(p.pid).is_some_and(|s| s.start_ticks == p.start_ticks)
-                    && Instant::now() < deadline
-                {
-                    sleep_ms(2);
-                }
-                if let Some(s) = procfs::stat(p.pid).filter(|s| s.start_ticks == p.start_ticks) {
-                    notes.push(format!(
-                        "the {what} (pid {}) was not reaped 10 s after the capture (state {})",
-                        p.pid, s.state as char
-                    ));
-                }
-            }
-        }
-    }
+    let wall = last_line_in(&out, n, t0, &mut procs, &mut notes);
+    procs.wait_reaped(&mut notes);
     let writer_cpu = fs::read_to_string(&err).ok().and_then(|t| parse_rusage(&t));
     let verdict = verify(&out, n)?;
     for f in log_files(&out) {
@@ -329,6 +305,102 @@ fn capture_run(sb: &Sandbox, dpid: u32, n: u64, round: usize) -> Result<Capture>
         verdict,
         notes,
     })
+}
+
+/// The writer and its log shim, children of the daemon, once seen.
+struct Procs {
+    daemon: u32,
+    /// The path of the log the shim writes, as its command line has it.
+    out_arg: String,
+    writer: Option<Stat>,
+    shim: Option<Stat>,
+}
+
+impl Procs {
+    /// Looks for whichever of the two is not seen yet.
+    fn find(&mut self) {
+        for p in procfs::children(self.daemon) {
+            let args = procfs::cmdline(p.pid);
+            if self.writer.is_none() && args.iter().any(|a| a == "__write-lines") {
+                self.writer = Some(p);
+            } else if self.shim.is_none()
+                && args.iter().any(|a| a == "__logshim")
+                && args.contains(&self.out_arg)
+            {
+                self.shim = Some(p);
+            }
+        }
+    }
+
+    /// Waits for the writer and the shim to be reaped, so that their CPU
+    /// time is in the daemon's cutime/cstime.
+    fn wait_reaped(&self, notes: &mut Vec<String>) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for (what, p) in [("writer", &self.writer), ("log shim", &self.shim)] {
+            match p {
+                None => notes.push(format!("did not see the {what} process")),
+                Some(p) => {
+                    while procfs::stat(p.pid).is_some_and(|s| s.start_ticks == p.start_ticks)
+                        && Instant::now() < deadline
+                    {
+                        sleep_ms(2);
+                    }
+                    if let Some(s) = procfs::stat(p.pid).filter(|s| s.start_ticks == p.start_ticks)
+                    {
+                        notes.push(format!(
+                            "the {what} (pid {}) was not reaped 10 s after the capture (state {})",
+                            p.pid, s.state as char
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// From `t0` until the `n`th line is in the log `out` (or, said in
+/// `notes`, until the log stopped growing for [`STALL`]).
+fn last_line_in(
+    out: &Path,
+    n: u64,
+    t0: Instant,
+    procs: &mut Procs,
+    notes: &mut Vec<String>,
+) -> Duration {
+    let mut prefix: Option<u64> = None;
+    let mut last_size = 0u64;
+    let mut last_change = Instant::now();
+    loop {
+        if procs.writer.is_none() || procs.shim.is_none() {
+            procs.find();
+        }
+        let files = log_files(out);
+        let size: u64 = files
+            .iter()
+            .filter_map(|f| fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum();
+        if size != last_size {
+            last_size = size;
+            last_change = Instant::now();
+        }
+        if prefix.is_none() {
+            prefix = first_prefix(out);
+        }
+        if let Some(pre) = prefix {
+            if size >= n * (LINE_LEN as u64 + pre) && ends_with_last(out, n) {
+                return t0.elapsed();
+            }
+        }
+        if last_change.elapsed() > STALL {
+            notes.push(format!(
+                "the log stopped growing before the last line arrived; waited {} s",
+                STALL.as_secs()
+            ));
+            return last_change.duration_since(t0);
+        }
+        sleep_ms(1);
+    }
 }
 
 /// Blocks until process `p` exits (through a pidfd), at most `timeout`.

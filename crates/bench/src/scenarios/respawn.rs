@@ -45,147 +45,187 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         let sock = sb.home().join("probe.sock");
         let listener = UnixListener::bind(&sock)
             .map_err(|e| format!("cannot listen on {}: {e}", sock.display()))?;
-        let me = sb.bins.me.to_string_lossy().into_owned();
         let sock_arg = sock.to_string_lossy().into_owned();
-        sb.run(&[
-            "start",
-            "--name",
-            APP,
-            "--restart",
-            "always",
-            "--restart-delay",
-            "0",
-            "--min-uptime",
-            "0",
-            // Every respawn here is a crash in quick succession: without
-            // room, the start limit would rightly make the app errored.
-            "--max-restarts",
-            "100000",
-            "--",
-            &me,
-            "__probe",
-            &sock_arg,
-        ])?;
-        let (mut current, _) = next_probe(&listener)?;
-        wait_status_pid(sb, current)?;
-
-        let mut to_main = Vec::with_capacity(plan.respawns);
-        let mut chains: Vec<Chain> = Vec::with_capacity(plan.respawns);
-        let mut missing_events = 0usize;
-        for i in 0..WARMUP + plan.respawns {
-            let pid = status_pid(sb)?;
-            if pid != Some(current) {
-                return Err(format!(
-                    "status shows pid {pid:?} for {APP}, its process is {current}"
-                ));
-            }
-            // Let the previous run's log shim finish and the daemon go idle.
-            sleep_ms(20);
-            if let Some(ev) = &events {
-                ev.drain().map_err(|e| format!("process events: {e}"))?;
-            }
-            let t0 = mono_ns();
-            if let Err(e) = signal::kill(current, Signal::SIGKILL) {
-                return Err(format!("cannot kill {current}: {e}"));
-            }
-            let (new_pid, started) = next_probe(&listener)
-                .map_err(|e| format!("after SIGKILL #{} of {APP} (pid {current}): {e}", i + 1))?;
-            if new_pid == current {
-                return Err(format!("the probe reported the killed pid {new_pid} again"));
-            }
-            let chain = match &events {
-                Some(ev) => chain(ev, dpid, current, new_pid, t0)?,
-                None => None,
-            };
-            if i >= WARMUP {
-                to_main.push(started.saturating_sub(t0) as f64 / 1e6);
-                match chain {
-                    Some(c) => chains.push(c),
-                    None if events.is_some() => missing_events += 1,
-                    None => {}
-                }
-            }
-            current = new_pid;
-            wait_status_pid(sb, current)?;
-        }
+        start_probe(sb, &sock_arg)?;
+        let m = kill_again_and_again(sb, &listener, events.as_ref(), dpid, plan.respawns)?;
         let app = app_info(sb)?;
         say!(
             "  {} kills (after {WARMUP} warm-up); restarts counted by the daemon: {}",
-            to_main.len(),
+            m.to_main.len(),
             s(&app, "restarts")
         );
-        let line = |what: &str, xs: &[f64]| {
-            say!(
-                "  {what:<38} median {:>6.3} ms   p95 {:>6.3} ms   min {:>6.3} ms   max {:>6.3} ms",
-                median(xs),
-                percentile(xs, 95.0),
-                min(xs),
-                max(xs)
-            )
-        };
-        let ms_of = |f: fn(&Chain) -> u64| -> Vec<f64> {
-            chains.iter().map(|c| f(c) as f64 / 1e6).collect()
-        };
-        let mut rows = Vec::new();
-        if !chains.is_empty() {
-            let (exit, fork, exec) = (ms_of(|c| c.exit), ms_of(|c| c.fork), ms_of(|c| c.exec));
-            let react: Vec<f64> = chains
-                .iter()
-                .map(|c| c.fork.saturating_sub(c.exit) as f64 / 1e6)
-                .collect();
-            line("kill -> old process exited (kernel)", &exit);
-            line("old process exited -> daemon forks", &react);
-            line("kill -> daemon forks the new process", &fork);
-            line("kill -> new process execs the app", &exec);
-            line("kill -> the app's main() runs", &to_main);
-            if missing_events > 0 {
-                say!("  note: {missing_events} kill(s) without a complete fork/exec event trail");
-            }
-            let (med, p95) = (median(&exec), percentile(&exec, 95.0));
-            say!("  target: kill -> exec <= 2 ms");
-            rows.push(Row::check(
-                "crash -> respawn, kill->exec (median)",
-                format!("{med:.3} ms"),
-                "<= 2 ms",
-                med <= 2.0,
-            ));
-            rows.push(Row::info(
-                "crash -> respawn, kill->exec (p95)",
-                format!("{p95:.3} ms"),
-            ));
-            rows.push(Row::info(
-                "crash -> respawn, exit->fork (median)",
-                format!("{:.3} ms", median(&react)),
-            ));
-            rows.push(Row::info(
-                "crash -> respawn, kill->main (median)",
-                format!("{:.3} ms", median(&to_main)),
-            ));
-        } else {
-            line("kill -> the app's main() runs", &to_main);
-            let floor = exec_floor(&sb.bins.me, &listener, &sock_arg, plan.respawns)?;
-            say!(
-                "  floor: this benchmark forking and exec-ing the same probe itself: median {floor:.3} ms"
-            );
-            let med = median(&to_main);
-            say!("  target: <= 2 ms (this figure includes the probe's exec and start-up)");
-            rows.push(Row::check(
+        if !m.chains.is_empty() {
+            return Ok(rows_of_chains(&m));
+        }
+        say_line("kill -> the app's main() runs", &m.to_main);
+        let floor = exec_floor(&sb.bins.me, &listener, &sock_arg, plan.respawns)?;
+        say!(
+            "  floor: this benchmark forking and exec-ing the same probe itself: median {floor:.3} ms"
+        );
+        let med = median(&m.to_main);
+        say!("  target: <= 2 ms (this figure includes the probe's exec and start-up)");
+        Ok(vec![
+            Row::check(
                 "crash -> respawn, kill->main (median)",
                 format!("{med:.3} ms"),
                 "<= 2 ms",
                 med <= 2.0,
-            ));
-            rows.push(Row::info(
+            ),
+            Row::info(
                 "crash -> respawn, kill->main (p95)",
-                format!("{:.3} ms", percentile(&to_main, 95.0)),
-            ));
-            rows.push(Row::info(
+                format!("{:.3} ms", percentile(&m.to_main, 95.0)),
+            ),
+            Row::info(
                 "  floor: fork+exec+start of the probe",
                 format!("{floor:.3} ms"),
+            ),
+        ])
+    })
+}
+
+/// The probe app defined: this binary as `__probe SOCKET`, restarted at
+/// once, always.
+fn start_probe(sb: &Sandbox, sock_arg: &str) -> Result<()> {
+    let me = sb.bins.me.to_string_lossy().into_owned();
+    sb.run(&[
+        "start",
+        "--name",
+        APP,
+        "--restart",
+        "always",
+        "--restart-delay",
+        "0",
+        "--min-uptime",
+        "0",
+        // Every respawn here is a crash in quick succession: without
+        // room, the start limit would rightly make the app errored.
+        "--max-restarts",
+        "100000",
+        "--",
+        &me,
+        "__probe",
+        sock_arg,
+    ])?;
+    Ok(())
+}
+
+/// What the kills measured (the warm-up ones left out).
+struct Measured {
+    /// Kill to the new probe's main(), ms.
+    to_main: Vec<f64>,
+    /// The kernel's times of each respawn, when its events can be read.
+    chains: Vec<Chain>,
+    /// Kills whose fork/exec events did not all arrive.
+    missing_events: usize,
+}
+
+/// SIGKILLs the probe `WARMUP + respawns` times, each time waiting for
+/// its new process to report and `status` to show it.
+fn kill_again_and_again(
+    sb: &Sandbox,
+    listener: &UnixListener,
+    events: Option<&ProcEvents>,
+    dpid: u32,
+    respawns: usize,
+) -> Result<Measured> {
+    let (mut current, _) = next_probe(listener)?;
+    wait_status_pid(sb, current)?;
+    let mut m = Measured {
+        to_main: Vec::with_capacity(respawns),
+        chains: Vec::with_capacity(respawns),
+        missing_events: 0,
+    };
+    for i in 0..WARMUP + respawns {
+        let pid = status_pid(sb)?;
+        if pid != Some(current) {
+            return Err(format!(
+                "status shows pid {pid:?} for {APP}, its process is {current}"
             ));
         }
-        Ok(rows)
-    })
+        // Let the previous run's log shim finish and the daemon go idle.
+        sleep_ms(20);
+        if let Some(ev) = events {
+            ev.drain().map_err(|e| format!("process events: {e}"))?;
+        }
+        let t0 = mono_ns();
+        if let Err(e) = signal::kill(current, Signal::SIGKILL) {
+            return Err(format!("cannot kill {current}: {e}"));
+        }
+        let (new_pid, started) = next_probe(listener)
+            .map_err(|e| format!("after SIGKILL #{} of {APP} (pid {current}): {e}", i + 1))?;
+        if new_pid == current {
+            return Err(format!("the probe reported the killed pid {new_pid} again"));
+        }
+        let chain = match events {
+            Some(ev) => chain(ev, dpid, current, new_pid, t0)?,
+            None => None,
+        };
+        if i >= WARMUP {
+            m.to_main.push(started.saturating_sub(t0) as f64 / 1e6);
+            match chain {
+                Some(c) => m.chains.push(c),
+                None if events.is_some() => m.missing_events += 1,
+                None => {}
+            }
+        }
+        current = new_pid;
+        wait_status_pid(sb, current)?;
+    }
+    Ok(m)
+}
+
+/// One figure's median, p95, min and max, said.
+fn say_line(what: &str, xs: &[f64]) {
+    say!(
+        "  {what:<38} median {:>6.3} ms   p95 {:>6.3} ms   min {:>6.3} ms   max {:>6.3} ms",
+        median(xs),
+        percentile(xs, 95.0),
+        min(xs),
+        max(xs)
+    )
+}
+
+/// The rows when the kernel's events gave each respawn's steps: kill ->
+/// exec is judged.
+fn rows_of_chains(m: &Measured) -> Vec<Row> {
+    let ms_of =
+        |f: fn(&Chain) -> u64| -> Vec<f64> { m.chains.iter().map(|c| f(c) as f64 / 1e6).collect() };
+    let (exit, fork, exec) = (ms_of(|c| c.exit), ms_of(|c| c.fork), ms_of(|c| c.exec));
+    let react: Vec<f64> = m
+        .chains
+        .iter()
+        .map(|c| c.fork.saturating_sub(c.exit) as f64 / 1e6)
+        .collect();
+    say_line("kill -> old process exited (kernel)", &exit);
+    say_line("old process exited -> daemon forks", &react);
+    say_line("kill -> daemon forks the new process", &fork);
+    say_line("kill -> new process execs the app", &exec);
+    say_line("kill -> the app's main() runs", &m.to_main);
+    if m.missing_events > 0 {
+        say!(
+            "  note: {} kill(s) without a complete fork/exec event trail",
+            m.missing_events
+        );
+    }
+    let (med, p95) = (median(&exec), percentile(&exec, 95.0));
+    say!("  target: kill -> exec <= 2 ms");
+    vec![
+        Row::check(
+            "crash -> respawn, kill->exec (median)",
+            format!("{med:.3} ms"),
+            "<= 2 ms",
+            med <= 2.0,
+        ),
+        Row::info("crash -> respawn, kill->exec (p95)", format!("{p95:.3} ms")),
+        Row::info(
+            "crash -> respawn, exit->fork (median)",
+            format!("{:.3} ms", median(&react)),
+        ),
+        Row::info(
+            "crash -> respawn, kill->main (median)",
+            format!("{:.3} ms", median(&m.to_main)),
+        ),
+    ]
 }
 
 /// Reads the kernel's events for one respawn: the exit of `old`, the daemon's

@@ -2,6 +2,10 @@
 //! and real HTTP on loopback: in-process, and as the real binary where a
 //! signal is the point.
 
+// Tests wait for processes and sleep between looks: what blocks here
+// blocks a test, never the daemon.
+#![allow(clippy::disallowed_methods)]
+
 mod bounds;
 mod consult;
 mod discord;

@@ -24,6 +24,7 @@ mod de;
 mod ecosystem_js;
 mod fields;
 mod ini;
+mod keys;
 mod leftovers;
 mod nested;
 mod pm2;
@@ -285,7 +286,7 @@ fn parse_with(
     if text.trim().is_empty() {
         return Err(no_apps(origin, format));
     }
-    let ctx = de::Ctx::with_env(&base, env);
+    let ctx = keys::Ctx::with_env(&base, env);
     let parsed = match format {
         Format::Toml => de::Root(&ctx)
             .deserialize(toml::Deserializer::new(text))

@@ -3,6 +3,7 @@
 
 use super::appfile::{self, to_toml, LoadOptions};
 use super::{Error, LocalError};
+use oxidepm_proto::Imported;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -18,16 +19,6 @@ pub struct ImportArgs {
     /// Only these apps of the file (comma-separated).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
-}
-
-/// What `import --json` prints: the specs `start` would send, and the
-/// notes as `start` would print them.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct Imported {
-    /// The apps, resolved and validated.
-    pub apps: Vec<oxidepm_proto::AppSpec>,
-    /// Settings without an exact equivalent, one line each.
-    pub notes: Vec<String>,
 }
 
 /// Loads the file as `start` would and prints it as TOML on stdout (as

@@ -1,5 +1,9 @@
 //! The command-line client: parses arguments, talks to the daemon, prints.
 
+// The CLI is a process of its own, never the daemon's runtime: it may wait
+// for the programs it runs and sleep between tries.
+#![allow(clippy::disallowed_methods)]
+
 // First, so that its macros are in scope in every module after it.
 #[macro_use]
 mod say;
@@ -12,7 +16,7 @@ mod extras;
 mod file_start;
 mod files;
 mod help;
-pub(crate) mod import;
+mod import;
 mod monit;
 mod output;
 mod reads;
@@ -54,6 +58,49 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
     let out = output::Printer::new(json, cli.no_color);
     match cli.command {
         Command::Start(a) => start::run(a, &out)?,
+        Command::Status { targets } => return reads::status(&out, targets),
+        c @ (Command::Stop { .. }
+        | Command::Restart { .. }
+        | Command::Delete { .. }
+        | Command::Flush { .. }
+        | Command::Save { .. }
+        | Command::Resurrect { .. }
+        | Command::Kill) => change(c, &out)?,
+        c @ (Command::Show { .. }
+        | Command::Logs { .. }
+        | Command::Events { .. }
+        | Command::Ping
+        | Command::Whoami
+        | Command::Audit { .. }) => read(c, out)?,
+        Command::Route { action } => route(action, &out)?,
+        Command::Monit => {}
+        Command::Lanes { action } => lanes(action, &out)?,
+        Command::Startup {
+            user,
+            write,
+            run_as,
+        } => {
+            startup::run(user, write, run_as.as_deref()).map_err(LocalError::from)?;
+        }
+        Command::Reload { .. }
+        | Command::Signal { .. }
+        | Command::Reset { .. }
+        | Command::Scale { .. } => verbs::run(cli.command, &out)?,
+        Command::Unstartup { user, run_as } => {
+            startup::uninstall(user, run_as.as_deref()).map_err(LocalError::from)?;
+        }
+        Command::ReloadDaemonConfig => reload::run(&out)?,
+        Command::Import(a) => import::run(&a, json)?,
+        Command::Completions { shell } => extras::completions(shell)?,
+        Command::Man => extras::man()?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The commands that change apps or the daemon (the others are run by
+/// [`run`]).
+fn change(command: Command, out: &output::Printer) -> Result<(), Error> {
+    match command {
         Command::Stop { targets } => {
             let target = files::selector(&targets)?;
             let done: Vec<Stopped> = connect::client(true)?.call_as(Op::Stop { target })?;
@@ -69,7 +116,49 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Delete { target })?;
             out.actions(&done)?;
         }
-        Command::Status { targets } => return reads::status(&out, targets),
+        Command::Flush { target } => {
+            let flushed: Flushed = connect::client(true)?.call_as(Op::Flush { target })?;
+            out.value(&flushed)?;
+        }
+        Command::Save { name } => {
+            let saved: Saved = connect::client(true)?.call_as(Op::Save { name })?;
+            out.value(&saved)?;
+        }
+        Command::Resurrect { name } => {
+            let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Resurrect { name })?;
+            out.actions(&done)?;
+        }
+        Command::Kill => kill(out)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `kill`: the daemon stops every app, then itself; no daemon is not an
+/// error.
+fn kill(out: &output::Printer) -> Result<(), Error> {
+    match connect::client(false) {
+        Ok(mut c) => {
+            let killed: Killed = c.call_as(Op::Kill)?;
+            connect::wait_gone();
+            out.value(&killed)?;
+        }
+        Err(ConnectError::NoDaemon { .. } | ConnectError::Connect { .. }) => {
+            if out.json {
+                writeln!(std::io::stdout(), "{{\"stopped\":false,\"running\":false}}")?;
+            } else {
+                writeln!(std::io::stdout(), "no daemon is running")?;
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+/// The commands that read what the daemon knows (the others are run by
+/// [`run`]).
+fn read(command: Command, out: output::Printer) -> Result<(), Error> {
+    match command {
         Command::Show { target, lines } => reads::show(&out, target, lines)?,
         Command::Logs {
             target,
@@ -121,18 +210,6 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 |item: oxidepm_proto::Streamed| out.streamed(&mut stdout, &item),
             )?;
         }
-        Command::Flush { target } => {
-            let flushed: Flushed = connect::client(true)?.call_as(Op::Flush { target })?;
-            out.value(&flushed)?;
-        }
-        Command::Save { name } => {
-            let saved: Saved = connect::client(true)?.call_as(Op::Save { name })?;
-            out.value(&saved)?;
-        }
-        Command::Resurrect { name } => {
-            let done: Vec<AppAction> = connect::client(true)?.call_as(Op::Resurrect { name })?;
-            out.actions(&done)?;
-        }
         Command::Ping => {
             let mut c = connect::client(true)?;
             let pong: Pong = c.call_as(Op::Ping)?;
@@ -147,72 +224,45 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             until,
             limit,
         } => reads::audit(&out, app, actor, since, until, limit)?,
-        Command::Route {
-            action: args::RouteAction::List,
-        } => out.routes(&reads::client()?.call_as(Op::Routes)?)?,
-        Command::Route { action } => {
-            let mut c = connect::client(true)?;
-            match action {
-                args::RouteAction::List => {}
-                args::RouteAction::Add(r) => {
-                    let added: RouteAdded = c.call_as(Op::RouteAdd { route: r.route() })?;
-                    out.value(&added)?;
-                }
-                args::RouteAction::Rm(r) => {
-                    let removed: RouteRemoved = c.call_as(Op::RouteRm { route: r.route() })?;
-                    out.value(&removed)?;
-                }
-            }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `route`: list, add or remove a route of the bridge.
+fn route(action: args::RouteAction, out: &output::Printer) -> Result<(), Error> {
+    if let args::RouteAction::List = action {
+        return Ok(out.routes(&reads::client()?.call_as(Op::Routes)?)?);
+    }
+    let mut c = connect::client(true)?;
+    match action {
+        args::RouteAction::List => {}
+        args::RouteAction::Add(r) => {
+            let added: RouteAdded = c.call_as(Op::RouteAdd { route: r.route() })?;
+            out.value(&added)?;
         }
-        Command::Monit => {}
-        Command::Lanes { action: None } => out.lanes(&reads::client()?.call_as(Op::Lanes)?)?,
-        Command::Lanes {
-            action: Some(args::LanesAction::Release { name, .. }),
-        } => {
+        args::RouteAction::Rm(r) => {
+            let removed: RouteRemoved = c.call_as(Op::RouteRm { route: r.route() })?;
+            out.value(&removed)?;
+        }
+    }
+    Ok(())
+}
+
+/// `lanes`: the report, or a name released, or the keys migrated.
+fn lanes(action: Option<args::LanesAction>, out: &output::Printer) -> Result<(), Error> {
+    match action {
+        None => out.lanes(&reads::client()?.call_as(Op::Lanes)?)?,
+        Some(args::LanesAction::Release { name, .. }) => {
             let released: oxidepm_proto::NameReleased =
                 connect::client(true)?.call_as(Op::LanesRelease { name })?;
             out.value(&released)?;
         }
-        Command::Lanes {
-            action: Some(args::LanesAction::MigrateKeys),
-        } => {
+        Some(args::LanesAction::MigrateKeys) => {
             let migrated: oxidepm_proto::KeysMigrated =
                 connect::client(true)?.call_as(Op::LanesMigrateKeys)?;
             out.value(&migrated)?;
         }
-        Command::Startup {
-            user,
-            write,
-            run_as,
-        } => {
-            startup::run(user, write, run_as.as_deref()).map_err(LocalError::from)?;
-        }
-        Command::Reload { .. }
-        | Command::Signal { .. }
-        | Command::Reset { .. }
-        | Command::Scale { .. } => verbs::run(cli.command, &out)?,
-        Command::Unstartup { user, run_as } => {
-            startup::uninstall(user, run_as.as_deref()).map_err(LocalError::from)?;
-        }
-        Command::ReloadDaemonConfig => reload::run(&out)?,
-        Command::Import(a) => import::run(&a, json)?,
-        Command::Kill => match connect::client(false) {
-            Ok(mut c) => {
-                let killed: Killed = c.call_as(Op::Kill)?;
-                connect::wait_gone();
-                out.value(&killed)?;
-            }
-            Err(ConnectError::NoDaemon { .. } | ConnectError::Connect { .. }) => {
-                if json {
-                    writeln!(std::io::stdout(), "{{\"stopped\":false,\"running\":false}}")?;
-                } else {
-                    writeln!(std::io::stdout(), "no daemon is running")?;
-                }
-            }
-            Err(e) => return Err(e.into()),
-        },
-        Command::Completions { shell } => extras::completions(shell)?,
-        Command::Man => extras::man()?,
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

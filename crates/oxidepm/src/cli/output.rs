@@ -225,7 +225,7 @@ impl Printer {
             .map(|a| {
                 let mut status = a.status.as_str().to_string();
                 if let Some(w) = &a.waiting {
-                    status = super::verbs::waiting(w);
+                    status = waiting(w);
                 }
                 if let Some(h) = a.health {
                     status = format!("{status} ({})", h.as_str());
@@ -568,4 +568,14 @@ impl Printer {
         writeln!(out, "counters: {}", parts.join(", "))?;
         out.flush()
     }
+}
+
+/// How `status` and `show` say that an app waits to restart:
+/// `waiting (restarting in 3.2 s after exit code 3)`.
+pub fn waiting(w: &oxidepm_proto::Waiting) -> String {
+    format!(
+        "waiting (restarting in {:.1} s {})",
+        w.due_in_ms as f64 / 1000.0,
+        w.reason
+    )
 }

@@ -73,13 +73,3 @@ pub fn run(command: Command, out: &Printer) -> Result<(), Error> {
     }
     Ok(())
 }
-
-/// How `status` and `show` say that an app waits to restart:
-/// `waiting (restarting in 3.2 s after exit code 3)`.
-pub fn waiting(w: &oxidepm_proto::Waiting) -> String {
-    format!(
-        "waiting (restarting in {:.1} s {})",
-        w.due_in_ms as f64 / 1000.0,
-        w.reason
-    )
-}

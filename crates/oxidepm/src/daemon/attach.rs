@@ -20,11 +20,10 @@
 pub mod output;
 
 use super::Daemon;
-use crate::cli::import::Imported;
 use crate::store::NewAudit;
 use crate::supervise::{define, lock};
 use output::{Outputs, Source, Tail};
-use oxidepm_proto::{Actor, AppSpec, Status};
+use oxidepm_proto::{Actor, AppSpec, Imported, Status};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,6 +79,8 @@ const MAX_IMPORTED: u64 = 64 << 20;
 /// daemon (else on PATH) reads the file, so that the daemon does not link
 /// every app-file parser (and node's evaluation of an ecosystem file runs
 /// in its own process, as for `start`); its errors reach stderr as they are.
+// Read by `load`, before the daemon's runtime is started.
+#[allow(clippy::disallowed_methods)]
 fn import(file: &Path, env: Option<String>, only: Vec<String>) -> Result<Imported, String> {
     use std::io::Read;
     let cli = crate::lanes::admin::sibling("oxidepm")
@@ -286,7 +287,7 @@ impl Attached {
 
     /// After the apps are stopped: the exit status (see the module's
     /// documentation); the last of their output is written first.
-    pub fn finish(mut self, daemon: &Daemon, stopping: bool) -> u8 {
+    pub async fn finish(mut self, daemon: &Daemon, stopping: bool) -> u8 {
         self.seen(daemon);
         if let Some(t) = self.tail.take() {
             t.finish();
@@ -313,7 +314,7 @@ impl Attached {
                 );
             }
         }
-        self.outputs.drain(Duration::from_secs(2));
+        self.outputs.drain(Duration::from_secs(2)).await;
         code
     }
 }

@@ -59,6 +59,9 @@ pub fn detach(home: &Home, resurrect: bool) -> ExitCode {
 }
 
 /// Spawns the daemon and waits for its socket; returns its pid.
+// Run by the parent that detaches (the CLI, or `oxidepmd` before any
+// runtime exists), never on the daemon's runtime.
+#[allow(clippy::disallowed_methods)]
 pub fn spawn_detached(home: &Home, resurrect: bool) -> Result<u32, DetachError> {
     let exe = std::env::current_exe().map_err(DetachError::OwnExe)?;
     use std::os::unix::fs::OpenOptionsExt;

@@ -66,33 +66,72 @@ pub fn main() -> ExitCode {
         Some(h) => Home::at(h),
         None => Home::from_env(),
     };
-    // Everything the daemon creates (sockets, state, secrets, logs) is
-    // private to its user from the moment it exists.
-    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
-    if let Err(e) = daemon::prepare_home(&home) {
-        eprintln!("oxidepmd: refusing the home {}: {e}", home.root().display());
+    let Some(lock) = claim_home(&home) else {
         return ExitCode::FAILURE;
-    }
-    let lock = match DaemonLock::acquire(&home) {
-        Ok(l) => l,
-        Err(e @ LockError::Held { .. }) => {
-            eprintln!(
-                "oxidepmd: {e} ({}); use `oxidepm kill` to stop it, or set OXIDEPM_HOME to run another",
-                home.root().display()
-            );
-            return ExitCode::FAILURE;
-        }
-        Err(e) => {
-            eprintln!("oxidepmd: {e}");
-            return ExitCode::FAILURE;
-        }
     };
     if !args.foreground && attach.is_none() {
         drop(lock);
         return daemon::detach(&home, args.resurrect);
     }
     let config = daemon::config::Config::load(&home.config());
-    let level = match &config {
+    start_logging(&home, &config, args.daemon_log, attach.as_ref());
+    if let Err(e) = config {
+        eprintln!("oxidepmd: {e}");
+        return ExitCode::FAILURE;
+    }
+    match daemon::run(
+        Options {
+            home,
+            resurrect: args.resurrect,
+            attach,
+        },
+        lock,
+    ) {
+        Ok(status) => ExitCode::from(status),
+        Err(e) => {
+            log::error!("{e}");
+            eprintln!("oxidepmd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The home checked and made private, and its lock taken; none (said on
+/// stderr) when another daemon has it or the home is refused.
+fn claim_home(home: &Home) -> Option<DaemonLock> {
+    // Everything the daemon creates (sockets, state, secrets, logs) is
+    // private to its user from the moment it exists.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    if let Err(e) = daemon::prepare_home(home) {
+        eprintln!("oxidepmd: refusing the home {}: {e}", home.root().display());
+        return None;
+    }
+    match DaemonLock::acquire(home) {
+        Ok(l) => Some(l),
+        Err(e @ LockError::Held { .. }) => {
+            eprintln!(
+                "oxidepmd: {e} ({}); use `oxidepm kill` to stop it, or set OXIDEPM_HOME to run another",
+                home.root().display()
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("oxidepmd: {e}");
+            None
+        }
+    }
+}
+
+/// The daemon's log: at daemon.toml's level (`OXIDEPM_LOG` over it), to
+/// the rotated daemon.log when detached, to the attached file's output in
+/// container mode, to the journal under systemd, else to stderr.
+fn start_logging(
+    home: &Home,
+    config: &Result<daemon::config::Config, daemon::config::ConfigError>,
+    daemon_log: bool,
+    attach: Option<&daemon::attach::Attach>,
+) {
+    let level = match config {
         Ok(c) => c.log_level.clone(),
         Err(_) => "info".into(),
     };
@@ -100,7 +139,7 @@ pub fn main() -> ExitCode {
     logger
         .parse_filters(&std::env::var("OXIDEPM_LOG").unwrap_or(level))
         .format_timestamp_millis();
-    if args.daemon_log {
+    if daemon_log {
         let defaults = daemon::config::Config::default();
         let c = config.as_ref().unwrap_or(&defaults);
         match DaemonLog::open(
@@ -120,7 +159,7 @@ pub fn main() -> ExitCode {
             ),
         }
     }
-    if let Some(a) = &attach {
+    if let Some(a) = attach {
         // Never blocking on a stderr nobody reads.
         logger.target(env_logger::Target::Pipe(Box::new(a.outputs.log_writer())));
     }
@@ -136,25 +175,6 @@ pub fn main() -> ExitCode {
         }
     } else {
         logger.init();
-    }
-    if let Err(e) = config {
-        eprintln!("oxidepmd: {e}");
-        return ExitCode::FAILURE;
-    }
-    match daemon::run(
-        Options {
-            home,
-            resurrect: args.resurrect,
-            attach,
-        },
-        lock,
-    ) {
-        Ok(status) => ExitCode::from(status),
-        Err(e) => {
-            log::error!("{e}");
-            eprintln!("oxidepmd: {e}");
-            ExitCode::FAILURE
-        }
     }
 }
 

@@ -7,7 +7,7 @@ use crate::access::policy::{Refusal, RefusalKind};
 use crate::lanes;
 use crate::store::StoreError;
 use crate::supervise::{self, SelectError};
-use oxidepm_proto::{ErrorBody, ErrorCode, Route};
+use oxidepm_proto::{ErrorBody, ErrorCode, Route, MAX_INSTANCES};
 use std::path::PathBuf;
 
 /// Why an operation failed: an error of the layer that refused or failed
@@ -139,7 +139,7 @@ pub enum OpError {
     Verb(#[from] supervise::verbs::VerbError),
     /// `scale` refused.
     #[error(transparent)]
-    Scale(#[from] super::ops::ScaleError),
+    Scale(#[from] ScaleError),
     /// `reload-daemon-config` found daemon.toml unusable; nothing changed.
     #[error("{0}; the daemon keeps the configuration it had, nothing was changed")]
     Config(#[source] super::config::ConfigError),
@@ -166,6 +166,45 @@ fn select_code(e: &SelectError) -> ErrorCode {
             ErrorCode::NotFound
         }
     }
+}
+
+/// Why a `scale` was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleError {
+    /// More instances than the bound.
+    #[error("{asked} instances asked for; at most {MAX_INSTANCES} are allowed")]
+    TooMany {
+        /// How many were asked for.
+        asked: u32,
+    },
+    /// Zero instances.
+    #[error("scale to 0 would forget the app's spec; use `oxidepm stop {target}` or `oxidepm delete {target}`")]
+    Zero {
+        /// The group.
+        target: String,
+    },
+    /// A single app, not a group of instances.
+    #[error("{app} is one app, not a group of instances: delete it and start it again with `instances = N` in an app file (apps {app}-0 … {app}-N-1), or run more apps under other names")]
+    NotAGroup {
+        /// The app.
+        app: String,
+    },
+    /// An instance's name is taken by an app outside the group.
+    #[error("{name} is the name of an app that is not an instance of {base}; rename or delete it before scaling {base} past it")]
+    NameTaken {
+        /// The name.
+        name: String,
+        /// The group.
+        base: String,
+    },
+    /// Agents, adapters and system apps are one of a kind.
+    #[error("{app} is of kind {kind}, which has one instance only (each agent has its own lane)")]
+    Kind {
+        /// The app.
+        app: String,
+        /// Its kind.
+        kind: &'static str,
+    },
 }
 
 impl From<SelectError> for ErrorBody {

@@ -1,6 +1,7 @@
 //! Answering requests: policy, audit, then the operation (in [`super::ops`]).
 
 use super::errors::OpError;
+use super::ops::SubscribeAsk;
 use super::refusals::{thousands, Kind, Refusals, Verdict};
 use super::Daemon;
 use crate::access::{policy, Caller, Peer};
@@ -22,6 +23,60 @@ const FLOOD_PENALTY: std::time::Duration = std::time::Duration::from_millis(10);
 /// the daemon exits anyway.
 const KILL_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How a request is answered once the gate let it through. Most ops are
+/// one reply from [`Daemon::execute`]; on a socket, `logs` and `subscribe`
+/// stream, and `kill` answers once the daemon has stopped its apps. Each
+/// way is counted as it always was: a reply is timed, a stream is counted
+/// untimed (or, a subscription, not at all: its events are what it is for).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Reply,
+    Logs,
+    Subscribe,
+    Kill,
+}
+
+impl Way {
+    /// How `op` is answered on a socket.
+    fn on_socket(op: &Op) -> Way {
+        match op {
+            Op::Logs { .. } => Way::Logs,
+            Op::Subscribe { .. } => Way::Subscribe,
+            Op::Kill => Way::Kill,
+            _ => Way::Reply,
+        }
+    }
+}
+
+/// What a request answered with one reply is counted and audited by.
+#[derive(Clone, Copy)]
+struct Asked {
+    id: u64,
+    op: &'static str,
+    /// Whether it only reads (not audited unless it fails).
+    read: bool,
+}
+
+impl Asked {
+    fn of(req: &Request) -> Asked {
+        Asked {
+            id: req.id,
+            op: req.op.name(),
+            read: policy::is_read(&req.op),
+        }
+    }
+}
+
+/// A request the gate let through.
+struct Admitted {
+    /// The apps the caller's grant narrowed a request without a selector to.
+    only: Option<Vec<String>>,
+    /// Names of the apps the request touches, for the audit and messages.
+    apps: Vec<String>,
+    /// When it arrived, for the latency the metrics keep.
+    began: std::time::Instant,
+}
+
 impl Daemon {
     /// Handles one request and writes its answer; an I/O error means the
     /// connection is to be closed.
@@ -35,26 +90,21 @@ impl Daemon {
             let s = lock(&self.sup);
             self.gate().caller(&*s, peer, req.claim.as_deref())
         };
+        let way = Way::on_socket(&req.op);
+        let admitted = match self.admit(&caller, way, &req).await {
+            Ok(a) => a,
+            Err(refused) => return sink.send(&refused).await,
+        };
         let id = req.id;
         match req.op {
             Op::Logs {
-                ref target,
+                target,
                 lines,
                 follow,
                 stream,
-                ref since,
-                ref until,
+                since,
+                until,
             } => {
-                let mut apps = Vec::new();
-                let only = match self.authorize(&caller, &req.op, &mut apps) {
-                    Ok(only) => only,
-                    Err(e) => {
-                        let e = ErrorBody::from(e);
-                        self.count(&caller, "logs", Some(&e));
-                        self.audit(&caller, "logs", &apps, Some(&e));
-                        return sink.send(&Response::err(id, e)).await;
-                    }
-                };
                 let window = match super::ops::Window::parse(since.as_deref(), until.as_deref()) {
                     Ok(w) => w,
                     Err(e) => {
@@ -66,81 +116,35 @@ impl Daemon {
                 self.count(&caller, "logs", None);
                 log::debug!("logs by {} via {}", caller.actor, caller.socket.as_str());
                 let ask = super::ops::LogsAsk {
-                    target,
+                    target: &target,
                     lines,
                     follow,
                     stream,
                     actor: caller.actor.to_string(),
                     window,
-                    only,
+                    only: admitted.only,
                 };
                 self.stream_logs(id, ask, sink).await
             }
-            Op::Subscribe {
-                ref target,
-                ref kinds,
-            } => {
-                let mut apps = Vec::new();
-                let only = match self.authorize(&caller, &req.op, &mut apps) {
-                    Ok(only) => only,
-                    Err(e) => {
-                        let e = ErrorBody::from(e);
-                        self.audit(&caller, "subscribe", &apps, Some(&e));
-                        return sink.send(&Response::err(id, e)).await;
-                    }
-                };
+            Op::Subscribe { target, kinds } => {
                 log::debug!(
                     "subscribe by {} via {}",
                     caller.actor,
                     caller.socket.as_str()
                 );
                 let holder = super::holder(peer);
-                let ask = super::ops::SubscribeAsk {
-                    target: target.clone(),
-                    kinds: kinds.clone(),
-                    only,
+                let ask = SubscribeAsk {
+                    target,
+                    kinds,
+                    only: admitted.only,
                     owner: holder.key.0,
                     person: holder.person,
                 };
                 self.stream_subscription(id, &caller, ask, sink).await
             }
-            Op::Kill => {
-                let mut apps = Vec::new();
-                if let Err(e) = self.authorize(&caller, &req.op, &mut apps) {
-                    let e = ErrorBody::from(e);
-                    self.count(&caller, "kill", Some(&e));
-                    self.audit(&caller, "kill", &apps, Some(&e));
-                    return sink.send(&Response::err(id, e)).await;
-                }
-                log::info!(actor:% = caller.actor; "kill by {} via {}", caller.actor, caller.socket.as_str());
-                // A shutdown, once begun, completes whatever the client
-                // does: it runs in a task of its own, which the connection
-                // going away does not cancel, and which lets the daemon
-                // exit once the answer is written (or the client is gone).
-                let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-                let (answered_tx, answered_rx) = tokio::sync::oneshot::channel::<()>();
-                let daemon = self.clone();
-                tokio::spawn(async move {
-                    control::shutdown(&daemon.sup, &caller.actor).await;
-                    daemon.audit(&caller, "kill", &apps, None);
-                    if done_tx.send(()).is_ok() {
-                        // Bounded: a client that does not read its answer
-                        // does not keep the daemon up.
-                        let _ = tokio::time::timeout(KILL_ANSWER_WAIT, answered_rx).await;
-                    }
-                    daemon.exit.notify_one();
-                });
-                if done_rx.await.is_err() {
-                    return Ok(());
-                }
-                let sent = sink
-                    .send(&response(id, Killed { stopped: true }.into()))
-                    .await;
-                let _ = answered_tx.send(());
-                sent
-            }
+            Op::Kill => self.kill(caller, id, admitted.apps, sink).await,
             _ => {
-                let resp = self.answer(&caller, req).await;
+                let resp = self.reply(&caller, req, admitted).await;
                 sink.send(&resp).await
             }
         }
@@ -157,19 +161,14 @@ impl Daemon {
         else {
             return self.answer(caller, req).await;
         };
-        let mut apps = Vec::new();
-        let only = match self.authorize(caller, &req.op, &mut apps) {
-            Ok(only) => only,
-            Err(e) => {
-                let e = ErrorBody::from(e);
-                self.audit(caller, "subscribe", &apps, Some(&e));
-                return Response::err(req.id, e);
-            }
+        let admitted = match self.admit(caller, Way::Subscribe, &req).await {
+            Ok(a) => a,
+            Err(refused) => return refused,
         };
-        let ask = super::ops::SubscribeAsk {
+        let ask = SubscribeAsk {
             target: target.clone(),
             kinds: kinds.clone(),
-            only,
+            only: admitted.only,
             owner: format!("lane {}", caller.actor.label),
             person: false,
         };
@@ -189,40 +188,86 @@ impl Daemon {
     /// audits it. Used by both sockets and by the `ops` responder (where
     /// `logs` answers with the lines at once and `kill` is not offered).
     pub async fn answer(&self, caller: &Caller, req: Request) -> Response {
-        let id = req.id;
-        let op_name = req.op.name();
-        let read = policy::is_read(&req.op);
+        match self.admit(caller, Way::Reply, &req).await {
+            Ok(admitted) => self.reply(caller, req, admitted).await,
+            Err(refused) => refused,
+        }
+    }
+
+    /// The gate, once for every request: whether `caller` may do it and to
+    /// which apps. A refusal is counted, audited and answered here, as its
+    /// way of being answered counts it.
+    async fn admit(&self, caller: &Caller, way: Way, req: &Request) -> Result<Admitted, Response> {
         let began = std::time::Instant::now();
-        // Names of the apps the request touches, for the audit and messages.
         let mut apps: Vec<String> = Vec::new();
-        let answer = match self.authorize(caller, &req.op, &mut apps) {
-            Err(e) => Err(OpError::from(e)),
-            Ok(only) => {
-                // Logged once let through: a refused request is logged (or
-                // only counted) with its audit row.
-                if read {
-                    log::debug!(
-                        "{op_name} by {} via {}",
-                        caller.actor,
-                        caller.socket.as_str()
-                    );
-                } else {
-                    log::info!(
-                        "{op_name} by {} via {}",
-                        caller.actor,
-                        caller.socket.as_str()
-                    );
-                }
-                let before = self.storage_before();
-                let answer = self.execute(caller, req.op, only).await;
-                if read {
-                    answer
-                } else {
-                    self.storage_after(op_name, answer, before)
-                }
+        let e = match self.authorize(caller, &req.op, &mut apps) {
+            Ok(only) => return Ok(Admitted { only, apps, began }),
+            Err(e) => ErrorBody::from(e),
+        };
+        let op_name = req.op.name();
+        Err(match way {
+            Way::Reply => {
+                self.settle(caller, Asked::of(req), &apps, Err(e), began)
+                    .await
             }
+            Way::Logs | Way::Kill => {
+                self.count(caller, op_name, Some(&e));
+                self.audit(caller, op_name, &apps, Some(&e));
+                Response::err(req.id, e)
+            }
+            Way::Subscribe => {
+                self.audit(caller, op_name, &apps, Some(&e));
+                Response::err(req.id, e)
+            }
+        })
+    }
+
+    /// Runs a request answered with one reply.
+    async fn reply(&self, caller: &Caller, req: Request, admitted: Admitted) -> Response {
+        let Admitted { only, apps, began } = admitted;
+        let asked = Asked::of(&req);
+        let (op_name, read) = (asked.op, asked.read);
+        // Logged once let through: a refused request is logged (or only
+        // counted) with its audit row.
+        if read {
+            log::debug!(
+                "{op_name} by {} via {}",
+                caller.actor,
+                caller.socket.as_str()
+            );
+        } else {
+            log::info!(
+                "{op_name} by {} via {}",
+                caller.actor,
+                caller.socket.as_str()
+            );
+        }
+        let before = self.storage_before();
+        let answer = self.execute(caller, req.op, only).await;
+        let answer = if read {
+            answer
+        } else {
+            self.storage_after(op_name, answer, before)
         };
         let answer = answer.map_err(ErrorBody::from);
+        self.settle(caller, asked, &apps, answer, began).await
+    }
+
+    /// Counts, audits and writes the answer of a request answered with one
+    /// reply, refused or run.
+    async fn settle(
+        &self,
+        caller: &Caller,
+        asked: Asked,
+        apps: &[String],
+        answer: Result<Reply, ErrorBody>,
+        began: std::time::Instant,
+    ) -> Response {
+        let Asked {
+            id,
+            op: op_name,
+            read,
+        } = asked;
         let (result, refused) = match &answer {
             Ok(_) => ("ok", false),
             Err(e) => (e.code.as_str(), is_refusal(e.code)),
@@ -234,8 +279,7 @@ impl Daemon {
             refused,
             Some(began.elapsed()),
         );
-        if (!read || answer.is_err()) && !self.audit(caller, op_name, &apps, answer.as_ref().err())
-        {
+        if (!read || answer.is_err()) && !self.audit(caller, op_name, apps, answer.as_ref().err()) {
             // A flood of failing requests: answering it at full speed
             // would take the daemon's one thread from everyone else, so
             // each one past the written few waits before its answer.
@@ -249,6 +293,43 @@ impl Daemon {
             return self.with_warning(resp);
         }
         resp
+    }
+
+    /// Stops the daemon for a `kill` request, and answers it once the apps
+    /// are stopped.
+    async fn kill(
+        self: &Arc<Self>,
+        caller: Caller,
+        id: u64,
+        apps: Vec<String>,
+        sink: &mut Sink,
+    ) -> std::io::Result<()> {
+        log::info!(actor:% = caller.actor; "kill by {} via {}", caller.actor, caller.socket.as_str());
+        // A shutdown, once begun, completes whatever the client does: it
+        // runs in a task of its own, which the connection going away does
+        // not cancel, and which lets the daemon exit once the answer is
+        // written (or the client is gone).
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let (answered_tx, answered_rx) = tokio::sync::oneshot::channel::<()>();
+        let daemon = self.clone();
+        tokio::spawn(async move {
+            control::shutdown(&daemon.sup, &caller.actor).await;
+            daemon.audit(&caller, "kill", &apps, None);
+            if done_tx.send(()).is_ok() {
+                // Bounded: a client that does not read its answer does not
+                // keep the daemon up.
+                let _ = tokio::time::timeout(KILL_ANSWER_WAIT, answered_rx).await;
+            }
+            daemon.exit.notify_one();
+        });
+        if done_rx.await.is_err() {
+            return Ok(());
+        }
+        let sent = sink
+            .send(&response(id, Killed { stopped: true }.into()))
+            .await;
+        let _ = answered_tx.send(());
+        sent
     }
 
     /// Counts a request answered outside [`Daemon::answer`] (`logs`, a

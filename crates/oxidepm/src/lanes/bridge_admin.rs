@@ -556,16 +556,11 @@ impl Lanes {
 
 /// The bridge's form of a route, or why its agent is not an agent name.
 pub(super) fn route_config(r: &Route) -> Result<RouteConfig, Error> {
-    Ok(RouteConfig {
-        source: r.source.clone(),
-        channel: r.channel.clone(),
-        guild: r.guild.clone(),
-        address: r.address.clone(),
-        agent: r.agent.parse().map_err(|source| Error::RouteAgent {
+    r.try_map_agent(|a| a.parse())
+        .map_err(|source| Error::RouteAgent {
             route: Box::new(r.clone()),
             source,
-        })?,
-    })
+        })
 }
 
 /// Whether two routes match the same messages (addresses without regard

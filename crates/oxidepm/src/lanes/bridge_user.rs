@@ -141,6 +141,8 @@ enum Useradd {
 }
 
 /// Runs `useradd` for the system user `name`.
+// runs on the runtime thread: moved off it in lanes-net
+#[allow(clippy::disallowed_methods)]
 fn run_useradd(name: &str) -> Result<(), Useradd> {
     let Some(useradd) = super::admin::find_program("useradd") else {
         return Err(Useradd::Missing("useradd is not on PATH".to_string()));
@@ -177,6 +179,8 @@ impl BridgeUser {
     /// useradd is run and waited for right here, on the daemon's one runtime
     /// thread: the reaper, which waits for any child, cannot run meanwhile
     /// and take its exit status.
+    // runs on the runtime thread: moved off it in lanes-net
+    #[allow(clippy::disallowed_methods)]
     pub fn get_or_make(name: &str) -> Result<BridgeUser, Problem> {
         if let Ok(c) = resolve_user(name) {
             return BridgeUser::checked(name, c);

@@ -64,6 +64,8 @@ fn fail(command: String, source: redis::RedisError) -> Error {
 
 /// Tries until Redis answers (the private one may be starting), 10 s at
 /// most.
+// Runs in `spawn_blocking`, as `apply_live` does (see `Lanes::reconcile_with`).
+#[allow(clippy::disallowed_methods)]
 fn patiently<T>(mut f: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -106,6 +106,8 @@ struct Worker {
     thread: std::thread::JoinHandle<()>,
 }
 
+// On the ops responder's own thread (see `spawn`).
+#[allow(clippy::disallowed_methods)]
 fn manage(lanes: &Lanes, shared: &Shared, tx: &ToDaemon, settings: OpsSettings, feeds: &Feeds) {
     let mut workers: HashMap<AgentName, Worker> = HashMap::new();
     while !tx.is_closed() {
@@ -224,6 +226,8 @@ impl Lane {
         self.stop.load(Ordering::Relaxed) || self.tx.is_closed()
     }
 
+    // On the lane's own thread (see `manage`).
+    #[allow(clippy::disallowed_methods)]
     fn serve_until_stopped(self) {
         while !self.stopped() {
             if let Err(e) = self.serve() {

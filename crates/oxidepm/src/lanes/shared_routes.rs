@@ -233,13 +233,7 @@ impl Lanes {
         }
         routes
             .into_iter()
-            .map(|r| Route {
-                source: r.source,
-                channel: r.channel,
-                guild: r.guild,
-                address: r.address,
-                agent: r.agent.to_string(),
-            })
+            .map(|r| r.map_agent(|a| a.to_string()))
             .collect()
     }
 }

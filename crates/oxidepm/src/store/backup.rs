@@ -4,7 +4,7 @@
 //! always whole, and a link planted at either name is replaced, never
 //! followed.
 
-use super::rewrite::{remove_db_files, sibling};
+use super::files::{remove_db_files, sibling};
 use super::{Result, Store, StoreError};
 use rusqlite::params;
 use std::path::{Path, PathBuf};

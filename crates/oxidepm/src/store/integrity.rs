@@ -5,7 +5,7 @@
 //! when that one is sound, else the daemon refuses to start.
 
 use super::backup::backup_path;
-use super::rewrite::{sibling, stamp};
+use super::files::{sibling, stamp};
 use super::{Result, Store, StoreError};
 use rusqlite::{Connection, OpenFlags};
 use std::os::unix::fs::OpenOptionsExt;
@@ -238,4 +238,9 @@ fn put_back(path: &Path, meta: &std::fs::Metadata, what: &str) -> Result<Store> 
     log::warn!("{text}");
     store.health.borrow_mut().notice(text);
     Ok(store)
+}
+
+/// Whether the database at `path` passes `PRAGMA quick_check`.
+pub(super) fn intact(path: &Path) -> bool {
+    quick_check_file(path).is_ok()
 }

@@ -4,6 +4,7 @@
 //! and a boot never starts from an empty list.
 
 mod backup;
+mod files;
 mod health;
 mod identity;
 mod integrity;
@@ -141,19 +142,20 @@ pub const DEFAULT_SNAPSHOT: &str = "default";
 /// Result of a store operation.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// The runtime columns of an app's row, one field a column. The supervisor
-/// keeps its own runtime state and converts to and from this row, so the
-/// store needs nothing of the supervisor and a state write serialises
-/// nothing.
+/// The runtime part of an app that survives the daemon: the runtime
+/// columns of its row, one field a column. The supervisor holds it as it
+/// is in memory, so a state write is this struct and no conversion.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeRow {
-    /// `desired`: whether the app should be running.
+pub struct Runtime {
+    /// `desired`: whether the app should be running (false after a stop
+    /// by request).
     pub desired_running: bool,
     /// `status`: last known status.
     pub status: Status,
     /// `pid`: the running process.
     pub pid: Option<u32>,
-    /// `pid_start`: that process's start time in clock ticks since boot.
+    /// `pid_start`: that process's start time in clock ticks since boot
+    /// (`/proc/<pid>/stat` field 22).
     pub pid_start: Option<u64>,
     /// `boot_id`: the boot the process was started in.
     pub boot_id: Option<String>,
@@ -165,9 +167,27 @@ pub struct RuntimeRow {
     pub last_exit: Option<i32>,
     /// `run_id`: the current row of `runs`.
     pub run_id: Option<i64>,
-    /// `stopped_by`: the class of the actor whose request stopped the app
-    /// (none once it starts again).
+    /// `stopped_by`: the class of the actor whose request stopped the app,
+    /// until it starts again (what only a person may start again is
+    /// decided from it).
     pub stopped_by: Option<Class>,
+}
+
+impl Default for Runtime {
+    fn default() -> Runtime {
+        Runtime {
+            desired_running: false,
+            status: Status::Stopped,
+            pid: None,
+            pid_start: None,
+            boot_id: None,
+            restarts: 0,
+            started_at_ms: None,
+            last_exit: None,
+            run_id: None,
+            stopped_by: None,
+        }
+    }
 }
 
 /// An app as stored.
@@ -180,7 +200,7 @@ pub struct StoredApp {
     /// Who defined it.
     pub defined_by: Actor,
     /// Runtime state.
-    pub runtime: RuntimeRow,
+    pub runtime: Runtime,
 }
 
 /// One app in a snapshot.
@@ -287,7 +307,7 @@ impl Store {
                 r.get::<_, i64>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, String>(2)?,
-                RuntimeRow {
+                Runtime {
                     desired_running: r.get::<_, i64>(3)? != 0,
                     status: Status::parse(&r.get::<_, String>(4)?).unwrap_or(Status::Stopped),
                     pid: r.get::<_, Option<i64>>(5)?.map(|p| p as u32),
@@ -355,7 +375,7 @@ impl Store {
 
     /// Writes an app's runtime state; when that fails, the app is owed
     /// to the disk until a retry writes it.
-    pub fn save_runtime(&self, id: u64, rt: &RuntimeRow) -> Result<()> {
+    pub fn save_runtime(&self, id: u64, rt: &Runtime) -> Result<()> {
         self.noted(write_runtime(&self.conn, id, rt), |h| h.dirty_app(id))
     }
 
@@ -533,7 +553,7 @@ fn prepare(conn: &Connection) -> rusqlite::Result<()> {
 
 /// Writes an app's runtime columns through `conn` (a connection or a
 /// transaction).
-fn write_runtime(conn: &Connection, id: u64, rt: &RuntimeRow) -> rusqlite::Result<()> {
+fn write_runtime(conn: &Connection, id: u64, rt: &Runtime) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "UPDATE apps SET desired = ?2, status = ?3, pid = ?4, pid_start = ?5, boot_id = ?6,
          restarts = ?7, started_at = ?8, last_exit = ?9, run_id = ?10, stopped_by = ?11

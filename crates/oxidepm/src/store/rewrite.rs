@@ -4,8 +4,10 @@
 //! every app with its id (the id an app's processes carry in their run
 //! marker), its runtime row, the run it is in, and the recorded sessions.
 
+use super::files::{remove_db_files, sibling, stamp, with_suffix};
 use super::health::Owed;
 use super::identity::{self, FileId};
+use super::integrity::intact;
 use super::{sessions::SessionRow, Result, Store, StoredApp};
 use crate::timefmt::now_ms;
 use rusqlite::{params, Connection, Transaction};
@@ -88,88 +90,13 @@ impl Store {
     /// place; whatever stands at the name is kept under a timestamped name.
     fn rewrite(&mut self, image: &Image, why: &str) -> Result<()> {
         let tmp = sibling(&self.path, &format!("rewrite-{}", std::process::id()));
-        remove_db_files(&tmp);
-        // The old descriptor still reads the old inode when the name was
-        // deleted or replaced: keep what it has.
-        let salvaged = self
-            .conn
-            .execute("VACUUM INTO ?1", params![tmp.to_string_lossy()])
-            .is_ok()
-            && intact(&tmp);
-        if !salvaged {
-            remove_db_files(&tmp);
-        }
-        let built = Connection::open(&tmp).and_then(|mut c| {
-            super::prepare(&c)?;
-            let owed = self.health.borrow().owed();
-            let tx = c.transaction()?;
-            tx.execute("DELETE FROM apps", [])?;
-            for a in &image.apps {
-                insert_app_row(&tx, a)?;
-            }
-            // Run rows the marker of a live process may name.
-            for a in &image.apps {
-                if let (Some(run), Some(pid)) = (a.runtime.run_id, a.runtime.pid) {
-                    tx.execute(
-                        "INSERT OR IGNORE INTO runs (id, app_id, pid, started_at, actor)
-                         VALUES (?1, ?2, ?3, ?4, 'system:rewrite')",
-                        params![
-                            run,
-                            a.id as i64,
-                            pid as i64,
-                            a.runtime.started_at_ms.unwrap_or_else(now_ms)
-                        ],
-                    )?;
-                }
-            }
-            write_owed(
-                &tx,
-                image,
-                &Owed {
-                    apps: vec![],
-                    sessions: false,
-                    ..owed
-                },
-            )?;
-            write_sessions(&tx, image)?;
-            // Ids are never handed out twice, even after a rewrite that
-            // lost the sequence.
-            tx.execute(
-                "INSERT OR REPLACE INTO sqlite_sequence (name, seq) VALUES
-                 ('apps', max(?1, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'apps'), 0)))",
-                params![self.max_app.get()],
-            )?;
-            tx.commit()?;
-            // Closing checkpoints the WAL into the file, so the rename
-            // below moves a whole database.
-            c.close().map_err(|(_, e)| e)
-        });
-        if let Err(e) = built {
+        let salvaged = self.salvage(&tmp);
+        if let Err(e) = self.build(&tmp, image) {
             remove_db_files(&tmp);
             self.health.borrow_mut().still_failing(&e);
             return Err(e.into());
         }
-        let aside = self.move_aside("lost");
-        // The old connection is closed before the new file takes the name:
-        // closing removes `state.db-wal` by name, which must still be the
-        // old one's.
-        self.conn = Connection::open_in_memory()?;
-        for suffix in ["-wal", "-shm"] {
-            let leftover = with_suffix(&self.path, suffix);
-            if leftover.exists() {
-                let _ = std::fs::rename(&leftover, with_suffix(&aside, suffix));
-            }
-        }
-        if let Err(e) = std::fs::rename(&tmp, &self.path) {
-            log::error!("state.db: cannot put the rewritten file in place: {e}");
-            self.reopen();
-            return Err(super::StoreError::Rewrite {
-                path: self.path.clone(),
-                source: e,
-            });
-        }
-        self.reopen();
-        self.file = FileId::of(&self.path);
+        self.put_in_place(&tmp)?;
         let kept = if salvaged {
             "events, audit rows, snapshots and routes were copied from the old file"
         } else {
@@ -185,6 +112,99 @@ impl Store {
         let mut h = self.health.borrow_mut();
         h.rewritten();
         h.notice(text);
+        Ok(())
+    }
+
+    /// Copies what the old file holds to `tmp`, if it can be read and is
+    /// intact; whether it was.
+    fn salvage(&self, tmp: &Path) -> bool {
+        remove_db_files(tmp);
+        // The old descriptor still reads the old inode when the name was
+        // deleted or replaced: keep what it has.
+        let salvaged = self
+            .conn
+            .execute("VACUUM INTO ?1", params![tmp.to_string_lossy()])
+            .is_ok()
+            && intact(tmp);
+        if !salvaged {
+            remove_db_files(tmp);
+        }
+        salvaged
+    }
+
+    /// Writes the apps, their runs, the sessions and what else is owed
+    /// from `image` into the database at `tmp`.
+    fn build(&self, tmp: &Path, image: &Image) -> rusqlite::Result<()> {
+        let mut c = Connection::open(tmp)?;
+        super::prepare(&c)?;
+        let owed = self.health.borrow().owed();
+        let tx = c.transaction()?;
+        tx.execute("DELETE FROM apps", [])?;
+        for a in &image.apps {
+            insert_app_row(&tx, a)?;
+        }
+        // Run rows the marker of a live process may name.
+        for a in &image.apps {
+            if let (Some(run), Some(pid)) = (a.runtime.run_id, a.runtime.pid) {
+                tx.execute(
+                    "INSERT OR IGNORE INTO runs (id, app_id, pid, started_at, actor)
+                     VALUES (?1, ?2, ?3, ?4, 'system:rewrite')",
+                    params![
+                        run,
+                        a.id as i64,
+                        pid as i64,
+                        a.runtime.started_at_ms.unwrap_or_else(now_ms)
+                    ],
+                )?;
+            }
+        }
+        write_owed(
+            &tx,
+            image,
+            &Owed {
+                apps: vec![],
+                sessions: false,
+                ..owed
+            },
+        )?;
+        write_sessions(&tx, image)?;
+        // Ids are never handed out twice, even after a rewrite that lost
+        // the sequence.
+        tx.execute(
+            "INSERT OR REPLACE INTO sqlite_sequence (name, seq) VALUES
+             ('apps', max(?1, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'apps'), 0)))",
+            params![self.max_app.get()],
+        )?;
+        tx.commit()?;
+        // Closing checkpoints the WAL into the file, so the rename below
+        // moves a whole database.
+        c.close().map_err(|(_, e)| e)
+    }
+
+    /// Moves what stands at the name aside (with its WAL) and renames the
+    /// rebuilt file at `tmp` into its place, then opens it.
+    fn put_in_place(&mut self, tmp: &Path) -> Result<()> {
+        let aside = self.move_aside("lost");
+        // The old connection is closed before the new file takes the name:
+        // closing removes `state.db-wal` by name, which must still be the
+        // old one's.
+        self.conn = Connection::open_in_memory()?;
+        for suffix in ["-wal", "-shm"] {
+            let leftover = with_suffix(&self.path, suffix);
+            if leftover.exists() {
+                let _ = std::fs::rename(&leftover, with_suffix(&aside, suffix));
+            }
+        }
+        if let Err(e) = std::fs::rename(tmp, &self.path) {
+            log::error!("state.db: cannot put the rewritten file in place: {e}");
+            self.reopen();
+            return Err(super::StoreError::Rewrite {
+                path: self.path.clone(),
+                source: e,
+            });
+        }
+        self.reopen();
+        self.file = FileId::of(&self.path);
         Ok(())
     }
 
@@ -316,38 +336,6 @@ fn insert_app_row(tx: &Transaction<'_>, a: &StoredApp) -> rusqlite::Result<()> {
         ],
     )?;
     super::write_runtime(tx, a.id, &a.runtime)
-}
-
-/// Whether the database at `path` passes `PRAGMA quick_check`.
-pub(super) fn intact(path: &Path) -> bool {
-    super::integrity::quick_check_file(path).is_ok()
-}
-
-/// `state.db.<what>` beside `path`.
-pub(super) fn sibling(path: &Path, what: &str) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".");
-    name.push(what);
-    path.with_file_name(name)
-}
-
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_os_string();
-    s.push(suffix);
-    PathBuf::from(s)
-}
-
-/// Removes a database file and its WAL and shared-memory files.
-pub(super) fn remove_db_files(path: &Path) {
-    for suffix in ["", "-wal", "-shm", "-journal"] {
-        let _ = std::fs::remove_file(with_suffix(path, suffix));
-    }
-}
-
-/// A timestamp for file names: `20260131T120000123Z`.
-pub(super) fn stamp() -> String {
-    let t = crate::timefmt::rfc3339_ms(now_ms());
-    t.chars().filter(|c| c.is_ascii_alphanumeric()).collect()
 }
 
 #[cfg(test)]

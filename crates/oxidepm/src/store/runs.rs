@@ -4,7 +4,7 @@
 //! whose process recovery finds by its `OXIDEPM_RUN` marker, never one
 //! that nothing records.
 
-use super::{Result, RuntimeRow, Store};
+use super::{Result, Runtime, Store};
 use crate::timefmt::now_ms;
 use oxidepm_proto::Actor;
 use rusqlite::params;
@@ -18,7 +18,7 @@ impl Store {
     /// its id and both rows are owed to the disk: the fork goes on, as the
     /// process's `OXIDEPM_RUN` marker lets recovery find it whatever the
     /// file holds, and an app is not kept down by a full disk.
-    pub fn begin_run(&self, app_id: u64, actor: &Actor, rt: &mut RuntimeRow) -> Result<i64> {
+    pub fn begin_run(&self, app_id: u64, actor: &Actor, rt: &mut Runtime) -> Result<i64> {
         let run = self.reserve_run_id();
         rt.run_id = Some(run);
         let at = now_ms();

@@ -4,27 +4,12 @@ use rusqlite::Connection;
 
 const SCHEMA_VERSION: i64 = 4;
 
-/// Sets pragmas and creates or migrates the schema.
-pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
-    // WAL with synchronous=NORMAL: a commit is durable against a daemon crash
-    // (the WAL is in the page cache), and only a power loss can take the last
-    // commits; that trade keeps a state write far below a millisecond.
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    // The WAL is truncated back to 4 MiB after a checkpoint, so a burst of
-    // writes does not leave a large file behind for good.
-    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)?;
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > SCHEMA_VERSION {
-        return Err(rusqlite::Error::InvalidParameterName(format!(
-            "state.db has schema version {version}, newer than this oxidepm ({SCHEMA_VERSION}); upgrade oxidepm"
-        )));
-    }
-    if version < 1 {
-        conn.execute_batch(
-            "BEGIN;
+/// The migrations in order: the one at index `i` takes the schema from
+/// version `i` to `i + 1`, and says so in `user_version`.
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [TABLES, ROUTES, STOPPED_BY, RUN_BEFORE_FORK];
+
+/// Version 1: apps, runs, events, audit and snapshots.
+const TABLES: &str = "BEGIN;
              CREATE TABLE IF NOT EXISTS apps (
                id INTEGER PRIMARY KEY AUTOINCREMENT,
                name TEXT NOT NULL UNIQUE,
@@ -55,38 +40,32 @@ pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
              CREATE TABLE IF NOT EXISTS snapshots (
                name TEXT PRIMARY KEY, at INTEGER NOT NULL, apps TEXT NOT NULL);
              PRAGMA user_version = 1;
-             COMMIT;",
-        )?;
-    }
-    if version < 2 {
-        conn.execute_batch(
-            "BEGIN;
+             COMMIT;";
+
+/// Version 2: the routes added at runtime.
+const ROUTES: &str = "BEGIN;
              CREATE TABLE IF NOT EXISTS routes (
                id INTEGER PRIMARY KEY AUTOINCREMENT,
                route TEXT NOT NULL UNIQUE);
              PRAGMA user_version = 2;
-             COMMIT;",
-        )?;
-    }
-    if version < 3 {
-        // Who stopped an app (its class), so that what only a person may
-        // start again stays so across daemon restarts; who saved a snapshot,
-        // so that nobody less trusted replaces it.
-        conn.execute_batch(
-            "BEGIN;
+             COMMIT;";
+
+/// Version 3: who stopped an app, who saved a snapshot.
+// Who stopped an app (its class), so that what only a person may start
+// again stays so across daemon restarts; who saved a snapshot, so that
+// nobody less trusted replaces it.
+const STOPPED_BY: &str = "BEGIN;
              ALTER TABLE apps ADD COLUMN stopped_by TEXT;
              ALTER TABLE snapshots ADD COLUMN saved_by TEXT;
              PRAGMA user_version = 3;
-             COMMIT;",
-        )?;
-    }
-    if version < 4 {
-        // A run is recorded before its process is forked, so its pid is
-        // not known yet (NULL until the fork returns): a daemon killed in
-        // between leaves the intent, and recovery finds the process by its
-        // OXIDEPM_RUN marker. SQLite cannot relax NOT NULL in place.
-        conn.execute_batch(
-            "BEGIN;
+             COMMIT;";
+
+/// Version 4: a run's pid may be NULL.
+// A run is recorded before its process is forked, so its pid is not known
+// yet (NULL until the fork returns): a daemon killed in between leaves the
+// intent, and recovery finds the process by its OXIDEPM_RUN marker. SQLite
+// cannot relax NOT NULL in place.
+const RUN_BEFORE_FORK: &str = "BEGIN;
              CREATE TABLE IF NOT EXISTS runs (
                id INTEGER PRIMARY KEY AUTOINCREMENT,
                app_id INTEGER NOT NULL, pid INTEGER,
@@ -101,10 +80,38 @@ pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
              DROP TABLE runs;
              ALTER TABLE runs_v4 RENAME TO runs;
              PRAGMA user_version = 4;
-             COMMIT;",
-        )?;
+             COMMIT;";
+
+/// Sets pragmas and creates or migrates the schema.
+pub fn prepare(conn: &Connection) -> rusqlite::Result<()> {
+    pragmas(conn)?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(rusqlite::Error::InvalidParameterName(format!(
+            "state.db has schema version {version}, newer than this oxidepm ({SCHEMA_VERSION}); upgrade oxidepm"
+        )));
+    }
+    for (from, migration) in (0..).zip(MIGRATIONS) {
+        if version <= from {
+            conn.execute_batch(migration)?;
+        }
     }
     incremental_vacuum(conn)?;
+    Ok(())
+}
+
+/// The connection's pragmas, set at every open.
+fn pragmas(conn: &Connection) -> rusqlite::Result<()> {
+    // WAL with synchronous=NORMAL: a commit is durable against a daemon crash
+    // (the WAL is in the page cache), and only a power loss can take the last
+    // commits; that trade keeps a state write far below a millisecond.
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    // The WAL is truncated back to 4 MiB after a checkpoint, so a burst of
+    // writes does not leave a large file behind for good.
+    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ fn apps_round_trip_and_survive_reopen() {
     let spec = AppSpec::new("web", "sleep", vec!["10".into()]);
     let human = Actor::new(Class::Human, "cli");
     let id = store.insert_app(&spec, &human).unwrap();
-    let rt = RuntimeRow {
+    let rt = Runtime {
         desired_running: true,
         status: Status::Online,
         pid: Some(42),

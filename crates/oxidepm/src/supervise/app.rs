@@ -1,112 +1,11 @@
 //! One supervised app as the daemon holds it in memory.
 
-use crate::store::RuntimeRow;
 use oxidepm_proto::{Actor, AppInfo, AppSpec, Class, HealthState, Status};
 use std::time::Instant;
 use tokio::sync::watch;
 
-/// The runtime part of an app that survives the daemon.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Runtime {
-    /// Whether the app should be running (false after a stop by request).
-    pub desired_running: bool,
-    /// Last known status.
-    pub status: Status,
-    /// Pid of the running process.
-    pub pid: Option<u32>,
-    /// Start time of that process in clock ticks since boot (`/proc/<pid>/stat` field 22).
-    pub pid_start: Option<u64>,
-    /// Boot id when the process was started.
-    pub boot_id: Option<String>,
-    /// Restart count.
-    pub restarts: u64,
-    /// Unix ms when the current process started.
-    pub started_at_ms: Option<i64>,
-    /// Exit code of the last run.
-    pub last_exit: Option<i32>,
-    /// Current run row.
-    pub run_id: Option<i64>,
-    /// Class of the actor whose request stopped the app, until it starts
-    /// again (what only a person may start again is decided from it).
-    pub stopped_by: Option<Class>,
-}
-
-impl Default for Runtime {
-    fn default() -> Runtime {
-        Runtime {
-            desired_running: false,
-            status: Status::Stopped,
-            pid: None,
-            pid_start: None,
-            boot_id: None,
-            restarts: 0,
-            started_at_ms: None,
-            last_exit: None,
-            run_id: None,
-            stopped_by: None,
-        }
-    }
-}
-
-// Both conversions name every field on both sides, so a field added to one
-// type and not the other is a compile error rather than a silent default.
-impl From<RuntimeRow> for Runtime {
-    fn from(row: RuntimeRow) -> Runtime {
-        let RuntimeRow {
-            desired_running,
-            status,
-            pid,
-            pid_start,
-            boot_id,
-            restarts,
-            started_at_ms,
-            last_exit,
-            run_id,
-            stopped_by,
-        } = row;
-        Runtime {
-            desired_running,
-            status,
-            pid,
-            pid_start,
-            boot_id,
-            restarts,
-            started_at_ms,
-            last_exit,
-            run_id,
-            stopped_by,
-        }
-    }
-}
-
-impl From<&Runtime> for RuntimeRow {
-    fn from(rt: &Runtime) -> RuntimeRow {
-        let Runtime {
-            desired_running,
-            status,
-            pid,
-            pid_start,
-            ref boot_id,
-            restarts,
-            started_at_ms,
-            last_exit,
-            run_id,
-            stopped_by,
-        } = *rt;
-        RuntimeRow {
-            desired_running,
-            status,
-            pid,
-            pid_start,
-            boot_id: boot_id.clone(),
-            restarts,
-            started_at_ms,
-            last_exit,
-            run_id,
-            stopped_by,
-        }
-    }
-}
+/// The runtime part of an app that survives the daemon, as its row holds it.
+pub use crate::store::Runtime;
 
 /// Last resource sample of an app's process tree.
 #[derive(Debug, Clone, Copy, Default)]
@@ -331,13 +230,11 @@ mod tests {
             run_id: Some(9),
             stopped_by: Some(Class::Human),
         };
-        store.save_runtime(id, &RuntimeRow::from(&rt)).unwrap();
+        store.save_runtime(id, &rt).unwrap();
         let apps = store.load_apps().unwrap();
-        assert_eq!(Runtime::from(apps[0].runtime.clone()), rt);
-        store
-            .save_runtime(id, &RuntimeRow::from(&Runtime::default()))
-            .unwrap();
+        assert_eq!(apps[0].runtime.clone(), rt);
+        store.save_runtime(id, &Runtime::default()).unwrap();
         let apps = store.load_apps().unwrap();
-        assert_eq!(Runtime::from(apps[0].runtime.clone()), Runtime::default());
+        assert_eq!(apps[0].runtime.clone(), Runtime::default());
     }
 }

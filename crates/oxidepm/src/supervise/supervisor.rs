@@ -13,7 +13,7 @@ use super::spawn::{self, Creds, SpawnError};
 use super::Error;
 use crate::bus::Bus;
 use crate::paths::Home;
-use crate::store::{RuntimeRow, Store, StoreError};
+use crate::store::{Store, StoreError};
 use crate::timefmt::now_ms;
 use oxidepm_proto::{Actor, AppSpec, EventKind, Status};
 use std::collections::{BTreeMap, HashMap};
@@ -219,7 +219,7 @@ impl Supervisor {
         let stored = self.store.load_apps()?;
         for s in stored {
             self.apps
-                .insert(s.id, App::new(s.id, s.spec, s.defined_by, s.runtime.into()));
+                .insert(s.id, App::new(s.id, s.spec, s.defined_by, s.runtime));
             self.arm(s.id);
         }
         Ok(())
@@ -230,7 +230,7 @@ impl Supervisor {
     /// memory until it lands; a request that caused it answers `E_STORAGE`.
     pub fn persist(&self, id: u64) {
         if let Some(a) = self.apps.get(&id) {
-            match self.store.save_runtime(id, &RuntimeRow::from(&a.rt)) {
+            match self.store.save_runtime(id, &a.rt) {
                 Err(e) => log::error!(
                     "cannot save the state of {} (kept in memory, retried): {e}",
                     a.spec.name

@@ -1,6 +1,10 @@
 //! Integration tests: the real binaries, real processes, real sockets.
 //! Each test gets its own OXIDEPM_HOME and stops everything it started.
 
+// Tests wait for processes and sleep between looks: what blocks here
+// blocks a test, never the daemon.
+#![allow(clippy::disallowed_methods)]
+
 mod access;
 mod attach;
 mod authority;

@@ -11,6 +11,9 @@
 //! it exit once, after reading and before answering (a marker file in the
 //! directory given as its argument says it did).
 
+// A test helper process, never the daemon.
+#![allow(clippy::disallowed_methods)]
+
 use redis::streams::{StreamAutoClaimOptions, StreamAutoClaimReply, StreamReadOptions};
 use redis::streams::{StreamId, StreamReadReply};
 use redis::{Commands, Connection, RedisResult};

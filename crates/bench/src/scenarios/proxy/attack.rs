@@ -15,7 +15,7 @@
 use super::{pid_of, Conn, Reply};
 use crate::procfs;
 use crate::report::{median, mib, percentile, Row};
-use crate::sandbox::{Bins, Result};
+use crate::sandbox::{Bins, Result, Sandbox};
 use crate::scenarios::{sleep_ms, with_sandbox, Plan};
 use oxidepm_lanes::proxy_config::agent_socket;
 use oxidepm_lanes::AgentName;
@@ -114,28 +114,8 @@ fn last_words(mut s: UnixStream, patience: Duration) -> Vec<u8> {
 pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let trips = if plan.quick { 500 } else { 2000 };
     with_sandbox(bins, |sb| {
-        // The agents run as the benchmark's uid, which a root daemon
-        // accepts only when told that agents may share one.
-        std::fs::create_dir_all(sb.home())
-            .and_then(|()| {
-                std::fs::write(sb.home().join("daemon.toml"), "agents_share_uid = true\n")
-            })
-            .map_err(|e| format!("cannot write daemon.toml: {e}"))?;
-        sb.ping()?;
-        for a in std::iter::once(VICTIM).chain(ATTACKERS) {
-            sb.run(&[
-                "start", "--kind", "agent", "--name", a, "--", "sleep", "100000",
-            ])?;
-        }
+        let victim = start_agents(sb)?;
         let home = sb.home().to_path_buf();
-        let victim = lane(&home, VICTIM)?;
-        let t0 = Instant::now();
-        while UnixStream::connect(&victim).is_err() {
-            if t0.elapsed() > Duration::from_secs(20) {
-                return Err(format!("{} not reachable after 20 s", victim.display()));
-            }
-            sleep_ms(20);
-        }
         let pid = pid_of(sb, "oxidepm-lanes")?.ok_or("the proxy oxidepm-lanes has no pid")?;
         let rss = |key: &str| {
             procfs::status_bytes(pid, key).ok_or(format!("no {key} for the proxy (pid {pid})"))
@@ -144,44 +124,14 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         round_trips(&mut c, 100)?;
         let idle_rss = rss("VmRSS")?;
         let idle = round_trips(&mut c, trips)?;
-
-        let mut held = Vec::new();
-        for a in ATTACKERS {
-            let sock = lane(&home, a)?;
-            for _ in 0..HELD {
-                held.push(served(&sock)?);
-            }
-        }
-        let mut stalled = Vec::new();
-        let mut refused = Vec::new();
-        let attack = Instant::now();
-        for s in held {
-            stalled.push(stall_on(s)?);
-        }
-        for a in ATTACKERS {
-            let sock = lane(&home, a)?;
-            for _ in 0..REFUSED {
-                refused.push(stall(&sock)?);
-            }
-        }
+        let (attack, stalled, refused) = launch(&home)?;
         // While the attack's data pours in (the attacker's own threads
         // compete for the CPU), then while its commands stall (the proxy
         // holds what it read; the deadline is 10 s away).
         let during = round_trips(&mut c, trips)?;
         sleep_ms(1000);
         let stalling = round_trips(&mut c, trips)?;
-        let mut closed = 0;
-        for s in stalled {
-            let words = last_words(s, Duration::from_secs(60));
-            if words.starts_with(b"-OXIDEPM timeout") {
-                closed += 1;
-            } else {
-                say!(
-                    "  a stalled connection ended with {:?}",
-                    String::from_utf8_lossy(&words[..words.len().min(120)])
-                );
-            }
-        }
+        let closed = closed_by_deadline(stalled);
         let ended = attack.elapsed();
         let turned_away = refused
             .into_iter()
@@ -190,59 +140,175 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             .count();
         let peak = rss("VmHWM")?;
         let after = round_trips(&mut c, 100)?;
-        let budget = idle_rss + ATTACKERS.len() as u64 * LANE_BUFFER + SLACK;
-        let (i50, i99) = (median(&idle), percentile(&idle, 99.0));
-        let (d50, d99) = (median(&during), percentile(&during, 99.0));
-        let (s50, s99) = (median(&stalling), percentile(&stalling, 99.0));
-        let n = ATTACKERS.len() * HELD;
-        say!(
-            "  proxy RSS: idle {}, peak under attack {} (budget {}: idle + {} lanes x {} + {})",
-            mib(idle_rss),
-            mib(peak),
-            mib(budget),
-            ATTACKERS.len(),
-            mib(LANE_BUFFER),
-            mib(SLACK)
-        );
-        say!(
-            "  {VICTIM}'s round trip ({trips} PINGs): idle p50 {i50:.3} ms p99 {i99:.3} ms; \
-             as the attack arrives p50 {d50:.3} ms p99 {d99:.3} ms; while it stalls p50 \
-             {s50:.3} ms p99 {s99:.3} ms; after p50 {:.3} ms",
-            median(&after)
-        );
-        say!(
-            "  {closed} of {n} stalled commands closed by the deadline after {:.1} s; \
-             {turned_away} of {} connections past the cap turned away",
-            ended.as_secs_f64(),
-            ATTACKERS.len() * REFUSED
-        );
-        Ok(vec![
-            Row::check(
-                format!("proxy peak RSS, {n} stalled half commands on 3 lanes"),
-                format!("{} (idle {})", mib(peak), mib(idle_rss)),
-                &format!("<= {}", mib(budget)),
-                peak <= budget,
-            ),
-            Row::check(
-                "other agent's round trip while 48 commands stall, p50",
-                format!("{s50:.3} ms (idle {i50:.3} ms)"),
-                "<= 2x idle",
-                s50 <= 2.0 * i50,
-            ),
-            Row::info(
-                "other agent's round trip while 48 commands stall, p99",
-                format!("{s99:.3} ms (idle {i99:.3} ms)"),
-            ),
-            Row::info(
-                "other agent's round trip as the attack arrives, p50 / p99",
-                format!("{d50:.3} / {d99:.3} ms (idle {i50:.3} / {i99:.3} ms)"),
-            ),
-            Row::check(
-                "stalled commands closed by the deadline",
-                format!("{closed} of {n}"),
-                "all",
-                closed == n,
-            ),
-        ])
+        Ok(report(&Figures {
+            trips,
+            idle_rss,
+            peak,
+            idle,
+            during,
+            stalling,
+            after,
+            closed,
+            turned_away,
+            ended,
+        }))
     })
+}
+
+/// The victim and the attackers defined as agents; the victim's lane,
+/// once it is reachable.
+fn start_agents(sb: &mut Sandbox) -> Result<PathBuf> {
+    // The agents run as the benchmark's uid, which a root daemon accepts
+    // only when told that agents may share one.
+    std::fs::create_dir_all(sb.home())
+        .and_then(|()| std::fs::write(sb.home().join("daemon.toml"), "agents_share_uid = true\n"))
+        .map_err(|e| format!("cannot write daemon.toml: {e}"))?;
+    sb.ping()?;
+    for a in std::iter::once(VICTIM).chain(ATTACKERS) {
+        sb.run(&[
+            "start", "--kind", "agent", "--name", a, "--", "sleep", "100000",
+        ])?;
+    }
+    let victim = lane(sb.home(), VICTIM)?;
+    let t0 = Instant::now();
+    while UnixStream::connect(&victim).is_err() {
+        if t0.elapsed() > Duration::from_secs(20) {
+            return Err(format!("{} not reachable after 20 s", victim.display()));
+        }
+        sleep_ms(20);
+    }
+    Ok(victim)
+}
+
+/// The attack: on each attacker's lane, `HELD` connections that each stall
+/// in a half command, and `REFUSED` more past the lane's cap; when the
+/// stalling began.
+fn launch(home: &Path) -> Result<(Instant, Vec<UnixStream>, Vec<UnixStream>)> {
+    let mut held = Vec::new();
+    for a in ATTACKERS {
+        let sock = lane(home, a)?;
+        for _ in 0..HELD {
+            held.push(served(&sock)?);
+        }
+    }
+    let mut stalled = Vec::new();
+    let mut refused = Vec::new();
+    let attack = Instant::now();
+    for s in held {
+        stalled.push(stall_on(s)?);
+    }
+    for a in ATTACKERS {
+        let sock = lane(home, a)?;
+        for _ in 0..REFUSED {
+            refused.push(stall(&sock)?);
+        }
+    }
+    Ok((attack, stalled, refused))
+}
+
+/// How many stalled connections the proxy closed with its timeout error.
+fn closed_by_deadline(stalled: Vec<UnixStream>) -> usize {
+    let mut closed = 0;
+    for s in stalled {
+        let words = last_words(s, Duration::from_secs(60));
+        if words.starts_with(b"-OXIDEPM timeout") {
+            closed += 1;
+        } else {
+            say!(
+                "  a stalled connection ended with {:?}",
+                String::from_utf8_lossy(&words[..words.len().min(120)])
+            );
+        }
+    }
+    closed
+}
+
+/// What the attack run measured.
+struct Figures {
+    /// PINGs per round-trip sample.
+    trips: usize,
+    /// The proxy's RSS before the attack.
+    idle_rss: u64,
+    /// Its peak RSS, after.
+    peak: u64,
+    /// The victim's round trips before, as the attack arrives, while it
+    /// stalls, and after.
+    idle: Vec<f64>,
+    during: Vec<f64>,
+    stalling: Vec<f64>,
+    after: Vec<f64>,
+    /// Stalled commands closed by the deadline.
+    closed: usize,
+    /// Connections past the cap turned away.
+    turned_away: usize,
+    /// From the attack to the last stalled connection's end.
+    ended: Duration,
+}
+
+/// The figures said and judged: the proxy's peak RSS within its budget,
+/// the victim's p50 at most twice idle, every stalled command closed.
+fn report(f: &Figures) -> Vec<Row> {
+    let Figures {
+        trips,
+        idle_rss,
+        peak,
+        closed,
+        turned_away,
+        ended,
+        ..
+    } = *f;
+    let budget = idle_rss + ATTACKERS.len() as u64 * LANE_BUFFER + SLACK;
+    let (i50, i99) = (median(&f.idle), percentile(&f.idle, 99.0));
+    let (d50, d99) = (median(&f.during), percentile(&f.during, 99.0));
+    let (s50, s99) = (median(&f.stalling), percentile(&f.stalling, 99.0));
+    let n = ATTACKERS.len() * HELD;
+    say!(
+        "  proxy RSS: idle {}, peak under attack {} (budget {}: idle + {} lanes x {} + {})",
+        mib(idle_rss),
+        mib(peak),
+        mib(budget),
+        ATTACKERS.len(),
+        mib(LANE_BUFFER),
+        mib(SLACK)
+    );
+    say!(
+        "  {VICTIM}'s round trip ({trips} PINGs): idle p50 {i50:.3} ms p99 {i99:.3} ms; \
+         as the attack arrives p50 {d50:.3} ms p99 {d99:.3} ms; while it stalls p50 \
+         {s50:.3} ms p99 {s99:.3} ms; after p50 {:.3} ms",
+        median(&f.after)
+    );
+    say!(
+        "  {closed} of {n} stalled commands closed by the deadline after {:.1} s; \
+         {turned_away} of {} connections past the cap turned away",
+        ended.as_secs_f64(),
+        ATTACKERS.len() * REFUSED
+    );
+    vec![
+        Row::check(
+            format!("proxy peak RSS, {n} stalled half commands on 3 lanes"),
+            format!("{} (idle {})", mib(peak), mib(idle_rss)),
+            &format!("<= {}", mib(budget)),
+            peak <= budget,
+        ),
+        Row::check(
+            "other agent's round trip while 48 commands stall, p50",
+            format!("{s50:.3} ms (idle {i50:.3} ms)"),
+            "<= 2x idle",
+            s50 <= 2.0 * i50,
+        ),
+        Row::info(
+            "other agent's round trip while 48 commands stall, p99",
+            format!("{s99:.3} ms (idle {i99:.3} ms)"),
+        ),
+        Row::info(
+            "other agent's round trip as the attack arrives, p50 / p99",
+            format!("{d50:.3} / {d99:.3} ms (idle {i50:.3} / {i99:.3} ms)"),
+        ),
+        Row::check(
+            "stalled commands closed by the deadline",
+            format!("{closed} of {n}"),
+            "all",
+            closed == n,
+        ),
+    ]
 }

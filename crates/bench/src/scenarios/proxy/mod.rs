@@ -275,228 +275,10 @@ fn one_client(
 
 /// Runs the scenario: throughput and CPU per request, one client's latency, then the attack.
 pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
-    let Some(exe) = find_on_path("redis-benchmark") else {
-        say!("  SKIPPED: redis-benchmark is not on PATH (Debian: apt-get install redis-tools)");
-        return Ok(vec![Row::info(
-            "proxy vs direct Redis",
-            "skipped: no redis-benchmark (apt-get install redis-tools)".into(),
-        )]);
-    };
-    if find_on_path("redis-server").is_none() {
-        say!("  SKIPPED: redis-server is not on PATH (Debian: apt-get install redis-server)");
-        return Ok(vec![Row::info(
-            "proxy vs direct Redis",
-            "skipped: no redis-server (apt-get install redis-server)".into(),
-        )]);
+    if let Some(skipped) = missing_tools() {
+        return Ok(skipped);
     }
-    let rounds = if plan.quick { 1 } else { 3 };
-    let (plain_n, piped_n) = if plan.quick {
-        (50_000, 200_000)
-    } else {
-        (200_000, 1_000_000)
-    };
-    let mut rows = with_sandbox(bins, |sb| {
-        std::fs::create_dir_all(sb.home())
-            .and_then(|()| std::fs::write(sb.home().join("daemon.toml"), DAEMON_TOML))
-            .map_err(|e| format!("cannot write daemon.toml: {e}"))?;
-        sb.ping()?;
-        sb.run(&[
-            "start", "--kind", "agent", "--name", AGENT, "--", "sleep", "100000",
-        ])?;
-        let agent_name: AgentName = AGENT.parse().map_err(|e| format!("{e}"))?;
-        let outbox = StreamKey::outbox(&agent_name, OUT_FAMILY).to_string();
-        let inbox = StreamKey::inbox(&agent_name, IN_FAMILY).to_string();
-        let (outbox, inbox) = (outbox.as_str(), inbox.as_str());
-        let lane = agent_socket(&sb.home().join("lanes"), &agent_name);
-        let redis = sb.home().join("redis").join("redis.sock");
-        let t0 = Instant::now();
-        while UnixStream::connect(&lane).is_err() || UnixStream::connect(&redis).is_err() {
-            if t0.elapsed() > Duration::from_secs(20) {
-                return Err(format!(
-                    "{} or {} not reachable 20 s after defining the agent",
-                    lane.display(),
-                    redis.display()
-                ));
-            }
-            sleep_ms(20);
-        }
-        let pw_file = secret::path(&sb.home().join("secrets"), AclUser::Admin);
-        let pw = Secret::read(&pw_file).map_err(|e| e.to_string())?;
-        let admin_user = AclUser::Admin.to_string();
-
-        // The commands work on both paths (an error reply would be counted
-        // as an answer by redis-benchmark).
-        let mut admin = Conn::open(&redis)?;
-        match admin.cmd(&["AUTH", &admin_user, pw.expose()])? {
-            Reply::Status(s) if s == "OK" => {}
-            other => {
-                return Err(format!(
-                    "AUTH {admin_user} on {}: {other:?}",
-                    redis.display()
-                ))
-            }
-        }
-        let mut agent = Conn::open(&lane)?;
-        match agent.cmd(&["XADD", outbox, "*", "f", "v"])? {
-            Reply::Bulk(Some(_)) => {}
-            other => return Err(format!("XADD {outbox} through the proxy: {other:?}")),
-        }
-        match agent.cmd(&["XLEN", inbox])? {
-            Reply::Int(_) => {}
-            other => return Err(format!("XLEN {inbox} through the proxy: {other:?}")),
-        }
-        match agent.cmd(&["ACL", "WHOAMI"])? {
-            Reply::Bulk(Some(u)) => say!("  lane {}: ACL user {u}", lane.display()),
-            other => say!("  note: ACL WHOAMI through the proxy: {other:?}"),
-        }
-        drop(agent);
-        admin.int(&["DEL", outbox])?;
-
-        let proxy_pid = pid_of(sb, "oxidepm-lanes")?;
-        let redis_pid = pid_of(sb, "oxidepm-redis")?;
-        let bridge = sb
-            .status()?
-            .into_iter()
-            .find(|a| s(a, "name") == "oxidepm-bridge")
-            .map(|a| format!("{} (restarts {})", s(&a, "status"), s(&a, "restarts")));
-        say!(
-            "  proxy pid {}, redis-server pid {}, oxidepm-bridge {}",
-            proxy_pid.map_or("?".into(), |p| p.to_string()),
-            redis_pid.map_or("?".into(), |p| p.to_string()),
-            bridge.unwrap_or_else(|| "not running".into())
-        );
-        say!(
-            "  redis-benchmark -c {CLIENTS}: -n {plain_n} plain, -n {piped_n} with -P {PIPELINE}; \
-             {rounds} round(s), direct and proxy alternating"
-        );
-
-        let works = [
-            Work {
-                label: format!("XADD {outbox} * f v"),
-                args: vec!["XADD", outbox, "*", "f", "v"],
-                pipeline: 1,
-                requests: plain_n,
-                grows: Some(outbox),
-            },
-            Work {
-                label: format!("XADD {outbox} * f v -P {PIPELINE}"),
-                args: vec!["XADD", outbox, "*", "f", "v"],
-                pipeline: PIPELINE,
-                requests: piped_n,
-                grows: Some(outbox),
-            },
-            Work {
-                label: format!("XLEN {inbox}"),
-                args: vec!["XLEN", inbox],
-                pipeline: 1,
-                requests: plain_n,
-                grows: None,
-            },
-            Work {
-                label: format!("XLEN {inbox} -P {PIPELINE}"),
-                args: vec!["XLEN", inbox],
-                pipeline: PIPELINE,
-                requests: piped_n,
-                grows: None,
-            },
-        ];
-        let direct = Target {
-            name: "redis.sock (direct, user sys)",
-            socket: &redis,
-            auth: Some(&pw),
-        };
-        let proxied = Target {
-            name: "lanes/bench.sock (proxy)",
-            socket: &lane,
-            auth: None,
-        };
-        let mut rows = Vec::new();
-        for w in &works {
-            let (mut d, mut p): (Vec<Bench>, Vec<Bench>) = (Vec::new(), Vec::new());
-            for round in 0..rounds {
-                let order: [(&Target<'_>, bool); 2] = if round % 2 == 0 {
-                    [(&direct, false), (&proxied, true)]
-                } else {
-                    [(&proxied, true), (&direct, false)]
-                };
-                for (t, is_proxy) in order {
-                    let b = bench_once(&exe, sb.home(), t, w, &mut admin, proxy_pid, redis_pid)?;
-                    if is_proxy {
-                        p.push(b);
-                    } else {
-                        d.push(b);
-                    }
-                }
-            }
-            let med =
-                |v: &[Bench], f: fn(&Bench) -> f64| median(&v.iter().map(f).collect::<Vec<f64>>());
-            let (drps, prps) = (med(&d, |b| b.rps), med(&p, |b| b.rps));
-            let (dp50, pp50) = (med(&d, |b| b.p50), med(&p, |b| b.p50));
-            let ratio = prps / drps;
-            say!("  {}:", w.label);
-            say!(
-                "    direct {:>9.0} req/s  p50 {:.3} ms  p99 {:.3} ms  (CPU, % of a core: redis {:.0}, client {:.0})   rounds: {}",
-                drps,
-                dp50,
-                med(&d, |b| b.p99),
-                med(&d, |b| b.redis_cpu) * 100.0,
-                med(&d, |b| b.client_cpu) * 100.0,
-                d.iter()
-                    .map(|b| format!("{:.0}", b.rps))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
-            say!(
-                "    proxy  {:>9.0} req/s  p50 {:.3} ms  p99 {:.3} ms  (CPU, % of a core: redis {:.0}, client {:.0}, proxy {:.0})   rounds: {}",
-                prps,
-                pp50,
-                med(&p, |b| b.p99),
-                med(&p, |b| b.redis_cpu) * 100.0,
-                med(&p, |b| b.client_cpu) * 100.0,
-                med(&p, |b| b.proxy_cpu) * 100.0,
-                p.iter()
-                    .map(|b| format!("{:.0}", b.rps))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
-            let (pus, rus) = (med(&p, |b| b.proxy_us), med(&p, |b| b.redis_us));
-            let cpu = pus / rus;
-            say!(
-                "    CPU per request through the proxy: proxy {pus:.2} µs, redis {rus:.2} µs \
-                 (proxy/redis {cpu:.2}; redis direct {:.2} µs)",
-                med(&d, |b| b.redis_us)
-            );
-            say!(
-                "    proxy/direct {ratio:.2}; p50 added by the proxy {:+.3} ms",
-                pp50 - dp50
-            );
-            let short = if w.pipeline > 1 {
-                format!("{} -P{}", w.args[0], w.pipeline)
-            } else {
-                w.args[0].to_string()
-            };
-            rows.push(Row::check(
-                format!("proxy CPU / Redis CPU per request, {short}"),
-                format!("{cpu:.2} ({pus:.2} vs {rus:.2} µs)"),
-                "<= 1.0",
-                cpu <= 1.0,
-            ));
-            rows.push(Row::info(
-                format!("proxy/direct throughput, {short}, {CLIENTS} clients"),
-                format!("{ratio:.2} ({prps:.0} vs {drps:.0} /s)"),
-            ));
-            rows.push(Row::info(
-                format!("proxy added p50, {short}, {CLIENTS} clients"),
-                format!("{:+.3} ms ({pp50:.3} vs {dp50:.3})", pp50 - dp50),
-            ));
-        }
-        say!(
-            "  target: proxy CPU per request <= 1.0x Redis's own, plain and pipelined \
-             (throughput for reference: on 2 cores client, Redis and proxy compete)"
-        );
-        rows.extend(one_client(&redis, &lane, &pw, inbox, plan)?);
-        Ok(rows)
-    })?;
+    let mut rows = with_sandbox(bins, |sb| throughput(sb, plan))?;
     say!("  -- under a stalled-connections attack, default limits --");
     match attack::run(bins, plan) {
         Ok(more) => rows.extend(more),
@@ -506,4 +288,275 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         }
     }
     Ok(rows)
+}
+
+/// The row that says why the scenario is skipped, when redis-benchmark or
+/// redis-server is not on PATH.
+fn missing_tools() -> Option<Vec<Row>> {
+    if find_on_path("redis-benchmark").is_none() {
+        say!("  SKIPPED: redis-benchmark is not on PATH (Debian: apt-get install redis-tools)");
+        return Some(vec![Row::info(
+            "proxy vs direct Redis",
+            "skipped: no redis-benchmark (apt-get install redis-tools)".into(),
+        )]);
+    }
+    if find_on_path("redis-server").is_none() {
+        say!("  SKIPPED: redis-server is not on PATH (Debian: apt-get install redis-server)");
+        return Some(vec![Row::info(
+            "proxy vs direct Redis",
+            "skipped: no redis-server (apt-get install redis-server)".into(),
+        )]);
+    }
+    None
+}
+
+/// The agent's lane, up, and what reaching Redis both ways takes.
+struct Lane {
+    /// The agent's socket (the proxy).
+    socket: PathBuf,
+    /// The private Redis's socket.
+    redis: PathBuf,
+    /// The admin user's password.
+    pw: Secret,
+    /// A connection to Redis as the admin user.
+    admin: Conn,
+}
+
+/// The throughput runs, direct and through the proxy, then one client's
+/// latency; in the sandbox `sb`.
+fn throughput(sb: &mut Sandbox, plan: &Plan) -> Result<Vec<Row>> {
+    let exe = find_on_path("redis-benchmark").ok_or("redis-benchmark is not on PATH")?;
+    let rounds = if plan.quick { 1 } else { 3 };
+    let (plain_n, piped_n) = if plan.quick {
+        (50_000, 200_000)
+    } else {
+        (200_000, 1_000_000)
+    };
+    std::fs::create_dir_all(sb.home())
+        .and_then(|()| std::fs::write(sb.home().join("daemon.toml"), DAEMON_TOML))
+        .map_err(|e| format!("cannot write daemon.toml: {e}"))?;
+    sb.ping()?;
+    sb.run(&[
+        "start", "--kind", "agent", "--name", AGENT, "--", "sleep", "100000",
+    ])?;
+    let agent_name: AgentName = AGENT.parse().map_err(|e| format!("{e}"))?;
+    let outbox = StreamKey::outbox(&agent_name, OUT_FAMILY).to_string();
+    let inbox = StreamKey::inbox(&agent_name, IN_FAMILY).to_string();
+    let (outbox, inbox) = (outbox.as_str(), inbox.as_str());
+    let mut lane = open_lane(sb, &agent_name, outbox, inbox)?;
+    let proxy_pid = pid_of(sb, "oxidepm-lanes")?;
+    let redis_pid = pid_of(sb, "oxidepm-redis")?;
+    let bridge = sb
+        .status()?
+        .into_iter()
+        .find(|a| s(a, "name") == "oxidepm-bridge")
+        .map(|a| format!("{} (restarts {})", s(&a, "status"), s(&a, "restarts")));
+    say!(
+        "  proxy pid {}, redis-server pid {}, oxidepm-bridge {}",
+        proxy_pid.map_or("?".into(), |p| p.to_string()),
+        redis_pid.map_or("?".into(), |p| p.to_string()),
+        bridge.unwrap_or_else(|| "not running".into())
+    );
+    say!(
+        "  redis-benchmark -c {CLIENTS}: -n {plain_n} plain, -n {piped_n} with -P {PIPELINE}; \
+         {rounds} round(s), direct and proxy alternating"
+    );
+    let direct = Target {
+        name: "redis.sock (direct, user sys)",
+        socket: &lane.redis,
+        auth: Some(&lane.pw),
+    };
+    let proxied = Target {
+        name: "lanes/bench.sock (proxy)",
+        socket: &lane.socket,
+        auth: None,
+    };
+    let mut rows = Vec::new();
+    for w in &workloads(outbox, inbox, plain_n, piped_n) {
+        let (mut d, mut p): (Vec<Bench>, Vec<Bench>) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            let order: [(&Target<'_>, bool); 2] = if round % 2 == 0 {
+                [(&direct, false), (&proxied, true)]
+            } else {
+                [(&proxied, true), (&direct, false)]
+            };
+            for (t, is_proxy) in order {
+                let b = bench_once(&exe, sb.home(), t, w, &mut lane.admin, proxy_pid, redis_pid)?;
+                if is_proxy {
+                    p.push(b);
+                } else {
+                    d.push(b);
+                }
+            }
+        }
+        rows.extend(compare(w, &d, &p));
+    }
+    say!(
+        "  target: proxy CPU per request <= 1.0x Redis's own, plain and pipelined \
+         (throughput for reference: on 2 cores client, Redis and proxy compete)"
+    );
+    rows.extend(one_client(
+        &lane.redis,
+        &lane.socket,
+        &lane.pw,
+        inbox,
+        plan,
+    )?);
+    Ok(rows)
+}
+
+/// Waits for the agent's lane and Redis, and checks that the commands of
+/// the runs work both ways (an error reply would be counted as an answer
+/// by redis-benchmark).
+fn open_lane(sb: &Sandbox, agent: &AgentName, outbox: &str, inbox: &str) -> Result<Lane> {
+    let lane = agent_socket(&sb.home().join("lanes"), agent);
+    let redis = sb.home().join("redis").join("redis.sock");
+    let t0 = Instant::now();
+    while UnixStream::connect(&lane).is_err() || UnixStream::connect(&redis).is_err() {
+        if t0.elapsed() > Duration::from_secs(20) {
+            return Err(format!(
+                "{} or {} not reachable 20 s after defining the agent",
+                lane.display(),
+                redis.display()
+            ));
+        }
+        sleep_ms(20);
+    }
+    let pw_file = secret::path(&sb.home().join("secrets"), AclUser::Admin);
+    let pw = Secret::read(&pw_file).map_err(|e| e.to_string())?;
+    let admin_user = AclUser::Admin.to_string();
+    let mut admin = Conn::open(&redis)?;
+    match admin.cmd(&["AUTH", &admin_user, pw.expose()])? {
+        Reply::Status(s) if s == "OK" => {}
+        other => {
+            return Err(format!(
+                "AUTH {admin_user} on {}: {other:?}",
+                redis.display()
+            ))
+        }
+    }
+    let mut agent = Conn::open(&lane)?;
+    match agent.cmd(&["XADD", outbox, "*", "f", "v"])? {
+        Reply::Bulk(Some(_)) => {}
+        other => return Err(format!("XADD {outbox} through the proxy: {other:?}")),
+    }
+    match agent.cmd(&["XLEN", inbox])? {
+        Reply::Int(_) => {}
+        other => return Err(format!("XLEN {inbox} through the proxy: {other:?}")),
+    }
+    match agent.cmd(&["ACL", "WHOAMI"])? {
+        Reply::Bulk(Some(u)) => say!("  lane {}: ACL user {u}", lane.display()),
+        other => say!("  note: ACL WHOAMI through the proxy: {other:?}"),
+    }
+    drop(agent);
+    admin.int(&["DEL", outbox])?;
+    Ok(Lane {
+        socket: lane,
+        redis,
+        pw,
+        admin,
+    })
+}
+
+/// The four workloads: XADD to the own outbox and XLEN of the own inbox,
+/// plain and pipelined.
+fn workloads<'a>(outbox: &'a str, inbox: &'a str, plain_n: usize, piped_n: usize) -> [Work<'a>; 4] {
+    [
+        Work {
+            label: format!("XADD {outbox} * f v"),
+            args: vec!["XADD", outbox, "*", "f", "v"],
+            pipeline: 1,
+            requests: plain_n,
+            grows: Some(outbox),
+        },
+        Work {
+            label: format!("XADD {outbox} * f v -P {PIPELINE}"),
+            args: vec!["XADD", outbox, "*", "f", "v"],
+            pipeline: PIPELINE,
+            requests: piped_n,
+            grows: Some(outbox),
+        },
+        Work {
+            label: format!("XLEN {inbox}"),
+            args: vec!["XLEN", inbox],
+            pipeline: 1,
+            requests: plain_n,
+            grows: None,
+        },
+        Work {
+            label: format!("XLEN {inbox} -P {PIPELINE}"),
+            args: vec!["XLEN", inbox],
+            pipeline: PIPELINE,
+            requests: piped_n,
+            grows: None,
+        },
+    ]
+}
+
+/// One workload's runs direct (`d`) and through the proxy (`p`), said and
+/// judged: the proxy's CPU per request against Redis's own, and (for
+/// reference) throughput and the p50 added.
+fn compare(w: &Work<'_>, d: &[Bench], p: &[Bench]) -> Vec<Row> {
+    let med = |v: &[Bench], f: fn(&Bench) -> f64| median(&v.iter().map(f).collect::<Vec<f64>>());
+    let (drps, prps) = (med(d, |b| b.rps), med(p, |b| b.rps));
+    let (dp50, pp50) = (med(d, |b| b.p50), med(p, |b| b.p50));
+    let ratio = prps / drps;
+    say!("  {}:", w.label);
+    say!(
+        "    direct {:>9.0} req/s  p50 {:.3} ms  p99 {:.3} ms  (CPU, % of a core: redis {:.0}, client {:.0})   rounds: {}",
+        drps,
+        dp50,
+        med(d, |b| b.p99),
+        med(d, |b| b.redis_cpu) * 100.0,
+        med(d, |b| b.client_cpu) * 100.0,
+        d.iter()
+            .map(|b| format!("{:.0}", b.rps))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    say!(
+        "    proxy  {:>9.0} req/s  p50 {:.3} ms  p99 {:.3} ms  (CPU, % of a core: redis {:.0}, client {:.0}, proxy {:.0})   rounds: {}",
+        prps,
+        pp50,
+        med(p, |b| b.p99),
+        med(p, |b| b.redis_cpu) * 100.0,
+        med(p, |b| b.client_cpu) * 100.0,
+        med(p, |b| b.proxy_cpu) * 100.0,
+        p.iter()
+            .map(|b| format!("{:.0}", b.rps))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let (pus, rus) = (med(p, |b| b.proxy_us), med(p, |b| b.redis_us));
+    let cpu = pus / rus;
+    say!(
+        "    CPU per request through the proxy: proxy {pus:.2} µs, redis {rus:.2} µs \
+         (proxy/redis {cpu:.2}; redis direct {:.2} µs)",
+        med(d, |b| b.redis_us)
+    );
+    say!(
+        "    proxy/direct {ratio:.2}; p50 added by the proxy {:+.3} ms",
+        pp50 - dp50
+    );
+    let short = if w.pipeline > 1 {
+        format!("{} -P{}", w.args[0], w.pipeline)
+    } else {
+        w.args[0].to_string()
+    };
+    vec![
+        Row::check(
+            format!("proxy CPU / Redis CPU per request, {short}"),
+            format!("{cpu:.2} ({pus:.2} vs {rus:.2} µs)"),
+            "<= 1.0",
+            cpu <= 1.0,
+        ),
+        Row::info(
+            format!("proxy/direct throughput, {short}, {CLIENTS} clients"),
+            format!("{ratio:.2} ({prps:.0} vs {drps:.0} /s)"),
+        ),
+        Row::info(
+            format!("proxy added p50, {short}, {CLIENTS} clients"),
+            format!("{:+.3} ms ({pp50:.3} vs {dp50:.3})", pp50 - dp50),
+        ),
+    ]
 }

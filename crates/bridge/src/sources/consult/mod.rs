@@ -25,11 +25,11 @@
 mod judge;
 mod record;
 
-use crate::config::BridgeConfig;
 use crate::conn::Con;
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
 use judge::{judge, Plan, Refused};
+use oxidepm_lanes::bridge_config::BridgeConfig;
 use oxidepm_lanes::consult::{ConsultConfig, CONSULT};
 use oxidepm_lanes::AgentName;
 use record::Write;

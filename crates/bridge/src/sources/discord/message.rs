@@ -10,8 +10,8 @@
 //! most 2 KiB) and `reply_to` (the id of the message it answers, when it
 //! does).
 
-use crate::config::DiscordConfig;
 use crate::source::Inbound;
+use oxidepm_lanes::bridge_config::DiscordConfig;
 use twilight_model::channel::Message;
 
 /// The longest attachment URL kept (Discord's are far shorter).

@@ -35,9 +35,9 @@ pub mod rest;
 mod resume;
 mod split;
 
-use crate::config::{BridgeConfig, DiscordConfig, DiscordConfigError};
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
+use oxidepm_lanes::bridge_config::{BridgeConfig, DiscordConfig, DiscordConfigError};
 use oxidepm_lanes::{Secret, SecretError};
 use std::sync::Arc;
 

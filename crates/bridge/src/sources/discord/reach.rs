@@ -19,7 +19,7 @@ pub const KEEP: usize = 1024;
 
 /// The sorted set of the channels `agent` was written from.
 pub fn key(agent: &str) -> String {
-    crate::config::channels_key(agent)
+    oxidepm_lanes::bridge_config::channels_key(agent)
 }
 
 /// The routes in force and the bridge's connection.

@@ -25,7 +25,6 @@
 //! are limited to users: an agent's answer never pings `@everyone` or a
 //! role.
 
-use crate::config::{api_host, DiscordConfig};
 use crate::source::DeliveryError;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -35,6 +34,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use oxidepm_lanes::bridge_config::{api_host, DiscordConfig};
 use oxidepm_lanes::Secret;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -92,7 +92,7 @@ impl Rest {
     pub fn new(
         token: &Secret,
         cfg: &DiscordConfig,
-    ) -> Result<Rest, crate::config::DiscordConfigError> {
+    ) -> Result<Rest, oxidepm_lanes::bridge_config::DiscordConfigError> {
         let base = match &cfg.api_url {
             Some(u) => {
                 api_host(u)?;
@@ -102,7 +102,9 @@ impl Rest {
         };
         let tls = hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(|_| crate::config::DiscordConfigError::ApiUrl { url: base.clone() })?
+            .map_err(
+                |_| oxidepm_lanes::bridge_config::DiscordConfigError::ApiUrl { url: base.clone() },
+            )?
             .https_or_http()
             .enable_http1()
             .build();

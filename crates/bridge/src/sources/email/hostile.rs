@@ -5,8 +5,8 @@
 use super::maildir::{Maildir, MaildirError};
 use super::smtp;
 use super::EmailSource;
-use crate::config::{BridgeConfig, EmailConfig};
 use crate::source::{Outbound, Source};
+use oxidepm_lanes::bridge_config::{BridgeConfig, EmailConfig};
 use oxidepm_testkit::SmtpSink;
 use rustix::fs::{FileType, Mode, CWD};
 use std::fs;

@@ -22,9 +22,9 @@
 
 use super::maildir::{Maildir, MaildirError};
 use super::{parse, smtp};
-use crate::config::{BridgeConfig, EmailConfig};
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source, SourceError};
+use oxidepm_lanes::bridge_config::{BridgeConfig, EmailConfig};
 use std::collections::HashSet;
 use std::time::Duration;
 

@@ -29,10 +29,10 @@ pub mod client;
 pub mod server;
 pub mod slots;
 
-use crate::config::UrlError;
-use crate::config::{BridgeConfig, WebhookConfig, WebhookLimits};
 use crate::publish::Publisher;
 use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
+use oxidepm_lanes::bridge_config::UrlError;
+use oxidepm_lanes::bridge_config::{BridgeConfig, WebhookConfig, WebhookLimits};
 use oxidepm_lanes::{Secret, SecretError};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -92,11 +92,12 @@ impl WebhookSettings {
         let token = Secret::read(&w.token_file).map_err(WebhookError::Token)?;
         let mut deliver = HashMap::new();
         for (channel, url) in &w.deliver {
-            let uri =
-                crate::config::check_http_url(url).map_err(|source| WebhookError::Deliver {
+            let uri = oxidepm_lanes::bridge_config::check_http_url(url).map_err(|source| {
+                WebhookError::Deliver {
                     channel: channel.clone(),
                     source,
-                })?;
+                }
+            })?;
             deliver.insert(channel.clone(), uri);
         }
         Ok(WebhookSettings {

@@ -12,7 +12,6 @@
 
 use super::slots::{Caps, ConnState, Refusal, Slots};
 use super::{current, SharedSettings, WebhookSettings};
-use crate::config::WebhookLimits;
 use crate::publish::{PublishError, Publisher};
 use crate::source::{Inbound, Shutdown};
 use bytes::Bytes;
@@ -21,6 +20,7 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use oxidepm_lanes::bridge_config::WebhookLimits;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};

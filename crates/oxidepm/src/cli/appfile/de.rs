@@ -8,159 +8,19 @@
 use super::fields::{
     self, DISABLE_LOGS, ENV_SECTION, ERROR_FILE, IGNORED, LOG_FILE, OUT_FILE, PID_FILE,
 };
+use super::keys::{u32_of, Ctx, Key, KeySeed, Table};
 use super::nested::{DependsOn, EnvFiles, Health};
-use super::pm2::{self, FileExtras};
+use super::pm2;
 use super::resolve::{resolve, RawApp};
 use super::values::{
-    exec_mode, text, Amount, Bool, EnvMap, Instances, List, OnlyBool, Scalar, Str, Words, WEEK_MS,
+    exec_mode, text, Amount, Bool, Check, EnvMap, Instances, List, OnlyBool, Scalar, Str, Words,
+    WEEK_MS,
 };
 use oxidepm_proto::AppSpec;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
-use std::path::Path;
-
-/// What the parse is doing, kept so that an error can name the app and field.
-pub(super) struct Ctx<'a> {
-    /// Absolute directory of the app file.
-    pub base: &'a Path,
-    /// Index of the app being read, if inside one.
-    pub app: Cell<Option<usize>>,
-    /// Name of the app being read, once its `name` has been read.
-    pub app_name: RefCell<Option<String>>,
-    /// Path of the field being read, such as `health`, `interval`.
-    pub field: RefCell<Vec<String>>,
-    /// Names of the apps read so far.
-    pub names: RefCell<BTreeSet<String>>,
-    /// `instances` of the app being read (1 when not given).
-    pub instances: Cell<u32>,
-    /// The `env_<name>` section to apply (`--env <name>`).
-    pub env: Option<String>,
-    /// What pm2's habits added, applied once the apps are read.
-    pub extras: RefCell<FileExtras>,
-}
-
-impl<'a> Ctx<'a> {
-    /// A context for a file in directory `base`.
-    pub fn new(base: &'a Path) -> Ctx<'a> {
-        Ctx {
-            base,
-            app: Cell::new(None),
-            app_name: RefCell::new(None),
-            field: RefCell::new(Vec::new()),
-            names: RefCell::new(BTreeSet::new()),
-            instances: Cell::new(1),
-            env: None,
-            extras: RefCell::new(FileExtras::default()),
-        }
-    }
-
-    /// A context that applies the `env_<name>` sections of `env`.
-    pub fn with_env(base: &'a Path, env: Option<&str>) -> Ctx<'a> {
-        Ctx {
-            env: env.map(str::to_string),
-            ..Ctx::new(base)
-        }
-    }
-
-    /// Reads the value of `key` with `seed`, remembering the key while it is read.
-    pub fn value<'de, A: MapAccess<'de>, S: DeserializeSeed<'de>>(
-        &self,
-        map: &mut A,
-        key: &Key,
-        seed: S,
-    ) -> Result<S::Value, A::Error> {
-        self.field.borrow_mut().push(key.name.clone());
-        // On error the key stays on the stack for the message.
-        let value = map.next_value_seed(seed)?;
-        self.field.borrow_mut().pop();
-        Ok(value)
-    }
-}
-
-/// A key that was read and recognised.
-pub(super) struct Key {
-    pub name: String,
-    pub slot: &'static str,
-}
-
-/// The kind of table a key is read in.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Table {
-    /// The top level, which also takes `x-*` keys.
-    Root,
-    /// An app, which also takes pm2's `env_<name>` sections and refused fields.
-    App,
-    /// Any other table.
-    Other,
-}
-
-/// Reads a key of a table with a fixed set of fields.
-pub(super) struct KeySeed<'s> {
-    pub keys: &'static [(&'static str, &'static str)],
-    pub shown: &'static str,
-    pub what: &'static str,
-    /// Which table: the top level and apps take some keys outside `keys`.
-    pub table: Table,
-    /// Slots already filled, with the key that filled them.
-    pub seen: &'s BTreeMap<&'static str, String>,
-}
-
-impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
-    type Value = Key;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
-        d.deserialize_identifier(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeySeed<'_> {
-    type Value = Key;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "a {} name", self.what)
-    }
-    fn visit_str<E: de::Error>(self, k: &str) -> Result<Key, E> {
-        if let Some(&(name, slot)) = self.keys.iter().find(|(name, _)| *name == k) {
-            if let Some(first) = self.seen.get(slot).filter(|_| slot != IGNORED) {
-                return Err(E::custom(if first == k {
-                    format!("{} {k:?} is given twice", self.what)
-                } else {
-                    format!("{first:?} and {k:?} are the same {}; keep one", self.what)
-                }));
-            }
-            return Ok(Key {
-                name: name.to_string(),
-                slot,
-            });
-        }
-        if self.table == Table::Root && k.starts_with("x-") {
-            // Room for YAML anchors, as in Compose files.
-            return Ok(Key {
-                name: k.to_string(),
-                slot: IGNORED,
-            });
-        }
-        if self.table == Table::App {
-            if let Some(refusal) = fields::app_refused(k) {
-                return Err(E::custom(refusal));
-            }
-            if fields::is_env_section(k) {
-                return Ok(Key {
-                    name: k.to_string(),
-                    slot: ENV_SECTION,
-                });
-            }
-        }
-        let hint = fields::suggest(k, self.keys)
-            .map(|s| format!(" (did you mean {s:?}?)"))
-            .unwrap_or_default();
-        Err(E::custom(format!(
-            "unknown {} {k:?}{hint}; expected one of {}",
-            self.what, self.shown
-        )))
-    }
-}
 
 /// The whole file: a table with `apps`, or (YAML, JSON) a list of apps.
 pub(super) struct Root<'c, 'a>(pub &'c Ctx<'a>);
@@ -277,12 +137,8 @@ impl<'de> Visitor<'de> for App<'_, '_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AppSpec, A::Error> {
         let ctx = self.ctx;
-        let mut raw = RawApp::default();
+        let mut read = AppRead::default();
         let mut seen = BTreeMap::new();
-        // (slot, field as written, path) of log and pid file paths, and
-        // `disable_logs`: each gets a note.
-        let mut paths: Vec<(&str, String, String)> = Vec::new();
-        let millis = Amount::millis(0, WEEK_MS);
         while let Some(key) = map.next_key_seed(KeySeed {
             keys: fields::APP_KEYS,
             shown: fields::APP_SHOWN,
@@ -291,202 +147,35 @@ impl<'de> Visitor<'de> for App<'_, '_> {
             seen: &seen,
         })? {
             let m = &mut map;
-            match key.slot {
-                "name" => {
-                    let name = ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: |s: &str| unique_name(ctx, s),
-                            expecting: "an app name",
-                        },
-                    )?;
-                    *ctx.app_name.borrow_mut() = Some(name.clone());
-                    raw.name = Some(name);
-                }
-                "script" => raw.script = Some(ctx.value(m, &key, text())?),
-                "args" => raw.args = ctx.value(m, &key, Words)?,
-                "cwd" => raw.cwd = Some(ctx.value(m, &key, text())?),
-                "env" => raw.env = ctx.value(m, &key, EnvMap)?,
-                "env_file" => raw.env_file = ctx.value(m, &key, EnvFiles(ctx))?,
-                "interpreter" => raw.interpreter = Some(ctx.value(m, &key, text())?),
-                "interpreter_args" => {
-                    raw.interpreter_args = Some((key.name.clone(), ctx.value(m, &key, Words)?))
-                }
-                "autorestart" => raw.autorestart = Some(ctx.value(m, &key, Bool)?),
-                "restart" => {
-                    raw.restart = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: fields::restart,
-                            expecting: "a restart policy",
-                        },
-                    )?)
-                }
-                "max_restarts" => {
-                    raw.max_restarts = Some(u32_of(ctx.value(
-                        m,
-                        &key,
-                        Amount::count(0, u32::MAX.into()),
-                    )?))
-                }
-                "min_uptime" => raw.min_uptime_ms = Some(ctx.value(m, &key, millis)?),
-                "restart_delay" => raw.restart_delay_ms = Some(ctx.value(m, &key, millis)?),
-                "exp_backoff_restart_delay" => {
-                    raw.exp_backoff_ms = Some(ctx.value(m, &key, millis)?)
-                }
-                "kill_timeout" => raw.kill_timeout_ms = Some(ctx.value(m, &key, millis)?),
-                "stop_signal" => {
-                    raw.stop_signal = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: fields::signal,
-                            expecting: "a signal name",
-                        },
-                    )?)
-                }
-                "max_memory_restart" => {
-                    // A limit below what any process needs would restart forever.
-                    raw.max_memory_bytes =
-                        Some(ctx.value(m, &key, Amount::bytes(1 << 20, u64::MAX))?)
-                }
-                "cron_restart" => {
-                    raw.cron_restart = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: fields::cron,
-                            expecting: "a cron expression",
-                        },
-                    )?)
-                }
-                "time" => raw.log_timestamps = Some(ctx.value(m, &key, Bool)?),
-                "log_max_size" => {
-                    raw.log_max_bytes = Some(ctx.value(
-                        m,
-                        &key,
-                        Amount::bytes(oxidepm_proto::MIN_LOG_ROTATE_BYTES, u64::MAX),
-                    )?)
-                }
-                "log_target" => {
-                    raw.log_target = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: oxidepm_proto::LogTarget::parse,
-                            expecting: "\"files\", \"journald\" or \"both\"",
-                        },
-                    )?)
-                }
-                "log_files_kept" => {
-                    raw.log_keep = Some(u32_of(ctx.value(
-                        m,
-                        &key,
-                        Amount::count(0, oxidepm_proto::MAX_LOG_KEEP.into()),
-                    )?))
-                }
-                "tags" => {
-                    raw.tags = ctx.value(
-                        m,
-                        &key,
-                        List {
-                            check: fields::tag,
-                            expecting: "a list of tags",
-                        },
-                    )?
-                }
-                "namespace" => {
-                    raw.namespace = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: fields::tag,
-                            expecting: "a namespace",
-                        },
-                    )?)
-                }
-                "user" => {
-                    raw.user = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: fields::user,
-                            expecting: "a user name",
-                        },
-                    )?)
-                }
-                "kind" => {
-                    raw.kind = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: fields::kind,
-                            expecting: "an app kind",
-                        },
-                    )?)
-                }
-                "protected" => raw.protected = Some(ctx.value(m, &key, Bool)?),
-                "autostart" => raw.autostart = Some(ctx.value(m, &key, Bool)?),
-                "health" => raw.health = Some(ctx.value(m, &key, Health(ctx))?),
-                "depends_on" => raw.depends_on = ctx.value(m, &key, DependsOn)?,
-                "instances" => ctx.instances.set(ctx.value(m, &key, Instances)?),
-                "exec_mode" => ctx.value(
-                    m,
-                    &key,
-                    Str {
-                        check: exec_mode,
-                        expecting: "\"fork\"",
-                    },
-                )?,
-                "watch" => ctx.value(
-                    m,
-                    &key,
-                    OnlyBool {
-                        allowed: false,
-                        refusal:
-                            "watch is not supported; run `oxidepm restart` after changing files",
-                    },
-                )?,
-                "shutdown_with_message" => ctx.value(
-                    m,
-                    &key,
-                    OnlyBool {
-                        allowed: false,
-                        refusal: "shutdown_with_message is not supported: apps are stopped with a \
-                              signal (see stop_signal)",
-                    },
-                )?,
-                "port" => raw.port = Some(ctx.value(m, &key, Scalar)?),
-                DISABLE_LOGS => {
-                    if ctx.value(m, &key, Bool)? {
-                        paths.push((key.slot, key.name.clone(), String::new()));
-                    }
-                }
-                OUT_FILE | ERROR_FILE | LOG_FILE | PID_FILE => {
-                    let path = ctx.value(m, &key, text())?;
-                    paths.push((key.slot, key.name.clone(), path));
-                }
-                ENV_SECTION => {
-                    let section = key.name["env_".len()..].to_string();
-                    if ctx.env.as_deref() == Some(section.as_str()) {
-                        raw.env_section = ctx.value(m, &key, EnvMap)?;
-                    } else {
-                        ctx.value(m, &key, PhantomData::<IgnoredAny>)?;
-                    }
-                    ctx.extras.borrow_mut().env_sections.insert(section);
-                }
-                _ => {
-                    debug_assert!(key.slot == IGNORED);
-                    ctx.value(m, &key, PhantomData::<IgnoredAny>)?;
-                }
+            let done = program_field(ctx, m, &key, &mut read.raw)?
+                || restart_field(ctx, m, &key, &mut read.raw)?
+                || log_field(ctx, m, &key, &mut read)?;
+            if !done {
+                other_field(ctx, m, &key, &mut read.raw)?;
             }
             seen.insert(key.slot, key.name);
         }
+        read.finish(ctx)
+    }
+}
+
+/// An app as its fields are read.
+#[derive(Default)]
+struct AppRead {
+    /// The fields, as given.
+    raw: RawApp,
+    /// (slot, field as written, path) of log and pid file paths, and
+    /// `disable_logs`: each gets a note.
+    paths: Vec<(&'static str, String, String)>,
+}
+
+impl AppRead {
+    /// The app resolved, its name taken, and what pm2's habits add noted.
+    fn finish<E: de::Error>(self, ctx: &Ctx) -> Result<AppSpec, E> {
+        let AppRead { raw, paths } = self;
         let own_max_size = raw.log_max_bytes.is_some();
         let own_retain = raw.log_keep.is_some();
-        let app = resolve(raw, ctx.base, &ctx.names.borrow()).map_err(de::Error::custom)?;
+        let app = resolve(raw, ctx.base, &ctx.names.borrow()).map_err(E::custom)?;
         ctx.names.borrow_mut().insert(app.name.clone());
         let mut extras = ctx.extras.borrow_mut();
         for (slot, field, path) in paths {
@@ -504,9 +193,196 @@ impl<'de> Visitor<'de> for App<'_, '_> {
     }
 }
 
-/// A count already checked to be in range.
-pub(super) fn u32_of(n: u64) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
+/// A string field checked by `check`.
+fn checked<T>(check: Check<T>, expecting: &'static str) -> Str<Check<T>> {
+    Str { check, expecting }
+}
+
+/// What runs, where and as whom; false when `key` is none of these.
+fn program_field<'de, A: MapAccess<'de>>(
+    ctx: &Ctx,
+    m: &mut A,
+    key: &Key,
+    raw: &mut RawApp,
+) -> Result<bool, A::Error> {
+    match key.slot {
+        "name" => {
+            let name = ctx.value(
+                m,
+                key,
+                Str {
+                    check: |s: &str| unique_name(ctx, s),
+                    expecting: "an app name",
+                },
+            )?;
+            *ctx.app_name.borrow_mut() = Some(name.clone());
+            raw.name = Some(name);
+        }
+        "script" => raw.script = Some(ctx.value(m, key, text())?),
+        "args" => raw.args = ctx.value(m, key, Words)?,
+        "cwd" => raw.cwd = Some(ctx.value(m, key, text())?),
+        "env" => raw.env = ctx.value(m, key, EnvMap)?,
+        "env_file" => raw.env_file = ctx.value(m, key, EnvFiles(ctx))?,
+        "interpreter" => raw.interpreter = Some(ctx.value(m, key, text())?),
+        "interpreter_args" => {
+            raw.interpreter_args = Some((key.name.clone(), ctx.value(m, key, Words)?))
+        }
+        "user" => raw.user = Some(ctx.value(m, key, checked(fields::user, "a user name"))?),
+        "kind" => raw.kind = Some(ctx.value(m, key, checked(fields::kind, "an app kind"))?),
+        "protected" => raw.protected = Some(ctx.value(m, key, Bool)?),
+        "tags" => {
+            raw.tags = ctx.value(
+                m,
+                key,
+                List {
+                    check: fields::tag,
+                    expecting: "a list of tags",
+                },
+            )?
+        }
+        "namespace" => {
+            raw.namespace = Some(ctx.value(m, key, checked(fields::tag, "a namespace"))?)
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// When it starts, restarts and stops; false when `key` is none of these.
+fn restart_field<'de, A: MapAccess<'de>>(
+    ctx: &Ctx,
+    m: &mut A,
+    key: &Key,
+    raw: &mut RawApp,
+) -> Result<bool, A::Error> {
+    let millis = Amount::millis(0, WEEK_MS);
+    match key.slot {
+        "autorestart" => raw.autorestart = Some(ctx.value(m, key, Bool)?),
+        "restart" => {
+            raw.restart = Some(ctx.value(m, key, checked(fields::restart, "a restart policy"))?)
+        }
+        "max_restarts" => {
+            raw.max_restarts = Some(u32_of(ctx.value(
+                m,
+                key,
+                Amount::count(0, u32::MAX.into()),
+            )?))
+        }
+        "min_uptime" => raw.min_uptime_ms = Some(ctx.value(m, key, millis)?),
+        "restart_delay" => raw.restart_delay_ms = Some(ctx.value(m, key, millis)?),
+        "exp_backoff_restart_delay" => raw.exp_backoff_ms = Some(ctx.value(m, key, millis)?),
+        "kill_timeout" => raw.kill_timeout_ms = Some(ctx.value(m, key, millis)?),
+        "stop_signal" => {
+            raw.stop_signal = Some(ctx.value(m, key, checked(fields::signal, "a signal name"))?)
+        }
+        "max_memory_restart" => {
+            // A limit below what any process needs would restart forever.
+            raw.max_memory_bytes = Some(ctx.value(m, key, Amount::bytes(1 << 20, u64::MAX))?)
+        }
+        "cron_restart" => {
+            raw.cron_restart =
+                Some(ctx.value(m, key, checked(fields::cron, "a cron expression"))?)
+        }
+        "autostart" => raw.autostart = Some(ctx.value(m, key, Bool)?),
+        "health" => raw.health = Some(ctx.value(m, key, Health(ctx))?),
+        "depends_on" => raw.depends_on = ctx.value(m, key, DependsOn)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Where its output goes; false when `key` is none of these.
+fn log_field<'de, A: MapAccess<'de>>(
+    ctx: &Ctx,
+    m: &mut A,
+    key: &Key,
+    read: &mut AppRead,
+) -> Result<bool, A::Error> {
+    let raw = &mut read.raw;
+    match key.slot {
+        "time" => raw.log_timestamps = Some(ctx.value(m, key, Bool)?),
+        "log_max_size" => {
+            raw.log_max_bytes = Some(ctx.value(
+                m,
+                key,
+                Amount::bytes(oxidepm_proto::MIN_LOG_ROTATE_BYTES, u64::MAX),
+            )?)
+        }
+        "log_target" => {
+            raw.log_target = Some(ctx.value(
+                m,
+                key,
+                Str {
+                    check: oxidepm_proto::LogTarget::parse,
+                    expecting: "\"files\", \"journald\" or \"both\"",
+                },
+            )?)
+        }
+        "log_files_kept" => {
+            raw.log_keep = Some(u32_of(ctx.value(
+                m,
+                key,
+                Amount::count(0, oxidepm_proto::MAX_LOG_KEEP.into()),
+            )?))
+        }
+        DISABLE_LOGS => {
+            if ctx.value(m, key, Bool)? {
+                read.paths.push((key.slot, key.name.clone(), String::new()));
+            }
+        }
+        OUT_FILE | ERROR_FILE | LOG_FILE | PID_FILE => {
+            let path = ctx.value(m, key, text())?;
+            read.paths.push((key.slot, key.name.clone(), path));
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// pm2's fields that oxidepm takes in its own way or refuses, its
+/// `env_<name>` sections, and the fields it ignores.
+fn other_field<'de, A: MapAccess<'de>>(
+    ctx: &Ctx,
+    m: &mut A,
+    key: &Key,
+    raw: &mut RawApp,
+) -> Result<(), A::Error> {
+    match key.slot {
+        "instances" => ctx.instances.set(ctx.value(m, key, Instances)?),
+        "exec_mode" => ctx.value(m, key, checked(exec_mode, "\"fork\""))?,
+        "watch" => ctx.value(
+            m,
+            key,
+            OnlyBool {
+                allowed: false,
+                refusal: "watch is not supported; run `oxidepm restart` after changing files",
+            },
+        )?,
+        "shutdown_with_message" => ctx.value(
+            m,
+            key,
+            OnlyBool {
+                allowed: false,
+                refusal: "shutdown_with_message is not supported: apps are stopped with a \
+                          signal (see stop_signal)",
+            },
+        )?,
+        "port" => raw.port = Some(ctx.value(m, key, Scalar)?),
+        ENV_SECTION => {
+            let section = key.name["env_".len()..].to_string();
+            if ctx.env.as_deref() == Some(section.as_str()) {
+                raw.env_section = ctx.value(m, key, EnvMap)?;
+            } else {
+                ctx.value(m, key, PhantomData::<IgnoredAny>)?;
+            }
+            ctx.extras.borrow_mut().env_sections.insert(section);
+        }
+        _ => {
+            debug_assert!(key.slot == IGNORED);
+            ctx.value(m, key, PhantomData::<IgnoredAny>)?;
+        }
+    }
+    Ok(())
 }
 
 fn unique_name(ctx: &Ctx, name: &str) -> Result<String, String> {

@@ -74,21 +74,7 @@ pub(super) fn parse(text: &str, dialect: Dialect) -> Result<Vec<Section>, (usize
             continue;
         }
         if let Some(rest) = trimmed.strip_prefix('[') {
-            let Some(name) = rest.strip_suffix(']').or_else(|| {
-                // configparser allows a comment after the header.
-                (dialect == Dialect::Supervisord)
-                    .then(|| strip_inline_comment(rest).trim_end().strip_suffix(']'))
-                    .flatten()
-            }) else {
-                return Err((
-                    number,
-                    format!("section header {trimmed:?} has no closing ]"),
-                ));
-            };
-            let name = name.trim();
-            if name.is_empty() {
-                return Err((number, "empty section name []".into()));
-            }
+            let name = header(rest, trimmed, number, dialect)?;
             current = Some(match sections.iter().position(|s| s.name == name) {
                 Some(i) => i,
                 None => {
@@ -104,33 +90,8 @@ pub(super) fn parse(text: &str, dialect: Dialect) -> Result<Vec<Section>, (usize
             continue;
         }
         let (key, value) = match dialect {
-            Dialect::Supervisord => {
-                let Some(at) = trimmed.find(['=', ':']) else {
-                    return Err((
-                        number,
-                        format!("expected \"key = value\", found {trimmed:?}"),
-                    ));
-                };
-                let value = strip_inline_comment(&trimmed[at + 1..]).trim().to_string();
-                (trimmed[..at].trim().to_ascii_lowercase(), value)
-            }
-            Dialect::Systemd => {
-                let mut joined = trimmed.to_string();
-                // A trailing backslash joins the next line, with a space.
-                while joined.ends_with('\\') {
-                    joined.pop();
-                    joined.push(' ');
-                    match lines.next() {
-                        Some((_, next)) if next.trim_start().starts_with(['#', ';']) => {}
-                        Some((_, next)) => joined.push_str(next.trim()),
-                        None => break,
-                    }
-                }
-                let Some((key, value)) = joined.split_once('=') else {
-                    return Err((number, format!("expected \"Key=Value\", found {trimmed:?}")));
-                };
-                (key.trim().to_string(), value.trim().to_string())
-            }
+            Dialect::Supervisord => supervisord_entry(trimmed, number)?,
+            Dialect::Systemd => systemd_entry(trimmed, number, &mut lines)?,
         };
         if key.is_empty() {
             return Err((number, format!("no key before the = in {trimmed:?}")));
@@ -149,6 +110,68 @@ pub(super) fn parse(text: &str, dialect: Dialect) -> Result<Vec<Section>, (usize
         open_entry = true;
     }
     Ok(sections)
+}
+
+/// The name of a section header, `rest` being what follows its `[`.
+fn header<'t>(
+    rest: &'t str,
+    trimmed: &str,
+    number: usize,
+    dialect: Dialect,
+) -> Result<&'t str, (usize, String)> {
+    let Some(name) = rest.strip_suffix(']').or_else(|| {
+        // configparser allows a comment after the header.
+        (dialect == Dialect::Supervisord)
+            .then(|| strip_inline_comment(rest).trim_end().strip_suffix(']'))
+            .flatten()
+    }) else {
+        return Err((
+            number,
+            format!("section header {trimmed:?} has no closing ]"),
+        ));
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        return Err((number, "empty section name []".into()));
+    }
+    Ok(name)
+}
+
+/// `key = value` or `key: value`, the key in lower case, an inline
+/// comment cut.
+fn supervisord_entry(trimmed: &str, number: usize) -> Result<(String, String), (usize, String)> {
+    let Some(at) = trimmed.find(['=', ':']) else {
+        return Err((
+            number,
+            format!("expected \"key = value\", found {trimmed:?}"),
+        ));
+    };
+    let value = strip_inline_comment(&trimmed[at + 1..]).trim().to_string();
+    Ok((trimmed[..at].trim().to_ascii_lowercase(), value))
+}
+
+/// `Key=Value`, with the lines a trailing backslash joins to it (taken
+/// from `lines`).
+fn systemd_entry<'t>(
+    trimmed: &str,
+    number: usize,
+    lines: &mut impl Iterator<Item = (usize, &'t str)>,
+) -> Result<(String, String), (usize, String)> {
+    let mut joined = trimmed.to_string();
+    // A trailing backslash joins the next line, with a space.
+    while joined.ends_with('\\') {
+        joined.pop();
+        joined.push(' ');
+        match lines.next() {
+            Some((_, next)) if next.trim_start().starts_with(['#', ';']) => {}
+            Some((_, next)) => joined.push_str(next.trim()),
+            None => break,
+        }
+    }
+    let Some((key, value)) = joined.split_once('=') else {
+        return Err((number, format!("expected \"Key=Value\", found {trimmed:?}")));
+    };
+    Ok((key.trim().to_string(), value.trim().to_string()))
 }
 
 /// Cuts a `;` or `#` comment that follows a blank (supervisord's

@@ -1,8 +1,8 @@
 //! Readers of the app fields that are tables or lists of tables, and of
 //! `env_file`, which reads files while its value is at hand.
 
-use super::de::{u32_of, Ctx, KeySeed, Table};
 use super::fields;
+use super::keys::{u32_of, Ctx, Key, KeySeed, Table};
 use super::resolve::absolutize;
 use super::values::{non_empty, Amount, List, OneOrMany, Str, DAY_MS, SECOND_MS, WEEK_MS};
 use oxidepm_proto::{Dependency, DependencyCondition, HealthProbe, HealthSpec};
@@ -64,12 +64,7 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<HealthSpec, A::Error> {
         let ctx = self.0;
-        let (mut http, mut tcp, mut command) = (None, None, None);
-        let mut expect_status = None;
-        let mut interval_ms = 5 * SECOND_MS;
-        let mut timeout_ms = 2 * SECOND_MS;
-        let mut retries = 3;
-        let mut start_period_ms = 0;
+        let mut read = HealthRead::default();
         let mut seen = BTreeMap::new();
         while let Some(key) = map.next_key_seed(KeySeed {
             keys: fields::HEALTH_KEYS,
@@ -78,56 +73,101 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
             table: Table::Other,
             seen: &seen,
         })? {
-            let m = &mut map;
-            match key.slot {
-                "http" => {
-                    http = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: fields::http_url,
-                            expecting: "an http:// URL",
-                        },
-                    )?)
-                }
-                "tcp" => {
-                    tcp = Some(ctx.value(
-                        m,
-                        &key,
-                        Str {
-                            check: fields::tcp_addr,
-                            expecting: "\"host:port\"",
-                        },
-                    )?)
-                }
-                "command" => {
-                    command = Some(ctx.value(
-                        m,
-                        &key,
-                        List {
-                            check: non_empty,
-                            expecting: "a list: the program and its arguments",
-                        },
-                    )?)
-                }
-                "expect_status" => {
-                    let status = ctx.value(m, &key, Amount::count(100, 599))?;
-                    expect_status = Some(u16::try_from(status).unwrap_or(u16::MAX));
-                }
-                "interval" => interval_ms = ctx.value(m, &key, Amount::millis(100, DAY_MS))?,
-                "timeout" => timeout_ms = ctx.value(m, &key, Amount::millis(1, DAY_MS))?,
-                "retries" => retries = u32_of(ctx.value(m, &key, Amount::count(1, 100))?),
-                "start_period" => {
-                    start_period_ms = ctx.value(m, &key, Amount::millis(0, WEEK_MS))?
-                }
-                _ => unreachable!("HEALTH_KEYS has no other slot"),
-            }
+            read.field(ctx, &mut map, &key)?;
             seen.insert(key.slot, key.name);
         }
+        read.finish()
+    }
+}
+
+/// A health check as its fields are read (the defaults until then).
+struct HealthRead {
+    http: Option<String>,
+    tcp: Option<String>,
+    command: Option<Vec<String>>,
+    expect_status: Option<u16>,
+    interval_ms: u64,
+    timeout_ms: u64,
+    retries: u32,
+    start_period_ms: u64,
+}
+
+impl Default for HealthRead {
+    fn default() -> HealthRead {
+        HealthRead {
+            http: None,
+            tcp: None,
+            command: None,
+            expect_status: None,
+            interval_ms: 5 * SECOND_MS,
+            timeout_ms: 2 * SECOND_MS,
+            retries: 3,
+            start_period_ms: 0,
+        }
+    }
+}
+
+impl HealthRead {
+    /// Reads the value of one field.
+    fn field<'de, A: MapAccess<'de>>(
+        &mut self,
+        ctx: &Ctx,
+        m: &mut A,
+        key: &Key,
+    ) -> Result<(), A::Error> {
+        match key.slot {
+            "http" => {
+                self.http = Some(ctx.value(
+                    m,
+                    key,
+                    Str {
+                        check: fields::http_url,
+                        expecting: "an http:// URL",
+                    },
+                )?)
+            }
+            "tcp" => {
+                self.tcp = Some(ctx.value(
+                    m,
+                    key,
+                    Str {
+                        check: fields::tcp_addr,
+                        expecting: "\"host:port\"",
+                    },
+                )?)
+            }
+            "command" => {
+                self.command = Some(ctx.value(
+                    m,
+                    key,
+                    List {
+                        check: non_empty,
+                        expecting: "a list: the program and its arguments",
+                    },
+                )?)
+            }
+            "expect_status" => {
+                let status = ctx.value(m, key, Amount::count(100, 599))?;
+                self.expect_status = Some(u16::try_from(status).unwrap_or(u16::MAX));
+            }
+            "interval" => self.interval_ms = ctx.value(m, key, Amount::millis(100, DAY_MS))?,
+            "timeout" => self.timeout_ms = ctx.value(m, key, Amount::millis(1, DAY_MS))?,
+            "retries" => self.retries = u32_of(ctx.value(m, key, Amount::count(1, 100))?),
+            "start_period" => {
+                self.start_period_ms = ctx.value(m, key, Amount::millis(0, WEEK_MS))?
+            }
+            _ => unreachable!("HEALTH_KEYS has no other slot"),
+        }
+        Ok(())
+    }
+
+    /// The check, once its fields are all read: exactly one probe, and
+    /// `expect_status` only with http.
+    fn finish<E: de::Error>(self) -> Result<HealthSpec, E> {
         let checks: Vec<&str> = [
-            ("http", http.is_some()),
-            ("tcp", tcp.is_some()),
-            ("command", command.is_some()),
+            ("http", self.http.is_some()),
+            ("tcp", self.tcp.is_some()),
+            ("command", self.command.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
@@ -135,27 +175,25 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
         match checks.as_slice() {
             [_] => {}
             [] => {
-                return Err(de::Error::custom(
+                return Err(E::custom(
                     "a health check needs one of http, tcp or command",
                 ))
             }
             _ => {
-                return Err(de::Error::custom(format!(
+                return Err(E::custom(format!(
                     "a health check takes one of http, tcp or command, not {}",
                     checks.join(" and ")
                 )))
             }
         }
-        if expect_status.is_some() && http.is_none() {
-            return Err(de::Error::custom(
-                "expect_status applies only to http checks",
-            ));
+        if self.expect_status.is_some() && self.http.is_none() {
+            return Err(E::custom("expect_status applies only to http checks"));
         }
-        let probe = match (http, tcp, command) {
+        let probe = match (self.http, self.tcp, self.command) {
             (Some(url), _, _) => HealthProbe::Http(url),
             (_, Some(addr), _) => HealthProbe::Tcp(addr),
             (_, _, Some(cmd)) if cmd.is_empty() => {
-                return Err(de::Error::custom(
+                return Err(E::custom(
                     "the health command is empty; give the program and its arguments",
                 ))
             }
@@ -164,11 +202,11 @@ impl<'de> Visitor<'de> for Health<'_, '_> {
         };
         Ok(HealthSpec {
             probe,
-            expect_status,
-            interval_ms,
-            timeout_ms,
-            retries,
-            start_period_ms,
+            expect_status: self.expect_status,
+            interval_ms: self.interval_ms,
+            timeout_ms: self.timeout_ms,
+            retries: self.retries,
+            start_period_ms: self.start_period_ms,
         })
     }
 }

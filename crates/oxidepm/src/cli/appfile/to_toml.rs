@@ -4,7 +4,7 @@
 
 use super::{Loaded, Note};
 use oxidepm_proto::app::defaults;
-use oxidepm_proto::{AppKind, AppSpec, HealthProbe, RestartPolicy};
+use oxidepm_proto::{AppKind, AppSpec, HealthProbe, HealthSpec, RestartPolicy};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -99,6 +99,22 @@ fn field(out: &mut String, name: &str, value: String) {
 
 fn render_app(out: &mut String, app: &AppSpec) {
     let _ = writeln!(out, "[[apps]]");
+    program(out, app);
+    restarts(out, app);
+    labels(out, app);
+    if !app.env.is_empty() {
+        let _ = writeln!(out, "[apps.env]");
+        for (k, v) in &app.env {
+            let _ = writeln!(out, "{} = {}", key(k), string(v));
+        }
+    }
+    if let Some(h) = &app.health {
+        health(out, h);
+    }
+}
+
+/// What runs, where and as whom.
+fn program(out: &mut String, app: &AppSpec) {
     field(out, "name", string(&app.name));
     field(out, "script", string(&app.command));
     // The loader would pick an interpreter from these extensions.
@@ -118,6 +134,10 @@ fn render_app(out: &mut String, app: &AppSpec) {
     if let Some(user) = &app.user {
         field(out, "user", string(user));
     }
+}
+
+/// The restart policy, the stop and the logs, where not the defaults.
+fn restarts(out: &mut String, app: &AppSpec) {
     if app.restart != RestartPolicy::Always {
         field(out, "restart", string(app.restart.as_str()));
     }
@@ -164,6 +184,10 @@ fn render_app(out: &mut String, app: &AppSpec) {
     if let Some(target) = app.log_target {
         field(out, "log_target", string(target.as_str()));
     }
+}
+
+/// Tags, kind, protection, autostart and dependencies.
+fn labels(out: &mut String, app: &AppSpec) {
     if !app.tags.is_empty() {
         field(out, "tags", strings(&app.tags));
     }
@@ -195,27 +219,23 @@ fn render_app(out: &mut String, app: &AppSpec) {
             .collect();
         field(out, "depends_on", format!("[{}]", entries.join(", ")));
     }
-    if !app.env.is_empty() {
-        let _ = writeln!(out, "[apps.env]");
-        for (k, v) in &app.env {
-            let _ = writeln!(out, "{} = {}", key(k), string(v));
-        }
+}
+
+/// `[apps.health]`: every field, defaults too.
+fn health(out: &mut String, h: &HealthSpec) {
+    let _ = writeln!(out, "[apps.health]");
+    let _ = match &h.probe {
+        HealthProbe::Http(url) => writeln!(out, "http = {}", string(url)),
+        HealthProbe::Tcp(addr) => writeln!(out, "tcp = {}", string(addr)),
+        HealthProbe::Command(cmd) => writeln!(out, "command = {}", strings(cmd)),
+    };
+    if let Some(status) = h.expect_status {
+        let _ = writeln!(out, "expect_status = {status}");
     }
-    if let Some(h) = &app.health {
-        let _ = writeln!(out, "[apps.health]");
-        let _ = match &h.probe {
-            HealthProbe::Http(url) => writeln!(out, "http = {}", string(url)),
-            HealthProbe::Tcp(addr) => writeln!(out, "tcp = {}", string(addr)),
-            HealthProbe::Command(cmd) => writeln!(out, "command = {}", strings(cmd)),
-        };
-        if let Some(status) = h.expect_status {
-            let _ = writeln!(out, "expect_status = {status}");
-        }
-        let _ = writeln!(out, "interval = {}", duration(h.interval_ms));
-        let _ = writeln!(out, "timeout = {}", duration(h.timeout_ms));
-        let _ = writeln!(out, "retries = {}", h.retries);
-        let _ = writeln!(out, "start_period = {}", duration(h.start_period_ms));
-    }
+    let _ = writeln!(out, "interval = {}", duration(h.interval_ms));
+    let _ = writeln!(out, "timeout = {}", duration(h.timeout_ms));
+    let _ = writeln!(out, "retries = {}", h.retries);
+    let _ = writeln!(out, "start_period = {}", duration(h.start_period_ms));
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ impl Printer {
         writeln!(out, "{} [{}]", a.name, a.id)?;
         // An app waiting to restart says so, with the reason and time left.
         let (key, status) = match &a.waiting {
-            Some(w) => ("waiting", super::super::verbs::waiting(w)),
+            Some(w) => ("waiting", super::waiting(w)),
             None => (a.status.as_str(), a.status.as_str().to_string()),
         };
         let shown = if self.color {

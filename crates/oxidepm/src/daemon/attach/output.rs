@@ -152,10 +152,10 @@ impl Outputs {
 
     /// Waits until both queues are written, at most `limit` (a stream
     /// nobody reads is not waited for longer).
-    pub fn drain(&self, limit: Duration) {
+    pub async fn drain(&self, limit: Duration) {
         let until = Instant::now() + limit;
         while !(self.stdout.empty() && self.stderr.empty()) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(10));
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 }
@@ -207,6 +207,8 @@ pub struct Tail {
 impl Tail {
     /// Opens every file at its end now (lines written from here on are
     /// streamed) and starts following.
+    // The follower runs on a thread of its own.
+    #[allow(clippy::disallowed_methods)]
     pub fn start(sources: Vec<Source>, outputs: &Outputs) -> Tail {
         let mut followed: Vec<(Source, Follower)> = sources
             .into_iter()

@@ -59,6 +59,9 @@ struct Encoder {
     actor: String,
 }
 
+// The encoder runs in `spawn_blocking` (see `stream_logs`): its waits
+// block that thread only.
+#[allow(clippy::disallowed_methods)]
 impl Encoder {
     fn push(&mut self, app: &str, stream: LogStream, line: &[u8]) {
         let line = String::from_utf8_lossy(line);
@@ -195,6 +198,8 @@ fn produce_merged(enc: &mut Encoder, plan: &LogPlan, lines: usize, window: &Wind
 /// into `enc`; runs on a blocking thread until done or the writer is gone.
 /// Several apps, or a time window, are merged by time; one app's files
 /// come each in turn.
+// Runs in `spawn_blocking` (see `stream_logs`).
+#[allow(clippy::disallowed_methods)]
 fn produce(mut enc: Encoder, plan: LogPlan, lines: usize, follow: bool, window: Window) {
     let mut followers = Vec::new();
     if follow {

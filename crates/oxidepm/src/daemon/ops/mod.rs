@@ -21,7 +21,6 @@ use oxidepm_proto::{Op, Reply};
 pub(super) use logs::{LogsAsk, Window};
 pub use read_rate::ReadRate;
 pub(super) use subscribe::SubscribeAsk;
-pub use verbs::ScaleError;
 
 impl Daemon {
     /// Runs an authorized request. `only`: the apps the gate narrowed a

@@ -1,51 +1,12 @@
 //! The daily verbs: signal, reset, reload and scale.
 
-use crate::daemon::errors::OpError;
+use crate::daemon::errors::{OpError, ScaleError};
 use crate::daemon::Daemon;
 use crate::supervise::{control, lock, verbs};
 use oxidepm_proto::{
     instance_of, instance_spec, Action, Actor, AppAction, AppKind, Reloaded, ResetDone, SignalName,
     Signalled, MAX_INSTANCES,
 };
-
-/// Why a `scale` was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ScaleError {
-    /// More instances than the bound.
-    #[error("{asked} instances asked for; at most {MAX_INSTANCES} are allowed")]
-    TooMany {
-        /// How many were asked for.
-        asked: u32,
-    },
-    /// Zero instances.
-    #[error("scale to 0 would forget the app's spec; use `oxidepm stop {target}` or `oxidepm delete {target}`")]
-    Zero {
-        /// The group.
-        target: String,
-    },
-    /// A single app, not a group of instances.
-    #[error("{app} is one app, not a group of instances: delete it and start it again with `instances = N` in an app file (apps {app}-0 … {app}-N-1), or run more apps under other names")]
-    NotAGroup {
-        /// The app.
-        app: String,
-    },
-    /// An instance's name is taken by an app outside the group.
-    #[error("{name} is the name of an app that is not an instance of {base}; rename or delete it before scaling {base} past it")]
-    NameTaken {
-        /// The name.
-        name: String,
-        /// The group.
-        base: String,
-    },
-    /// Agents, adapters and system apps are one of a kind.
-    #[error("{app} is of kind {kind}, which has one instance only (each agent has its own lane)")]
-    Kind {
-        /// The app.
-        app: String,
-        /// Its kind.
-        kind: &'static str,
-    },
-}
 
 impl Daemon {
     /// `signal`: to the main process of each selected app.

@@ -1,10 +1,10 @@
 use super::*;
-use crate::store::RuntimeRow;
+use crate::store::Runtime;
 use oxidepm_proto::{Actor, AppSpec, Status};
 use std::process::Command;
 
-fn running(pid: u32, run: i64) -> RuntimeRow {
-    RuntimeRow {
+fn running(pid: u32, run: i64) -> Runtime {
+    Runtime {
         desired_running: true,
         status: Status::Online,
         pid: Some(pid),
@@ -19,7 +19,7 @@ fn running(pid: u32, run: i64) -> RuntimeRow {
 }
 
 /// What memory would hold: the apps as loaded, with `rt` for app `id`.
-fn image_of(store: &Store, id: u64, rt: &RuntimeRow) -> Image {
+fn image_of(store: &Store, id: u64, rt: &Runtime) -> Image {
     let mut apps = store.load_apps().unwrap();
     for a in &mut apps {
         if a.id == id {

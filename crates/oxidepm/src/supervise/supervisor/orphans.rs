@@ -200,7 +200,7 @@ impl Supervisor {
         let Some(app) = self.apps.get_mut(&id) else {
             return;
         };
-        let mut rt = crate::store::RuntimeRow::from(&app.rt);
+        let mut rt = app.rt.clone();
         let run = match run {
             Some(r) => Some(r),
             None => match self.store.begin_run(id, actor, &mut rt) {

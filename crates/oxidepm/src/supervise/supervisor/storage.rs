@@ -19,7 +19,7 @@ impl Supervisor {
                     id: a.id,
                     spec: a.spec.clone(),
                     defined_by: a.defined_by.clone(),
-                    runtime: (&a.rt).into(),
+                    runtime: a.rt.clone(),
                 })
                 .collect(),
             sessions: self

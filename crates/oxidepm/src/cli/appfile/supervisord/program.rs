@@ -228,16 +228,7 @@ pub(super) fn processes(
 /// One process, with the section's values expanded for it.
 fn process(r: &Reader, group: Option<&str>) -> Result<Process, AppFileError> {
     let mut notes = Vec::new();
-    let name = match r.get("process_name")? {
-        Some((entry, name)) => fields::app_name(&name).map_err(|e| r.error(entry, e))?,
-        None => fields::app_name(r.program).map_err(|e| {
-            at_line(
-                &r.source.path,
-                r.section.line,
-                format!("[program:{}]: {e}", r.program),
-            )
-        })?,
-    };
+    let name = process_name(r)?;
     let mut note = |field: &str, message: String| {
         notes.push(Note {
             app: Some(name.clone()),
@@ -245,7 +236,69 @@ fn process(r: &Reader, group: Option<&str>) -> Result<Process, AppFileError> {
             message,
         })
     };
+    let (program, args) = command(r)?;
+    let here = std::path::Path::new(&r.source.here);
+    let cwd = match r.get("directory")? {
+        Some((_, dir)) => absolutize(here, &dir),
+        None => {
+            note(
+                "directory",
+                "not set: the app runs in the file's directory (supervisord: its own)".into(),
+            );
+            here.to_path_buf()
+        }
+    };
+    let program = if program.contains('/') {
+        absolutize(&cwd, &program).to_string_lossy().into_owned()
+    } else {
+        program
+    };
+    let mut spec = AppSpec::new(name.clone(), program, args);
+    spec.cwd = Some(cwd.to_string_lossy().into_owned());
+    if let Some(group) = group {
+        spec.tags.push(group.to_string());
+    }
+    if let Some((entry, value)) = r.get("environment")? {
+        for (key, val) in expand::environment(&value).map_err(|e| r.error(entry, e))? {
+            spec.env.insert(key, val);
+        }
+    }
+    if let Some((entry, user)) = r.get("user")? {
+        spec.user = Some(fields::user(user.trim()).map_err(|e| r.error(entry, e))?);
+    }
+    spec.autostart = r.boolean("autostart", true)?;
+    restarting(r, &mut spec, &mut note)?;
+    stopping(r, &mut spec, &mut note)?;
+    logs(r, &mut spec, &mut note)?;
+    note_unmapped(r, &name, &mut notes);
+    let priority = r.number("priority", 999, i64::MAX as u64)? as i64;
+    Ok(Process {
+        spec,
+        notes,
+        priority,
+        program: r.program.to_string(),
+        file: r.source.path.clone(),
+        line: r.section.line,
+    })
+}
 
+/// `process_name`, else the program's name: the app's name.
+fn process_name(r: &Reader) -> Result<String, AppFileError> {
+    match r.get("process_name")? {
+        Some((entry, name)) => fields::app_name(&name).map_err(|e| r.error(entry, e)),
+        None => fields::app_name(r.program).map_err(|e| {
+            at_line(
+                &r.source.path,
+                r.section.line,
+                format!("[program:{}]: {e}", r.program),
+            )
+        }),
+    }
+}
+
+/// `command`, split as supervisord splits it: the program and its
+/// arguments.
+fn command(r: &Reader) -> Result<(String, Vec<String>), AppFileError> {
     let Some((entry, command)) = r.get("command")? else {
         return Err(at_line(
             &r.source.path,
@@ -266,38 +319,15 @@ fn process(r: &Reader, group: Option<&str>) -> Result<Process, AppFileError> {
     let Some((program, args)) = words.split_first() else {
         return Err(r.error(entry, "is empty; give the program to run"));
     };
+    Ok((program.clone(), args.to_vec()))
+}
 
-    let here = std::path::Path::new(&r.source.here);
-    let cwd = match r.get("directory")? {
-        Some((_, dir)) => absolutize(here, &dir),
-        None => {
-            note(
-                "directory",
-                "not set: the app runs in the file's directory (supervisord: its own)".into(),
-            );
-            here.to_path_buf()
-        }
-    };
-    let program = if program.contains('/') {
-        absolutize(&cwd, program).to_string_lossy().into_owned()
-    } else {
-        program.clone()
-    };
-    let mut spec = AppSpec::new(name.clone(), program, args.to_vec());
-    spec.cwd = Some(cwd.to_string_lossy().into_owned());
-    if let Some(group) = group {
-        spec.tags.push(group.to_string());
-    }
-
-    if let Some((entry, value)) = r.get("environment")? {
-        for (key, val) in expand::environment(&value).map_err(|e| r.error(entry, e))? {
-            spec.env.insert(key, val);
-        }
-    }
-    if let Some((entry, user)) = r.get("user")? {
-        spec.user = Some(fields::user(user.trim()).map_err(|e| r.error(entry, e))?);
-    }
-    spec.autostart = r.boolean("autostart", true)?;
+/// `autorestart`, `exitcodes`, `startsecs` and `startretries`.
+fn restarting(
+    r: &Reader,
+    spec: &mut AppSpec,
+    note: &mut dyn FnMut(&str, String),
+) -> Result<(), AppFileError> {
     let exitcodes = match r.get("exitcodes")? {
         Some((_, codes)) => codes.split(',').map(str::trim).map(String::from).collect(),
         None => vec!["0".to_string()],
@@ -329,6 +359,15 @@ fn process(r: &Reader, group: Option<&str>) -> Result<Process, AppFileError> {
     }
     spec.min_uptime_ms = r.number("startsecs", 1, 7 * 24 * 3600)? * 1000;
     spec.max_restarts = r.number("startretries", 3, u32::MAX.into())? as u32;
+    Ok(())
+}
+
+/// `stopwaitsecs`, `stopsignal`, `stopasgroup` and `killasgroup`.
+fn stopping(
+    r: &Reader,
+    spec: &mut AppSpec,
+    note: &mut dyn FnMut(&str, String),
+) -> Result<(), AppFileError> {
     spec.kill_timeout_ms = r.number("stopwaitsecs", 10, 7 * 24 * 3600)? * 1000;
     if let Some((entry, signal)) = r.get("stopsignal")? {
         spec.stop_signal = fields::signal(&signal).map_err(|e| r.error(entry, e))?;
@@ -341,7 +380,11 @@ fn process(r: &Reader, group: Option<&str>) -> Result<Process, AppFileError> {
             );
         }
     }
-    logs(r, &mut spec, &mut note)?;
+    Ok(())
+}
+
+/// A note for each key of the section without a mapping.
+fn note_unmapped(r: &Reader, name: &str, notes: &mut Vec<Note>) {
     for entry in &r.section.entries {
         if MAPPED.contains(&entry.key.as_str()) {
             continue;
@@ -358,20 +401,11 @@ fn process(r: &Reader, group: Option<&str>) -> Result<Process, AppFileError> {
             _ => "not used by oxidepm (no equivalent)",
         };
         notes.push(Note {
-            app: Some(name.clone()),
+            app: Some(name.to_string()),
             field: entry.key.clone(),
             message: message.into(),
         });
     }
-    let priority = r.number("priority", 999, i64::MAX as u64)? as i64;
-    Ok(Process {
-        spec,
-        notes,
-        priority,
-        program: r.program.to_string(),
-        file: r.source.path.clone(),
-        line: r.section.line,
-    })
 }
 
 /// The log keys: rotation is mapped, locations are noted.

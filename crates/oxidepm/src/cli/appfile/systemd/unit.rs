@@ -4,10 +4,12 @@
 
 use super::syntax::{self, Specifiers};
 use crate::cli::appfile::ini::{self, Dialect, Entry, Section};
-use crate::cli::appfile::{at_line, fields, text, AppFileError, Note};
+use crate::cli::appfile::{at_line, fields, AppFileError, Note};
 use oxidepm_proto::{AppSpec, RestartPolicy};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+mod environment;
 
 /// A unit, read.
 pub(super) struct Unit {
@@ -54,9 +56,6 @@ const DEPENDENCY_KEYS: &[&str] = &[
     "After",
     "Before",
 ];
-
-/// The most files one `EnvironmentFile=` pattern may match.
-const MAX_ENV_FILES: usize = 64;
 
 /// Reads the unit at `path`.
 pub(super) fn read(path: &Path, specifiers: &Specifiers) -> Result<Unit, AppFileError> {
@@ -170,6 +169,36 @@ impl Reader<'_> {
 
     fn service(&mut self, s: &Section) -> Result<AppSpec, AppFileError> {
         let kind = s.last("Type").map(|e| e.value.as_str()).unwrap_or("simple");
+        let exec = self.exec_line(s, kind)?;
+        let env = self.environment(s)?;
+        // Without its own user the app would run as the daemon's: refused
+        // rather than noted, as the +/! prefixes are.
+        if let Some(entry) = s.last("DynamicUser") {
+            if matches!(entry.value.as_str(), "yes" | "true" | "on" | "1") {
+                return Err(self.error(
+                    entry,
+                    "yes has no equivalent, and the app would run as the daemon's user; \
+                     create a user for it and set User= instead",
+                ));
+            }
+        }
+        let (program, args) = self.exec_start(exec, &env)?;
+        let mut spec = AppSpec::new(self.name.to_string(), program, args);
+        spec.cwd = Some(self.working_directory(s)?);
+        spec.env = env;
+        if let Some(entry) = s.last("User") {
+            let user = self.value(entry)?;
+            spec.user = Some(fields::user(&user).map_err(|e| self.error(entry, e))?);
+        }
+        spec.restart = self.restart(s, kind)?;
+        self.stopping(s, &mut spec)?;
+        self.memory_limit(s, &mut spec)?;
+        self.note_unmapped(s);
+        Ok(spec)
+    }
+
+    /// The one `ExecStart=` line, of a `Type=` oxidepm can supervise.
+    fn exec_line<'s>(&mut self, s: &'s Section, kind: &str) -> Result<&'s Entry, AppFileError> {
         let starts = self.list(s, "ExecStart");
         let Some(&exec) = starts.first() else {
             return Err(AppFileError::new(
@@ -210,99 +239,12 @@ impl Reader<'_> {
                  program per app: put the commands in a script",
             ));
         }
+        Ok(exec)
+    }
 
-        let mut env = BTreeMap::new();
-        for entry in self.list(s, "Environment") {
-            let value = self.value(entry)?;
-            for word in syntax::words(&value).map_err(|e| self.error(entry, e))? {
-                let Some((key, val)) = word.split_once('=') else {
-                    return Err(self.error(entry, format!("{word:?} is not KEY=value")));
-                };
-                text::check_env_key(key).map_err(|e| self.error(entry, e))?;
-                env.insert(key.to_string(), val.to_string());
-            }
-        }
-        // Files override Environment=, later files earlier ones, as in systemd.
-        for entry in self.list(s, "EnvironmentFile") {
-            let value = self.value(entry)?;
-            let (optional, file) = match value.strip_prefix('-') {
-                Some(rest) => (true, rest.trim()),
-                None => (false, value.as_str()),
-            };
-            if !file.starts_with('/') {
-                return Err(self.error(
-                    entry,
-                    format!("{file:?} is not an absolute path; systemd requires one"),
-                ));
-            }
-            let mut files: Vec<PathBuf> = if file.contains(['*', '?', '[']) {
-                let pattern = crate::cli::appfile::text::one_level_glob(file);
-                let paths = glob::glob(&pattern).map_err(|e| {
-                    self.error(entry, format!("{file:?} is not a valid pattern: {e}"))
-                })?;
-                let found: Vec<PathBuf> = paths
-                    .filter_map(Result::ok)
-                    .take(MAX_ENV_FILES + 1)
-                    .collect();
-                if found.len() > MAX_ENV_FILES {
-                    return Err(self.error(
-                        entry,
-                        format!("{file:?} matches more than {MAX_ENV_FILES} files; name fewer"),
-                    ));
-                }
-                found
-            } else {
-                vec![PathBuf::from(file)]
-            };
-            files.sort();
-            let present: Vec<PathBuf> = files.iter().filter(|f| f.is_file()).cloned().collect();
-            if present.len() < files.len() || files.is_empty() {
-                if !optional {
-                    return Err(self.error(
-                        entry,
-                        format!(
-                            "{file} does not exist; create it, or write -{file} to make it optional"
-                        ),
-                    ));
-                }
-                self.note(
-                    "EnvironmentFile",
-                    format!("-{file} does not exist: skipped, as systemd does"),
-                );
-            }
-            for f in present {
-                env.extend(env_file(&f)?);
-                self.note(
-                    "EnvironmentFile",
-                    format!(
-                        "{}: its values are copied into the app now (systemd reads it at each \
-                         start); start the unit again after changing it",
-                        f.display()
-                    ),
-                );
-            }
-        }
-
-        // Without its own user the app would run as the daemon's: refused
-        // rather than noted, as the +/! prefixes are.
-        if let Some(entry) = s.last("DynamicUser") {
-            if matches!(entry.value.as_str(), "yes" | "true" | "on" | "1") {
-                return Err(self.error(
-                    entry,
-                    "yes has no equivalent, and the app would run as the daemon's user; \
-                     create a user for it and set User= instead",
-                ));
-            }
-        }
-        let (program, args) = self.exec_start(exec, &env)?;
-        let mut spec = AppSpec::new(self.name.to_string(), program, args);
-        spec.cwd = Some(self.working_directory(s)?);
-        spec.env = env;
-        if let Some(entry) = s.last("User") {
-            let user = self.value(entry)?;
-            spec.user = Some(fields::user(&user).map_err(|e| self.error(entry, e))?);
-        }
-        spec.restart = self.restart(s, kind)?;
+    /// `RestartSec=`, `TimeoutSec=`/`TimeoutStopSec=`, `KillSignal=` and
+    /// `KillMode=`, over systemd's defaults.
+    fn stopping(&mut self, s: &Section, spec: &mut AppSpec) -> Result<(), AppFileError> {
         // systemd's defaults: 100 ms before a restart, 90 s to stop.
         spec.restart_delay_ms = 100;
         spec.kill_timeout_ms = 90_000;
@@ -332,6 +274,11 @@ impl Reader<'_> {
                 ),
             }
         }
+        Ok(())
+    }
+
+    /// `MemoryMax=` (or the older `MemoryLimit=`): a restart above it.
+    fn memory_limit(&mut self, s: &Section, spec: &mut AppSpec) -> Result<(), AppFileError> {
         for key in ["MemoryMax", "MemoryLimit"] {
             if let Some(entry) = s.last(key) {
                 spec.max_memory_bytes =
@@ -349,6 +296,11 @@ impl Reader<'_> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// A note for each key of `[Service]` without a mapping.
+    fn note_unmapped(&mut self, s: &Section) {
         for entry in &s.entries {
             if !MAPPED.contains(&entry.key.as_str()) {
                 let message = match entry.key.as_str() {
@@ -368,7 +320,6 @@ impl Reader<'_> {
                 self.note(&entry.key, message);
             }
         }
-        Ok(spec)
     }
 
     fn span(&self, entry: &Entry) -> Result<Option<u64>, AppFileError> {
@@ -560,25 +511,6 @@ impl Reader<'_> {
         }
         Ok(())
     }
-}
-
-/// Reads an `EnvironmentFile=`: oxidepm's env file format, with systemd's
-/// `;` comment lines as well.
-fn env_file(path: &Path) -> Result<BTreeMap<String, String>, AppFileError> {
-    let content = crate::cli::appfile::read::config_text(path)?;
-    // Blanked rather than removed, so that line numbers stay right.
-    let content: String = content
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with(';') {
-                ""
-            } else {
-                l
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    text::parse_env(&content).map_err(|(line, message)| at_line(path, line, message))
 }
 
 /// The home directory of a user, from the password database.
