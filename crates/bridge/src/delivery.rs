@@ -13,7 +13,9 @@
 use crate::config::RetryConfig;
 use crate::conn::Con;
 use crate::entries::{Body, Entry};
-use crate::source::{DeliveryError, Outbound, Shutdown, Source};
+use crate::message::Outbound;
+use crate::shutdown::Shutdown;
+use crate::source::{DeliveryError, Source};
 use crate::stats::Counter;
 use oxidepm_lanes::stream_key::dead_letter;
 use oxidepm_lanes::StreamKey;

@@ -19,6 +19,7 @@ pub mod responder;
 pub mod secret;
 pub mod shared_routes;
 pub mod source_status;
+pub mod sources;
 pub mod stream_key;
 
 pub use acl::{AclUser, UserError};

@@ -23,8 +23,10 @@ mod record;
 
 use crate::config::BridgeConfig;
 use crate::conn::Con;
+use crate::message::Outbound;
 use crate::publish::Publisher;
-use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
+use crate::shutdown::Shutdown;
+use crate::source::{BoxFuture, DeliveryError, Source, SourceError};
 use judge::{judge, Plan, Refused};
 use oxidepm_lanes::consult::{ConsultConfig, CONSULT};
 use oxidepm_lanes::AgentName;
