@@ -308,7 +308,7 @@ pub const KEEPALIVE: Duration = Duration::from_secs(1);
 
 /// PINGs `con` every [`KEEPALIVE`] until `shutdown`; a PING that fails
 /// makes the connection manager connect again.
-pub async fn keep_alive(mut con: Con, mut shutdown: crate::source::Shutdown) {
+pub async fn keep_alive(mut con: Con, mut shutdown: crate::shutdown::Shutdown) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(KEEPALIVE) => {}

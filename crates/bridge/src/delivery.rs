@@ -12,7 +12,9 @@
 
 use crate::conn::Con;
 use crate::entries::{Body, Entry};
-use crate::source::{DeliveryError, Outbound, Shutdown, Source};
+use crate::message::Outbound;
+use crate::shutdown::Shutdown;
+use crate::source::{DeliveryError, Source};
 use crate::stats::Counter;
 use oxidepm_lanes::bridge_config::RetryConfig;
 use oxidepm_lanes::stream_key::dead_letter;

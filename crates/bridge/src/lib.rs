@@ -21,7 +21,9 @@
 //! * [`conn`] — connections to the private Redis;
 //! * [`stats`] — the counters in `bridge:stats`;
 //! * [`publish`] — the only way into an inbox;
-//! * [`source`] — the `Source` trait and the messages it handles;
+//! * [`message`] — the messages a source handles, in and out;
+//! * [`source`] — the `Source` trait and its error;
+//! * [`shutdown`] — telling every loop that the bridge stops;
 //! * [`wire`] — the reader's connection, whose replies are read piece by
 //!   piece under byte bounds;
 //! * [`entries`] — outbox entries as the reader reads them: kept within
@@ -46,12 +48,14 @@
 mod conn;
 mod delivery;
 mod entries;
+mod message;
 mod outbox;
 mod publish;
 mod readers;
 mod routing;
 mod service;
 mod shared_routes;
+mod shutdown;
 mod source;
 mod sources;
 mod stats;
@@ -59,9 +63,11 @@ mod supervise;
 mod trim;
 mod wire;
 
+pub use message::{Inbound, Outbound};
 pub use oxidepm_lanes::{BridgeConfig, ConfigError};
 pub use publish::{PublishError, Published, Publisher};
 pub use service::{run, Bridge, BridgeError, ReloadReport};
-pub use source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source, SourceError};
+pub use shutdown::Shutdown;
+pub use source::{BoxFuture, DeliveryError, Source, SourceError};
 
 pub use oxidepm_sys::runtime::runtime;

@@ -28,8 +28,8 @@
 //! cost; a lone message still costs one round trip.
 
 use crate::conn::Con;
+use crate::message::Inbound;
 use crate::routing::{RouteKey, Routes, Target};
-use crate::source::Inbound;
 use crate::stats::{Counter, UNROUTED_KEY};
 use oxidepm_lanes::StreamKey;
 use redis::aio::ConnectionLike;

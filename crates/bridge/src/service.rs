@@ -18,9 +18,12 @@ use crate::conn::{ConnectError, RedisTarget};
 use crate::delivery::{DeliveryContext, DeliverySettings};
 use crate::outbox::OutboxPlan;
 use crate::publish::{Publisher, RoutingTable};
-use crate::source::{Shutdown, ShutdownTrigger, Source, SourceError};
-use crate::sources::email::EmailError;
-use crate::sources::webhook::{WebhookError, WebhookSource};
+use crate::shutdown::{Shutdown, ShutdownTrigger};
+use crate::source::{Source, SourceError};
+use crate::sources::consult::ConsultSource;
+use crate::sources::discord::DiscordSource;
+use crate::sources::email::EmailSource;
+use crate::sources::webhook::WebhookSource;
 use oxidepm_lanes::bridge_config::BridgeConfig;
 use oxidepm_lanes::ConfigError;
 use oxidepm_lanes::{SecretError, StreamKey};
@@ -49,15 +52,9 @@ pub enum BridgeError {
     /// The bridge's password cannot be read.
     #[error(transparent)]
     Password(#[from] SecretError),
-    /// The webhook cannot run.
+    /// A source cannot run.
     #[error(transparent)]
-    Webhook(#[from] WebhookError),
-    /// The email source cannot run.
-    #[error(transparent)]
-    Email(#[from] EmailError),
-    /// The discord source cannot run.
-    #[error(transparent)]
-    Discord(#[from] crate::sources::discord::DiscordError),
+    Source(#[from] SourceError),
     /// Redis does not take the bridge's connection.
     #[error(transparent)]
     Connect(#[from] ConnectError),
@@ -87,25 +84,30 @@ pub struct Sources {
 }
 
 /// Builds the source implementations a configuration asks for. To add a
-/// source, construct it here from its configuration section.
+/// source, construct it here from its configuration section: one line.
 pub fn build_sources(cfg: &BridgeConfig) -> Result<Sources, BridgeError> {
     let mut all: Vec<Arc<dyn Source>> = Vec::new();
     let mut webhook_addr = None;
     if let Some(w) = &cfg.webhook {
-        let hook = WebhookSource::bind(w)?;
+        let hook = WebhookSource::bind(w).map_err(SourceError::from)?;
         webhook_addr = Some(hook.local_addr());
         all.push(Arc::new(hook));
     }
-    if let Some(mail) = crate::sources::email::EmailSource::new(cfg)? {
-        all.push(Arc::new(mail));
-    }
-    if let Some(consult) = crate::sources::consult::ConsultSource::new(cfg) {
-        all.push(Arc::new(consult));
-    }
-    if let Some(discord) = crate::sources::discord::DiscordSource::new(cfg)? {
-        all.push(Arc::new(discord));
-    }
+    add(&mut all, EmailSource::new(cfg))?;
+    add(&mut all, Ok::<_, SourceError>(ConsultSource::new(cfg)))?;
+    add(&mut all, DiscordSource::new(cfg))?;
     Ok(Sources { all, webhook_addr })
+}
+
+/// Adds a source that was built, if the configuration asks for it.
+fn add<S: Source + 'static>(
+    all: &mut Vec<Arc<dyn Source>>,
+    built: Result<Option<S>, impl Into<SourceError>>,
+) -> Result<(), BridgeError> {
+    if let Some(s) = built.map_err(Into::into)? {
+        all.push(Arc::new(s));
+    }
+    Ok(())
 }
 
 /// Source name → the source that delivers its outboxes: each source its
@@ -325,12 +327,12 @@ impl Bridge {
             tasks: Mutex::new(tasks),
         });
         if let Some((con, sd)) = watch_shared {
-            let w = tokio::spawn(crate::shared_routes::watch(
-                Arc::downgrade(&bridge),
-                con,
-                shared_raw,
-                sd,
-            ));
+            let weak = Arc::downgrade(&bridge);
+            let apply = move |routes| {
+                let bridge = weak.upgrade()?;
+                Some(bridge.set_shared_routes(routes).map(|r| r.to_string()))
+            };
+            let w = tokio::spawn(crate::shared_routes::watch(apply, con, shared_raw, sd));
             bridge
                 .tasks
                 .lock()

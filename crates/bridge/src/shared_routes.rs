@@ -7,11 +7,9 @@
 //! force staying.
 
 use crate::conn::Con;
-use crate::service::Bridge;
-use crate::source::Shutdown;
+use crate::shutdown::Shutdown;
 use oxidepm_lanes::bridge_config::RouteConfig;
 use oxidepm_lanes::shared_routes::{decode, MAX_SHARED_ROUTES, SHARED_ROUTES_KEY};
-use std::sync::Weak;
 use std::time::Duration;
 
 /// How often the hash is read.
@@ -54,9 +52,10 @@ pub fn parse(raw: &[(Vec<u8>, Vec<u8>)]) -> Vec<RouteConfig> {
 }
 
 /// Reads the hash every [`EVERY`] until the bridge stops (or is gone) and
-/// applies its routes when they change.
-pub async fn watch(
-    bridge: Weak<Bridge>,
+/// applies its routes when they change: `apply` puts them in force and
+/// says what changed, or is `None` once the bridge is gone.
+pub async fn watch<E: std::fmt::Display>(
+    mut apply: impl FnMut(Vec<RouteConfig>) -> Option<Result<String, E>>,
     mut con: Con,
     mut last: Vec<(Vec<u8>, Vec<u8>)>,
     mut shutdown: Shutdown,
@@ -82,12 +81,10 @@ pub async fn watch(
         if raw == last {
             continue;
         }
-        let Some(bridge) = bridge.upgrade() else {
-            return;
-        };
-        match bridge.set_shared_routes(parse(&raw)) {
-            Ok(report) => log::info!("shared routes changed: {report}"),
-            Err(e) => log::error!("the shared routes cannot be applied: {e}"),
+        match apply(parse(&raw)) {
+            None => return,
+            Some(Ok(report)) => log::info!("shared routes changed: {report}"),
+            Some(Err(e)) => log::error!("the shared routes cannot be applied: {e}"),
         }
         last = raw;
     }

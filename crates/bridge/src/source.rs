@@ -4,7 +4,7 @@
 //! A source does two things and nothing else:
 //!
 //! * **inbound** — it runs a loop (an HTTP listener, a Maildir watcher, a
-//!   chat gateway) that turns what arrives into [`Inbound`] messages and
+//!   chat gateway) that turns what arrives into [`Inbound`](crate::Inbound) messages and
 //!   hands each to the [`Publisher`]. Routing, the stream keys and the
 //!   counters are the publisher's business. When `publish` fails (the
 //!   private Redis is unavailable) the source must tell its sender that the
@@ -18,71 +18,26 @@
 //!   a time, in order; delivery is at-least-once, so a sink that must not
 //!   repeat itself de-duplicates on [`Outbound::id`].
 //!
-//! To add a source: implement this trait in a module of its own and
-//! construct it in `service::build_sources` from its configuration section.
-//! Nothing in routing or delivery changes.
+//! Its failures are a [`SourceError`]: the source's name and its own error,
+//! boxed, so that this module knows no source in particular.
+//!
+//! To add a source: implement this trait in a folder of its own under
+//! `sources/` (with `From` its error for [`SourceError`]) and construct it
+//! in `service::build_sources` from its section of the configuration (one
+//! type in `oxidepm_lanes::sources`). Nothing in routing or delivery
+//! changes.
 //!
 //! The trait is dyn-compatible (the bridge holds `Arc<dyn Source>`), so its
 //! async methods return boxed futures.
 
+use crate::message::Outbound;
 use crate::publish::Publisher;
+use crate::shutdown::Shutdown;
 use std::future::Future;
 use std::pin::Pin;
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// One message from the outside world, before routing.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Inbound {
-    /// The source name (the `<source>` of `<agent>:<source>:inbox`).
-    pub source: String,
-    /// Channel id (may be empty when the source has none).
-    pub channel: String,
-    /// Guild (server, workspace) id, when the source has one.
-    pub guild: Option<String>,
-    /// The address it was sent to (mail), when the source has one.
-    pub address: Option<String>,
-    /// Who sent it, as the source names them.
-    pub sender: String,
-    /// The text.
-    pub text: String,
-    /// The source's own id of the message (for de-duplication), if any.
-    pub external_id: Option<String>,
-    /// More fields for the inbox entry (a mail's subject, …); a name the
-    /// bridge writes itself is ignored here.
-    pub extra: Vec<(String, String)>,
-}
-
-/// One outbox entry to deliver.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Outbound {
-    /// The agent that wrote it: taken from the outbox key, never from the
-    /// entry's fields.
-    pub agent: String,
-    /// The source (family) of the outbox.
-    pub source: String,
-    /// The outbox key, `<agent>:<source>:outbox`.
-    pub stream: String,
-    /// The entry id: stable across redeliveries, for de-duplication.
-    pub id: String,
-    /// The entry's `channel` field ("" when it has none).
-    pub channel: String,
-    /// The entry's `text` field ("" when it has none).
-    pub text: String,
-    /// Every field of the entry as written by the agent, in order.
-    pub fields: Vec<(String, String)>,
-}
-
-impl Outbound {
-    /// The first value of a field.
-    pub fn field(&self, name: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 /// Why a delivery failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,50 +61,40 @@ impl std::fmt::Display for DeliveryError {
     }
 }
 
-/// Tells long-running loops that the bridge is stopping.
-#[derive(Clone, Debug)]
-pub struct Shutdown(tokio::sync::watch::Receiver<bool>);
-
-/// Sets off a [`Shutdown`].
-#[derive(Debug)]
-pub struct ShutdownTrigger(tokio::sync::watch::Sender<bool>);
-
-impl Shutdown {
-    /// A new pair.
-    pub fn new() -> (ShutdownTrigger, Shutdown) {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        (ShutdownTrigger(tx), Shutdown(rx))
-    }
-
-    /// Whether the bridge is stopping.
-    pub fn is_set(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Resolves once the bridge is stopping.
-    pub async fn wait(&mut self) {
-        // An error means the trigger is gone, which also means stopping.
-        let _ = self.0.wait_for(|s| *s).await;
-    }
-}
-
-impl ShutdownTrigger {
-    /// Tells every [`Shutdown`] to stop.
-    pub fn trigger(&self) {
-        let _ = self.0.send(true);
-    }
-}
-
 /// Why a source stopped taking messages in, or cannot take up a new
-/// configuration: an error of the source that failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    /// The webhook's.
-    #[error(transparent)]
-    Webhook(#[from] crate::sources::webhook::WebhookError),
-    /// The discord source's.
-    #[error(transparent)]
-    Discord(#[from] crate::sources::discord::DiscordError),
+/// configuration: the source's name and its own error, which is what it
+/// reads as (each source's error says what to do already).
+#[derive(Debug)]
+pub struct SourceError {
+    /// The source's name.
+    pub name: String,
+    /// The source's own error.
+    pub cause: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl SourceError {
+    /// Source `name`'s error `cause`.
+    pub fn new(
+        name: impl Into<String>,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> SourceError {
+        SourceError {
+            name: name.into(),
+            cause: cause.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.cause.fmt(f)
+    }
+}
+
+impl std::error::Error for SourceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.source()
+    }
 }
 
 /// One family of outside channels.

@@ -16,7 +16,8 @@
 
 use crate::conn::Con;
 use crate::publish::Publisher;
-use crate::source::{Shutdown, Source};
+use crate::shutdown::Shutdown;
+use crate::source::Source;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::{AbortHandle, JoinHandle};

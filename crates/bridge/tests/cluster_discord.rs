@@ -60,8 +60,8 @@ fn one_gateway_session_across_hosts_and_the_other_takes_over() {
             agent: alice.clone(),
         }];
         let mut d = DiscordConfig::new(token_file.clone());
-        d.gateway_url = Some(standin.gateway_url());
-        d.api_url = Some(standin.api_url());
+        d.settings.gateway_url = Some(standin.gateway_url());
+        d.settings.api_url = Some(standin.api_url());
         cfg.discord = Some(d);
     };
     let url = c.url();

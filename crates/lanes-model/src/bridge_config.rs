@@ -38,20 +38,9 @@
 //! (`<agent>:<source>:inbox`, `bridge:unrouted`) with `MAXLEN ~`; default
 //! 10,000 entries.
 //!
-//! `webhook` keys: `listen` (default 127.0.0.1:8787; another address than
-//! loopback needs `"allow_non_loopback": true`), `token_file` (the bearer
-//! token inbound requests must carry), `deliver` (channel → `http://` URL
-//! that outbox entries of that channel are POSTed to; `"*"` for every other
-//! channel), `relay` (other sources whose outboxes the webhook delivers too,
-//! for an outside gateway that posts to `/in/<source>` and receives by
-//! HTTP; default none), `max_body` (bytes, default 1 MiB), `timeout_ms`
-//! (one delivery, default 10,000), and `limits`, which bound what a
-//! connection may hold before it sends the token: `first_byte_ms` (from
-//! accept to the first byte of a request, default 2,000), `headers_ms` (a
-//! request's headers from their first byte, and a keep-alive connection's
-//! wait for its next request, default 5,000), `body_ms` (a request's body,
-//! default 10,000), `max_connections` (default 256) and
-//! `max_connections_per_ip` (default 16).
+//! `webhook`, `email`, `discord` and `consult`: each source's section, see
+//! [`crate::sources`] (the same settings as daemon.toml's
+//! `[lanes.<source>]`, plus the secret's file the daemon fills in).
 //!
 //! `outbox` keys: `consumer` (the stable consumer name in group `bridge`,
 //! default "bridge-1"), `block_ms` (the blocking read's timeout, which is
@@ -71,18 +60,6 @@
 //! stream, whatever it writes). Delivered entries are trimmed from their outbox (`XTRIM MINID`
 //! below the oldest entry not yet acknowledged), never undelivered ones.
 //!
-//! `consult` (present exactly when `consult` is a source): `rules` (a list
-//! of `{"from": <agent>, "to": <agent>}`) and `limits` (`max_bytes`,
-//! `max_open`, `open_secs`); see [`crate::consult`].
-//!
-//! `email` keys: `maildir` (whose `new/` mail is routed into inboxes),
-//! `smtp` (the relay, `host:port`, for outbox mail), `from` (agent → its
-//! sender address) and `domain` (`<agent>@<domain>` for agents without
-//! one).
-//!
-//! `discord` keys: see [`DiscordConfig`] (the bot token's file, the
-//! gateway and REST addresses for a proxy or a stand-in, inbound bounds).
-//!
 //! `shared_routes` (default false): also take the routes of the hash
 //! `oxidepm:routes` that the daemons of every host sharing the Redis write
 //! (see [`crate::shared_routes`]), re-read about once a second.
@@ -91,11 +68,11 @@
 //! off.
 
 use crate::config::{load_json, ConfigError};
-use crate::consult::{ConsultConfig, CONSULT};
+use crate::consult::ConsultConfig;
 use crate::name::{AgentName, NameError};
+use crate::sources::section::{self, SectionError};
+pub use crate::sources::{DiscordConfig, EmailSettings, WebhookConfig, WebhookSettings};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 /// The hash where the bridge says whether its last reload failed
@@ -106,6 +83,8 @@ pub const STATUS_KEY: &str = "bridge:status";
 pub use crate::bridge_routes::{
     Parked, ParkedRoute, RouteConfig, RouteConfigError, RoutePlan, RouteSelector, RouteSpec,
 };
+pub use crate::sources::discord::{api_host, channels_key, DiscordConfigError};
+pub use crate::sources::webhook::{check_http_url, UrlError, WebhookLimits};
 
 /// The whole file.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -143,7 +122,7 @@ pub struct BridgeConfig {
     pub webhook: Option<WebhookConfig>,
     /// The email source.
     #[serde(default)]
-    pub email: Option<EmailConfig>,
+    pub email: Option<EmailSettings>,
     /// Delivery retries.
     #[serde(default)]
     pub retry: RetryConfig,
@@ -177,93 +156,6 @@ fn bridge_user() -> String {
 
 fn default_sources() -> Vec<String> {
     vec!["webhook".into(), "email".into()]
-}
-
-/// The `webhook` section.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookConfig {
-    /// Address of the HTTP listener.
-    #[serde(default = "default_listen")]
-    pub listen: SocketAddr,
-    /// Allow a listener on another address than loopback.
-    #[serde(default)]
-    pub allow_non_loopback: bool,
-    /// File holding the bearer token inbound requests must carry.
-    pub token_file: PathBuf,
-    /// Channel (or `*`) → URL outbox entries are POSTed to.
-    #[serde(default)]
-    pub deliver: BTreeMap<String, String>,
-    /// Other sources whose outboxes the webhook delivers.
-    #[serde(default)]
-    pub relay: Vec<String>,
-    /// Largest inbound body, in bytes.
-    #[serde(default = "default_max_body")]
-    pub max_body: usize,
-    /// Timeout of one outbound POST, in milliseconds.
-    #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
-    /// Deadlines and connection caps of the listener.
-    #[serde(default)]
-    pub limits: WebhookLimits,
-}
-
-/// The webhook listener's deadlines and caps: no connection holds a slot
-/// long without sending a request that carries the token.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct WebhookLimits {
-    /// From accept to a request's first byte, in milliseconds.
-    pub first_byte_ms: u64,
-    /// For a request's headers from their first byte (and for a keep-alive
-    /// connection's next request), in milliseconds.
-    pub headers_ms: u64,
-    /// For a request's body, in milliseconds.
-    pub body_ms: u64,
-    /// Connections open at once.
-    pub max_connections: usize,
-    /// Connections open at once from one source address.
-    pub max_connections_per_ip: usize,
-}
-
-impl Default for WebhookLimits {
-    fn default() -> WebhookLimits {
-        WebhookLimits {
-            first_byte_ms: 2_000,
-            headers_ms: 5_000,
-            body_ms: 10_000,
-            max_connections: 256,
-            max_connections_per_ip: 16,
-        }
-    }
-}
-
-impl WebhookLimits {
-    /// The first limit that is 0 (which would refuse every request).
-    pub fn zero(&self) -> Option<&'static str> {
-        [
-            ("first_byte_ms", self.first_byte_ms),
-            ("headers_ms", self.headers_ms),
-            ("body_ms", self.body_ms),
-            ("max_connections", self.max_connections as u64),
-            ("max_connections_per_ip", self.max_connections_per_ip as u64),
-        ]
-        .into_iter()
-        .find(|(_, v)| *v == 0)
-        .map(|(k, _)| k)
-    }
-}
-
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 8787))
-}
-
-fn default_max_body() -> usize {
-    1 << 20
-}
-
-fn default_timeout_ms() -> u64 {
-    10_000
 }
 
 /// Delivery retries: `attempts` tries in all, waiting `base_ms`, then twice
@@ -409,32 +301,12 @@ impl BridgeConfig {
                 consumer: o.consumer.clone(),
             });
         }
-        let has_webhook = self.sources.iter().any(|s| s == "webhook");
-        match (&self.webhook, has_webhook) {
-            (None, true) => return Err(BridgeConfigError::NoWebhookSection),
-            (Some(_), false) => return Err(BridgeConfigError::WebhookNotSource),
-            (Some(w), true) => w.check(self)?,
-            (None, false) => {}
-        }
-        let has_discord = self.sources.iter().any(|s| s == "discord");
-        match (&self.discord, has_discord) {
-            (None, true) => return Err(BridgeConfigError::NoDiscordSection),
-            (Some(_), false) => return Err(BridgeConfigError::DiscordNotSource),
-            (Some(d), true) => d.check()?,
-            (None, false) => {}
-        }
-        self.check_consult()
-    }
-
-    /// The `consult` section goes with the `consult` source, both or
-    /// neither, and its bounds are positive.
-    fn check_consult(&self) -> Result<(), BridgeConfigError> {
-        let has_source = self.sources.iter().any(|s| s == CONSULT);
-        match (&self.consult, has_source) {
-            (None, true) | (Some(_), false) => Err(BridgeConfigError::ConsultSection),
-            (Some(c), true) => c.limits.check().map_err(BridgeConfigError::ConsultLimits),
-            (None, false) => Ok(()),
-        }
+        // Each source's section, in the order its errors are reported.
+        section::check(self.webhook.as_ref(), &self.sources)?;
+        section::check(self.discord.as_ref(), &self.sources)?;
+        section::check(self.consult.as_ref(), &self.sources)?;
+        section::check(self.email.as_ref(), &self.sources)?;
+        Ok(())
     }
 }
 
@@ -447,49 +319,6 @@ impl BridgeConfig {
             &self.agents,
             &self.sources,
         )
-    }
-}
-
-impl WebhookConfig {
-    /// A `webhook` section with the defaults of every optional key.
-    pub fn new(listen: SocketAddr, token_file: PathBuf) -> WebhookConfig {
-        WebhookConfig {
-            listen,
-            allow_non_loopback: false,
-            token_file,
-            deliver: BTreeMap::new(),
-            relay: Vec::new(),
-            max_body: default_max_body(),
-            timeout_ms: default_timeout_ms(),
-            limits: WebhookLimits::default(),
-        }
-    }
-
-    fn check(&self, cfg: &BridgeConfig) -> Result<(), BridgeConfigError> {
-        if !self.listen.ip().is_loopback() && !self.allow_non_loopback {
-            return Err(BridgeConfigError::NotLoopback {
-                listen: self.listen,
-            });
-        }
-        for (channel, url) in &self.deliver {
-            check_http_url(url).map_err(|source| BridgeConfigError::DeliverUrl {
-                channel: channel.clone(),
-                source,
-            })?;
-        }
-        for r in &self.relay {
-            // Consult outboxes are the consult router's: never posted out.
-            if r == "webhook" || r == CONSULT || !cfg.sources.iter().any(|s| s == r) {
-                return Err(BridgeConfigError::Relay { name: r.clone() });
-            }
-        }
-        if self.max_body == 0 || self.timeout_ms == 0 {
-            return Err(BridgeConfigError::WebhookLimits);
-        }
-        if let Some(key) = self.limits.zero() {
-            return Err(BridgeConfigError::WebhookLimit { key });
-        }
-        Ok(())
     }
 }
 
@@ -511,55 +340,6 @@ pub fn check_source_name(s: &str) -> Result<(), SourceNameError> {
 pub struct SourceNameError {
     /// The name as given.
     pub name: String,
-}
-
-/// Checks that `url` is an `http://` URL with a host.
-pub fn check_http_url(url: &str) -> Result<http::Uri, UrlError> {
-    let uri: http::Uri = match url.parse() {
-        Ok(u) => u,
-        Err(source) => {
-            return Err(UrlError::NotAUrl {
-                url: url.to_string(),
-                source,
-            })
-        }
-    };
-    if uri.scheme_str() != Some("http") {
-        return Err(UrlError::NotHttp {
-            url: url.to_string(),
-        });
-    }
-    if uri.host().is_none_or(str::is_empty) {
-        return Err(UrlError::NoHost {
-            url: url.to_string(),
-        });
-    }
-    Ok(uri)
-}
-
-/// Why a delivery URL cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum UrlError {
-    /// It does not parse.
-    #[error("{url:?} is not a URL: {source}")]
-    NotAUrl {
-        /// The URL as given.
-        url: String,
-        /// Why it does not parse.
-        source: http::uri::InvalidUri,
-    },
-    /// Another scheme than `http`.
-    #[error("{url:?}: only http:// URLs are supported")]
-    NotHttp {
-        /// The URL as given.
-        url: String,
-    },
-    /// No host to connect to.
-    #[error("{url:?} has no host")]
-    NoHost {
-        /// The URL as given.
-        url: String,
-    },
 }
 
 /// Why the bridge's values do not fit together.
@@ -586,78 +366,16 @@ pub enum BridgeConfigError {
         /// The name as given.
         consumer: String,
     },
-    /// `webhook` is a source without its section.
-    #[error("webhook is a source but there is no webhook section (it needs at least token_file)")]
-    NoWebhookSection,
-    /// A webhook section without the source.
-    #[error("there is a webhook section but webhook is not in sources")]
-    WebhookNotSource,
-    /// A listen address off loopback without the setting that allows it.
-    #[error(
-        "webhook.listen {listen} is not a loopback address; set webhook.allow_non_loopback = true to listen there"
-    )]
-    NotLoopback {
-        /// The address.
-        listen: SocketAddr,
-    },
-    /// A delivery URL cannot be used.
-    #[error("webhook.deliver[{channel:?}]: {source}")]
-    DeliverUrl {
-        /// The channel it is for.
-        channel: String,
-        /// Why.
-        source: UrlError,
-    },
-    /// `webhook.relay` names no other source.
-    #[error("webhook.relay names {name:?}, which is not another configured source")]
-    Relay {
-        /// The name.
-        name: String,
-    },
-    /// A webhook limit is 0.
-    #[error("webhook.max_body and webhook.timeout_ms must be positive")]
-    WebhookLimits,
-    /// A deadline or cap of `webhook.limits` is 0.
-    #[error("webhook.limits.{key} must be positive: 0 would refuse every request")]
-    WebhookLimit {
-        /// The key.
-        key: &'static str,
-    },
-    /// `consult` is a source without its section, or the other way round.
-    #[error("consult is a source exactly when there is a consult section: add or remove both")]
-    ConsultSection,
-    /// A bound of `consult.limits` cannot be met.
-    #[error("consult.limits.{0}")]
-    ConsultLimits(#[source] crate::consult::LimitError),
-    /// The `discord` section cannot be used.
+    /// A source's section is missing or cannot be used.
     #[error(transparent)]
-    Discord(#[from] DiscordConfigError),
-    /// `discord` is a source without its section.
-    #[error("discord is a source but there is no discord section (it needs at least token_file)")]
-    NoDiscordSection,
-    /// A discord section without the source.
-    #[error("there is a discord section but discord is not in sources")]
-    DiscordNotSource,
+    Section(#[from] SectionError),
 }
 
-/// The `email` section of the bridge's configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmailConfig {
-    /// Maildir whose `new/` is read.
-    pub maildir: String,
-    /// SMTP relay, `host:port`.
-    pub smtp: String,
-    /// Address of each agent.
-    #[serde(default)]
-    pub from: BTreeMap<String, String>,
-    /// Domain of agents without an address: `<agent>@<domain>`.
-    #[serde(default)]
-    pub domain: Option<String>,
+impl From<BridgeConfigError> for ConfigError {
+    fn from(e: BridgeConfigError) -> ConfigError {
+        ConfigError::Invalid(Box::new(e))
+    }
 }
-
-mod discord;
-pub use discord::{api_host, channels_key, DiscordConfig, DiscordConfigError};
 
 #[cfg(test)]
 mod tests;

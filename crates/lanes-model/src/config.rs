@@ -1,26 +1,46 @@
 //! Configuration files of the lanes processes: reading them and saying what
-//! is wrong with one.
+//! is wrong with one. Each file's type owns its checks and their error
+//! (`BridgeConfigError`, `ProxyConfigError`); this reader knows none of
+//! them.
 
-use crate::bridge_config::BridgeConfigError;
-use crate::proxy_config::ProxyConfigError;
+use std::error::Error;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// A configuration file of a lanes process (proxy, bridge) that cannot be
 /// used, with what to fix.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub enum ConfigError {
     /// The file cannot be read.
-    #[error("cannot read {}: {}", .0.display(), .1)]
-    Read(PathBuf, #[source] std::io::Error),
+    Read(PathBuf, std::io::Error),
     /// The file is not valid JSON of the expected shape.
-    #[error("{} is not a valid configuration: {}", .0.display(), .1)]
-    Parse(PathBuf, #[source] serde_json::Error),
-    /// The bridge's values do not fit together.
-    #[error(transparent)]
-    Bridge(#[from] BridgeConfigError),
-    /// The proxy's values do not fit together.
-    #[error(transparent)]
-    Proxy(#[from] ProxyConfigError),
+    Parse(PathBuf, serde_json::Error),
+    /// The values do not fit together: the file's own error, which reads
+    /// as it does.
+    Invalid(Box<dyn Error + Send + Sync>),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Read(path, e) => write!(f, "cannot read {}: {e}", path.display()),
+            ConfigError::Parse(path, e) => {
+                write!(f, "{} is not a valid configuration: {e}", path.display())
+            }
+            ConfigError::Invalid(e) => e.fmt(f),
+        }
+    }
+}
+
+impl Error for ConfigError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            ConfigError::Read(_, e) => Some(e),
+            ConfigError::Parse(_, e) => Some(e),
+            // Transparent: the file's error stands for itself.
+            ConfigError::Invalid(e) => e.source(),
+        }
+    }
 }
 
 /// Reads a JSON configuration file of type `T`.

@@ -1,8 +1,9 @@
 //! The vocabulary of oxidepm's message lanes, shared by the daemon, the
 //! auth proxy, the bridge and the benchmark so that each rule exists once:
 //! agent names, stream keys, ACL users and their rules, secrets, and the
-//! configuration files the daemon writes for the proxy and the bridge. No
-//! sockets, no async.
+//! configuration files the daemon writes for the proxy and the bridge,
+//! with each bridge source's settings (one type, read from daemon.toml and
+//! written into the bridge's file as is). No sockets, no async.
 
 // Tests wait for processes and sleep between looks: what blocks here
 // blocks a test, never the daemon.
@@ -22,6 +23,7 @@ pub mod responder;
 pub mod secret;
 pub mod shared_routes;
 pub mod source_status;
+pub mod sources;
 pub mod stream_key;
 
 pub use acl::{AclUser, UserError};

@@ -73,7 +73,7 @@ pub struct ProxyConfig {
     /// The responders' lanes (apps of kind `responder`), served in the
     /// proxy's responder mode. Absent: none.
     #[serde(default)]
-    pub responders: Vec<crate::responder::ResponderConfig>,
+    pub responders: Vec<ResponderConfig>,
 }
 
 fn yes() -> bool {
@@ -266,7 +266,7 @@ impl ProxyConfig {
                 return Err(ProxyConfigError::MaxConnections { agent: agent() });
             }
         }
-        crate::responder::validate(&self.responders, &self.agents)
+        validate_responders(&self.responders, &self.agents)
     }
 
     /// The lane of agent `name`.
@@ -392,131 +392,100 @@ pub enum ProxyConfigError {
     },
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The largest `MAXLEN` a reply may give by default (`[lanes]
+/// responder_inbox_maxlen`): every reply caps the inbox it goes to, so a
+/// responder cannot fill Redis through one agent's inbox.
+pub const DEFAULT_INBOX_MAXLEN: u64 = 1000;
 
-    #[test]
-    fn parses_the_documented_form() {
-        let cfg: ProxyConfig = serde_json::from_str(
-            r#"{ "upstream": "/r.sock", "lanes_dir": "/l", "agents": [
-                 {"name":"alice","password_file":"/s/a","uid":1001,"socket_mode":384,
-                  "rate_limit": null, "maxlen": null} ] }"#,
-        )
-        .unwrap();
-        cfg.validate().unwrap();
-        assert!(cfg.check_peer_uid);
-        assert_eq!(cfg.limits.max_pipeline, 1024);
-        assert_eq!(cfg.limits.max_bulk, 1 << 20);
-        assert!(cfg.families.is_empty(), "no family unless listed");
-        let a = cfg.agent("alice").unwrap();
-        assert_eq!(
-            (a.uid, a.socket_mode, a.max_connections, a.quota),
-            (Some(1001), 0o600, 16, None)
-        );
-    }
+/// The largest reply by default (`[lanes] responder_reply_max_bytes`), in
+/// bytes of field names and values: with the inbox's `MAXLEN`, it bounds
+/// the memory a responder can fill in one agent's inbox (1000 replies of a
+/// whole command each would be a gigabyte).
+pub const DEFAULT_REPLY_MAX_BYTES: usize = 64 << 10;
 
-    #[test]
-    fn rejects_bad_names() {
-        for name in ["a*", "Alice", "bridge"] {
-            let text = format!(
-                r#"{{"upstream":"/r","lanes_dir":"/l","agents":[{{"name":"{name}","password_file":"/p"}}]}}"#
-            );
-            let e = serde_json::from_str::<ProxyConfig>(&text).unwrap_err();
-            assert!(e.to_string().contains("agent name"), "{name}: {e}");
+/// One responder's lane in the proxy's configuration.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ResponderConfig {
+    /// The responder (its family, group and socket name).
+    pub name: AgentName,
+    /// File holding the clear password of ACL user `resp_<name>`.
+    pub password_file: PathBuf,
+    /// Owner of the socket and the uid allowed to connect (default: the
+    /// proxy's own).
+    #[serde(default)]
+    pub uid: Option<u32>,
+    /// Client connections at once.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// The largest `MAXLEN` a reply may give (every reply gives one).
+    #[serde(default = "default_inbox_maxlen")]
+    pub inbox_maxlen: u64,
+    /// The largest reply, in bytes of field names and values.
+    #[serde(default = "default_reply_max_bytes")]
+    pub reply_max_bytes: usize,
+}
+
+fn default_inbox_maxlen() -> u64 {
+    DEFAULT_INBOX_MAXLEN
+}
+
+fn default_reply_max_bytes() -> usize {
+    DEFAULT_REPLY_MAX_BYTES
+}
+
+impl ResponderConfig {
+    /// The lane of responder `name` with the defaults of every optional key.
+    pub fn new(name: AgentName, password_file: PathBuf) -> ResponderConfig {
+        ResponderConfig {
+            name,
+            password_file,
+            uid: None,
+            max_connections: default_max_connections(),
+            inbox_maxlen: DEFAULT_INBOX_MAXLEN,
+            reply_max_bytes: DEFAULT_REPLY_MAX_BYTES,
         }
-    }
-
-    #[test]
-    fn writes_what_it_reads() {
-        let mut a = AgentConfig::new("alice".parse().unwrap(), "/s/agent_alice".into());
-        a.uid = Some(1001);
-        a.rate_limit = Some(2.5);
-        let cfg = ProxyConfig::new(PathBuf::from("/r.sock"), "/l".into(), vec![a]);
-        let text = serde_json::to_string(&cfg).unwrap();
-        assert_eq!(serde_json::from_str::<ProxyConfig>(&text).unwrap(), cfg);
-        let minimal: ProxyConfig = serde_json::from_str(
-            r#"{"upstream":"/r.sock","lanes_dir":"/l","agents":[
-                {"name":"alice","password_file":"/s/agent_alice","uid":1001,"rate_limit":2.5}]}"#,
-        )
-        .unwrap();
-        assert_eq!(minimal, cfg);
-        assert_eq!(
-            agent_socket(&cfg.lanes_dir, &cfg.agents[0].name),
-            Path::new("/l/alice.sock")
-        );
-    }
-
-    #[test]
-    fn rejects_typos() {
-        assert!(serde_json::from_str::<ProxyConfig>(
-            r#"{"upstream":"/r","lanes_dir":"/l","agents":[{"name":"a","password_file":"/p","ratelimit":5}]}"#
-        )
-        .is_err());
-    }
-
-    #[test]
-    fn rejects_duplicates_and_zero_limits() {
-        let mut cfg: ProxyConfig = serde_json::from_str(
-            r#"{"upstream":"/r","lanes_dir":"/l","agents":[
-                {"name":"a","password_file":"/p"},{"name":"a","password_file":"/q"}]}"#,
-        )
-        .unwrap();
-        assert!(cfg.validate().is_err());
-        cfg.agents.pop();
-        cfg.validate().unwrap();
-        cfg.agents[0].maxlen = Some(0);
-        assert!(cfg.validate().is_err());
-        cfg.agents[0].maxlen = None;
-        cfg.agents[0].quota = Some(0);
-        assert!(cfg.validate().is_err());
-    }
-
-    #[test]
-    fn rejects_bounds_that_cannot_be_met() {
-        let mut cfg = ProxyConfig::new(PathBuf::from("/r"), "/l".into(), Vec::new());
-        cfg.validate().unwrap();
-        cfg.limits.lane_buffer = cfg.limits.max_command - 1;
-        assert!(matches!(
-            cfg.validate(),
-            Err(ProxyConfigError::LaneBuffer { .. })
-        ));
-        cfg.limits = LimitsConfig {
-            command_timeout_ms: 0,
-            ..LimitsConfig::default()
-        };
-        assert_eq!(cfg.validate(), Err(ProxyConfigError::Limits));
-        cfg.limits = LimitsConfig {
-            max_consumers: 0,
-            ..LimitsConfig::default()
-        };
-        assert_eq!(cfg.validate(), Err(ProxyConfigError::Limits));
-        for limits in [
-            LimitsConfig {
-                max_transaction_commands: 0,
-                ..LimitsConfig::default()
-            },
-            LimitsConfig {
-                max_transaction_bytes: 0,
-                ..LimitsConfig::default()
-            },
-        ] {
-            cfg.limits = limits;
-            assert_eq!(cfg.validate(), Err(ProxyConfigError::Limits));
-        }
-        cfg.limits = LimitsConfig {
-            reply_buffer: 100,
-            ..LimitsConfig::default()
-        };
-        assert!(cfg.validate().is_err());
-        cfg.limits = LimitsConfig::default();
-        for bad in [&["webhook", "webhook"][..], &["a*"], &["a:b"], &[""]] {
-            cfg.families = bad.iter().map(|s| s.to_string()).collect();
-            assert!(cfg.validate().is_err(), "{bad:?}");
-        }
-        cfg.families = vec!["webhook".into(), "ops".into()];
-        cfg.validate().unwrap();
-        cfg.meter_interval_ms = 0;
-        assert!(cfg.validate().is_err());
     }
 }
+
+/// Checks the responders against each other and the agents: a name is
+/// one lane's only.
+fn validate_responders(
+    responders: &[ResponderConfig],
+    agents: &[AgentConfig],
+) -> Result<(), ProxyConfigError> {
+    for (i, r) in responders.iter().enumerate() {
+        let twice = responders[..i].iter().any(|o| o.name == r.name)
+            || agents.iter().any(|a| a.name == r.name);
+        if twice {
+            return Err(ProxyConfigError::Twice {
+                agent: r.name.clone(),
+            });
+        }
+        if r.max_connections == 0 {
+            return Err(ProxyConfigError::MaxConnections {
+                agent: r.name.clone(),
+            });
+        }
+        if r.inbox_maxlen == 0 {
+            return Err(ProxyConfigError::Maxlen {
+                agent: r.name.clone(),
+            });
+        }
+        if r.reply_max_bytes == 0 {
+            return Err(ProxyConfigError::ReplyMaxBytes {
+                agent: r.name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl From<ProxyConfigError> for ConfigError {
+    fn from(e: ProxyConfigError) -> ConfigError {
+        ConfigError::Invalid(Box::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests;

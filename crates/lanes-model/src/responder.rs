@@ -5,9 +5,11 @@
 #![doc = include_str!("../../../docs/responders.md")]
 
 use crate::name::AgentName;
-use crate::proxy_config::{AgentConfig, ProxyConfigError};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+// A responder's lane and its bounds are the proxy's configuration; they
+// are named here too, with the rest of the contract.
+pub use crate::proxy_config::{ResponderConfig, DEFAULT_INBOX_MAXLEN, DEFAULT_REPLY_MAX_BYTES};
 
 /// Names no responder app may take: the built-in sources, agents'
 /// consultations and the built-in `ops` responder.
@@ -16,17 +18,6 @@ pub const BUILTIN_FAMILIES: &[&str] = &["webhook", "email", "discord", "consult"
 /// The fields of a reply that name the request it answers (the first is
 /// what `ops` writes; the second a shorter alias).
 pub const REQUEST_ID_FIELDS: &[&str] = &["request_id", "re"];
-
-/// The largest `MAXLEN` a reply may give by default (`[lanes]
-/// responder_inbox_maxlen`): every reply caps the inbox it goes to, so a
-/// responder cannot fill Redis through one agent's inbox.
-pub const DEFAULT_INBOX_MAXLEN: u64 = 1000;
-
-/// The largest reply by default (`[lanes] responder_reply_max_bytes`), in
-/// bytes of field names and values: with the inbox's `MAXLEN`, it bounds
-/// the memory a responder can fill in one agent's inbox (1000 replies of a
-/// whole command each would be a gigabyte).
-pub const DEFAULT_REPLY_MAX_BYTES: usize = 64 << 10;
 
 /// The consumer group responder `name` reads its outboxes with: its name.
 pub fn group(name: &str) -> &str {
@@ -46,88 +37,6 @@ pub fn is_entry_id(id: &[u8]) -> bool {
     let digits = |p: &[u8]| !p.is_empty() && p.len() <= 20 && p.iter().all(u8::is_ascii_digit);
     let ms = parts.next().unwrap_or(b"");
     digits(ms) && parts.next().is_none_or(digits)
-}
-
-/// One responder's lane in the proxy's configuration.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ResponderConfig {
-    /// The responder (its family, group and socket name).
-    pub name: AgentName,
-    /// File holding the clear password of ACL user `resp_<name>`.
-    pub password_file: PathBuf,
-    /// Owner of the socket and the uid allowed to connect (default: the
-    /// proxy's own).
-    #[serde(default)]
-    pub uid: Option<u32>,
-    /// Client connections at once.
-    #[serde(default = "default_max_connections")]
-    pub max_connections: usize,
-    /// The largest `MAXLEN` a reply may give (every reply gives one).
-    #[serde(default = "default_inbox_maxlen")]
-    pub inbox_maxlen: u64,
-    /// The largest reply, in bytes of field names and values.
-    #[serde(default = "default_reply_max_bytes")]
-    pub reply_max_bytes: usize,
-}
-
-fn default_max_connections() -> usize {
-    crate::proxy_config::DEFAULT_MAX_CONNECTIONS
-}
-
-fn default_inbox_maxlen() -> u64 {
-    DEFAULT_INBOX_MAXLEN
-}
-
-fn default_reply_max_bytes() -> usize {
-    DEFAULT_REPLY_MAX_BYTES
-}
-
-impl ResponderConfig {
-    /// The lane of responder `name` with the defaults of every optional key.
-    pub fn new(name: AgentName, password_file: PathBuf) -> ResponderConfig {
-        ResponderConfig {
-            name,
-            password_file,
-            uid: None,
-            max_connections: default_max_connections(),
-            inbox_maxlen: DEFAULT_INBOX_MAXLEN,
-            reply_max_bytes: DEFAULT_REPLY_MAX_BYTES,
-        }
-    }
-}
-
-/// Checks the responders against each other and the agents: a name is
-/// one lane's only.
-pub fn validate(
-    responders: &[ResponderConfig],
-    agents: &[AgentConfig],
-) -> Result<(), ProxyConfigError> {
-    for (i, r) in responders.iter().enumerate() {
-        let twice = responders[..i].iter().any(|o| o.name == r.name)
-            || agents.iter().any(|a| a.name == r.name);
-        if twice {
-            return Err(ProxyConfigError::Twice {
-                agent: r.name.clone(),
-            });
-        }
-        if r.max_connections == 0 {
-            return Err(ProxyConfigError::MaxConnections {
-                agent: r.name.clone(),
-            });
-        }
-        if r.inbox_maxlen == 0 {
-            return Err(ProxyConfigError::Maxlen {
-                agent: r.name.clone(),
-            });
-        }
-        if r.reply_max_bytes == 0 {
-            return Err(ProxyConfigError::ReplyMaxBytes {
-                agent: r.name.clone(),
-            });
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -153,15 +62,5 @@ mod tests {
         ] {
             assert!(!is_entry_id(bad.as_bytes()), "{bad}");
         }
-    }
-
-    #[test]
-    fn a_name_is_one_lanes() {
-        let r = ResponderConfig::new("echo".parse().unwrap(), "/s/resp_echo".into());
-        validate(std::slice::from_ref(&r), &[]).unwrap();
-        assert!(validate(&[r.clone(), r.clone()], &[]).is_err());
-        let a = AgentConfig::new("echo".parse().unwrap(), "/s/agent_echo".into());
-        assert!(validate(std::slice::from_ref(&r), &[a]).is_err());
-        assert_eq!(group("echo"), "echo");
     }
 }

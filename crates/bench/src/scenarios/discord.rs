@@ -61,10 +61,10 @@ fn start_bridge(
         agent: agent(0),
     }];
     let mut d = DiscordConfig::new(dir.join("discord_token"));
-    d.gateway_url = Some(standin.gateway_url());
-    d.api_url = Some(standin.api_url());
+    d.settings.gateway_url = Some(standin.gateway_url());
+    d.settings.api_url = Some(standin.api_url());
     // Every dispatched message must be taken, however many.
-    d.dedupe_ids = 1 << 16;
+    d.settings.dedupe_ids = 1 << 16;
     cfg.discord = Some(d);
     spawn_bridge(exe, dir, &cfg, procs)?;
     if !standin.wait_connected(Duration::from_secs(30)) {

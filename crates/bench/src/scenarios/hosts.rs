@@ -259,7 +259,9 @@ fn start_bridge(
     let port = oxidepm_testkit::free_port();
     let listen = SocketAddr::from(([127, 0, 0, 1], port));
     let mut w = WebhookConfig::new(listen, bdir.join("token"));
-    w.deliver.insert("*".into(), format!("http://{sink}/out"));
+    w.settings
+        .deliver
+        .insert("*".into(), format!("http://{sink}/out"));
     cfg.webhook = Some(w);
     cfg.outbox.consumer = format!("host-{i}");
     spawn_bridge(exe, &bdir, &cfg, procs)?;

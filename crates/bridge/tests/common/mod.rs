@@ -75,7 +75,7 @@ impl BridgeProc {
         let port = oxidepm_testkit::free_port();
         let webhook = SocketAddr::from(([127, 0, 0, 1], port));
         let mut w = WebhookConfig::new(webhook, dir.path().join("token"));
-        w.deliver.insert("*".into(), sink.to_string());
+        w.settings.deliver.insert("*".into(), sink.to_string());
         cfg.webhook = Some(w);
         cfg.outbox.consumer = host.into();
         cfg.outbox.block_ms = 200;

@@ -18,10 +18,10 @@ fn defaults() {
     assert_eq!(c.retry, RetryConfig::default());
     assert_eq!(c.outbox.consumer, "bridge-1");
     let w = c.webhook.unwrap();
-    assert_eq!(w.listen.to_string(), "127.0.0.1:8787");
+    assert_eq!(w.settings.listen.to_string(), "127.0.0.1:8787");
     assert_eq!(w.max_body, 1 << 20);
-    assert_eq!(w.limits, WebhookLimits::default());
-    assert_eq!(w.limits.first_byte_ms, 2_000);
+    assert_eq!(w.settings.limits, WebhookLimits::default());
+    assert_eq!(w.settings.limits.first_byte_ms, 2_000);
 }
 
 #[test]
@@ -30,7 +30,7 @@ fn webhook_limits_are_read_and_none_may_be_zero() {
                    "webhook": {"token_file": "/t", "limits": {"max_connections_per_ip": 4}}}"#;
     let c: BridgeConfig = serde_json::from_str(text).unwrap();
     c.check().unwrap();
-    let l = c.webhook.unwrap().limits;
+    let l = c.webhook.unwrap().settings.limits;
     assert_eq!(l.max_connections_per_ip, 4);
     assert_eq!(l.headers_ms, 5_000);
     let text = text.replace("max_connections_per_ip\": 4", "headers_ms\": 0");
@@ -148,4 +148,46 @@ fn the_webhook_never_relays_consult_outboxes() {
     let c: BridgeConfig = serde_json::from_str(t).unwrap();
     let e = c.check().unwrap_err().to_string();
     assert!(e.contains("webhook.relay names \"consult\""), "{e}");
+}
+
+#[test]
+fn a_source_section_is_its_settings_as_they_are() {
+    let c = parse("").unwrap();
+    let w = c.webhook.clone().unwrap();
+    assert_eq!(
+        w,
+        WebhookConfig::of(WebhookSettings::default(), "/t".into())
+    );
+    // One flat section: the settings' keys beside the file's own.
+    let v = serde_json::to_value(&c).unwrap();
+    assert_eq!(v["webhook"]["listen"], "127.0.0.1:8787");
+    assert_eq!(v["webhook"]["token_file"], "/t");
+    assert!(v["webhook"].get("settings").is_none(), "{v}");
+    let typo = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["webhook"],
+                   "webhook": {"token_file": "/t", "lisen": "127.0.0.1:1"}}"#;
+    assert!(serde_json::from_str::<BridgeConfig>(typo).is_err());
+    // `enabled` is daemon.toml's switch: the file has the section instead.
+    let mut d = DiscordConfig::new("/d".into());
+    d.settings.enabled = true;
+    let v = serde_json::to_value(&d).unwrap();
+    assert!(v.get("enabled").is_none(), "{v}");
+    assert_eq!(v["max_text_bytes"], 16 << 10);
+    let typo = r#"{"token_file": "/d", "max_text_byte": 1}"#;
+    assert!(serde_json::from_str::<DiscordConfig>(typo).is_err());
+}
+
+#[test]
+fn a_section_error_names_its_source() {
+    let text = r#"{"redis_socket": "/r", "password_file": "/p", "sources": ["discord"]}"#;
+    let c: BridgeConfig = serde_json::from_str(text).unwrap();
+    match c.check().unwrap_err() {
+        BridgeConfigError::Section(e) => {
+            assert_eq!(e.source_name, "discord");
+            assert_eq!(
+                e.to_string(),
+                "discord is a source but there is no discord section (it needs at least token_file)"
+            );
+        }
+        e => panic!("{e}"),
+    }
 }

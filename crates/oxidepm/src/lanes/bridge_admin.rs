@@ -14,17 +14,17 @@ use super::bridge_user::{
 use super::error::Error;
 use super::layout::BRIDGE_APP;
 use crate::supervise::{control, lock, Shared};
-use oxidepm_lanes::bridge_config::{
-    BridgeConfig, EmailConfig, RouteConfig, WebhookConfig, STATUS_KEY,
-};
+use oxidepm_lanes::bridge_config::{BridgeConfig, RouteConfig, STATUS_KEY};
 use oxidepm_lanes::consult::CONSULT;
 use oxidepm_lanes::secret as secrets;
+use oxidepm_lanes::sources::{DiscordConfig, WebhookConfig};
 use oxidepm_lanes::stream_key::{BRIDGE_GROUP, STATS_KEY, UNROUTED_KEY};
 use oxidepm_lanes::{AclUser, Secret, StreamKey};
 use oxidepm_proto::{
     Actor, AppKind, AppSpec, BridgeCounters, Counters, Route, RouteOrigin, RouteReport,
     RoutesReport, SourceReport,
 };
+use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -151,7 +151,7 @@ impl Lanes {
             });
         }
         if let Some(w) = &conf.webhook {
-            user.check_port(w.listen.port())?;
+            user.check_port(w.settings.listen.port())?;
         }
         let l = &self.layout;
         let io = |path: &Path| {
@@ -271,25 +271,50 @@ impl Lanes {
         agents: &[AgentLane],
         routes: &[Route],
     ) -> Result<Option<BridgeConfig>, Error> {
-        let l = &self.layout;
-        // The bridge serves the sources it has settings for; outboxes of
-        // the others keep their entries until one is configured.
-        let served: Vec<String> = self
-            .settings
-            .sources
+        let served = self.served_sources();
+        if served.is_empty() {
+            return Ok(None);
+        }
+        let mut conf = self.bridge_base(agents);
+        conf.routes = routes
             .iter()
-            .filter(|s| match s.as_str() {
-                "webhook" => self.settings.webhook.is_some(),
-                "email" => self.settings.email.is_some(),
-                "discord" => self.settings.discord.as_ref().is_some_and(|d| d.enabled),
+            .filter(|r| served.contains(&r.source))
+            .filter_map(|r| match route_config(r) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    // Shown by `route list`; the other routes go on.
+                    log::warn!("route {} left out: {e}", r.describe());
+                    None
+                }
+            })
+            .collect();
+        conf.sources = served;
+        self.source_sections(&mut conf);
+        Ok(Some(conf))
+    }
+
+    /// The sources the bridge serves: those it has settings for, and
+    /// consult when agents consult each other. Outboxes of the others keep
+    /// their entries until one is configured.
+    fn served_sources(&self) -> Vec<String> {
+        let s = &self.settings;
+        s.sources
+            .iter()
+            .filter(|name| match name.as_str() {
+                "webhook" => s.webhook.is_some(),
+                "email" => s.email.is_some(),
+                "discord" => s.discord.as_ref().is_some_and(|d| d.enabled),
                 _ => false,
             })
             .cloned()
             .chain(self.consults().then(|| CONSULT.to_string()))
-            .collect();
-        if served.is_empty() {
-            return Ok(None);
-        }
+            .collect()
+    }
+
+    /// The bridge's configuration without sources and routes: its Redis,
+    /// its user, its agents and its bounds.
+    fn bridge_base(&self, agents: &[AgentLane]) -> BridgeConfig {
+        let l = &self.layout;
         let mut conf = match &self.settings.redis_url {
             Some(url) => {
                 let mut c = BridgeConfig::new(url.clone(), l.bridge_password());
@@ -305,19 +330,6 @@ impl Lanes {
         // On a shared server every bridge serves every host's agents.
         conf.agents = self.bridge_agents(agents);
         conf.shared_routes = self.routes_shared();
-        conf.routes = routes
-            .iter()
-            .filter(|r| served.contains(&r.source))
-            .filter_map(|r| match route_config(r) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    // Shown by `route list`; the other routes go on.
-                    log::warn!("route {} left out: {e}", r.describe());
-                    None
-                }
-            })
-            .collect();
-        conf.sources = served;
         if let Some(m) = self.settings.maxlen {
             conf.inbox_maxlen = m;
         }
@@ -328,26 +340,25 @@ impl Lanes {
         o.dead_maxlen = b.dead_maxlen.unwrap_or(o.dead_maxlen);
         o.dead_entry_bytes = b.dead_entry_bytes.unwrap_or(o.dead_entry_bytes);
         conf.default_agent = self.settings.default_agent.clone();
-        conf.webhook = self.settings.webhook.as_ref().map(|w| WebhookConfig {
-            deliver: w.deliver.clone(),
-            limits: w.limits,
-            ..WebhookConfig::new(w.listen, l.bridge_token())
-        });
-        conf.email = self.settings.email.as_ref().map(|e| EmailConfig {
-            maildir: e.maildir.clone(),
-            smtp: e.smtp.clone(),
-            from: e.from.clone(),
-            domain: e.domain.clone(),
-        });
+        conf
+    }
+
+    /// Each source's section: its settings of daemon.toml as they are,
+    /// with the file of its secret (a copy in `bridge/`) where it has one.
+    fn source_sections(&self, conf: &mut BridgeConfig) {
+        let (l, s) = (&self.layout, &self.settings);
+        conf.webhook = s
+            .webhook
+            .clone()
+            .map(|w| WebhookConfig::of(w, l.bridge_token()));
+        conf.email = s.email.clone();
         conf.consult = self.consults().then(|| self.consult_config());
         if conf.sources.iter().any(|s| s == "discord") {
-            conf.discord = self
-                .settings
+            conf.discord = s
                 .discord
-                .as_ref()
-                .map(|d| d.config(l.bridge_discord_token()));
+                .clone()
+                .map(|d| DiscordConfig::of(d, l.bridge_discord_token()));
         }
-        Ok(Some(conf))
     }
 
     /// The routing table with where each route comes from, the default
@@ -370,8 +381,26 @@ impl Lanes {
                 ..RouteReport::new(r, origin)
             })
             .collect();
-        let admin = self.admin();
-        let server = self.server();
+        let (counters, reload_error, sources) = self.read_bridge(shared).await;
+        Ok(RoutesReport {
+            problem: self.bridge_problem(),
+            counters,
+            default_agent: self.settings.default_agent.as_ref().map(|a| a.to_string()),
+            default_agent_parked,
+            reload_error,
+            routes,
+            consult: self.consult_report(),
+            sources,
+        })
+    }
+
+    /// What the running bridge wrote into Redis: its counters (`None`
+    /// when the read itself failed), why its last reload failed, and its
+    /// sources.
+    async fn read_bridge(
+        &self,
+        shared: &Shared,
+    ) -> (Option<Counters>, Option<String>, Vec<SourceReport>) {
         let outboxes: Vec<String> = self
             .agents(shared)
             .iter()
@@ -384,78 +413,20 @@ impl Lanes {
                     .map(move |s| StreamKey::outbox(&a.name, s).to_string())
             })
             .collect();
-        let (counters, reload_error, sources) = match admin {
-            Err(_) => (Some(Counters::Unread {}), None, Vec::new()),
-            Ok((user, pw)) => {
-                match tokio::task::spawn_blocking(move || -> BridgeRead {
-                    let Ok(mut con) = server.connect(&user, &pw) else {
-                        return (Counters::Unread {}, None, Vec::new());
-                    };
-                    let status: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
-                        .arg(STATUS_KEY)
-                        .query(&mut *con)
-                        .unwrap_or_default();
-                    let reload_error = status.get("reload_error").map(|e| {
-                        format!(
-                            "{e} (at {}); the bridge runs with its previous configuration",
-                            status.get("reload_failed_at").map_or("?", String::as_str)
-                        )
-                    });
-                    let sources = oxidepm_lanes::source_status::read(&status)
-                        .into_iter()
-                        .map(|s| SourceReport {
-                            error: s.error,
-                            failed_at: s.failed_at,
-                            name: s.name,
-                            up: s.up,
-                        })
-                        .collect();
-                    let pending: i64 = outboxes
-                        .iter()
-                        .map(|k| group_pending(&mut *con, k, BRIDGE_GROUP))
-                        .sum();
-                    let stats: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
-                        .arg(STATS_KEY)
-                        .query(&mut *con)
-                        .unwrap_or_default();
-                    let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
-                    let counters = Counters::Read(BridgeCounters {
-                        dead: stat("dead"),
-                        delivered: stat("delivered"),
-                        malformed: stat("malformed"),
-                        pending,
-                        retried: stat("retried"),
-                        routed: stat("routed"),
-                        too_large: stat("too_large"),
-                        trimmed: stat("trimmed"),
-                        waited: stat("waited"),
-                        unrouted: stat("unrouted"),
-                        unrouted_stream: redis::cmd("XLEN")
-                            .arg(UNROUTED_KEY)
-                            .query::<i64>(&mut *con)
-                            .unwrap_or(0),
-                        delivery_ms: stat("delivery_ms"),
-                        lost: stat("lost"),
-                    });
-                    (counters, reload_error, sources)
-                })
-                .await
-                {
-                    Ok((c, e, s)) => (Some(c), e, s),
-                    Err(_) => (None, None, Vec::new()),
-                }
-            }
+        let Ok((user, pw)) = self.admin() else {
+            return (Some(Counters::Unread {}), None, Vec::new());
         };
-        Ok(RoutesReport {
-            problem: self.bridge_problem(),
-            counters,
-            default_agent: self.settings.default_agent.as_ref().map(|a| a.to_string()),
-            default_agent_parked,
-            reload_error,
-            routes,
-            consult: self.consult_report(),
-            sources,
-        })
+        let server = self.server();
+        let read = tokio::task::spawn_blocking(move || -> BridgeRead {
+            let Ok(mut con) = server.connect(&user, &pw) else {
+                return (Counters::Unread {}, None, Vec::new());
+            };
+            read_bridge_status(&mut *con, &outboxes)
+        });
+        match read.await {
+            Ok((c, e, s)) => (Some(c), e, s),
+            Err(_) => (None, None, Vec::new()),
+        }
     }
 
     /// Checks a route given at runtime.
@@ -552,6 +523,58 @@ impl Lanes {
             what.join("; ")
         ))
     }
+}
+
+/// Reads the bridge's status hash, its counters and the pending entries
+/// of `outboxes` over `con`.
+fn read_bridge_status(con: &mut dyn redis::ConnectionLike, outboxes: &[String]) -> BridgeRead {
+    let status: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(STATUS_KEY)
+        .query(con)
+        .unwrap_or_default();
+    let reload_error = status.get("reload_error").map(|e| {
+        format!(
+            "{e} (at {}); the bridge runs with its previous configuration",
+            status.get("reload_failed_at").map_or("?", String::as_str)
+        )
+    });
+    let sources = oxidepm_lanes::source_status::read(&status)
+        .into_iter()
+        .map(|s| SourceReport {
+            error: s.error,
+            failed_at: s.failed_at,
+            name: s.name,
+            up: s.up,
+        })
+        .collect();
+    let pending: i64 = outboxes
+        .iter()
+        .map(|k| group_pending(con, k, BRIDGE_GROUP))
+        .sum();
+    let stats: HashMap<String, i64> = redis::cmd("HGETALL")
+        .arg(STATS_KEY)
+        .query(con)
+        .unwrap_or_default();
+    let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
+    let counters = Counters::Read(BridgeCounters {
+        dead: stat("dead"),
+        delivered: stat("delivered"),
+        malformed: stat("malformed"),
+        pending,
+        retried: stat("retried"),
+        routed: stat("routed"),
+        too_large: stat("too_large"),
+        trimmed: stat("trimmed"),
+        waited: stat("waited"),
+        unrouted: stat("unrouted"),
+        unrouted_stream: redis::cmd("XLEN")
+            .arg(UNROUTED_KEY)
+            .query::<i64>(con)
+            .unwrap_or(0),
+        delivery_ms: stat("delivery_ms"),
+        lost: stat("lost"),
+    });
+    (counters, reload_error, sources)
 }
 
 /// The bridge's form of a route, or why its agent is not an agent name.

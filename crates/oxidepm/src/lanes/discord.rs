@@ -1,4 +1,5 @@
-//! `[lanes.discord]`: the discord source's settings, and its bot token.
+//! `[lanes.discord]`: the discord source's bot token (its settings are
+//! `oxidepm_lanes::sources::DiscordSettings`, read as they are).
 //!
 //! The token is a file the person writes, `secrets/discord_token`, mode
 //! 0600, the daemon's own. It is never in daemon.toml, the bridge's
@@ -8,59 +9,11 @@
 //! bridge's configuration names. A token others could have read is
 //! refused, and the bridge does not run until it is fixed.
 
-use oxidepm_lanes::bridge_config::{DiscordConfig, DiscordConfigError};
 use oxidepm_lanes::{Secret, SecretError};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The name of the bot token among the secrets.
 pub const DISCORD_TOKEN: &str = "discord_token";
-
-/// `[lanes.discord]` (unset bounds: the bridge's defaults).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct DiscordSettings {
-    /// Whether the bridge runs the discord source.
-    #[serde(default)]
-    pub enabled: bool,
-    /// A gateway proxy or stand-in (`ws://` or `wss://`); unset: Discord's.
-    #[serde(default)]
-    pub gateway_url: Option<String>,
-    /// A REST proxy or stand-in (`http(s)://host[:port]`); unset: Discord's.
-    #[serde(default)]
-    pub api_url: Option<String>,
-    /// Bytes of an inbound message's text kept (default 16 KiB).
-    #[serde(default)]
-    pub max_text_bytes: Option<usize>,
-    /// Attachment URLs kept per inbound message (default 10).
-    #[serde(default)]
-    pub max_attachments: Option<usize>,
-    /// Message ids remembered to drop a message received twice (default 4,096).
-    #[serde(default)]
-    pub dedupe_ids: Option<usize>,
-    /// Drop messages of other bots (default true).
-    #[serde(default)]
-    pub ignore_bots: Option<bool>,
-}
-
-impl DiscordSettings {
-    /// The bridge's `discord` section, reading the token from `token_file`.
-    pub fn config(&self, token_file: PathBuf) -> DiscordConfig {
-        let mut c = DiscordConfig::new(token_file);
-        c.gateway_url = self.gateway_url.clone();
-        c.api_url = self.api_url.clone();
-        c.max_text_bytes = self.max_text_bytes.unwrap_or(c.max_text_bytes);
-        c.max_attachments = self.max_attachments.unwrap_or(c.max_attachments);
-        c.dedupe_ids = self.dedupe_ids.unwrap_or(c.dedupe_ids);
-        c.ignore_bots = self.ignore_bots.unwrap_or(c.ignore_bots);
-        c
-    }
-
-    /// Checks the URLs and bounds, as the bridge will.
-    pub fn check(&self) -> Result<(), DiscordConfigError> {
-        self.config(PathBuf::new()).check()
-    }
-}
 
 /// Why the bot token cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -133,11 +86,12 @@ mod tests {
 
     #[test]
     fn settings_make_the_bridge_section() {
+        use oxidepm_lanes::sources::{DiscordConfig, DiscordSettings};
         let s: DiscordSettings = toml::from_str(
             "enabled = true\ngateway_url = \"ws://127.0.0.1:9\"\nmax_attachments = 3",
         )
         .unwrap();
-        let c = s.config("/b/discord_token".into());
+        let c = DiscordConfig::of(s.clone(), "/b/discord_token".into()).settings;
         assert_eq!(c.gateway_url.as_deref(), Some("ws://127.0.0.1:9"));
         assert_eq!(c.max_attachments, 3);
         assert!(c.ignore_bots);

@@ -1,14 +1,17 @@
-//! The `[lanes]` section of daemon.toml.
+//! The `[lanes]` section of daemon.toml. Each source's table
+//! (`[lanes.webhook]`, `[lanes.email]`, `[lanes.discord]`) is read into the
+//! source's one settings type of `oxidepm_lanes::sources`, which the
+//! bridge's file holds as is.
 
 use oxidepm_lanes::consult::{ConsultLimits, ConsultRule, CONSULT};
 use oxidepm_lanes::proxy_config::DEFAULT_MAX_CONNECTIONS;
 use oxidepm_lanes::redis_url::Topology;
+use oxidepm_lanes::sources::{DiscordConfigError, DiscordSettings, EmailSettings, WebhookSettings};
 use oxidepm_lanes::stream_key::is_family_name;
 use oxidepm_lanes::{AgentName, LimitsConfig, NameError, ProxyConfigError};
 use oxidepm_lanes::{KeyForm, RedisUrl, TlsFiles};
 use oxidepm_proto::{Route, RouteError};
 use serde::Deserialize;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// Where lanes live.
@@ -94,7 +97,7 @@ pub struct LanesSettings {
     pub responder_inbox_maxlen: Option<u64>,
     /// `[lanes.discord]`: the discord source.
     #[serde(default)]
-    pub discord: Option<super::discord::DiscordSettings>,
+    pub discord: Option<DiscordSettings>,
     /// The largest reply of a responder app, in bytes of field names and
     /// values; default 64 KiB.
     #[serde(default)]
@@ -145,41 +148,6 @@ pub struct BridgeSettings {
     pub dead_maxlen: Option<u64>,
     /// Bytes of an entry's fields a dead letter keeps (default 4096).
     pub dead_entry_bytes: Option<usize>,
-}
-
-/// `[lanes.webhook]`.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookSettings {
-    /// Where to listen for `POST /in/<source>` (loopback by default).
-    #[serde(default = "default_listen")]
-    pub listen: SocketAddr,
-    /// Where outbox entries of each channel are POSTed (`"*"` for any).
-    #[serde(default)]
-    pub deliver: std::collections::BTreeMap<String, String>,
-    /// `[lanes.webhook.limits]`: the listener's deadlines and caps.
-    #[serde(default)]
-    pub limits: oxidepm_lanes::bridge_config::WebhookLimits,
-}
-
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 8787))
-}
-
-/// `[lanes.email]`.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmailSettings {
-    /// Maildir whose `new/` mail is routed into inboxes.
-    pub maildir: String,
-    /// SMTP relay (`host:port`) for outbox mail.
-    pub smtp: String,
-    /// Sender address of each agent (`alice = "alice@example.org"`).
-    #[serde(default)]
-    pub from: std::collections::BTreeMap<String, String>,
-    /// Domain for agents without an address: `<agent>@<domain>`.
-    #[serde(default)]
-    pub domain: Option<String>,
 }
 
 fn everysec() -> String {
@@ -558,5 +526,5 @@ pub enum SettingsError {
     },
     /// A value of `[lanes.discord]` cannot be used.
     #[error("lanes.{0}")]
-    Discord(#[source] oxidepm_lanes::bridge_config::DiscordConfigError),
+    Discord(#[source] DiscordConfigError),
 }

@@ -191,7 +191,7 @@ mod tests {
         let id = store
             .insert_app(&AppSpec::new("web", "sleep", vec![]), &human)
             .unwrap();
-        let mut rt = RuntimeRow {
+        let mut rt = Runtime {
             status: Status::Starting,
             desired_running: true,
             ..store.load_apps().unwrap()[0].runtime.clone()

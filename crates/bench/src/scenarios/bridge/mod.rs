@@ -183,6 +183,7 @@ fn start_bridge(
     let mut webhook =
         WebhookConfig::new(SocketAddr::from(([127, 0, 0, 1], port)), dir.join("token"));
     webhook
+        .settings
         .deliver
         .insert("*".into(), format!("http://{sink}/out"));
     cfg.webhook = Some(webhook);

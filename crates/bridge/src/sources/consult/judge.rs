@@ -2,7 +2,7 @@
 //! a question (no `re`) or an answer (`re` names the question), to the
 //! agent in `to`, from the agent named by the outbox key.
 
-use crate::source::Outbound;
+use crate::message::Outbound;
 use oxidepm_lanes::consult::{self, ConsultConfig};
 use oxidepm_lanes::AgentName;
 use std::collections::HashSet;

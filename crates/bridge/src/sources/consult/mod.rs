@@ -26,8 +26,10 @@ mod judge;
 mod record;
 
 use crate::conn::Con;
+use crate::message::Outbound;
 use crate::publish::Publisher;
-use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
+use crate::shutdown::Shutdown;
+use crate::source::{BoxFuture, DeliveryError, Source, SourceError};
 use judge::{judge, Plan, Refused};
 use oxidepm_lanes::bridge_config::BridgeConfig;
 use oxidepm_lanes::consult::{ConsultConfig, CONSULT};

@@ -18,7 +18,8 @@
 
 use super::judge::passed_on;
 use crate::conn::Con;
-use crate::source::{DeliveryError, Outbound};
+use crate::message::Outbound;
+use crate::source::DeliveryError;
 use oxidepm_lanes::consult::{self, open_key, ConsultLimits};
 use oxidepm_lanes::{AgentName, StreamKey};
 use std::time::Duration;

@@ -22,7 +22,7 @@ use super::dedupe::{self, Seen};
 use super::message;
 use super::resume::{Mark, Saver};
 use crate::publish::{PublishError, Publisher};
-use crate::source::Shutdown;
+use crate::shutdown::Shutdown;
 use oxidepm_lanes::bridge_config::DiscordConfig;
 use oxidepm_lanes::Secret;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use twilight_gateway::{
     CloseFrame, ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt,
 };
-use twilight_model::gateway::payload::incoming::MessageCreate;
+use twilight_model::gateway::payload::incoming::{MessageCreate, Ready};
 
 /// Messages received and not yet published (each within Discord's own
 /// bounds on a message, and the text cut at `max_text_bytes` when taken).
@@ -88,19 +88,7 @@ pub async fn run(
     counts: Arc<Counts>,
     reach: Arc<super::reach::Reach>,
 ) -> Result<(), super::DiscordError> {
-    let mut b = ConfigBuilder::new(token.expose().to_string(), intents())
-        .max_message_size(Some(close::MAX_MESSAGE_BYTES));
-    if let Some(u) = &cfg.gateway_url {
-        b = b.proxy_url(u.clone());
-    }
-    let mut con = publisher.connection();
-    let mut resuming = false;
-    if let Some(saved) = super::resume::load(&mut con).await {
-        log::info!("discord: resuming the session of the last run");
-        b = b.session(saved.session).resume_url(saved.resume_url);
-        resuming = true;
-    }
-    let mut shard = Shard::with_config(ShardId::ONE, b.build());
+    let (mut shard, resuming) = open(&cfg, token, &publisher).await;
     let (tx, rx) = mpsc::channel(QUEUE);
     let publishing = tokio::spawn(publish_all(
         cfg.clone(),
@@ -110,110 +98,78 @@ pub async fn run(
         shutdown.clone(),
         reach,
     ));
+    let mut session = Session {
+        cfg,
+        tx,
+        own_id: None,
+        resuming,
+        last_close: None,
+        closes: 0,
+    };
     let wanted = EventTypeFlags::READY | EventTypeFlags::RESUMED | EventTypeFlags::MESSAGE_CREATE;
-    let mut own_id: Option<u64> = None;
-    // The last close frame, and how many closes came without a session
-    // coming up in between.
-    let mut last_close: Option<(u16, String)> = None;
-    let mut closes = 0u32;
     loop {
         let event = tokio::select! {
             e = shard.next_event(wanted) => e,
             _ = shutdown.wait() => break,
         };
-        match event {
+        let flow = match event {
             // The stream has ended: polling it again would panic.
             None => {
-                let (code, reason) = last_close.take().unzip();
-                let refusal = close::Refusal {
-                    code,
-                    reason: reason.unwrap_or_default(),
-                    token_file: cfg.token_file.clone(),
-                };
-                drop(tx);
+                let refusal = session.refusal();
+                drop(session);
                 let _ = publishing.await;
                 return Err(super::DiscordError::Refused(refusal));
             }
             // twilight reconnects by itself after these.
-            Some(Err(e)) => log::warn!("discord: gateway: {e}"),
-            Some(Ok(Event::GatewayClose(frame))) => {
-                let (code, reason) =
-                    frame.map_or((1006, String::new()), |f| (f.code, f.reason.into_owned()));
-                last_close = Some((code, reason.clone()));
-                if close::is_fatal(code) {
-                    continue;
-                }
-                closes += 1;
-                let pause = close::pause_after(closes);
-                log::warn!(
-                    "discord: the gateway closed the connection (code {code}{}{}); resuming{}",
-                    if reason.is_empty() { "" } else { ": " },
-                    reason,
-                    if pause.is_zero() {
-                        String::new()
-                    } else {
-                        format!(" in {} s ({closes} closes in a row)", pause.as_secs())
-                    }
-                );
-                if code == 1006 && closes == 1 {
-                    log::info!(
-                        "discord: (1006: the connection broke, or the gateway sent a message over {} MiB, which is refused)",
-                        close::MAX_MESSAGE_BYTES >> 20
-                    );
-                }
-                if !pause.is_zero() {
-                    tokio::select! {
-                        _ = tokio::time::sleep(pause) => {}
-                        _ = shutdown.wait() => break,
-                    }
-                }
+            Some(Err(e)) => {
+                log::warn!("discord: gateway: {e}");
+                Flow::Go
             }
-            Some(Ok(Event::Ready(r))) => {
-                closes = 0;
-                if std::mem::take(&mut resuming) {
-                    log::warn!(
-                        "discord: the gateway refused to resume the last session; \
-                         what was sent since its last save is not replayed"
-                    );
-                    if tx.send(Item::ResumeRefused).await.is_err() {
-                        break;
-                    }
-                }
-                if let Some(m) = mark(&shard) {
-                    if tx.send(Item::Position(m)).await.is_err() {
-                        break;
-                    }
-                }
-                own_id = Some(r.user.id.get());
-                log::info!(
-                    "discord: connected as {} ({}) in {} servers",
-                    r.user.name,
-                    r.user.id,
-                    r.guilds.len()
-                );
-            }
+            Some(Ok(Event::GatewayClose(frame))) => session.closed(frame, &mut shutdown).await,
+            Some(Ok(Event::Ready(r))) => session.ready(mark(&shard), &r).await,
             Some(Ok(Event::Resumed)) => {
-                closes = 0;
-                resuming = false;
+                session.closes = 0;
+                session.resuming = false;
                 log::info!("discord: session resumed");
+                Flow::Go
             }
-            Some(Ok(Event::MessageCreate(m))) => {
-                let at = mark(&shard);
-                let item = if message::wanted(&m, own_id, &cfg) {
-                    Item::Message(m, at)
-                } else if let Some(at) = at {
-                    Item::Position(at)
-                } else {
-                    continue;
-                };
-                if tx.send(item).await.is_err() {
-                    break;
-                }
-            }
-            Some(Ok(_)) => {}
+            Some(Ok(Event::MessageCreate(m))) => session.message(mark(&shard), m).await,
+            Some(Ok(_)) => Flow::Go,
+        };
+        if let Flow::Stop = flow {
+            break;
         }
     }
-    // Resumable: a bridge started again soon picks up where this one was.
+    close_resumable(&mut shard).await;
+    // The publishing task saves where it got to: dispatches that arrive
+    // while closing, or that it could not publish, are replayed to the
+    // next bridge.
+    drop(session);
+    let _ = publishing.await;
+    Ok(())
+}
+
+/// The shard of a session: the session of the last run resumed when one
+/// was saved (the `bool`: whether it was).
+async fn open(cfg: &DiscordConfig, token: &Secret, publisher: &Publisher) -> (Shard, bool) {
+    let mut b = ConfigBuilder::new(token.expose().to_string(), intents())
+        .max_message_size(Some(close::MAX_MESSAGE_BYTES));
+    if let Some(u) = &cfg.settings.gateway_url {
+        b = b.proxy_url(u.clone());
+    }
+    let mut con = publisher.connection();
+    let mut resuming = false;
+    if let Some(saved) = super::resume::load(&mut con).await {
+        log::info!("discord: resuming the session of the last run");
+        b = b.session(saved.session).resume_url(saved.resume_url);
+        resuming = true;
+    }
+    (Shard::with_config(ShardId::ONE, b.build()), resuming)
+}
+
+/// Closes the session resumable: a bridge started again soon picks up
+/// where this one was.
+async fn close_resumable(shard: &mut Shard) {
     // The close frame is sent while the shard is polled (a close is
     // yielded whatever the flags).
     shard.close(CloseFrame::RESUME);
@@ -225,12 +181,120 @@ pub async fn run(
         }
     })
     .await;
-    // The publishing task saves where it got to: dispatches that arrive
-    // while closing, or that it could not publish, are replayed to the
-    // next bridge.
-    drop(tx);
-    let _ = publishing.await;
-    Ok(())
+}
+
+/// Whether the gateway loop goes on after an event.
+enum Flow {
+    Go,
+    Stop,
+}
+
+/// The gateway loop's state between events.
+struct Session {
+    cfg: Arc<DiscordConfig>,
+    /// To the publishing task; dropped to tell it the session is over.
+    tx: mpsc::Sender<Item>,
+    /// The bot's own user id, once READY said it.
+    own_id: Option<u64>,
+    /// A saved session is being resumed.
+    resuming: bool,
+    /// The last close frame.
+    last_close: Option<(u16, String)>,
+    /// Closes that came without a session coming up in between.
+    closes: u32,
+}
+
+impl Session {
+    /// Why the gateway ended the session for good: its last close frame.
+    fn refusal(&mut self) -> close::Refusal {
+        let (code, reason) = self.last_close.take().unzip();
+        close::Refusal {
+            code,
+            reason: reason.unwrap_or_default(),
+            token_file: self.cfg.token_file.clone(),
+        }
+    }
+
+    /// The gateway closed the connection: twilight resumes it, after a
+    /// pause that grows with the closes in a row.
+    async fn closed(&mut self, frame: Option<CloseFrame<'_>>, shutdown: &mut Shutdown) -> Flow {
+        let (code, reason) =
+            frame.map_or((1006, String::new()), |f| (f.code, f.reason.into_owned()));
+        self.last_close = Some((code, reason.clone()));
+        if close::is_fatal(code) {
+            return Flow::Go;
+        }
+        self.closes += 1;
+        let closes = self.closes;
+        let pause = close::pause_after(closes);
+        log::warn!(
+            "discord: the gateway closed the connection (code {code}{}{}); resuming{}",
+            if reason.is_empty() { "" } else { ": " },
+            reason,
+            if pause.is_zero() {
+                String::new()
+            } else {
+                format!(" in {} s ({closes} closes in a row)", pause.as_secs())
+            }
+        );
+        if code == 1006 && closes == 1 {
+            log::info!(
+                "discord: (1006: the connection broke, or the gateway sent a message over {} MiB, which is refused)",
+                close::MAX_MESSAGE_BYTES >> 20
+            );
+        }
+        if !pause.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = shutdown.wait() => return Flow::Stop,
+            }
+        }
+        Flow::Go
+    }
+
+    /// A session came up (a new one: a saved one's resume was refused);
+    /// `at` is its place.
+    async fn ready(&mut self, at: Option<Mark>, r: &Ready) -> Flow {
+        self.closes = 0;
+        if std::mem::take(&mut self.resuming) {
+            log::warn!(
+                "discord: the gateway refused to resume the last session; \
+                 what was sent since its last save is not replayed"
+            );
+            if self.tx.send(Item::ResumeRefused).await.is_err() {
+                return Flow::Stop;
+            }
+        }
+        if let Some(m) = at {
+            if self.tx.send(Item::Position(m)).await.is_err() {
+                return Flow::Stop;
+            }
+        }
+        self.own_id = Some(r.user.id.get());
+        log::info!(
+            "discord: connected as {} ({}) in {} servers",
+            r.user.name,
+            r.user.id,
+            r.guilds.len()
+        );
+        Flow::Go
+    }
+
+    /// A message: handed to the publishing task when it is wanted, else
+    /// only the session's place after it (`at`).
+    async fn message(&mut self, at: Option<Mark>, m: Box<MessageCreate>) -> Flow {
+        let item = if message::wanted(&m, self.own_id, &self.cfg) {
+            Item::Message(m, at)
+        } else if let Some(at) = at {
+            Item::Position(at)
+        } else {
+            return Flow::Go;
+        };
+        if self.tx.send(item).await.is_err() {
+            return Flow::Stop;
+        }
+        Flow::Go
+    }
 }
 
 /// Publishes every received message once, in order, and saves the
@@ -243,7 +307,7 @@ async fn publish_all(
     shutdown: Shutdown,
     reach: Arc<super::reach::Reach>,
 ) {
-    let mut seen = Seen::new(cfg.dedupe_ids);
+    let mut seen = Seen::new(cfg.settings.dedupe_ids);
     let mut con = publisher.connection();
     match dedupe::load(&mut con, &mut seen).await {
         Ok(n) => log::debug!("discord: {n} message ids taken before"),
@@ -317,7 +381,7 @@ async fn publish_one(
     let mut tries = 0;
     loop {
         tries += 1;
-        let once = dedupe::once(id, cfg.dedupe_ids);
+        let once = dedupe::once(id, cfg.settings.dedupe_ids);
         let err = match publisher.publish_once(msg.clone(), once).await {
             Ok(p) => {
                 seen.insert(id);

@@ -12,7 +12,7 @@
 //! TTL stops too, so that by the time another can take the lease, it has.
 
 use crate::conn::Con;
-use crate::source::Shutdown;
+use crate::shutdown::Shutdown;
 use std::future::Future;
 use std::time::{Duration, Instant};
 

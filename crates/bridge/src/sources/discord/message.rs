@@ -10,7 +10,7 @@
 //! most 2 KiB) and `reply_to` (the id of the message it answers, when it
 //! does).
 
-use crate::source::Inbound;
+use crate::message::Inbound;
 use oxidepm_lanes::bridge_config::DiscordConfig;
 use twilight_model::channel::Message;
 
@@ -27,12 +27,12 @@ pub fn wanted(m: &Message, own_id: Option<u64>, cfg: &DiscordConfig) -> bool {
     if own_id == Some(m.author.id.get()) {
         return false;
     }
-    !(cfg.ignore_bots && m.author.bot)
+    !(cfg.settings.ignore_bots && m.author.bot)
 }
 
 /// The message as the publisher takes it.
 pub fn inbound(m: &Message, cfg: &DiscordConfig) -> Inbound {
-    let (text, truncated) = cut(&m.content, cfg.max_text_bytes);
+    let (text, truncated) = cut(&m.content, cfg.settings.max_text_bytes);
     let mut extra = vec![("sender_id".to_string(), m.author.id.to_string())];
     if truncated {
         extra.push(("truncated".into(), "true".into()));
@@ -42,7 +42,7 @@ pub fn inbound(m: &Message, cfg: &DiscordConfig) -> Inbound {
         .iter()
         .map(|a| a.url.as_str())
         .filter(|u| u.len() <= MAX_URL_BYTES && !u.contains('\n'))
-        .take(cfg.max_attachments)
+        .take(cfg.settings.max_attachments)
         .collect();
     if !urls.is_empty() {
         extra.push(("attachments".into(), urls.join("\n")));

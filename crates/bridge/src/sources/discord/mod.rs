@@ -35,8 +35,10 @@ pub mod rest;
 mod resume;
 mod split;
 
+use crate::message::Outbound;
 use crate::publish::Publisher;
-use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
+use crate::shutdown::Shutdown;
+use crate::source::{BoxFuture, DeliveryError, Source, SourceError};
 use oxidepm_lanes::bridge_config::{BridgeConfig, DiscordConfig, DiscordConfigError};
 use oxidepm_lanes::{Secret, SecretError};
 use std::sync::Arc;
@@ -56,6 +58,12 @@ pub enum DiscordError {
     /// The gateway ended the session for good (a fatal close code).
     #[error("{0}")]
     Refused(close::Refusal),
+}
+
+impl From<DiscordError> for SourceError {
+    fn from(e: DiscordError) -> SourceError {
+        SourceError::new(NAME, e)
+    }
 }
 
 /// The discord source.

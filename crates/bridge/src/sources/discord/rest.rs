@@ -93,7 +93,7 @@ impl Rest {
         token: &Secret,
         cfg: &DiscordConfig,
     ) -> Result<Rest, oxidepm_lanes::bridge_config::DiscordConfigError> {
-        let base = match &cfg.api_url {
+        let base = match &cfg.settings.api_url {
             Some(u) => {
                 api_host(u)?;
                 u.trim_end_matches('/').to_string()

@@ -5,8 +5,9 @@
 use super::maildir::{Maildir, MaildirError};
 use super::smtp;
 use super::EmailSource;
-use crate::source::{Outbound, Source};
-use oxidepm_lanes::bridge_config::{BridgeConfig, EmailConfig};
+use crate::message::Outbound;
+use crate::source::Source;
+use oxidepm_lanes::bridge_config::{BridgeConfig, EmailSettings};
 use oxidepm_testkit::SmtpSink;
 use rustix::fs::{FileType, Mode, CWD};
 use std::fs;
@@ -117,7 +118,7 @@ fn source(relay: &str, maildir: &std::path::Path) -> EmailSource {
         std::path::PathBuf::from("/nonexistent/redis.sock"),
         "/nonexistent/pw".into(),
     );
-    cfg.email = Some(EmailConfig {
+    cfg.email = Some(EmailSettings {
         maildir: maildir.display().to_string(),
         smtp: relay.to_owned(),
         from: Default::default(),

@@ -70,7 +70,7 @@ pub mod parse;
 pub mod smtp;
 mod source;
 
-pub use source::{EmailError, EmailSource};
+pub use source::EmailSource;
 
 #[cfg(test)]
 mod hostile;

@@ -20,11 +20,14 @@
 //! [`smtp::build_message`]), so no field can add a header or end the SMTP
 //! transaction early.
 
-use super::maildir::{Maildir, MaildirError};
+use super::maildir::{Maildir, MaildirEntry, MaildirError};
+use super::parse::ParsedMail;
 use super::{parse, smtp};
+use crate::message::{Inbound, Outbound};
 use crate::publish::Publisher;
-use crate::source::{BoxFuture, DeliveryError, Inbound, Outbound, Shutdown, Source, SourceError};
-use oxidepm_lanes::bridge_config::{BridgeConfig, EmailConfig};
+use crate::shutdown::Shutdown;
+use crate::source::{BoxFuture, DeliveryError, Source, SourceError};
+use oxidepm_lanes::bridge_config::{BridgeConfig, EmailSettings};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -41,9 +44,18 @@ pub struct EmailError {
     pub source: MaildirError,
 }
 
+impl From<EmailError> for SourceError {
+    fn from(e: EmailError) -> SourceError {
+        SourceError::new(NAME, e)
+    }
+}
+
+/// The source's name.
+pub const NAME: &str = "email";
+
 /// The email source.
 pub struct EmailSource {
-    cfg: EmailConfig,
+    cfg: EmailSettings,
     /// Addresses that have an `email` route, lowercased.
     routed: HashSet<String>,
 }
@@ -89,65 +101,10 @@ impl EmailSource {
         };
         let mut handled = 0;
         for entry in entries {
-            let raw = match md.read(&entry) {
-                Ok(r) => r,
-                // Taken by someone else since the listing.
-                Err(e) if e.is_vanished() => continue,
-                // A symlink or a FIFO swapped in after the listing: not
-                // mail, and not ours to move; the next listing skips it.
-                Err(e @ MaildirError::NotRegular { .. }) => {
-                    log::warn!("email: {e}");
-                    continue;
-                }
-                Err(e) => {
-                    log::warn!("email: {e}; flagged for a human");
-                    let _ = md.mark(&entry, "FS");
-                    continue;
-                }
+            let Some(mail) = read_mail(&md, &entry) else {
+                continue;
             };
-            let mail = match parse::parse(&raw) {
-                Ok(m) => m,
-                Err(e) => {
-                    log::warn!(
-                        "email: {} cannot be parsed ({e}); flagged for a human",
-                        entry.name()
-                    );
-                    let _ = md.mark(&entry, "FS");
-                    continue;
-                }
-            };
-            let address = mail
-                .to
-                .iter()
-                .find(|a| self.routed.contains(*a))
-                .or(mail.to.first())
-                .cloned();
-            let mut extra = vec![
-                ("subject".to_string(), mail.subject.clone()),
-                ("to".to_string(), mail.to.join(",")),
-            ];
-            if let Some(r) = &mail.in_reply_to {
-                extra.push(("in_reply_to".into(), r.clone()));
-            }
-            if mail.auto_generated {
-                // Kept (nothing is dropped), but marked so that an agent
-                // does not answer a robot and start a mail loop.
-                extra.push(("auto_generated".into(), "true".into()));
-            }
-            let msg = Inbound {
-                source: "email".into(),
-                channel: mail.from.clone(),
-                guild: None,
-                address,
-                sender: mail.from.clone(),
-                text: mail.text.clone(),
-                external_id: mail
-                    .message_id
-                    .clone()
-                    .or_else(|| Some(entry.id().to_string())),
-                extra,
-            };
-            match publisher.publish(msg).await {
+            match publisher.publish(self.inbound(&mail, &entry)).await {
                 Ok(_) => {
                     if let Err(e) = md.mark_seen(&entry) {
                         log::error!(
@@ -166,11 +123,80 @@ impl EmailSource {
         }
         handled
     }
+
+    /// The inbound message of `mail`: routed by the first recipient with
+    /// an `email` route, else the first recipient.
+    fn inbound(&self, mail: &ParsedMail, entry: &MaildirEntry) -> Inbound {
+        let address = mail
+            .to
+            .iter()
+            .find(|a| self.routed.contains(*a))
+            .or(mail.to.first())
+            .cloned();
+        let mut extra = vec![
+            ("subject".to_string(), mail.subject.clone()),
+            ("to".to_string(), mail.to.join(",")),
+        ];
+        if let Some(r) = &mail.in_reply_to {
+            extra.push(("in_reply_to".into(), r.clone()));
+        }
+        if mail.auto_generated {
+            // Kept (nothing is dropped), but marked so that an agent
+            // does not answer a robot and start a mail loop.
+            extra.push(("auto_generated".into(), "true".into()));
+        }
+        Inbound {
+            source: NAME.into(),
+            channel: mail.from.clone(),
+            guild: None,
+            address,
+            sender: mail.from.clone(),
+            text: mail.text.clone(),
+            external_id: mail
+                .message_id
+                .clone()
+                .or_else(|| Some(entry.id().to_string())),
+            extra,
+        }
+    }
+}
+
+/// Reads and parses one mail of `new/`; `None` when there is none to
+/// publish: gone since the listing, not a regular file, or flagged (`FS`)
+/// for a human because it cannot be read or parsed.
+fn read_mail(md: &Maildir, entry: &MaildirEntry) -> Option<ParsedMail> {
+    let raw = match md.read(entry) {
+        Ok(r) => r,
+        // Taken by someone else since the listing.
+        Err(e) if e.is_vanished() => return None,
+        // A symlink or a FIFO swapped in after the listing: not
+        // mail, and not ours to move; the next listing skips it.
+        Err(e @ MaildirError::NotRegular { .. }) => {
+            log::warn!("email: {e}");
+            return None;
+        }
+        Err(e) => {
+            log::warn!("email: {e}; flagged for a human");
+            let _ = md.mark(entry, "FS");
+            return None;
+        }
+    };
+    match parse::parse(&raw) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            log::warn!(
+                "email: {} cannot be parsed ({e}); flagged for a human",
+                entry.name()
+            );
+            let _ = md.mark(entry, "FS");
+            None
+        }
+    }
 }
 
 impl Source for EmailSource {
     fn name(&self) -> &str {
-        "email"
+        NAME
     }
 
     fn inbound(

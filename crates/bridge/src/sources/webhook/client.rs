@@ -1,7 +1,8 @@
 //! The webhook's outbound side: one POST per outbox entry, over pooled
 //! HTTP/1.1 keep-alive connections.
 
-use crate::source::{DeliveryError, Outbound};
+use crate::message::Outbound;
+use crate::source::DeliveryError;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, CONTENT_TYPE};

@@ -29,8 +29,10 @@ pub mod client;
 pub mod server;
 pub mod slots;
 
+use crate::message::Outbound;
 use crate::publish::Publisher;
-use crate::source::{BoxFuture, DeliveryError, Outbound, Shutdown, Source, SourceError};
+use crate::shutdown::Shutdown;
+use crate::source::{BoxFuture, DeliveryError, Source, SourceError};
 use oxidepm_lanes::bridge_config::UrlError;
 use oxidepm_lanes::bridge_config::{BridgeConfig, WebhookConfig, WebhookLimits};
 use oxidepm_lanes::{Secret, SecretError};
@@ -70,9 +72,18 @@ pub enum WebhookError {
     Running,
 }
 
+impl From<WebhookError> for SourceError {
+    fn from(e: WebhookError) -> SourceError {
+        SourceError::new(NAME, e)
+    }
+}
+
+/// The source's name.
+pub const NAME: &str = "webhook";
+
 /// Settings a reload may change.
 #[derive(Debug)]
-pub struct WebhookSettings {
+pub struct LiveSettings {
     /// SHA-256 of the bearer token: compared in constant time, and its
     /// length does not leak.
     pub token_digest: [u8; 32],
@@ -86,12 +97,12 @@ pub struct WebhookSettings {
     pub limits: WebhookLimits,
 }
 
-impl WebhookSettings {
+impl LiveSettings {
     /// The settings of a `webhook` section (reads the token file).
-    pub fn from_config(w: &WebhookConfig) -> Result<WebhookSettings, WebhookError> {
+    pub fn from_config(w: &WebhookConfig) -> Result<LiveSettings, WebhookError> {
         let token = Secret::read(&w.token_file).map_err(WebhookError::Token)?;
         let mut deliver = HashMap::new();
-        for (channel, url) in &w.deliver {
+        for (channel, url) in &w.settings.deliver {
             let uri = oxidepm_lanes::bridge_config::check_http_url(url).map_err(|source| {
                 WebhookError::Deliver {
                     channel: channel.clone(),
@@ -100,12 +111,12 @@ impl WebhookSettings {
             })?;
             deliver.insert(channel.clone(), uri);
         }
-        Ok(WebhookSettings {
+        Ok(LiveSettings {
             token_digest: Sha256::digest(token.expose().as_bytes()).into(),
             deliver,
             max_body: w.max_body,
             timeout: Duration::from_millis(w.timeout_ms),
-            limits: w.limits,
+            limits: w.settings.limits,
         })
     }
 
@@ -116,9 +127,9 @@ impl WebhookSettings {
 }
 
 /// Shared, replaceable settings.
-pub type SharedSettings = Arc<RwLock<Arc<WebhookSettings>>>;
+pub type SharedSettings = Arc<RwLock<Arc<LiveSettings>>>;
 
-fn current(s: &SharedSettings) -> Arc<WebhookSettings> {
+fn current(s: &SharedSettings) -> Arc<LiveSettings> {
     s.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
@@ -136,12 +147,13 @@ pub struct WebhookSource {
 impl WebhookSource {
     /// Reads the settings and binds the listener.
     pub fn bind(w: &WebhookConfig) -> Result<WebhookSource, WebhookError> {
-        let settings = WebhookSettings::from_config(w)?;
-        let listener =
-            std::net::TcpListener::bind(w.listen).map_err(|source| WebhookError::Listen {
-                addr: w.listen,
+        let settings = LiveSettings::from_config(w)?;
+        let listener = std::net::TcpListener::bind(w.settings.listen).map_err(|source| {
+            WebhookError::Listen {
+                addr: w.settings.listen,
                 source,
-            })?;
+            }
+        })?;
         listener
             .set_nonblocking(true)
             .map_err(WebhookError::Listener)?;
@@ -149,7 +161,7 @@ impl WebhookSource {
         Ok(WebhookSource {
             settings: Arc::new(RwLock::new(Arc::new(settings))),
             listener: Mutex::new(Some(listener)),
-            listen: w.listen,
+            listen: w.settings.listen,
             local_addr,
             client: client::HttpClient::new(),
         })
@@ -163,7 +175,7 @@ impl WebhookSource {
 
 impl Source for WebhookSource {
     fn name(&self) -> &str {
-        "webhook"
+        NAME
     }
 
     fn inbound(
@@ -206,11 +218,12 @@ impl Source for WebhookSource {
         let Some(w) = &config.webhook else {
             return Ok(vec!["removing the webhook source".into()]);
         };
-        let new = WebhookSettings::from_config(w)?;
+        let new = LiveSettings::from_config(w)?;
         *self.settings.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
         let mut restart = Vec::new();
-        if w.listen != self.listen {
-            restart.push(format!("webhook.listen ({} → {})", self.listen, w.listen));
+        let listen = w.settings.listen;
+        if listen != self.listen {
+            restart.push(format!("webhook.listen ({} → {listen})", self.listen));
         }
         Ok(restart)
     }

@@ -11,9 +11,10 @@
 //! slot ([`super::slots`]).
 
 use super::slots::{Caps, ConnState, Refusal, Slots};
-use super::{current, SharedSettings, WebhookSettings};
+use super::{current, LiveSettings, SharedSettings};
+use crate::message::Inbound;
 use crate::publish::{PublishError, Publisher};
-use crate::source::{Inbound, Shutdown};
+use crate::shutdown::Shutdown;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -260,7 +261,7 @@ fn parse_body(source: &str, body: &[u8]) -> Result<Inbound, BodyError> {
 }
 
 /// Checks `Authorization: Bearer <token>`, in constant time.
-fn authorized(req: &Request<Incoming>, s: &WebhookSettings) -> Result<(), &'static str> {
+fn authorized(req: &Request<Incoming>, s: &LiveSettings) -> Result<(), &'static str> {
     let Some(h) = req.headers().get(AUTHORIZATION) else {
         return Err("missing bearer token: send the header Authorization: Bearer <token> (the token is in the bridge's webhook token file)");
     };
@@ -277,18 +278,47 @@ fn authorized(req: &Request<Incoming>, s: &WebhookSettings) -> Result<(), &'stat
     }
 }
 
+/// An answer to a request.
+type Answer = Response<Full<Bytes>>;
+
+/// The answer that refuses a request (boxed: a response is large).
+type Refused = Box<Answer>;
+
 /// Answers one request; `state` learns when the token was right.
 async fn handle(
     req: Request<Incoming>,
     ctx: &Ctx,
     state: &ConnState,
     limits: &WebhookLimits,
-) -> Response<Full<Bytes>> {
+) -> Answer {
+    let (source, settings) = match admit(&req, ctx, state) {
+        Ok(admitted) => admitted,
+        Err(refused) => return *refused,
+    };
+    let body = match read_body(req, &settings, limits).await {
+        Ok(b) => b,
+        Err(refused) => return *refused,
+    };
+    let msg = match parse_body(&source, &body) {
+        Ok(m) => m,
+        Err(m) => return error(StatusCode::BAD_REQUEST, m.to_string()),
+    };
+    publish(ctx, msg).await
+}
+
+/// The source a request posts to, and the settings it is judged by; or
+/// the answer that refuses it (a wrong path, method or token, or a source
+/// the bridge does not take), before its body is read.
+fn admit(
+    req: &Request<Incoming>,
+    ctx: &Ctx,
+    state: &ConnState,
+) -> Result<(String, Arc<LiveSettings>), Refused> {
     let Some(source) = req.uri().path().strip_prefix("/in/").map(str::to_string) else {
-        return error(
+        return Err(Box::new(error(
             StatusCode::NOT_FOUND,
             format!("no such path {:?}: POST to /in/<source>", req.uri().path()),
-        );
+        )));
     };
     if req.method() != Method::POST {
         let mut r = error(
@@ -297,37 +327,46 @@ async fn handle(
         );
         r.headers_mut()
             .insert(hyper::header::ALLOW, HeaderValue::from_static("POST"));
-        return r;
+        return Err(Box::new(r));
     }
     let settings = current(&ctx.settings);
-    if let Err(m) = authorized(&req, &settings) {
+    if let Err(m) = authorized(req, &settings) {
         let mut r = error(StatusCode::UNAUTHORIZED, m);
         r.headers_mut().insert(
             hyper::header::WWW_AUTHENTICATE,
             HeaderValue::from_static("Bearer"),
         );
-        return r;
+        return Err(Box::new(r));
     }
     if !state.authenticated() {
         // The place went to a newcomer a moment before: the connection is
         // closing, and a message taken now would go unanswered (and be sent
         // again).
-        return error(
+        return Err(Box::new(error(
             StatusCode::SERVICE_UNAVAILABLE,
             "the webhook is full and this connection gave its place to a newcomer before \
-             its request was read; send it again"
-                .to_string(),
-        );
+             its request was read; send it again",
+        )));
     }
     if !ctx.publisher.knows_source(&source) {
-        return error(
+        return Err(Box::new(error(
             StatusCode::NOT_FOUND,
             format!(
                 "unknown source {source:?}: the bridge takes messages for {}",
                 ctx.publisher.sources().join(", ")
             ),
-        );
+        )));
     }
+    Ok((source, settings))
+}
+
+/// The request's body, within `max_body` bytes and `limits.body_ms`; or
+/// the answer that refuses it.
+async fn read_body(
+    req: Request<Incoming>,
+    settings: &LiveSettings,
+    limits: &WebhookLimits,
+) -> Result<Bytes, Refused> {
     let too_large = || {
         error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -340,13 +379,13 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > settings.max_body as u64) {
-        return too_large();
+        return Err(Box::new(too_large()));
     }
     let body_time = Duration::from_millis(limits.body_ms);
     let body = Limited::new(req.into_body(), settings.max_body).collect();
-    let body = match tokio::time::timeout(body_time, body).await {
-        Ok(Ok(b)) => b.to_bytes(),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+    match tokio::time::timeout(body_time, body).await {
+        Ok(Ok(b)) => Ok(b.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(Box::new(too_large())),
         Err(_) => {
             let mut r = error(
                 StatusCode::REQUEST_TIMEOUT,
@@ -354,19 +393,18 @@ async fn handle(
             );
             r.headers_mut()
                 .insert(CONNECTION, HeaderValue::from_static("close"));
-            return r;
+            Err(Box::new(r))
         }
-        Ok(Err(e)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("cannot read the body: {e}"),
-            )
-        }
-    };
-    let msg = match parse_body(&source, &body) {
-        Ok(m) => m,
-        Err(m) => return error(StatusCode::BAD_REQUEST, m.to_string()),
-    };
+        Ok(Err(e)) => Err(Box::new(error(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the body: {e}"),
+        ))),
+    }
+}
+
+/// Publishes `msg` and says where it went, or 503 when Redis did not take
+/// it.
+async fn publish(ctx: &Ctx, msg: Inbound) -> Answer {
     match ctx.publisher.publish(msg).await {
         Ok(p) => reply(
             StatusCode::ACCEPTED,

@@ -16,7 +16,6 @@ pub use event::{DaemonRestart, Effect, Event, Gone, Limit, StopOutcome};
 pub use transitions::{on, restart_why};
 
 use super::app::{App, Runtime};
-use crate::store::RuntimeRow;
 use oxidepm_proto::{AppSpec, Status};
 
 /// An app's place in its lifecycle: what the transitions read and write.
@@ -81,13 +80,13 @@ pub fn write(app: &mut App, life: Life) {
 /// The runtime row written before a fork: the app `starting` and wanted
 /// running, without a process yet (recovery completes it from the new
 /// process's marker if the daemon dies after the fork).
-pub fn intent(rt: &Runtime) -> RuntimeRow {
-    RuntimeRow {
+pub fn intent(rt: &Runtime) -> Runtime {
+    Runtime {
         status: Status::Starting,
         desired_running: true,
         pid: None,
         pid_start: None,
-        ..RuntimeRow::from(rt)
+        ..rt.clone()
     }
 }
 

@@ -1,98 +1,102 @@
-//! The `discord` section of the bridge's configuration.
+//! The discord source: `[lanes.discord]` of daemon.toml
+//! ([`DiscordSettings`]) and the bridge's `discord` section
+//! ([`DiscordConfig`]), which is those settings as they are plus the bot
+//! token's file and the bridge's own knobs.
 //!
 //! ```json
 //! "discord": {
-//!   "token_file": "/home/u/.oxidepm/bridge/discord_token",
 //!   "gateway_url": null,
-//!   "api_url": null
+//!   "api_url": null,
+//!   "token_file": "/home/u/.oxidepm/bridge/discord_token"
 //! }
 //! ```
 //!
-//! `token_file` holds the bot token (a copy the daemon makes of
-//! `secrets/discord_token`); the token itself is never in this file.
+//! Settings (daemon.toml and the file): `enabled` (daemon.toml's switch;
+//! the file has the section exactly when it is on, and does not write it),
 //! `gateway_url` (a `ws://` or `wss://` URL) and `api_url` (an `http://` or
-//! `https://` base, the part before `/api/v10/…`) are for a gateway proxy or
-//! a local stand-in; unset, the bot talks to Discord itself. The bounds:
-//! `max_text_bytes` (an inbound message's text is cut at this many bytes, on
-//! a character boundary; default 16 KiB), `max_attachments` (attachment
+//! `https://` base, the part before `/api/v10/…`), for a gateway proxy or a
+//! local stand-in; unset, the bot talks to Discord itself. The bounds:
+//! `max_text_bytes` (an inbound message's text is cut at this many bytes,
+//! on a character boundary; default 16 KiB), `max_attachments` (attachment
 //! URLs kept per message, default 10), `dedupe_ids` (message ids remembered
 //! to drop a message the gateway sends twice, default 4,096),
-//! `publish_attempts` (tries to put an inbound message into Redis before it
-//! is counted lost, default 8), `ignore_bots` (messages of other bots are
-//! dropped, default true, so that two bots cannot answer each other
-//! forever), `post_timeout_ms` (one REST request, default 10,000).
+//! `ignore_bots` (messages of other bots are dropped, default true, so that
+//! two bots cannot answer each other forever).
+//!
+//! The file only: `token_file` holds the bot token (a copy the daemon
+//! makes of `secrets/discord_token`; the token itself is never in the
+//! file), `publish_attempts` (tries to put an inbound message into Redis
+//! before it is counted lost, default 8), `post_timeout_ms` (one REST
+//! request, default 10,000).
 
+use super::section::{Presence, Section};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// The `discord` section.
+/// The discord source's settings: `[lanes.discord]`, and the same keys of
+/// the bridge's `discord` section.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscordSettings {
+    /// Whether the bridge runs the discord source (daemon.toml's switch).
+    #[serde(skip_serializing)]
+    pub enabled: bool,
+    /// Gateway URL instead of Discord's (`ws://` or `wss://`).
+    pub gateway_url: Option<String>,
+    /// REST base instead of `https://discord.com` (`http://` or `https://`).
+    pub api_url: Option<String>,
+    /// Bytes of an inbound message's text kept.
+    pub max_text_bytes: usize,
+    /// Attachment URLs kept per inbound message.
+    pub max_attachments: usize,
+    /// Message ids remembered for de-duplication.
+    pub dedupe_ids: usize,
+    /// Drop messages written by other bots.
+    pub ignore_bots: bool,
+}
+
+impl Default for DiscordSettings {
+    fn default() -> DiscordSettings {
+        DiscordSettings {
+            enabled: false,
+            gateway_url: None,
+            api_url: None,
+            max_text_bytes: 16 << 10,
+            max_attachments: 10,
+            dedupe_ids: 4096,
+            ignore_bots: true,
+        }
+    }
+}
+
+/// The bridge's `discord` section: the settings, the bot token's file and
+/// the keys only the file has.
+// Flattened as the webhook's settings are (see `super::webhook`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct DiscordConfig {
+    /// What daemon.toml sets.
+    #[serde(flatten)]
+    pub settings: DiscordSettings,
     /// File holding the bot token.
     pub token_file: PathBuf,
-    /// Gateway URL instead of Discord's (`ws://` or `wss://`).
-    #[serde(default)]
-    pub gateway_url: Option<String>,
-    /// REST base instead of `https://discord.com` (`http://` or `https://`).
-    #[serde(default)]
-    pub api_url: Option<String>,
-    /// Bytes of an inbound message's text kept.
-    #[serde(default = "default_max_text_bytes")]
-    pub max_text_bytes: usize,
-    /// Attachment URLs kept per inbound message.
-    #[serde(default = "default_max_attachments")]
-    pub max_attachments: usize,
-    /// Message ids remembered for de-duplication.
-    #[serde(default = "default_dedupe_ids")]
-    pub dedupe_ids: usize,
     /// Tries to publish one inbound message.
     #[serde(default = "default_publish_attempts")]
     pub publish_attempts: u32,
-    /// Drop messages written by other bots.
-    #[serde(default = "yes")]
-    pub ignore_bots: bool,
     /// Timeout of one REST request, in milliseconds.
     #[serde(default = "default_post_timeout_ms")]
     pub post_timeout_ms: u64,
 }
 
-fn default_max_text_bytes() -> usize {
-    16 << 10
-}
-fn default_max_attachments() -> usize {
-    10
-}
-fn default_dedupe_ids() -> usize {
-    4096
-}
 fn default_publish_attempts() -> u32 {
     8
-}
-fn yes() -> bool {
-    true
 }
 fn default_post_timeout_ms() -> u64 {
     10_000
 }
 
-impl DiscordConfig {
-    /// A section with the defaults of every optional key.
-    pub fn new(token_file: PathBuf) -> DiscordConfig {
-        DiscordConfig {
-            token_file,
-            gateway_url: None,
-            api_url: None,
-            max_text_bytes: default_max_text_bytes(),
-            max_attachments: default_max_attachments(),
-            dedupe_ids: default_dedupe_ids(),
-            publish_attempts: default_publish_attempts(),
-            ignore_bots: true,
-            post_timeout_ms: default_post_timeout_ms(),
-        }
-    }
-
-    /// Checks the URLs and bounds.
+impl DiscordSettings {
+    /// Checks the URLs and bounds, as the bridge will.
     pub fn check(&self) -> Result<(), DiscordConfigError> {
         if let Some(u) = &self.gateway_url {
             if !(u.starts_with("ws://") || u.starts_with("wss://")) || u.len() <= "wss://".len() {
@@ -102,18 +106,57 @@ impl DiscordConfig {
         if let Some(u) = &self.api_url {
             api_host(u)?;
         }
-        let zero = [
+        zero(&[
             ("max_text_bytes", self.max_text_bytes as u64),
             ("dedupe_ids", self.dedupe_ids as u64),
+        ])
+    }
+}
+
+impl DiscordConfig {
+    /// The section of `settings`, with the bot token in `token_file` and
+    /// the defaults of every key only the file has.
+    pub fn of(settings: DiscordSettings, token_file: PathBuf) -> DiscordConfig {
+        DiscordConfig {
+            settings,
+            token_file,
+            publish_attempts: default_publish_attempts(),
+            post_timeout_ms: default_post_timeout_ms(),
+        }
+    }
+
+    /// A section with the defaults of every optional key.
+    pub fn new(token_file: PathBuf) -> DiscordConfig {
+        DiscordConfig::of(DiscordSettings::default(), token_file)
+    }
+
+    /// Checks the URLs and bounds.
+    pub fn check(&self) -> Result<(), DiscordConfigError> {
+        self.settings.check()?;
+        zero(&[
             ("publish_attempts", u64::from(self.publish_attempts)),
             ("post_timeout_ms", self.post_timeout_ms),
-        ]
-        .into_iter()
-        .find(|(_, v)| *v == 0);
-        if let Some((key, _)) = zero {
-            return Err(DiscordConfigError::Zero { key });
-        }
-        Ok(())
+        ])
+    }
+}
+
+impl Section for DiscordConfig {
+    const SOURCE: &'static str = "discord";
+    const PRESENCE: Presence = Presence::Required {
+        needs: "token_file",
+    };
+    type Error = DiscordConfigError;
+
+    fn check(&self, _sources: &[String]) -> Result<(), DiscordConfigError> {
+        DiscordConfig::check(self)
+    }
+}
+
+/// The first of `bounds` that is 0.
+fn zero(bounds: &[(&'static str, u64)]) -> Result<(), DiscordConfigError> {
+    match bounds.iter().find(|(_, v)| *v == 0) {
+        Some(&(key, _)) => Err(DiscordConfigError::Zero { key }),
+        None => Ok(()),
     }
 }
 
@@ -180,13 +223,13 @@ mod tests {
     fn urls_are_checked() {
         let mut c = DiscordConfig::new("/t".into());
         assert!(c.check().is_ok());
-        c.gateway_url = Some("http://x".into());
+        c.settings.gateway_url = Some("http://x".into());
         assert!(matches!(
             c.check(),
             Err(DiscordConfigError::GatewayUrl { .. })
         ));
-        c.gateway_url = Some("ws://127.0.0.1:9".into());
-        c.api_url = Some("http://127.0.0.1:9/".into());
+        c.settings.gateway_url = Some("ws://127.0.0.1:9".into());
+        c.settings.api_url = Some("http://127.0.0.1:9/".into());
         assert!(c.check().is_ok());
         assert_eq!(
             api_host("http://127.0.0.1:9/").unwrap(),
@@ -199,7 +242,7 @@ mod tests {
         for bad in ["ftp://x", "http://", "http://a/b", "https://a b"] {
             assert!(api_host(bad).is_err(), "{bad}");
         }
-        c.dedupe_ids = 0;
+        c.settings.dedupe_ids = 0;
         assert_eq!(
             c.check(),
             Err(DiscordConfigError::Zero { key: "dedupe_ids" })
