@@ -15,7 +15,7 @@
 //! reload that changes them says so in its report and in the log.
 
 use crate::config::{BridgeConfig, ConfigError};
-use crate::conn::{ConnectError, RedisTarget};
+use crate::conn::ConnectError;
 use crate::delivery::{DeliveryContext, DeliverySettings};
 use crate::outbox::OutboxPlan;
 use crate::publish::{Publisher, RoutingTable};
@@ -248,14 +248,12 @@ impl Bridge {
         // Before any key is built: every key follows the deployment's form.
         oxidepm_lanes::stream_key::set_key_form(cfg.key_form)
             .map_err(|e| BridgeError::KeyForm(e.to_string()))?;
-        let target = RedisTarget::from_config(&cfg)?;
+        let target = crate::conn::target(&cfg)?;
         let Sources {
             all: sources,
             webhook_addr,
         } = build_sources(&cfg)?;
-        let con = target
-            .connect_patiently(COMMAND_TIMEOUT, REDIS_PATIENCE)
-            .await?;
+        let con = crate::conn::connect_patiently(&target, COMMAND_TIMEOUT, REDIS_PATIENCE).await?;
         // The shared routes as they are now, so that the first message
         // already finds them; a failure leaves them to the watcher.
         let mut shared_raw = Vec::new();
@@ -297,12 +295,15 @@ impl Bridge {
                 plan_rx,
                 GRACE,
             )),
-            tokio::spawn(crate::conn::keep_alive(ctx.con.clone(), shutdown.clone())),
+            tokio::spawn(crate::conn::keep_alive(ctx.con.clone(), {
+                let mut shutdown = shutdown.clone();
+                async move { shutdown.wait().await }
+            })),
         ];
         log::info!(
             "bridge started as {} on {}: {} agents, {routes} routes ({parked} parked), {} outboxes drained",
             target.user,
-            target.redis,
+            target.url,
             cfg.agents.len(),
             plan.outboxes.len()
         );
@@ -323,12 +324,18 @@ impl Bridge {
             tasks: Mutex::new(tasks),
         });
         if let Some((con, sd)) = watch_shared {
-            let w = tokio::spawn(crate::shared_routes::watch(
-                Arc::downgrade(&bridge),
-                con,
-                shared_raw,
-                sd,
-            ));
+            let weak = Arc::downgrade(&bridge);
+            let apply = move |routes| {
+                let Some(bridge) = weak.upgrade() else {
+                    return false;
+                };
+                match bridge.set_shared_routes(routes) {
+                    Ok(report) => log::info!("shared routes changed: {report}"),
+                    Err(e) => log::error!("the shared routes cannot be applied: {e}"),
+                }
+                true
+            };
+            let w = tokio::spawn(crate::shared_routes::watch(con, shared_raw, sd, apply));
             bridge
                 .tasks
                 .lock()

@@ -7,11 +7,9 @@
 //! force staying.
 
 use crate::conn::Con;
-use crate::service::Bridge;
 use crate::source::Shutdown;
 use oxidepm_lanes::bridge_config::RouteConfig;
 use oxidepm_lanes::shared_routes::{decode, MAX_SHARED_ROUTES, SHARED_ROUTES_KEY};
-use std::sync::Weak;
 use std::time::Duration;
 
 /// How often the hash is read.
@@ -53,13 +51,14 @@ pub fn parse(raw: &[(Vec<u8>, Vec<u8>)]) -> Vec<RouteConfig> {
         .collect()
 }
 
-/// Reads the hash every [`EVERY`] until the bridge stops (or is gone) and
-/// applies its routes when they change.
+/// Reads the hash every [`EVERY`] until the bridge stops and hands its
+/// routes to `apply` when they change; `apply` answers false when there
+/// is no bridge to apply them to any more (the watch ends then).
 pub async fn watch(
-    bridge: Weak<Bridge>,
     mut con: Con,
     mut last: Vec<(Vec<u8>, Vec<u8>)>,
     mut shutdown: Shutdown,
+    mut apply: impl FnMut(Vec<RouteConfig>) -> bool,
 ) {
     let mut failing = false;
     loop {
@@ -82,12 +81,8 @@ pub async fn watch(
         if raw == last {
             continue;
         }
-        let Some(bridge) = bridge.upgrade() else {
+        if !apply(parse(&raw)) {
             return;
-        };
-        match bridge.set_shared_routes(parse(&raw)) {
-            Ok(report) => log::info!("shared routes changed: {report}"),
-            Err(e) => log::error!("the shared routes cannot be applied: {e}"),
         }
         last = raw;
     }
