@@ -269,7 +269,6 @@ impl From<lanes::Error> for ErrorBody {
             | E::WebhookToken(_)
             | E::NotSetUp(_)
             | E::AdminCredential(_)
-            | E::Task(_)
             | E::Connect(_)
             | E::Redis { .. }
             | E::RouteAgent { .. }

@@ -6,13 +6,16 @@
 //! bridge sends its messages to `bridge:unrouted` with the reason, and
 //! `route list` shows it. It is in force again once the agent is defined.
 
-use super::admin::{ensure_app, find_app, group_pending, is_running, sibling, AgentLane, Lanes};
 use super::bridge_user::{
     share_dir, share_socket, write_private, BridgeUser, Problem, DEFAULT_BRIDGE_USER,
     REDIS_DIR_MODE, SHARED_DIR_MODE,
 };
 use super::error::Error;
+use super::handle::{AgentLane, Lanes};
 use super::layout::BRIDGE_APP;
+use super::programs::sibling;
+use super::report::group_pending;
+use super::system_apps::{ensure_app, find_app, is_running};
 use crate::supervise::{control, lock, Shared};
 use oxidepm_lanes::bridge_config::{
     BridgeConfig, EmailConfig, RouteConfig, WebhookConfig, STATUS_KEY,
@@ -86,7 +89,7 @@ impl Lanes {
             Some(Ok(t)) => Some(t),
             Some(Err(e)) => return self.keep_bridge_stopped(shared, e.into()).await,
         };
-        let user = match self.prepare_bridge_user(agents, &conf) {
+        let user = match self.prepare_bridge_user(agents, &conf).await {
             Ok(u) => u,
             Err(problem) => return self.keep_bridge_stopped(shared, problem).await,
         };
@@ -130,7 +133,7 @@ impl Lanes {
     /// with the home, `bridge/` and `redis/` opened to it just enough, and
     /// the Maildir and the webhook's port checked for it; `None` when the
     /// daemon is not root and runs the bridge as itself.
-    fn prepare_bridge_user(
+    async fn prepare_bridge_user(
         &self,
         agents: &[AgentLane],
         conf: &BridgeConfig,
@@ -143,7 +146,7 @@ impl Lanes {
             .bridge_user
             .as_deref()
             .unwrap_or(DEFAULT_BRIDGE_USER);
-        let user = BridgeUser::get_or_make(name)?;
+        let user = BridgeUser::get_or_make(name).await?;
         if let Some(a) = agents.iter().find(|a| a.uid == Some(user.uid)) {
             return Err(Problem::SharedWithAgent {
                 name: user.name,
@@ -387,13 +390,14 @@ impl Lanes {
         let (counters, reload_error, sources) = match admin {
             Err(_) => (Some(Counters::Unread {}), None, Vec::new()),
             Ok((user, pw)) => {
-                match tokio::task::spawn_blocking(move || -> BridgeRead {
-                    let Ok(mut con) = server.connect(&user, &pw) else {
+                let read = async move {
+                    let Ok(mut con) = server.connect(&user, &pw).await else {
                         return (Counters::Unread {}, None, Vec::new());
                     };
                     let status: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
                         .arg(STATUS_KEY)
-                        .query(&mut *con)
+                        .query_async(&mut con)
+                        .await
                         .unwrap_or_default();
                     let reload_error = status.get("reload_error").map(|e| {
                         format!(
@@ -410,13 +414,14 @@ impl Lanes {
                             up: s.up,
                         })
                         .collect();
-                    let pending: i64 = outboxes
-                        .iter()
-                        .map(|k| group_pending(&mut *con, k, BRIDGE_GROUP))
-                        .sum();
+                    let mut pending: i64 = 0;
+                    for k in &outboxes {
+                        pending += group_pending(&mut con, k, BRIDGE_GROUP).await;
+                    }
                     let stats: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
                         .arg(STATS_KEY)
-                        .query(&mut *con)
+                        .query_async(&mut con)
+                        .await
                         .unwrap_or_default();
                     let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
                     let counters = Counters::Read(BridgeCounters {
@@ -432,18 +437,16 @@ impl Lanes {
                         unrouted: stat("unrouted"),
                         unrouted_stream: redis::cmd("XLEN")
                             .arg(UNROUTED_KEY)
-                            .query::<i64>(&mut *con)
+                            .query_async::<i64>(&mut con)
+                            .await
                             .unwrap_or(0),
                         delivery_ms: stat("delivery_ms"),
                         lost: stat("lost"),
                     });
                     (counters, reload_error, sources)
-                })
-                .await
-                {
-                    Ok((c, e, s)) => (Some(c), e, s),
-                    Err(_) => (None, None, Vec::new()),
-                }
+                };
+                let (c, e, s): BridgeRead = read.await;
+                (Some(c), e, s)
             }
         };
         Ok(RoutesReport {
