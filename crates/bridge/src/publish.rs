@@ -227,9 +227,10 @@ pub async fn publish(
     table: &RoutingTable,
     msgs: &[(&Inbound, Option<&Once>)],
 ) -> Vec<Result<Published, PublishError>> {
-    match con {
-        Con::Cluster(_) => publish_each(con, table, msgs).await,
-        Con::Single(_) => publish_batch(con, table, msgs).await,
+    if con.is_cluster() {
+        publish_each(con, table, msgs).await
+    } else {
+        publish_batch(con, table, msgs).await
     }
 }
 

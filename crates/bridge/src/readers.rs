@@ -25,7 +25,7 @@ pub async fn run(
     mut plan_rx: watch::Receiver<OutboxPlan>,
     grace: Duration,
 ) {
-    if !matches!(target.redis.topology, Topology::Cluster { .. }) {
+    if !matches!(target.url.topology, Topology::Cluster { .. }) {
         Reader::new(ctx, target, plan_rx).run(grace).await;
         return;
     }

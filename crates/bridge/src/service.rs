@@ -14,7 +14,7 @@
 //! implementations and the webhook's listen address need a restart; a
 //! reload that changes them says so in its report and in the log.
 
-use crate::conn::{ConnectError, RedisTarget};
+use crate::conn::ConnectError;
 use crate::delivery::{DeliveryContext, DeliverySettings};
 use crate::outbox::OutboxPlan;
 use crate::publish::{Publisher, RoutingTable};
@@ -252,14 +252,12 @@ impl Bridge {
         // Before any key is built: every key follows the deployment's form.
         oxidepm_lanes::stream_key::set_key_form(cfg.key_form)
             .map_err(|e| BridgeError::KeyForm(e.to_string()))?;
-        let target = RedisTarget::from_config(&cfg)?;
+        let target = crate::conn::target(&cfg)?;
         let Sources {
             all: sources,
             webhook_addr,
         } = build_sources(&cfg)?;
-        let con = target
-            .connect_patiently(COMMAND_TIMEOUT, REDIS_PATIENCE)
-            .await?;
+        let con = crate::conn::connect_patiently(&target, COMMAND_TIMEOUT, REDIS_PATIENCE).await?;
         // The shared routes as they are now, so that the first message
         // already finds them; a failure leaves them to the watcher.
         let mut shared_raw = Vec::new();
@@ -301,12 +299,15 @@ impl Bridge {
                 plan_rx,
                 GRACE,
             )),
-            tokio::spawn(crate::conn::keep_alive(ctx.con.clone(), shutdown.clone())),
+            tokio::spawn(crate::conn::keep_alive(ctx.con.clone(), {
+                let mut shutdown = shutdown.clone();
+                async move { shutdown.wait().await }
+            })),
         ];
         log::info!(
             "bridge started as {} on {}: {} agents, {routes} routes ({parked} parked), {} outboxes drained",
             target.user,
-            target.redis,
+            target.url,
             cfg.agents.len(),
             plan.outboxes.len()
         );

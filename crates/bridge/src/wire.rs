@@ -136,61 +136,16 @@ fn io_err(e: impl std::fmt::Display) -> WireError {
     WireError::Io(io::Error::other(e.to_string()))
 }
 
-/// The TLS client configuration of `target`: its CA file, or the system's
-/// roots; its client certificate if it has one.
-fn tls_config(target: &RedisTarget) -> Result<Arc<tokio_rustls::rustls::ClientConfig>, WireError> {
-    use tokio_rustls::rustls::pki_types::pem::PemObject;
-    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    use tokio_rustls::rustls::{ClientConfig, RootCertStore};
-    let bad = |what: &str, e: &dyn std::fmt::Display| {
-        WireError::Io(io::Error::other(format!("{what}: {e}")))
-    };
-    let mut roots = RootCertStore::empty();
-    match &target.tls.ca_file {
-        Some(p) => {
-            for c in CertificateDer::pem_file_iter(p)
-                .map_err(|e| bad(&format!("tls_ca_file {}", p.display()), &e))?
-            {
-                let c = c.map_err(|e| bad(&format!("tls_ca_file {}", p.display()), &e))?;
-                roots
-                    .add(c)
-                    .map_err(|e| bad(&format!("tls_ca_file {}", p.display()), &e))?;
-            }
-        }
-        None => {
-            for c in rustls_native_certs::load_native_certs().certs {
-                // A system root rustls cannot use is no reason to stop.
-                let _ = roots.add(c);
-            }
-        }
-    }
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad("TLS", &e))?
-        .with_root_certificates(roots);
-    let cfg = match (&target.tls.cert_file, &target.tls.key_file) {
-        (Some(c), Some(k)) => {
-            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(c)
-                .map_err(|e| bad(&format!("tls_cert_file {}", c.display()), &e))?
-                .collect::<Result<_, _>>()
-                .map_err(|e| bad(&format!("tls_cert_file {}", c.display()), &e))?;
-            let key = PrivateKeyDer::from_pem_file(k)
-                .map_err(|e| bad(&format!("tls_key_file {}", k.display()), &e))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| bad("tls_cert_file and tls_key_file", &e))?
-        }
-        _ => builder.with_no_client_auth(),
-    };
-    Ok(Arc::new(cfg))
+/// The TLS client configuration of `target`, by the lanes' one rule.
+fn tls_config(target: &RedisTarget) -> Result<Arc<rustls::ClientConfig>, WireError> {
+    oxidepm_lanes_net::tls::client_config(&target.tls).map_err(io_err)
 }
 
 impl Wire {
     /// Connects to `target` and authenticates: to its one server, or on a
     /// cluster to `node` (else its first seed that answers).
     pub async fn connect(target: &RedisTarget, node: Option<&HostPort>) -> Result<Wire, WireError> {
-        let (r, w): (ReadHalf, WriteHalf) = match &target.redis.topology {
+        let (r, w): (ReadHalf, WriteHalf) = match &target.url.topology {
             Topology::Cluster { seeds } => match node {
                 Some(n) => Self::tcp(target, n).await?,
                 None => {
@@ -243,15 +198,11 @@ impl Wire {
     async fn tcp(target: &RedisTarget, hp: &HostPort) -> Result<(ReadHalf, WriteHalf), WireError> {
         let s = TcpStream::connect((hp.host.as_str(), hp.port)).await?;
         let _ = s.set_nodelay(true);
-        if !target.redis.tls {
+        if !target.url.tls {
             let (r, w) = s.into_split();
             return Ok((Box::new(r), Box::new(w)));
         }
-        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(hp.host.clone())
-            .map_err(|e| io_err(format!("{}: not a TLS server name: {e}", hp.host)))?;
-        let tls = tokio_rustls::TlsConnector::from(tls_config(target)?)
-            .connect(name, s)
-            .await?;
+        let tls = oxidepm_lanes_net::tls::handshake(&tls_config(target)?, &hp.host, s).await?;
         let (r, w) = tokio::io::split(tls);
         Ok((Box::new(r), Box::new(w)))
     }

@@ -308,7 +308,6 @@ impl From<lanes::Error> for ErrorBody {
             | E::WebhookToken(_)
             | E::NotSetUp(_)
             | E::AdminCredential(_)
-            | E::Task(_)
             | E::Connect(_)
             | E::Redis { .. }
             | E::RouteAgent { .. }

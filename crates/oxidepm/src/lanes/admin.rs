@@ -6,120 +6,43 @@
 
 use super::bridge_user;
 use super::budgets;
+use super::conf_file::write_atomic;
 use super::error::Error;
-use super::layout::{self, Layout, PROXY_APP, REDIS_APP};
+use super::layout::{self, PROXY_APP, REDIS_APP};
 use super::live::{apply_live, set_maxmemory, NamedUser, Provision};
 use super::purge;
 use super::registry;
-pub(super) use super::report::group_pending;
 use super::responders::{self, ResponderLane};
-
-use super::settings::{Backend, LanesSettings};
-use crate::supervise::{control, lock, spawn, Shared};
+use super::settings::Backend;
+use super::system_apps::{ensure_app, find_app, is_running};
+use crate::supervise::{lock, spawn, Shared};
 use oxidepm_lanes::acl::{self, AclUser};
 use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::{AgentName, Secret};
-use oxidepm_proto::{Actor, AppKind, AppSpec, Status};
+use oxidepm_proto::{AppKind, AppSpec};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// An agent as the lanes see it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentLane {
-    /// Its name.
-    pub name: AgentName,
-    /// The uid its processes run as, when not the daemon's.
-    pub uid: Option<u32>,
-}
+pub use super::handle::{AgentLane, Lanes};
+pub(crate) use super::programs::{find_program, sibling};
 
 /// ACL users with their passwords.
 type Users = Vec<(AclUser, Secret)>;
 
-/// A program installed beside the daemon's own executable.
-pub(crate) fn sibling(name: &str) -> Option<PathBuf> {
-    std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(|d| d.join(name)))
-        .filter(|p| p.is_file())
-}
-
-/// Finds a program on PATH.
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-/// The lanes of one daemon.
-#[derive(Debug, Clone)]
-pub struct Lanes {
-    /// Where the files are.
-    pub layout: Layout,
-    /// `[lanes]` of daemon.toml.
-    pub settings: LanesSettings,
-    /// What the lanes keep between calls.
-    pub(super) state: Arc<LanesState>,
-    /// This host's id on a shared server (`[lanes] host_id` or derived).
-    pub host_id: String,
-}
-
-/// What the lanes keep between calls, shared by every clone.
-#[derive(Debug, Default)]
-pub(super) struct LanesState {
-    /// Held through a reconcile: two at once would each take the other's
-    /// new agent for a deleted one.
-    reconciling: tokio::sync::Mutex<()>,
-    /// Why the bridge does not run, when the daemon decided it cannot.
-    pub(super) bridge_problem: std::sync::Mutex<Option<String>>,
-    /// The consult rules put in force by a reload (`None`: daemon.toml's
-    /// at start).
-    pub(super) consult: std::sync::Mutex<Option<oxidepm_lanes::consult::ConsultConfig>>,
-    /// Every family as of the last reconcile (the responder apps' too);
-    /// read when an agent starts, for its environment.
-    pub(super) families: Arc<std::sync::RwLock<Vec<String>>>,
-    /// The agents of every host sharing the server, as last read
-    /// (`shared_routes::server_agents`).
-    pub(super) server_agents: std::sync::Mutex<Vec<AgentName>>,
-    /// The admin connection those reads use, kept between them.
-    pub(super) discovery_con: super::shared_routes::KeptCon,
+/// What one reconcile pass found, for provisioning Redis.
+struct Pass<'a> {
+    agents: &'a [AgentLane],
+    responders: &'a [ResponderLane],
+    users: &'a Users,
+    /// Agents whose lane is new (their password too).
+    fresh: Vec<AgentName>,
+    gone: &'a [purge::Gone],
+    gone_responders: &'a [String],
+    families: Vec<String>,
 }
 
 impl Lanes {
-    /// The lanes of the home of `layout`, with `settings`.
-    pub fn new(layout: Layout, settings: LanesSettings) -> Lanes {
-        let state = LanesState {
-            families: Arc::new(std::sync::RwLock::new(settings.families())),
-            ..LanesState::default()
-        };
-        let host_id = settings.host_id.clone().unwrap_or_else(|| {
-            let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-            super::settings::default_host_id(hostname.trim(), layout.home.root())
-        });
-        Lanes {
-            layout,
-            settings,
-            state: Arc::new(state),
-            host_id,
-        }
-    }
-
-    /// Every family as of the last reconcile, shared: what an agent
-    /// starting now has outboxes for.
-    pub fn live_families(&self) -> Arc<std::sync::RwLock<Vec<String>>> {
-        self.state.families.clone()
-    }
-
-    pub(super) fn families_now(&self) -> Vec<String> {
-        self.state
-            .families
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
     /// Checks agent specs before they are defined: names, and that lanes
     /// can be had at all.
     pub fn check_agents(&self, specs: &[AppSpec]) -> Result<(), Error> {
@@ -189,18 +112,7 @@ impl Lanes {
             return Ok(());
         }
         let _one_at_a_time = self.state.reconciling.lock().await;
-        let mut agents = self.agents(shared);
-        for e in extra {
-            if !agents.iter().any(|a| a.name == e.name) {
-                agents.push(e.clone());
-            }
-        }
-        let mut responders = self.responders(shared);
-        for e in extra_responders {
-            // As about to be defined: an update may change its uid.
-            responders.retain(|r| r.name != e.name);
-            responders.push(e.clone());
-        }
+        let (mut agents, mut responders) = self.wanted(shared, extra, extra_responders);
         let redis_id = find_app(shared, REDIS_APP);
         let set_up = redis_id.is_some() || find_app(shared, PROXY_APP).is_some();
         if agents.is_empty() && responders.is_empty() && !set_up {
@@ -236,93 +148,154 @@ impl Lanes {
         let (users, fresh) = self.users(&agents, &responders).map_err(Error::Passwords)?;
         let gone = purge::gone(&self.layout.secrets_dir(), &users);
         let gone_responders = responders::gone(&self.layout.secrets_dir(), &users);
-
-        let (admin_user, admin_pw) = if on_shared {
-            self.admin()?
-        } else {
-            let (redis_exe, _) = self.programs()?;
-            let running = redis_id.is_some_and(|id| is_running(shared, id));
-            // Written even when Redis runs: what it reads at its next start
-            // (after a crash, too) must be today's settings.
-            self.write_redis_conf().map_err(Error::RedisConf)?;
-            if !running {
-                write_atomic(
-                    &self.layout.acl_file(),
-                    acl::acl_file(&users, &families).as_bytes(),
-                )
-                .map_err(Error::RedisConf)?;
-                let spec = self.redis_spec(&redis_exe);
-                ensure_app(shared, spec, redis_id).await?;
-            }
-            (AclUser::Admin.to_string(), users[0].1.clone())
+        let admin = self
+            .bring_up_redis(shared, redis_id, &users, &families)
+            .await?;
+        let pass = Pass {
+            agents: &agents,
+            responders: &responders,
+            users: &users,
+            fresh,
+            gone: &gone,
+            gone_responders: &gone_responders,
+            families,
         };
+        self.provision(pass, admin).await?;
+        purge::forget(&self.layout.secrets_dir(), &gone);
+        responders::forget(&self.layout.secrets_dir(), &gone_responders);
+        self.write_proxy_conf(&agents, &responders)
+            .map_err(Error::ProxyConf)?;
+        self.bring_up_proxy(shared, &proxy_exe).await?;
+        self.wait_for_sockets(&lanes).await;
+        responders::wait_removed(&self.layout, &gone_responders).await;
+        self.write_descriptions(&agents);
+        let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
+        self.write_responder_descriptions(&responders, &names);
+        self.ensure_bridge(shared, &agents).await
+    }
+
+    /// The agents and responders to serve: those defined, plus those about
+    /// to be.
+    fn wanted(
+        &self,
+        shared: &Shared,
+        extra: &[AgentLane],
+        extra_responders: &[ResponderLane],
+    ) -> (Vec<AgentLane>, Vec<ResponderLane>) {
+        let mut agents = self.agents(shared);
+        for e in extra {
+            if !agents.iter().any(|a| a.name == e.name) {
+                agents.push(e.clone());
+            }
+        }
+        let mut responders = self.responders(shared);
+        for e in extra_responders {
+            // As about to be defined: an update may change its uid.
+            responders.retain(|r| r.name != e.name);
+            responders.push(e.clone());
+        }
+        (agents, responders)
+    }
+
+    /// The admin user and its password; on the private Redis, with its
+    /// files written and the server started when it does not run.
+    async fn bring_up_redis(
+        &self,
+        shared: &Shared,
+        redis_id: Option<u64>,
+        users: &Users,
+        families: &[String],
+    ) -> Result<(String, Secret), Error> {
+        if self.is_shared() {
+            return self.admin();
+        }
+        let (redis_exe, _) = self.programs()?;
+        let running = redis_id.is_some_and(|id| is_running(shared, id));
+        // Written even when Redis runs: what it reads at its next start
+        // (after a crash, too) must be today's settings.
+        self.write_redis_conf().map_err(Error::RedisConf)?;
+        if !running {
+            write_atomic(
+                &self.layout.acl_file(),
+                acl::acl_file(users, families).as_bytes(),
+            )
+            .map_err(Error::RedisConf)?;
+            let spec = self.redis_spec(&redis_exe);
+            ensure_app(shared, spec, redis_id).await?;
+        }
+        Ok((AclUser::Admin.to_string(), users[0].1.clone()))
+    }
+
+    /// Applies one pass to the running Redis as `admin`: the users, the
+    /// keys of gone lanes, the groups, the responders' keys and groups,
+    /// and then the names given back (shared) or `maxmemory` (private).
+    async fn provision(&self, pass: Pass<'_>, admin: (String, Secret)) -> Result<(), Error> {
+        let on_shared = self.is_shared();
         // On a shared server, only what this host still holds is deleted.
         let (own, not_ours) = if on_shared {
-            let (own, not_ours) = self.own_scope(&gone, &gone_responders).await?;
+            let (own, not_ours) = self.own_scope(pass.gone, pass.gone_responders).await?;
             (Some(own), not_ours)
         } else {
             (None, Vec::new())
         };
-        let named: Vec<NamedUser> = users
+        let named: Vec<NamedUser> = pass
+            .users
             .iter()
             .map(|(u, pw)| (self.user_name(u), u.clone(), pw.clone()))
             .collect();
-        let server = self.server();
-        let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
-        let responder_names: Vec<AgentName> = responders.iter().map(|r| r.name.clone()).collect();
-        let gone_r: Vec<String> = gone_responders
+        let names: Vec<AgentName> = pass.agents.iter().map(|a| a.name.clone()).collect();
+        let responder_names: Vec<AgentName> =
+            pass.responders.iter().map(|r| r.name.clone()).collect();
+        let gone_r: Vec<String> = pass
+            .gone_responders
             .iter()
             .filter(|u| !not_ours.contains(u))
             .cloned()
             .collect();
-        let names_r = names.clone();
         // Gone agents' keys, and whatever lies under the name of an agent
         // whose lane is new.
-        let purged: Vec<AgentName> = gone
+        let purged: Vec<AgentName> = pass
+            .gone
             .iter()
             .filter(|g| !not_ours.contains(&g.secret))
             .filter_map(|g| g.agent.clone())
-            .chain(fresh)
+            .chain(pass.fresh)
             .collect();
         // The names to give back once their users and keys are gone.
-        let released: Vec<String> = purged_names(&gone, &gone_r)
+        let released: Vec<String> = purged_names(pass.gone, &gone_r)
             .into_iter()
             .filter(|n| !names.iter().any(|a| a.as_str() == n))
             .collect();
-        let maxmemory = budgets::maxmemory(&self.settings);
-        let live_families = families.clone();
-        let host = self.host_id.clone();
-        tokio::task::spawn_blocking(move || {
-            let p = Provision {
-                server: &server,
-                admin_user: &admin_user,
-                admin_pw: &admin_pw,
-                users: &named,
-                agents: &names,
-                families: &live_families,
-                purged: &purged,
-                own,
-            };
-            let mut con = apply_live(&p)?;
-            let scope = on_shared.then_some(names_r.as_slice());
-            responders::apply(&mut *con, &gone_r, &responder_names, &names_r, scope)?;
-            if on_shared {
-                registry::release(&mut *con, &host, &released).map_err(|source| Error::Redis {
+        let server = self.server();
+        let p = Provision {
+            server: &server,
+            admin_user: &admin.0,
+            admin_pw: &admin.1,
+            users: &named,
+            agents: &names,
+            families: &pass.families,
+            purged: &purged,
+            own,
+        };
+        let mut con = apply_live(&p).await?;
+        let scope = on_shared.then_some(names.as_slice());
+        responders::apply(&mut con, &gone_r, &responder_names, &names, scope).await?;
+        if on_shared {
+            registry::release(&mut con, &self.host_id, &released)
+                .await
+                .map_err(|source| Error::Redis {
                     command: format!("EVAL (release {released:?} in {})", registry::REGISTRY_KEY),
                     source,
                 })
-            } else {
-                // A shared server's memory is its operator's to bound.
-                set_maxmemory(&mut *con, maxmemory)
-            }
-        })
-        .await
-        .map_err(Error::Task)??;
-        purge::forget(&self.layout.secrets_dir(), &gone);
-        responders::forget(&self.layout.secrets_dir(), &gone_responders);
+        } else {
+            // A shared server's memory is its operator's to bound.
+            set_maxmemory(&mut con, budgets::maxmemory(&self.settings)).await
+        }
+    }
 
-        self.write_proxy_conf(&agents, &responders)
-            .map_err(Error::ProxyConf)?;
+    /// Has the proxy read its new configuration: SIGHUP when it runs,
+    /// else started (or defined).
+    async fn bring_up_proxy(&self, shared: &Shared, proxy_exe: &Path) -> Result<(), Error> {
         let proxy_id = find_app(shared, PROXY_APP);
         match proxy_id {
             Some(id) if is_running(shared, id) => {
@@ -332,15 +305,10 @@ impl Lanes {
                         nix::sys::signal::Signal::SIGHUP,
                     );
                 }
+                Ok(())
             }
-            _ => ensure_app(shared, self.proxy_spec(&proxy_exe), proxy_id).await?,
+            _ => ensure_app(shared, self.proxy_spec(proxy_exe), proxy_id).await,
         }
-        self.wait_for_sockets(&lanes).await;
-        responders::wait_removed(&self.layout, &gone_responders).await;
-        self.write_descriptions(&agents);
-        let names: Vec<AgentName> = agents.iter().map(|a| a.name.clone()).collect();
-        self.write_responder_descriptions(&responders, &names);
-        self.ensure_bridge(shared, &agents).await
     }
 
     fn prepare_dirs(&self, agents: &[AgentLane]) -> std::io::Result<()> {
@@ -516,51 +484,4 @@ fn purged_names(gone: &[purge::Gone], gone_responders: &[String]) -> Vec<String>
                 .filter_map(|u| u.strip_prefix(acl::RESPONDER_PREFIX).map(str::to_owned)),
         )
         .collect()
-}
-
-pub(super) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, data)?;
-    std::fs::rename(&tmp, path)
-}
-
-/// Writes a configuration file of a lanes process.
-pub(super) fn write_json(path: &Path, conf: &impl serde::Serialize) -> std::io::Result<()> {
-    write_atomic(path, &serde_json::to_vec(conf)?)
-}
-
-pub(super) fn find_app(shared: &Shared, name: &str) -> Option<u64> {
-    lock(shared)
-        .apps()
-        .find(|a| a.spec.name == name)
-        .map(|a| a.id)
-}
-
-pub(super) fn is_running(shared: &Shared, id: u64) -> bool {
-    lock(shared)
-        .app(id)
-        .is_some_and(|a| a.rt.status == Status::Online)
-}
-
-/// Defines (or updates) a system app and starts it.
-pub(super) async fn ensure_app(
-    shared: &Shared,
-    spec: AppSpec,
-    id: Option<u64>,
-) -> Result<(), Error> {
-    let actor = Actor::system("lanes");
-    let id = {
-        let mut s = lock(shared);
-        match id {
-            Some(id) => {
-                if s.app(id).is_some_and(|a| a.spec != spec) {
-                    s.replace_spec(id, spec, &actor)?;
-                }
-                id
-            }
-            None => s.insert(spec, &actor)?,
-        }
-    };
-    control::start(shared, &[id], &actor).await?;
-    Ok(())
 }

@@ -6,13 +6,17 @@
 //! bridge sends its messages to `bridge:unrouted` with the reason, and
 //! `route list` shows it. It is in force again once the agent is defined.
 
-use super::admin::{ensure_app, find_app, group_pending, is_running, sibling, AgentLane, Lanes};
 use super::bridge_user::{
     share_dir, share_socket, write_private, BridgeUser, Problem, DEFAULT_BRIDGE_USER,
     REDIS_DIR_MODE, SHARED_DIR_MODE,
 };
 use super::error::Error;
+use super::handle::{AgentLane, Lanes};
 use super::layout::BRIDGE_APP;
+use super::programs::sibling;
+use super::report::group_pending;
+use super::server::Con;
+use super::system_apps::{ensure_app, find_app, is_running};
 use crate::supervise::{control, lock, Shared};
 use oxidepm_lanes::bridge_config::{BridgeConfig, RouteConfig, STATUS_KEY};
 use oxidepm_lanes::consult::CONSULT;
@@ -86,7 +90,7 @@ impl Lanes {
             Some(Ok(t)) => Some(t),
             Some(Err(e)) => return self.keep_bridge_stopped(shared, e.into()).await,
         };
-        let user = match self.prepare_bridge_user(agents, &conf) {
+        let user = match self.prepare_bridge_user(agents, &conf).await {
             Ok(u) => u,
             Err(problem) => return self.keep_bridge_stopped(shared, problem).await,
         };
@@ -130,7 +134,7 @@ impl Lanes {
     /// with the home, `bridge/` and `redis/` opened to it just enough, and
     /// the Maildir and the webhook's port checked for it; `None` when the
     /// daemon is not root and runs the bridge as itself.
-    fn prepare_bridge_user(
+    async fn prepare_bridge_user(
         &self,
         agents: &[AgentLane],
         conf: &BridgeConfig,
@@ -143,7 +147,7 @@ impl Lanes {
             .bridge_user
             .as_deref()
             .unwrap_or(DEFAULT_BRIDGE_USER);
-        let user = BridgeUser::get_or_make(name)?;
+        let user = BridgeUser::get_or_make(name).await?;
         if let Some(a) = agents.iter().find(|a| a.uid == Some(user.uid)) {
             return Err(Problem::SharedWithAgent {
                 name: user.name,
@@ -416,17 +420,11 @@ impl Lanes {
         let Ok((user, pw)) = self.admin() else {
             return (Some(Counters::Unread {}), None, Vec::new());
         };
-        let server = self.server();
-        let read = tokio::task::spawn_blocking(move || -> BridgeRead {
-            let Ok(mut con) = server.connect(&user, &pw) else {
-                return (Counters::Unread {}, None, Vec::new());
-            };
-            read_bridge_status(&mut *con, &outboxes)
-        });
-        match read.await {
-            Ok((c, e, s)) => (Some(c), e, s),
-            Err(_) => (None, None, Vec::new()),
-        }
+        let Ok(mut con) = self.server().connect(&user, &pw).await else {
+            return (Some(Counters::Unread {}), None, Vec::new());
+        };
+        let (c, e, s) = read_bridge_status(&mut con, &outboxes).await;
+        (Some(c), e, s)
     }
 
     /// Checks a route given at runtime.
@@ -527,10 +525,11 @@ impl Lanes {
 
 /// Reads the bridge's status hash, its counters and the pending entries
 /// of `outboxes` over `con`.
-fn read_bridge_status(con: &mut dyn redis::ConnectionLike, outboxes: &[String]) -> BridgeRead {
+async fn read_bridge_status(con: &mut Con, outboxes: &[String]) -> BridgeRead {
     let status: HashMap<String, String> = redis::cmd("HGETALL")
         .arg(STATUS_KEY)
-        .query(con)
+        .query_async(&mut *con)
+        .await
         .unwrap_or_default();
     let reload_error = status.get("reload_error").map(|e| {
         format!(
@@ -547,13 +546,14 @@ fn read_bridge_status(con: &mut dyn redis::ConnectionLike, outboxes: &[String]) 
             up: s.up,
         })
         .collect();
-    let pending: i64 = outboxes
-        .iter()
-        .map(|k| group_pending(con, k, BRIDGE_GROUP))
-        .sum();
+    let mut pending: i64 = 0;
+    for k in outboxes {
+        pending += group_pending(con, k, BRIDGE_GROUP).await;
+    }
     let stats: HashMap<String, i64> = redis::cmd("HGETALL")
         .arg(STATS_KEY)
-        .query(con)
+        .query_async(&mut *con)
+        .await
         .unwrap_or_default();
     let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
     let counters = Counters::Read(BridgeCounters {
@@ -569,7 +569,8 @@ fn read_bridge_status(con: &mut dyn redis::ConnectionLike, outboxes: &[String]) 
         unrouted: stat("unrouted"),
         unrouted_stream: redis::cmd("XLEN")
             .arg(UNROUTED_KEY)
-            .query::<i64>(con)
+            .query_async::<i64>(&mut *con)
+            .await
             .unwrap_or(0),
         delivery_ms: stat("delivery_ms"),
         lost: stat("lost"),

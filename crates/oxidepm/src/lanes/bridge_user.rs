@@ -140,14 +140,20 @@ enum Useradd {
     Ran(String),
 }
 
-/// Runs `useradd` for the system user `name`.
-// runs on the runtime thread: moved off it in lanes-net
+/// Runs `useradd` for the system user `name`, off the daemon's runtime.
+///
+/// The daemon's reaper waits for any child (`waitpid(-1)`), so it may take
+/// useradd's exit status before this thread does: what useradd said on
+/// stderr is read first and stands for the outcome then. Whether the user
+/// exists is looked up afterwards in any case.
+// Runs on a blocking thread (`get_or_make` hands it to spawn_blocking).
 #[allow(clippy::disallowed_methods)]
 fn run_useradd(name: &str) -> Result<(), Useradd> {
-    let Some(useradd) = super::admin::find_program("useradd") else {
+    use std::io::Read;
+    let Some(useradd) = super::programs::find_program("useradd") else {
         return Err(Useradd::Missing("useradd is not on PATH".to_string()));
     };
-    match std::process::Command::new(&useradd)
+    let spawned = std::process::Command::new(&useradd)
         .args([
             "--system",
             "--no-create-home",
@@ -157,31 +163,59 @@ fn run_useradd(name: &str) -> Result<(), Useradd> {
         .arg("--")
         .arg(name)
         .stdin(std::process::Stdio::null())
-        .output()
-    {
-        Err(e) => Err(Useradd::Missing(format!(
-            "cannot run {}: {e}",
-            useradd.display()
-        ))),
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(Useradd::Ran(format!(
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            return Err(Useradd::Missing(format!(
+                "cannot run {}: {e}",
+                useradd.display()
+            )))
+        }
+    };
+    let mut stderr = Vec::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_end(&mut stderr);
+    }
+    let said = || {
+        format!(
             "useradd: {}",
-            String::from_utf8_lossy(&o.stderr)
-                .trim()
-                .replace('\n', "; ")
-        ))),
+            String::from_utf8_lossy(&stderr).trim().replace('\n', "; ")
+        )
+    };
+    match child.wait() {
+        Ok(status) if status.success() => Ok(()),
+        Ok(_) => Err(Useradd::Ran(said())),
+        // Reaped by the daemon: its words are all there is to go by.
+        Err(_) if stderr.is_empty() => Ok(()),
+        Err(_) => Err(Useradd::Ran(said())),
     }
 }
 
 impl BridgeUser {
     /// The user named `name`, made as a system user when missing.
     ///
-    /// useradd is run and waited for right here, on the daemon's one runtime
-    /// thread: the reaper, which waits for any child, cannot run meanwhile
-    /// and take its exit status.
-    // runs on the runtime thread: moved off it in lanes-net
+    /// The lookups, useradd and the pauses between its tries run on a
+    /// blocking thread, never on the daemon's runtime thread, which serves
+    /// every request and reaps every child.
+    pub async fn get_or_make(name: &str) -> Result<BridgeUser, Problem> {
+        let owned = name.to_string();
+        tokio::task::spawn_blocking(move || BridgeUser::get_or_make_now(&owned))
+            .await
+            .unwrap_or_else(|e| {
+                Err(Problem::NoUser {
+                    name: name.to_string(),
+                    why: e.to_string(),
+                })
+            })
+    }
+
+    /// [`BridgeUser::get_or_make`], on the calling thread.
+    // Runs on a blocking thread (`get_or_make` hands it to spawn_blocking).
     #[allow(clippy::disallowed_methods)]
-    pub fn get_or_make(name: &str) -> Result<BridgeUser, Problem> {
+    fn get_or_make_now(name: &str) -> Result<BridgeUser, Problem> {
         if let Ok(c) = resolve_user(name) {
             return BridgeUser::checked(name, c);
         }

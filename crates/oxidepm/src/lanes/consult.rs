@@ -7,7 +7,7 @@
 //! started; the family cannot come or go while agents run, but the rules
 //! and bounds can, and a reload hands them to the bridge.
 
-use super::admin::Lanes;
+use super::handle::Lanes;
 use super::settings::{Backend, LanesSettings};
 use oxidepm_lanes::consult::{ConsultConfig, CONSULT};
 use oxidepm_proto::ConsultRuleReport;

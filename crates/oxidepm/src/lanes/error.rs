@@ -1,6 +1,9 @@
 //! Why the lanes could not be brought up, read or changed. The daemon
-//! gives each kind its wire code in `daemon/errors.rs`.
+//! gives each kind its wire code in `daemon/errors.rs`. The errors of the
+//! lanes' modules are all here, so that this module depends on none of
+//! them (every one of them depends on it).
 
+pub use super::server::ConnectError;
 use crate::supervise;
 use oxidepm_lanes::{NameError, SecretError};
 use oxidepm_proto::{Route, RouteError};
@@ -38,9 +41,6 @@ pub enum Error {
     /// The admin password cannot be read: the lanes were never set up.
     #[error("lanes are not set up: {0}")]
     NotSetUp(#[source] SecretError),
-    /// The blocking task talking to Redis failed.
-    #[error("lanes: {0}")]
-    Task(#[source] tokio::task::JoinError),
     /// The private Redis cannot be reached as a user.
     #[error(transparent)]
     Connect(#[from] ConnectError),
@@ -68,10 +68,10 @@ pub enum Error {
     BadName(#[from] NameError),
     /// A responder app's name cannot be a family.
     #[error(transparent)]
-    ResponderName(#[from] super::responders::NameRefused),
+    ResponderName(#[from] NameRefused),
     /// An app would run as the user of one of oxidepm's own processes.
     #[error(transparent)]
-    OwnUser(#[from] super::own_users::OwnUserTaken),
+    OwnUser(#[from] OwnUserTaken),
     /// A route given at runtime is malformed.
     #[error(transparent)]
     BadRoute(#[from] RouteError),
@@ -169,59 +169,29 @@ pub enum Error {
     NoRegistry,
 }
 
-/// Why a connection to the private Redis could not be had.
+/// Why a responder app cannot have the name it was given.
 #[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
-    /// The socket's path makes no Redis address.
-    #[error("lanes: bad Redis address {url}: {source}")]
-    Address {
-        /// The address.
-        url: String,
-        /// Why Redis refuses it.
-        source: redis::RedisError,
-    },
-    /// Nothing answers on the socket.
-    #[error("lanes: cannot reach the private Redis: {0}")]
-    Reach(#[source] redis::RedisError),
-    /// Redis refused the user's password.
-    #[error("lanes: cannot authenticate to the private Redis as {user}: {source}")]
-    Auth {
-        /// The user.
-        user: String,
-        /// Redis's refusal.
-        source: redis::RedisError,
-    },
-    /// The shared server (`[lanes] redis_url`) did not answer, or refused
-    /// the user.
-    #[error("lanes: {at} as user {user}: {source}; check [lanes] redis_url, the TLS files and secrets/lanes_admin")]
-    Shared {
-        /// The server or node.
-        at: String,
-        /// The user.
-        user: String,
-        /// What Redis (or the network) said.
-        source: redis::RedisError,
-    },
-    /// No node of the cluster answered.
-    #[error("lanes: no node of {at} answers; check [lanes] redis_url")]
-    NoNode {
-        /// The URL.
-        at: String,
-    },
-    /// A TLS file cannot be read.
-    #[error("lanes: cannot read TLS file {}: {source}; check [lanes] tls_ca_file, tls_cert_file and tls_key_file", .path.display())]
-    TlsFile {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// No sentinel named the primary.
-    #[error("lanes: no sentinel names primary {master:?} ({why}); check [lanes] redis_url")]
-    Sentinel {
-        /// The primary's name.
-        master: String,
-        /// The last sentinel's answer.
-        why: String,
-    },
+#[error("responder name {name:?} refused: {why}; choose another name")]
+pub struct NameRefused {
+    /// The name as given.
+    pub name: String,
+    /// What it collides with, or what is wrong with its shape.
+    pub why: String,
+}
+
+/// An app that would run as the user of one of oxidepm's own processes.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{app:?} may not run as {user}: that is the user of {whose}, and {holds}; give {app:?} a \
+     user of its own (`user`), or {whose} another one"
+)]
+pub struct OwnUserTaken {
+    /// The app refused.
+    pub app: String,
+    /// Its user, as a person reads it.
+    pub user: String,
+    /// Whose user it is: "the bridge", "responder \"x\"", "agent \"y\"".
+    pub whose: String,
+    /// What that user holds.
+    pub holds: &'static str,
 }

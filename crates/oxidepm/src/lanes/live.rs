@@ -46,12 +46,13 @@ pub(super) struct Own {
 /// Sets a running private Redis's `maxmemory` (redis.conf is written
 /// only when Redis is not running), so that a changed `[lanes] maxmemory`
 /// applies to a Redis the daemon adopted.
-pub(super) fn set_maxmemory(con: &mut dyn redis::ConnectionLike, bytes: u64) -> Result<(), Error> {
+pub(super) async fn set_maxmemory(con: &mut Con, bytes: u64) -> Result<(), Error> {
     redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxmemory")
         .arg(bytes)
-        .query::<()>(con)
+        .query_async::<()>(con)
+        .await
         .map_err(|source| Error::Redis {
             command: format!("CONFIG SET maxmemory {bytes}"),
             source,
@@ -62,17 +63,15 @@ fn fail(command: String, source: redis::RedisError) -> Error {
     Error::Redis { command, source }
 }
 
-/// Tries until Redis answers (the private one may be starting), 10 s at
-/// most.
-// Runs in `spawn_blocking`, as `apply_live` does (see `Lanes::reconcile_with`).
-#[allow(clippy::disallowed_methods)]
-fn patiently<T>(mut f: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
+/// The nodes as the admin user, tried until Redis answers (the private
+/// one may be starting), 10 s at most.
+async fn nodes_patiently(p: &Provision<'_>) -> Result<Vec<(String, Con)>, Error> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match f() {
+        match p.server.nodes(p.admin_user, p.admin_pw, false).await {
             Ok(c) => return Ok(c),
-            Err(e) if Instant::now() > deadline => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
 }
@@ -83,10 +82,10 @@ fn patiently<T>(mut f: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
 /// 7.0/7.2), deletes the keys of the lanes of `purged` (after DELUSER,
 /// which disconnects a gone agent's clients), and makes each agent's inbox
 /// streams and group. Returns the keys connection, for what follows.
-pub(super) fn apply_live(p: &Provision<'_>) -> Result<Con, Error> {
-    let nodes = patiently(|| Ok(p.server.nodes(p.admin_user, p.admin_pw, false)?))?;
+pub(super) async fn apply_live(p: &Provision<'_>) -> Result<Con, Error> {
+    let nodes = nodes_patiently(p).await?;
     for (at, mut con) in nodes {
-        apply_users(p, &mut con).map_err(|e| match e {
+        apply_users(p, &mut con).await.map_err(|e| match e {
             Error::Redis { command, source } if p.own.is_some() => Error::Redis {
                 command: format!("{command} on {at}"),
                 source,
@@ -96,13 +95,13 @@ pub(super) fn apply_live(p: &Provision<'_>) -> Result<Con, Error> {
     }
     if p.server.is_cluster() {
         // SCAN sees one node's keys: every primary is asked.
-        for (_, mut con) in p.server.nodes(p.admin_user, p.admin_pw, true)? {
-            purge_all(&mut con, p.purged)?;
+        for (_, mut con) in p.server.nodes(p.admin_user, p.admin_pw, true).await? {
+            purge_all(&mut con, p.purged).await?;
         }
     }
-    let mut con = p.server.connect(p.admin_user, p.admin_pw)?;
+    let mut con = p.server.connect(p.admin_user, p.admin_pw).await?;
     if !p.server.is_cluster() {
-        purge_all(&mut *con, p.purged)?;
+        purge_all(&mut con, p.purged).await?;
     }
     for a in p.agents {
         for key in layout::streams(a, p.families).0 {
@@ -112,7 +111,8 @@ pub(super) fn apply_live(p: &Provision<'_>) -> Result<Con, Error> {
                 .arg(a.as_str())
                 .arg("0")
                 .arg("MKSTREAM")
-                .query(&mut *con);
+                .query_async(&mut con)
+                .await;
             if let Err(e) = r {
                 if e.code() != Some("BUSYGROUP") {
                     return Err(fail(format!("XGROUP CREATE {key}"), e));
@@ -123,9 +123,11 @@ pub(super) fn apply_live(p: &Provision<'_>) -> Result<Con, Error> {
     Ok(con)
 }
 
-fn purge_all(con: &mut dyn redis::ConnectionLike, purged: &[AgentName]) -> Result<(), Error> {
+async fn purge_all(con: &mut Con, purged: &[AgentName]) -> Result<(), Error> {
     for a in purged {
-        let n = purge::purge(con, a).map_err(|e| fail(format!("SCAN/UNLINK {a}:*"), e))?;
+        let n = purge::purge(con, a)
+            .await
+            .map_err(|e| fail(format!("SCAN/UNLINK {a}:*"), e))?;
         if n > 0 {
             log::info!("lanes: deleted the {n} stream(s) left by agent {a}");
         }
@@ -134,7 +136,7 @@ fn purge_all(con: &mut dyn redis::ConnectionLike, purged: &[AgentName]) -> Resul
 }
 
 /// The users on one node.
-fn apply_users(p: &Provision<'_>, con: &mut redis::Connection) -> Result<(), Error> {
+async fn apply_users(p: &Provision<'_>, con: &mut Con) -> Result<(), Error> {
     for (name, user, pw) in p.users {
         if p.own.is_some() && *user == AclUser::Admin {
             // A shared server's admin is the person's user, never `sys`.
@@ -149,12 +151,14 @@ fn apply_users(p: &Provision<'_>, con: &mut redis::Connection) -> Result<(), Err
         for r in user.rules(p.families) {
             c.arg(r);
         }
-        c.query::<()>(con)
+        c.query_async::<()>(con)
+            .await
             .map_err(|e| fail(format!("ACL SETUSER {name}"), e))?;
     }
     let existing: Vec<String> = redis::cmd("ACL")
         .arg("USERS")
-        .query(con)
+        .query_async(con)
+        .await
         .map_err(|e| fail("ACL USERS".into(), e))?;
     for u in existing {
         if p.users.iter().any(|(n, _, _)| *n == u) {
@@ -168,11 +172,12 @@ fn apply_users(p: &Provision<'_>, con: &mut redis::Connection) -> Result<(), Err
             redis::cmd("ACL")
                 .arg("DELUSER")
                 .arg(&u)
-                .query::<()>(con)
+                .query_async::<()>(con)
+                .await
                 .map_err(|e| fail(format!("ACL DELUSER {u}"), e))?;
         }
     }
-    let saved = redis::cmd("ACL").arg("SAVE").query::<()>(con);
+    let saved = redis::cmd("ACL").arg("SAVE").query_async::<()>(con).await;
     match saved {
         Ok(()) => Ok(()),
         // A shared server without an ACL file keeps users in memory (its

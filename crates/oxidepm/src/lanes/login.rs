@@ -3,8 +3,8 @@
 //! admin user of `secrets/lanes_admin`, with the per-host users' names
 //! qualified by this host's id.
 
-use super::admin::Lanes;
 use super::error::Error;
+use super::handle::Lanes;
 use super::server::{self as srv, Server};
 use oxidepm_lanes::acl::AclUser;
 use oxidepm_lanes::secret as secrets;
@@ -60,8 +60,8 @@ impl Lanes {
     }
 
     /// A keys connection as the admin user.
-    pub(super) fn connect_admin(&self) -> Result<srv::Con, Error> {
+    pub(super) async fn connect_admin(&self) -> Result<srv::Con, Error> {
         let (user, pw) = self.admin()?;
-        Ok(self.server().connect(&user, &pw)?)
+        Ok(self.server().connect(&user, &pw).await?)
     }
 }

@@ -7,11 +7,11 @@
 //! are, before that server becomes a cluster: a cluster refuses a RENAME
 //! across slots.
 
-use super::admin::Lanes;
 use super::error::Error;
+use super::handle::Lanes;
+use super::server::Con;
 use crate::supervise::Shared;
 use oxidepm_lanes::KeyForm;
-use redis::ConnectionLike;
 
 /// What a migration did: `(from, to)` renamed, and keys left where they
 /// were with why.
@@ -36,29 +36,33 @@ fn plain_globs(agent: &str) -> [String; 3] {
 /// Renames `agent`'s plain keys to the tagged form. A tagged key that
 /// already exists is replaced only when it is an empty stream (the one a
 /// daemon of the tagged form made at start); else the plain key stays.
-fn migrate_agent(
-    con: &mut dyn ConnectionLike,
-    agent: &str,
-    out: &mut Migrated,
-) -> redis::RedisResult<()> {
+async fn migrate_agent(con: &mut Con, agent: &str, out: &mut Migrated) -> redis::RedisResult<()> {
     for pattern in plain_globs(agent) {
-        for from in super::purge::scan(con, &pattern)? {
+        for from in super::purge::scan(con, &pattern).await? {
             // Only the agent's own keys: the rest after `<agent>:`.
             let Some(rest) = from.strip_prefix(agent).filter(|r| r.starts_with(':')) else {
                 continue;
             };
             let to = format!("{}{rest}", KeyForm::Tagged.agent_part(agent));
-            let len: redis::RedisResult<i64> = redis::cmd("XLEN").arg(&to).query(con);
-            let exists: i64 = redis::cmd("EXISTS").arg(&to).query(con)?;
+            let len: redis::RedisResult<i64> = redis::cmd("XLEN").arg(&to).query_async(con).await;
+            let exists: i64 = redis::cmd("EXISTS").arg(&to).query_async(con).await?;
             if exists == 1 {
                 if len.unwrap_or(1) != 0 {
                     out.skipped
                         .push((from, format!("{to} exists and is not an empty stream")));
                     continue;
                 }
-                redis::cmd("UNLINK").arg(&to).query::<i64>(con)?;
+                redis::cmd("UNLINK")
+                    .arg(&to)
+                    .query_async::<i64>(con)
+                    .await?;
             }
-            match redis::cmd("RENAMENX").arg(&from).arg(&to).query::<i64>(con) {
+            match redis::cmd("RENAMENX")
+                .arg(&from)
+                .arg(&to)
+                .query_async::<i64>(con)
+                .await
+            {
                 Ok(1) => out.renamed.push((from, to)),
                 Ok(_) => out.skipped.push((from, format!("{to} appeared meanwhile"))),
                 Err(e) => out.skipped.push((from, e.to_string())),
@@ -80,19 +84,16 @@ impl Lanes {
             .into_iter()
             .map(|a| a.name.to_string())
             .collect();
-        let lanes = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut con = lanes.connect_admin()?;
-            let mut out = Migrated::default();
-            for a in &agents {
-                migrate_agent(&mut *con, a, &mut out).map_err(|source| Error::Redis {
+        let mut con = self.connect_admin().await?;
+        let mut out = Migrated::default();
+        for a in &agents {
+            migrate_agent(&mut con, a, &mut out)
+                .await
+                .map_err(|source| Error::Redis {
                     command: format!("SCAN/RENAMENX {a}:*"),
                     source,
                 })?;
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(Error::Task)?
+        }
+        Ok(out)
     }
 }

@@ -16,9 +16,11 @@ pub mod admin;
 pub mod bridge_admin;
 pub mod bridge_user;
 pub mod budgets;
+mod conf_file;
 pub mod consult;
 pub mod discord;
 pub mod error;
+mod handle;
 pub mod layout;
 mod live;
 mod login;
@@ -26,6 +28,7 @@ pub mod migrate;
 pub mod ops;
 pub mod own_users;
 mod private_file;
+mod programs;
 mod proxy_admin;
 pub mod purge;
 pub mod registry;
@@ -35,6 +38,7 @@ pub mod server;
 pub mod settings;
 mod shared;
 pub mod shared_routes;
+mod system_apps;
 
 pub use error::Error;
 

@@ -32,8 +32,8 @@
 
 mod entry;
 
-use super::admin::Lanes;
 use super::error::{ConnectError, Error};
+use super::handle::Lanes;
 use super::server::Con;
 use crate::bus::{Feeds, Next, Published};
 use crate::supervise::{lock, Shared};
@@ -188,7 +188,7 @@ enum ServeError {
     },
 }
 
-fn connect(lanes: &Lanes) -> Result<Con, ServeError> {
+async fn connect(lanes: &Lanes) -> Result<Con, ServeError> {
     let user = user();
     let pw = match Secret::read(&secrets::path(&lanes.layout.secrets_dir(), &user)) {
         Ok(pw) => pw,
@@ -198,7 +198,8 @@ fn connect(lanes: &Lanes) -> Result<Con, ServeError> {
     let timeout = Duration::from_millis(BLOCK_MS) * 10;
     Ok(lanes
         .server()
-        .connect_timed(&lanes.user_name(&user), &pw, Some(timeout))?)
+        .connect_timed(&lanes.user_name(&user), &pw, Some(timeout))
+        .await?)
 }
 
 /// The agents, as far as they have a lane (see `Lanes::agents`).
@@ -229,8 +230,21 @@ impl Lane {
     // On the lane's own thread (see `manage`).
     #[allow(clippy::disallowed_methods)]
     fn serve_until_stopped(self) {
+        // The worker's own runtime, on its own thread: its wait for the
+        // daemon's answer (`ask`) holds up this agent's lane alone, never
+        // the daemon's runtime nor another agent's.
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                log::warn!("ops responder: no runtime for {}: {e}", self.agent);
+                return;
+            }
+        };
         while !self.stopped() {
-            if let Err(e) = self.serve() {
+            if let Err(e) = rt.block_on(self.serve()) {
                 log::debug!("ops responder for {}: {e}; retrying", self.agent);
             }
             // Not for an agent deleted meanwhile: its keys are gone, and
@@ -243,8 +257,8 @@ impl Lane {
         self.feeds.remove(self.agent.as_str());
     }
 
-    fn serve(&self) -> Result<(), ServeError> {
-        let mut con = connect(&self.lanes)?;
+    async fn serve(&self) -> Result<(), ServeError> {
+        let mut con = connect(&self.lanes).await?;
         let key = StreamKey::outbox(&self.agent, NAME).to_string();
         let made: redis::RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
@@ -252,7 +266,8 @@ impl Lane {
             .arg(GROUP)
             .arg("0")
             .arg("MKSTREAM")
-            .query(&mut *con);
+            .query_async(&mut con)
+            .await;
         match made {
             Ok(()) => {}
             Err(e) if e.code() == Some("BUSYGROUP") => {}
@@ -261,23 +276,23 @@ impl Lane {
         // Entries read but not answered before a crash come first, all of
         // them: each is acknowledged once answered, so this ends.
         loop {
-            let pending = self.read(&mut *con, &key, "0", None)?;
+            let pending = self.read(&mut con, &key, "0", None).await?;
             if pending.is_empty() {
                 break;
             }
-            self.answer_all(&mut *con, &key, pending)?;
+            self.answer_all(&mut con, &key, pending).await?;
         }
         while !self.stopped() {
-            let fresh = self.read(&mut *con, &key, ">", Some(BLOCK_MS))?;
-            self.answer_all(&mut *con, &key, fresh)?;
-            self.forward_feed(&mut *con)?;
+            let fresh = self.read(&mut con, &key, ">", Some(BLOCK_MS)).await?;
+            self.answer_all(&mut con, &key, fresh).await?;
+            self.forward_feed(&mut con).await?;
         }
         Ok(())
     }
 
-    fn read(
+    async fn read(
         &self,
-        con: &mut dyn redis::ConnectionLike,
+        con: &mut Con,
         key: &str,
         from: &str,
         block: Option<u64>,
@@ -294,16 +309,19 @@ impl Lane {
         cmd.arg("STREAMS").arg(key).arg(from);
         // Raw values: a typed read would fail the whole batch (and again
         // at every restart) on one field name that is not UTF-8.
-        let reply: redis::Value = cmd.query(con).map_err(|source| ServeError::Read {
-            key: key.to_string(),
-            source,
-        })?;
+        let reply: redis::Value =
+            cmd.query_async(con)
+                .await
+                .map_err(|source| ServeError::Read {
+                    key: key.to_string(),
+                    source,
+                })?;
         Ok(entry::entries(reply))
     }
 
-    fn answer_all(
+    async fn answer_all(
         &self,
-        con: &mut dyn redis::ConnectionLike,
+        con: &mut Con,
         key: &str,
         entries: Vec<Entry>,
     ) -> Result<(), ServeError> {
@@ -323,7 +341,7 @@ impl Lane {
                 pipe.add_command(self.reply(&e.id, response)).ignore();
             }
             pipe.cmd("XACK").arg(key).arg(GROUP).arg(&e.id).ignore();
-            pipe.query::<()>(con).map_err(|source| {
+            pipe.query_async::<()>(con).await.map_err(|source| {
                 if answered {
                     ServeError::Reply {
                         agent: self.agent.clone(),
@@ -341,7 +359,7 @@ impl Lane {
     }
 
     /// Moves what the agent's feed holds into its inbox, oldest first.
-    fn forward_feed(&self, con: &mut dyn redis::ConnectionLike) -> Result<(), ServeError> {
+    async fn forward_feed(&self, con: &mut Con) -> Result<(), ServeError> {
         loop {
             let batch = self.feeds.drain(self.agent.as_str(), FEED_BATCH);
             if batch.is_empty() {
@@ -366,10 +384,12 @@ impl Lane {
                     .arg(json)
                     .ignore();
             }
-            pipe.query::<()>(con).map_err(|source| ServeError::Reply {
-                agent: self.agent.clone(),
-                source,
-            })?;
+            pipe.query_async::<()>(con)
+                .await
+                .map_err(|source| ServeError::Reply {
+                    agent: self.agent.clone(),
+                    source,
+                })?;
         }
     }
 

@@ -7,29 +7,13 @@
 //! (The daemon's own uid under a root daemon is kept from agents by
 //! `agents_share_uid` and from whatever a non-human defines by the gate.)
 
-use super::admin::Lanes;
 use super::bridge_user::DEFAULT_BRIDGE_USER;
+use super::error::OwnUserTaken;
+use super::handle::Lanes;
 use super::responders::other_uid;
 use super::Error;
 use crate::supervise::{lock, Shared};
 use oxidepm_proto::{AppKind, AppSpec};
-
-/// An app that would run as the user of one of oxidepm's own processes.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{app:?} may not run as {user}: that is the user of {whose}, and {holds}; give {app:?} a \
-     user of its own (`user`), or {whose} another one"
-)]
-pub struct OwnUserTaken {
-    /// The app refused.
-    pub app: String,
-    /// Its user, as a person reads it.
-    pub user: String,
-    /// Whose user it is: "the bridge", "responder \"x\"", "agent \"y\"".
-    pub whose: String,
-    /// What that user holds.
-    pub holds: &'static str,
-}
 
 /// One app as the check weighs it: name, kind, the uid it runs as when it
 /// is not the daemon's, and its `user` as written.

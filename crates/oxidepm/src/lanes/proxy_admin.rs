@@ -2,8 +2,9 @@
 //! configuration file (where the Redis is, how keys are written, each
 //! agent's socket and bounds).
 
-use super::admin::{write_json, AgentLane, Lanes};
 use super::budgets;
+use super::conf_file::write_json;
+use super::handle::{AgentLane, Lanes};
 use super::layout::PROXY_APP;
 use super::responders::ResponderLane;
 use oxidepm_lanes::acl::AclUser;

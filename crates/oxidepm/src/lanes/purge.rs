@@ -18,6 +18,7 @@
 //! password is new), for what an older daemon, or a message routed during
 //! the deletion, left under its name.
 
+use super::server::Con;
 use oxidepm_lanes::acl::{AclUser, AGENT_PREFIX};
 use oxidepm_lanes::secret as secrets;
 use oxidepm_lanes::stream_key::{dead_letter, glob};
@@ -38,37 +39,34 @@ pub fn lane_globs(agent: &AgentName) -> [String; 3] {
 }
 
 /// Deletes every key of `agent`'s lane; returns how many there were.
-pub fn purge(con: &mut dyn redis::ConnectionLike, agent: &AgentName) -> redis::RedisResult<usize> {
+pub async fn purge(con: &mut Con, agent: &AgentName) -> redis::RedisResult<usize> {
     let mut removed = 0;
     // With the lane go the bridge's records of it (its open questions, so
     // that a new agent of the name cannot be answered what the old one
     // asked; the channels it may answer in on Discord), in either key form.
     let records = oxidepm_lanes::stream_key::agent_record_globs(agent);
     for pattern in lane_globs(agent).into_iter().chain(records) {
-        removed += unlink_matching(con, &pattern)?;
+        removed += unlink_matching(con, &pattern).await?;
     }
     Ok(removed)
 }
 
 /// Deletes every key matching `pattern`; returns how many there were.
-pub fn unlink_matching(
-    con: &mut dyn redis::ConnectionLike,
-    pattern: &str,
-) -> redis::RedisResult<usize> {
+pub async fn unlink_matching(con: &mut Con, pattern: &str) -> redis::RedisResult<usize> {
     let mut removed = 0;
     // One at a time: on a cluster node, keys one SCAN returns may lie in
     // several slots, and one UNLINK may only touch one.
-    for k in scan(con, pattern)? {
-        removed += redis::cmd("UNLINK").arg(k).query::<usize>(con)?;
+    for k in scan(con, pattern).await? {
+        removed += redis::cmd("UNLINK")
+            .arg(k)
+            .query_async::<usize>(con)
+            .await?;
     }
     Ok(removed)
 }
 
 /// Every key matching `pattern` (an agent's keys: a few streams).
-pub(super) fn scan(
-    con: &mut dyn redis::ConnectionLike,
-    pattern: &str,
-) -> redis::RedisResult<Vec<String>> {
+pub(super) async fn scan(con: &mut Con, pattern: &str) -> redis::RedisResult<Vec<String>> {
     let mut out = Vec::new();
     let mut cursor: u64 = 0;
     loop {
@@ -78,7 +76,8 @@ pub(super) fn scan(
             .arg(pattern)
             .arg("COUNT")
             .arg(SCAN_COUNT)
-            .query(con)?;
+            .query_async(con)
+            .await?;
         out.extend(keys);
         if next == 0 {
             return Ok(out);
@@ -140,8 +139,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_deleted_agent_leaves_no_discord_channel_for_its_namesake() {
+    #[tokio::test]
+    async fn a_deleted_agent_leaves_no_discord_channel_for_its_namesake() {
         use oxidepm_lanes::acl::ADMIN_USER;
         let redis = oxidepm_testkit::Redis::start(&["al", "alice"]);
         let mut t = redis.admin();
@@ -151,18 +150,23 @@ mod tests {
         ] {
             t.cmd(&["ZADD", k, "1", "42"]);
         }
-        let url = format!("unix://{}", redis.socket.display());
-        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let pw = oxidepm_testkit::password(ADMIN_USER);
-        redis::cmd("AUTH")
-            .arg(ADMIN_USER)
-            .arg(&pw)
-            .query::<()>(&mut con)
-            .unwrap();
-        purge(&mut con, &"al".parse().unwrap()).unwrap();
-        let mut exists = |k: &str| redis::cmd("EXISTS").arg(k).query::<i64>(&mut con).unwrap();
-        assert_eq!(exists("bridge:discord:channels:al"), 0);
-        assert_eq!(exists("bridge:discord:channels:alice"), 1);
+        let server = super::super::server::Server::Private {
+            socket: redis.socket.clone(),
+        };
+        let pw = Secret::new(oxidepm_testkit::password(ADMIN_USER));
+        let mut con = server.connect(ADMIN_USER, &pw).await.unwrap();
+        purge(&mut con, &"al".parse().unwrap()).await.unwrap();
+        for (k, n) in [
+            ("bridge:discord:channels:al", 0),
+            ("bridge:discord:channels:alice", 1),
+        ] {
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg(k)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            assert_eq!(exists, n);
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! not agree. A host that disappears stops renewing, and its names are
 //! free once their leases end.
 
-use redis::ConnectionLike;
+use super::server::Con;
 
 /// The registry's key.
 pub const REGISTRY_KEY: &str = "oxidepm:agents";
@@ -109,8 +109,8 @@ pub struct Lease {
     pub ends_ms: u64,
 }
 
-fn run_claim(
-    con: &mut dyn ConnectionLike,
+async fn run_claim(
+    con: &mut Con,
     host: &str,
     lease_ms: u64,
     mode: &str,
@@ -127,7 +127,8 @@ fn run_claim(
         .arg(lease_ms)
         .arg(mode)
         .arg(names)
-        .query(con)?;
+        .query_async(con)
+        .await?;
     Ok(flat
         .chunks(3)
         .filter_map(|c| match c {
@@ -143,14 +144,15 @@ fn run_claim(
 
 /// Claims every name in `names` for `host`, or none: `Err(taken)` names
 /// the first held by another host whose lease has not ended.
-pub fn claim(
-    con: &mut dyn ConnectionLike,
+pub async fn claim(
+    con: &mut Con,
     host: &str,
     lease_ms: u64,
     names: &[String],
 ) -> redis::RedisResult<Result<(), Taken>> {
     Ok(
-        match run_claim(con, host, lease_ms, "all", names)?
+        match run_claim(con, host, lease_ms, "all", names)
+            .await?
             .into_iter()
             .next()
         {
@@ -162,21 +164,17 @@ pub fn claim(
 
 /// Renews `host`'s lease of each name (and claims those nobody holds);
 /// returns the names another host holds now.
-pub fn renew(
-    con: &mut dyn ConnectionLike,
+pub async fn renew(
+    con: &mut Con,
     host: &str,
     lease_ms: u64,
     names: &[String],
 ) -> redis::RedisResult<Vec<Taken>> {
-    run_claim(con, host, lease_ms, "each", names)
+    run_claim(con, host, lease_ms, "each", names).await
 }
 
 /// Releases the names among `names` that `host` holds.
-pub fn release(
-    con: &mut dyn ConnectionLike,
-    host: &str,
-    names: &[String],
-) -> redis::RedisResult<()> {
+pub async fn release(con: &mut Con, host: &str, names: &[String]) -> redis::RedisResult<()> {
     if names.is_empty() {
         return Ok(());
     }
@@ -186,23 +184,21 @@ pub fn release(
         .arg(REGISTRY_KEY)
         .arg(host)
         .arg(names)
-        .query::<i64>(con)
+        .query_async::<i64>(con)
+        .await
         .map(|_| ())
 }
 
 /// Frees `name` unless `host` holds it.
-pub fn force_release(
-    con: &mut dyn ConnectionLike,
-    host: &str,
-    name: &str,
-) -> redis::RedisResult<Forced> {
+pub async fn force_release(con: &mut Con, host: &str, name: &str) -> redis::RedisResult<Forced> {
     let (code, value): (i64, String) = redis::cmd("EVAL")
         .arg(FORCE)
         .arg(1)
         .arg(REGISTRY_KEY)
         .arg(host)
         .arg(name)
-        .query(con)?;
+        .query_async(con)
+        .await?;
     Ok(match code {
         0 => Forced::Free,
         1 => Forced::Own,
@@ -213,17 +209,15 @@ pub fn force_release(
 }
 
 /// The entries of `names` (`None`: nobody holds it).
-pub fn leases(
-    con: &mut dyn ConnectionLike,
-    names: &[String],
-) -> redis::RedisResult<Vec<Option<Lease>>> {
+pub async fn leases(con: &mut Con, names: &[String]) -> redis::RedisResult<Vec<Option<Lease>>> {
     if names.is_empty() {
         return Ok(Vec::new());
     }
     let values: Vec<Option<String>> = redis::cmd("HMGET")
         .arg(REGISTRY_KEY)
         .arg(names)
-        .query(con)?;
+        .query_async(con)
+        .await?;
     Ok(values
         .iter()
         .map(|v| v.as_deref().and_then(parse))
@@ -231,8 +225,8 @@ pub fn leases(
 }
 
 /// The server's clock, in ms.
-pub fn now_ms(con: &mut dyn ConnectionLike) -> redis::RedisResult<u64> {
-    let (s, us): (u64, u64) = redis::cmd("TIME").query(con)?;
+pub async fn now_ms(con: &mut Con) -> redis::RedisResult<u64> {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(con).await?;
     Ok(s * 1000 + us / 1000)
 }
 

@@ -2,9 +2,10 @@
 //! user, and each of its streams with its length and what its reader has
 //! pending.
 
-use super::admin::Lanes;
 use super::error::Error;
+use super::handle::Lanes;
 use super::layout;
+use super::server::Con;
 use crate::supervise::Shared;
 use oxidepm_lanes::acl::AclUser;
 use oxidepm_lanes::responder::{group, responder_socket};
@@ -25,38 +26,38 @@ impl Lanes {
         let families = self.families_now();
         let sources = self.settings.sources.clone();
         let layout = self.layout.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut con = server.connect(&user, &pw)?;
-            let mut out = Vec::new();
-            for a in agents {
-                let (inboxes, outboxes) = layout::streams(&a.name, &families);
-                let mut streams = Vec::new();
-                for (key, group) in inboxes.iter().map(|k| (k, a.name.as_str())).chain(
-                    outboxes.iter().zip(&families).map(|(k, f)| {
-                        // A responder's outbox is read by its own group.
-                        let bridge = sources.contains(f);
-                        (k, if bridge { BRIDGE_GROUP } else { f.as_str() })
-                    }),
-                ) {
-                    let len: i64 = redis::cmd("XLEN").arg(key).query(&mut *con).unwrap_or(0);
-                    let pending = group_pending(&mut *con, key, group);
-                    streams.push(StreamReport {
-                        key: key.clone(),
-                        length: len,
-                        pending,
-                    });
-                }
-                out.push(AgentLaneReport {
-                    acl_user: AclUser::Agent(a.name.clone()).to_string(),
-                    agent: a.name.to_string(),
-                    socket: layout.agent_socket(&a.name),
-                    streams,
+        let mut con = server.connect(&user, &pw).await?;
+        let mut out = Vec::new();
+        for a in agents {
+            let (inboxes, outboxes) = layout::streams(&a.name, &families);
+            let mut streams = Vec::new();
+            for (key, group) in inboxes.iter().map(|k| (k, a.name.as_str())).chain(
+                outboxes.iter().zip(&families).map(|(k, f)| {
+                    // A responder's outbox is read by its own group.
+                    let bridge = sources.contains(f);
+                    (k, if bridge { BRIDGE_GROUP } else { f.as_str() })
+                }),
+            ) {
+                let len: i64 = redis::cmd("XLEN")
+                    .arg(key)
+                    .query_async(&mut con)
+                    .await
+                    .unwrap_or(0);
+                let pending = group_pending(&mut con, key, group).await;
+                streams.push(StreamReport {
+                    key: key.clone(),
+                    length: len,
+                    pending,
                 });
             }
-            Ok(out)
-        })
-        .await
-        .map_err(Error::Task)?
+            out.push(AgentLaneReport {
+                acl_user: AclUser::Agent(a.name.clone()).to_string(),
+                agent: a.name.to_string(),
+                socket: layout.agent_socket(&a.name),
+                streams,
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -69,31 +70,27 @@ impl Lanes {
         let agent_quota = super::budgets::agent_quota(&self.settings, agents);
         let (user, pw) = self.admin()?;
         let server = self.server();
-        tokio::task::spawn_blocking(move || {
-            let mut con = server.connect(&user, &pw)?;
-            let info: String =
-                redis::cmd("INFO")
-                    .arg("memory")
-                    .query(&mut *con)
-                    .map_err(|source| Error::Redis {
-                        command: "INFO memory".into(),
-                        source,
-                    })?;
-            let field = |name: &str| {
-                info.lines()
-                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .unwrap_or(0)
-            };
-            Ok(LanesMemory {
-                used: field("used_memory"),
-                maxmemory: field("maxmemory"),
-                outbox_budget,
-                agent_quota,
-            })
+        let mut con = server.connect(&user, &pw).await?;
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut con)
+            .await
+            .map_err(|source| Error::Redis {
+                command: "INFO memory".into(),
+                source,
+            })?;
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        Ok(LanesMemory {
+            used: field("used_memory"),
+            maxmemory: field("maxmemory"),
+            outbox_budget,
+            agent_quota,
         })
-        .await
-        .map_err(Error::Task)?
     }
 }
 
@@ -112,37 +109,38 @@ impl Lanes {
         let (user, pw) = self.admin()?;
         let server = self.server();
         let lanes_dir = self.layout.lanes_dir();
-        tokio::task::spawn_blocking(move || {
-            let mut con = server.connect(&user, &pw)?;
-            let mut out = Vec::new();
-            for r in responders {
-                let (mut requests, mut pending) = (0i64, 0i64);
-                for a in &agents {
-                    let key = StreamKey::outbox(a, r.name.as_str()).to_string();
-                    let len: i64 = redis::cmd("XLEN").arg(&key).query(&mut *con).unwrap_or(0);
-                    requests += len;
-                    pending += group_pending(&mut *con, &key, group(r.name.as_str()));
-                }
-                out.push(ResponderLaneReport {
-                    responder: r.name.to_string(),
-                    acl_user: AclUser::Responder(r.name.to_string()).to_string(),
-                    socket: responder_socket(&lanes_dir, &r.name),
-                    requests,
-                    pending,
-                });
+        let mut con = server.connect(&user, &pw).await?;
+        let mut out = Vec::new();
+        for r in responders {
+            let (mut requests, mut pending) = (0i64, 0i64);
+            for a in &agents {
+                let key = StreamKey::outbox(a, r.name.as_str()).to_string();
+                let len: i64 = redis::cmd("XLEN")
+                    .arg(&key)
+                    .query_async(&mut con)
+                    .await
+                    .unwrap_or(0);
+                requests += len;
+                pending += group_pending(&mut con, &key, group(r.name.as_str())).await;
             }
-            Ok(out)
-        })
-        .await
-        .map_err(Error::Task)?
+            out.push(ResponderLaneReport {
+                responder: r.name.to_string(),
+                acl_user: AclUser::Responder(r.name.to_string()).to_string(),
+                socket: responder_socket(&lanes_dir, &r.name),
+                requests,
+                pending,
+            });
+        }
+        Ok(out)
     }
 }
 
-pub(super) fn group_pending(con: &mut dyn redis::ConnectionLike, key: &str, group: &str) -> i64 {
+pub(super) async fn group_pending(con: &mut Con, key: &str, group: &str) -> i64 {
     let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
         .arg("GROUPS")
         .arg(key)
-        .query(con)
+        .query_async(con)
+        .await
         .unwrap_or_default();
     groups
         .iter()

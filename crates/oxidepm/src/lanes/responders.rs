@@ -15,9 +15,10 @@
 //! until that is done, so a daemon stopped half-way finishes at its next
 //! start.
 
-use super::admin::Lanes;
-use super::error::Error;
+use super::error::{Error, NameRefused};
+use super::handle::Lanes;
 use super::layout::{LaneUrlScheme, Layout};
+use super::server::Con;
 use crate::supervise::{lock, spawn, Shared};
 use oxidepm_lanes::acl::{AclUser, RESPONDER_PREFIX};
 use oxidepm_lanes::responder::{group, responder_socket, ResponderConfig, BUILTIN_FAMILIES};
@@ -35,16 +36,6 @@ pub struct ResponderLane {
     pub name: AgentName,
     /// The uid its processes run as, when not the daemon's.
     pub uid: Option<u32>,
-}
-
-/// Why a responder app cannot have the name it was given.
-#[derive(Debug, thiserror::Error)]
-#[error("responder name {name:?} refused: {why}; choose another name")]
-pub struct NameRefused {
-    /// The name as given.
-    pub name: String,
-    /// What it collides with, or what is wrong with its shape.
-    pub why: String,
 }
 
 /// The uid of `user`, when it is not the daemon's own.
@@ -198,7 +189,7 @@ impl Lanes {
         for r in responders {
             let path = description_path(&self.layout, &r.name);
             let text = description(&self.layout, &r.name, agents, scheme).to_string();
-            if let Err(e) = super::admin::write_atomic(&path, text.as_bytes()) {
+            if let Err(e) = super::conf_file::write_atomic(&path, text.as_bytes()) {
                 log::error!("cannot write {}: {e}", path.display());
                 continue;
             }
@@ -288,8 +279,8 @@ pub fn family_globs(name: &str) -> [String; 3] {
 ///
 /// `only` (on a shared server): the gone responders' keys of these agents
 /// (this host's) are deleted, never a glob over every host's agents.
-pub fn apply(
-    con: &mut dyn redis::ConnectionLike,
+pub async fn apply(
+    con: &mut Con,
     gone: &[String],
     responders: &[AgentName],
     agents: &[AgentName],
@@ -320,9 +311,12 @@ pub fn apply(
         for pattern in patterns {
             // Exact keys need no SCAN (which a cluster answers per node).
             let n = if only.is_some() {
-                redis::cmd("UNLINK").arg(&pattern).query::<usize>(con)
+                redis::cmd("UNLINK")
+                    .arg(&pattern)
+                    .query_async::<usize>(con)
+                    .await
             } else {
-                super::purge::unlink_matching(con, &pattern)
+                super::purge::unlink_matching(con, &pattern).await
             }
             .map_err(|e| fail(format!("SCAN/UNLINK {pattern}"), e))?;
             if n > 0 {
@@ -339,7 +333,8 @@ pub fn apply(
                 .arg(group(r.as_str()))
                 .arg("0")
                 .arg("MKSTREAM")
-                .query(con);
+                .query_async(con)
+                .await;
             match made {
                 Ok(()) => {}
                 Err(e) if e.code() == Some("BUSYGROUP") => {}

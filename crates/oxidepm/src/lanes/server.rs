@@ -6,9 +6,9 @@
 //! connection (provisioning, purge, report, the ops responder, the
 //! bridge's checks) is made here, so the two cases differ in one place.
 
-use super::error::ConnectError;
-use oxidepm_lanes::redis_url::{HostPort, Topology};
+use oxidepm_lanes::redis_url::Topology;
 use oxidepm_lanes::{RedisUrl, Secret, TlsFiles};
+use oxidepm_lanes_net::{Options, Target};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,12 +19,14 @@ pub const ADMIN_CREDENTIAL: &str = "lanes_admin";
 /// A credential file is at most this long (two short lines).
 const MAX_CREDENTIAL_BYTES: u64 = 4096;
 
-/// How long a connection may take to be made.
+/// How long a connection to a shared server may take to be made.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one to the private server's socket may take.
+const PRIVATE_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A connection keys can be used on: one server's, or a cluster's (which
 /// sends each command to the node serving its keys' slot).
-pub type Con = Box<dyn redis::ConnectionLike + Send>;
+pub type Con = oxidepm_lanes_net::Con;
 
 /// Where the lanes' Redis is.
 #[derive(Clone, Debug)]
@@ -58,283 +60,152 @@ impl Server {
         )
     }
 
+    /// Where, as `user`.
+    fn target(&self, user: &str, pw: &Secret) -> Target {
+        let (url, tls) = match self {
+            Server::Private { socket } => (RedisUrl::unix(socket.clone()), TlsFiles::default()),
+            Server::Shared { url, tls } => (url.clone(), tls.clone()),
+        };
+        Target {
+            url,
+            tls,
+            user: user.to_string(),
+            password: pw.clone(),
+        }
+    }
+
+    fn options(&self, read_timeout: Option<Duration>) -> Options {
+        let connect_timeout = match self {
+            Server::Private { .. } => PRIVATE_CONNECT_TIMEOUT,
+            Server::Shared { .. } => CONNECT_TIMEOUT,
+        };
+        Options {
+            connect_timeout,
+            response_timeout: read_timeout,
+            reconnect: false,
+        }
+    }
+
+    /// The error of a failed connection as `user`, in the daemon's terms.
+    fn error(&self, user: &str, e: oxidepm_lanes_net::Error) -> ConnectError {
+        use oxidepm_lanes_net::Error as E;
+        match (self, e) {
+            (Server::Private { .. }, E::Redis { source, .. }) => {
+                if source.kind() == redis::ErrorKind::AuthenticationFailed
+                    || source.code() == Some("WRONGPASS")
+                {
+                    ConnectError::Auth {
+                        user: user.to_string(),
+                        source,
+                    }
+                } else {
+                    ConnectError::Reach(source)
+                }
+            }
+            (_, E::Redis { at, source }) => ConnectError::Shared {
+                at,
+                user: user.to_string(),
+                source,
+            },
+            (_, E::Tls(e)) => ConnectError::Tls(e),
+            (_, E::Sentinel(e)) => ConnectError::Sentinel {
+                why: e.reasons(),
+                master: e.master,
+            },
+            (_, E::NoNode { at } | E::NoSingle { at }) => ConnectError::NoNode { at },
+        }
+    }
+
     /// A connection as `user` on which any key may be used.
-    pub fn connect(&self, user: &str, pw: &Secret) -> Result<Con, ConnectError> {
-        self.connect_timed(user, pw, None)
+    pub async fn connect(&self, user: &str, pw: &Secret) -> Result<Con, ConnectError> {
+        self.connect_timed(user, pw, None).await
     }
 
     /// [`Server::connect`], with a bound on how long a reply may take.
-    pub fn connect_timed(
+    pub async fn connect_timed(
         &self,
         user: &str,
         pw: &Secret,
         read_timeout: Option<Duration>,
     ) -> Result<Con, ConnectError> {
-        match self {
-            Server::Private { .. } => {
-                let con = self.connect_one(user, pw)?;
-                let _ = con.set_read_timeout(read_timeout);
-                Ok(Box::new(con))
-            }
-            Server::Shared { url, tls } => match &url.topology {
-                Topology::Cluster { seeds } => {
-                    let infos = seeds
-                        .iter()
-                        .map(|s| info(s, url.tls, Some((user, pw))))
-                        .collect::<Vec<_>>();
-                    let mut b = redis::cluster::ClusterClient::builder(infos)
-                        .connection_timeout(CONNECT_TIMEOUT)
-                        .username(user.to_string())
-                        .password(pw.expose().to_string());
-                    if url.tls {
-                        b = b.certs(certificates(tls)?);
-                    }
-                    let client = b.build().map_err(|source| ConnectError::Shared {
-                        at: url.to_string(),
-                        user: user.to_string(),
-                        source,
-                    })?;
-                    let con = client
-                        .get_connection()
-                        .map_err(|source| ConnectError::Shared {
-                            at: url.to_string(),
-                            user: user.to_string(),
-                            source,
-                        })?;
-                    let _ = con.set_read_timeout(read_timeout);
-                    Ok(Box::new(con))
-                }
-                _ => {
-                    let con = self.connect_one(user, pw)?;
-                    let _ = con.set_read_timeout(read_timeout);
-                    Ok(Box::new(con))
-                }
-            },
-        }
+        self.target(user, pw)
+            .connect(&self.options(read_timeout))
+            .await
+            .map_err(|e| self.error(user, e))
     }
 
     /// A connection as `user` to one server: the private one, the shared
-    /// one, or the primary the sentinels name (not for a cluster: see
-    /// [`Server::nodes`]).
-    pub fn connect_one(&self, user: &str, pw: &Secret) -> Result<redis::Connection, ConnectError> {
-        match self {
-            Server::Private { socket } => connect_unix(socket, user, pw),
-            Server::Shared { url, tls } => match &url.topology {
-                Topology::Unix(p) => connect_unix(p, user, pw),
-                Topology::Standalone(hp) => connect_node(hp, url.tls, tls, user, pw),
-                Topology::Sentinel { sentinels, master } => {
-                    let primary = ask_sentinels(sentinels, master, url.tls, tls)?;
-                    connect_node(&primary, url.tls, tls, user, pw)
-                }
-                Topology::Cluster { seeds } => {
-                    let mut last = None;
-                    for s in seeds {
-                        match connect_node(s, url.tls, tls, user, pw) {
-                            Ok(c) => return Ok(c),
-                            Err(e) => last = Some(e),
-                        }
-                    }
-                    Err(last.unwrap_or(ConnectError::NoNode {
-                        at: url.to_string(),
-                    }))
-                }
-            },
-        }
+    /// one, or the primary the sentinels name (on a cluster, its first
+    /// seed that answers: see [`Server::nodes`]).
+    pub async fn connect_one(&self, user: &str, pw: &Secret) -> Result<Con, ConnectError> {
+        self.target(user, pw)
+            .connect_one(&self.options(None))
+            .await
+            .map_err(|e| self.error(user, e))
     }
 
     /// A connection as `user` to every node, each named by its address:
     /// the one server, or every node of a cluster, replicas included (ACL
     /// users are not replicated, so each node gets them). `primaries_only`
     /// leaves replicas out (for writes such as UNLINK).
-    pub fn nodes(
+    pub async fn nodes(
         &self,
         user: &str,
         pw: &Secret,
         primaries_only: bool,
-    ) -> Result<Vec<(String, redis::Connection)>, ConnectError> {
-        let Server::Shared { url, tls } = self else {
-            return Ok(vec![("private".into(), self.connect_one(user, pw)?)]);
-        };
-        if !self.is_cluster() {
-            return Ok(vec![(url.to_string(), self.connect_one(user, pw)?)]);
+    ) -> Result<Vec<(String, Con)>, ConnectError> {
+        if let Server::Private { .. } = self {
+            return Ok(vec![("private".into(), self.connect_one(user, pw).await?)]);
         }
-        let mut seed = self.connect_one(user, pw)?;
-        let text: String = redis::cmd("CLUSTER")
-            .arg("NODES")
-            .query(&mut seed)
-            .map_err(|source| ConnectError::Shared {
-                at: url.to_string(),
-                user: user.to_string(),
-                source,
-            })?;
-        let mut out = Vec::new();
-        for (hp, primary) in cluster_nodes(&text) {
-            if primaries_only && !primary {
-                continue;
-            }
-            out.push((hp.to_string(), connect_node(&hp, url.tls, tls, user, pw)?));
-        }
-        Ok(out)
+        self.target(user, pw)
+            .nodes(primaries_only, &self.options(None))
+            .await
+            .map_err(|e| self.error(user, e))
     }
 }
 
-/// The nodes `CLUSTER NODES` lists as reachable, each with whether it is a
-/// primary. Lines that cannot be read are left out.
-fn cluster_nodes(text: &str) -> Vec<(HostPort, bool)> {
-    text.lines()
-        .filter_map(|line| {
-            let mut f = line.split_whitespace();
-            let _id = f.next()?;
-            let addr = f.next()?;
-            let flags = f.next()?;
-            if flags.contains("fail") || flags.contains("noaddr") || flags.contains("handshake") {
-                return None;
-            }
-            // ip:port@cport[,hostname]
-            let hostport = addr.split('@').next()?;
-            let (host, port) = hostport.rsplit_once(':')?;
-            let port: u16 = port.parse().ok()?;
-            if host.is_empty() || port == 0 {
-                return None;
-            }
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            Some((
-                HostPort {
-                    host: host.to_string(),
-                    port,
-                },
-                flags.contains("master"),
-            ))
-        })
-        .collect()
-}
-
-fn info(hp: &HostPort, tls: bool, auth: Option<(&str, &Secret)>) -> redis::ConnectionInfo {
-    let addr = if tls {
-        redis::ConnectionAddr::TcpTls {
-            host: hp.host.clone(),
-            port: hp.port,
-            insecure: false,
-            tls_params: None,
-        }
-    } else {
-        redis::ConnectionAddr::Tcp(hp.host.clone(), hp.port)
-    };
-    redis::ConnectionInfo {
-        addr,
-        redis: redis::RedisConnectionInfo {
-            db: 0,
-            username: auth.map(|(u, _)| u.to_string()),
-            password: auth.map(|(_, p)| p.expose().to_string()),
-            protocol: redis::ProtocolVersion::RESP2,
-        },
-    }
-}
-
-/// The PEM files of `tls`, read.
-fn certificates(tls: &TlsFiles) -> Result<redis::TlsCertificates, ConnectError> {
-    let read = |p: &Path| {
-        std::fs::read(p).map_err(|source| ConnectError::TlsFile {
-            path: p.to_path_buf(),
-            source,
-        })
-    };
-    let root_cert = tls.ca_file.as_deref().map(read).transpose()?;
-    let client_tls = match (&tls.cert_file, &tls.key_file) {
-        (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
-            client_cert: read(c)?,
-            client_key: read(k)?,
-        }),
-        _ => None,
-    };
-    Ok(redis::TlsCertificates {
-        client_tls,
-        root_cert,
-    })
-}
-
-fn client(
-    hp: &HostPort,
-    tls: bool,
-    files: &TlsFiles,
-    auth: Option<(&str, &Secret)>,
-) -> Result<redis::Client, ConnectError> {
-    let i = info(hp, tls, auth);
-    let r = if tls {
-        redis::Client::build_with_tls(i, certificates(files)?)
-    } else {
-        redis::Client::open(i)
-    };
-    r.map_err(|source| ConnectError::Address {
-        url: hp.to_string(),
-        source,
-    })
-}
-
-fn connect_node(
-    hp: &HostPort,
-    tls: bool,
-    files: &TlsFiles,
-    user: &str,
-    pw: &Secret,
-) -> Result<redis::Connection, ConnectError> {
-    client(hp, tls, files, Some((user, pw)))?
-        .get_connection_with_timeout(CONNECT_TIMEOUT)
-        .map_err(|source| ConnectError::Shared {
-            at: hp.to_string(),
-            user: user.to_string(),
-            source,
-        })
-}
-
-/// The primary `master` as the first sentinel that answers names it.
-fn ask_sentinels(
-    sentinels: &[HostPort],
-    master: &str,
-    tls: bool,
-    files: &TlsFiles,
-) -> Result<HostPort, ConnectError> {
-    let mut why = String::from("no sentinel listed");
-    for s in sentinels {
-        let asked = client(s, tls, files, None)?
-            .get_connection_with_timeout(CONNECT_TIMEOUT)
-            .and_then(|mut c| {
-                redis::cmd("SENTINEL")
-                    .arg("GET-MASTER-ADDR-BY-NAME")
-                    .arg(master)
-                    .query::<Option<(String, u16)>>(&mut c)
-            });
-        match asked {
-            Ok(Some((host, port))) => return Ok(HostPort { host, port }),
-            Ok(None) => why = format!("sentinel {s} knows no primary named {master:?}"),
-            Err(e) => why = format!("sentinel {s}: {e}"),
-        }
-    }
-    Err(ConnectError::Sentinel {
-        master: master.to_string(),
-        why,
-    })
-}
-
-/// A connection to a Redis on a unix socket, authenticated as `user`.
-fn connect_unix(sock: &Path, user: &str, pw: &Secret) -> Result<redis::Connection, ConnectError> {
-    let url = format!("redis+unix://{}", sock.display());
-    let client = match redis::Client::open(url.as_str()) {
-        Ok(c) => c,
-        Err(source) => return Err(ConnectError::Address { url, source }),
-    };
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .map_err(ConnectError::Reach)?;
-    redis::cmd("AUTH")
-        .arg(user)
-        .arg(pw.expose())
-        .query::<()>(&mut con)
-        .map_err(|source| ConnectError::Auth {
-            user: user.to_string(),
-            source,
-        })?;
-    Ok(con)
+/// Why a connection to the private Redis could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Nothing answers on the socket.
+    #[error("lanes: cannot reach the private Redis: {0}")]
+    Reach(#[source] redis::RedisError),
+    /// Redis refused the user's password.
+    #[error("lanes: cannot authenticate to the private Redis as {user}: {source}")]
+    Auth {
+        /// The user.
+        user: String,
+        /// Redis's refusal.
+        source: redis::RedisError,
+    },
+    /// The shared server (`[lanes] redis_url`) did not answer, or refused
+    /// the user.
+    #[error("lanes: {at} as user {user}: {source}; check [lanes] redis_url, the TLS files and secrets/lanes_admin")]
+    Shared {
+        /// The server or node.
+        at: String,
+        /// The user.
+        user: String,
+        /// What Redis (or the network) said.
+        source: redis::RedisError,
+    },
+    /// No node of the cluster answered.
+    #[error("lanes: no node of {at} answers; check [lanes] redis_url")]
+    NoNode {
+        /// The URL.
+        at: String,
+    },
+    /// The TLS settings cannot be used.
+    #[error("lanes: {0}; check [lanes] tls_ca_file, tls_cert_file and tls_key_file")]
+    Tls(#[source] oxidepm_lanes_net::TlsError),
+    /// No sentinel named the primary.
+    #[error("lanes: no sentinel names primary {master:?} ({why}); check [lanes] redis_url")]
+    Sentinel {
+        /// The primary's name.
+        master: String,
+        /// The last sentinel's answer.
+        why: String,
+    },
 }
 
 /// The admin credential of a shared server, from `secrets/lanes_admin`.
@@ -429,18 +300,6 @@ pub fn read_admin_credential(secrets_dir: &Path) -> Result<AdminCredential, Cred
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn cluster_nodes_lists_reachable_nodes_with_their_role() {
-        let text = "a 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n\
-                    b 127.0.0.1:7003@17003 slave a 0 0 1 connected\n\
-                    c 127.0.0.1:7004@17004,host slave,fail a 0 0 1 connected\n\
-                    garbage\n";
-        let n = cluster_nodes(text);
-        assert_eq!(n.len(), 2);
-        assert_eq!((n[0].0.port, n[0].1), (7000, true));
-        assert_eq!((n[1].0.port, n[1].1), (7003, false));
-    }
 
     #[test]
     fn a_credential_others_can_read_or_of_a_bad_form_is_refused() {

@@ -3,11 +3,11 @@
 //! renewing their leases, telling which gone lanes are still this host's
 //! to delete, and `lanes release --force`.
 
-use super::admin::{AgentLane, Lanes};
 use super::error::Error;
+use super::handle::{AgentLane, Lanes};
 use super::live::Own;
 use super::purge::Gone;
-use super::registry::{self, Forced, Lease, Taken};
+use super::registry::{self, Forced, Taken};
 use super::responders::ResponderLane;
 use crate::supervise::Shared;
 use oxidepm_lanes::acl::{AGENT_PREFIX, RESPONDER_PREFIX};
@@ -61,19 +61,16 @@ impl Lanes {
             .chain(responders.iter().map(|r| r.name.to_string()))
             .filter(|n| !new.contains(n))
             .collect();
-        let lanes = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut con = lanes.connect_admin()?;
-            let (host, ms) = (lanes.host_id.as_str(), lanes.lease_ms());
-            registry::claim(&mut *con, host, ms, &new)
-                .map_err(registry_error("claim"))?
-                .map_err(taken)?;
-            let lost =
-                registry::renew(&mut *con, host, ms, &held).map_err(registry_error("renew"))?;
-            Ok(lost.into_iter().map(lost_name).collect())
-        })
-        .await
-        .map_err(Error::Task)?
+        let mut con = self.connect_admin().await?;
+        let (host, ms) = (self.host_id.as_str(), self.lease_ms());
+        registry::claim(&mut con, host, ms, &new)
+            .await
+            .map_err(registry_error("claim"))?
+            .map_err(taken)?;
+        let lost = registry::renew(&mut con, host, ms, &held)
+            .await
+            .map_err(registry_error("renew"))?;
+        Ok(lost.into_iter().map(lost_name).collect())
     }
 
     /// Of the gone lanes (their password files), which this host may
@@ -94,13 +91,10 @@ impl Lanes {
             Some((u.clone(), name.to_string(), false))
         }));
         let names: Vec<String> = files.iter().map(|(_, n, _)| n.clone()).collect();
-        let lanes = self.clone();
-        let leases = tokio::task::spawn_blocking(move || -> Result<Vec<Option<Lease>>, Error> {
-            let mut con = lanes.connect_admin()?;
-            registry::leases(&mut *con, &names).map_err(registry_error("HMGET"))
-        })
-        .await
-        .map_err(Error::Task)??;
+        let mut con = self.connect_admin().await?;
+        let leases = registry::leases(&mut con, &names)
+            .await
+            .map_err(registry_error("HMGET"))?;
         let mut own = Own {
             suffix: format!("@{}", self.host_id),
             deletable: Vec::new(),
@@ -175,16 +169,16 @@ impl Lanes {
     /// One renewal of this host's names.
     async fn renew(&self, shared: &Shared) {
         let names = self.own_names(shared);
-        let l = self.clone();
-        let renewed = tokio::task::spawn_blocking(move || -> Result<Vec<Taken>, Error> {
-            let mut con = l.connect_admin()?;
-            registry::renew(&mut *con, &l.host_id, l.lease_ms(), &names)
+        let renewed = async {
+            let mut con = self.connect_admin().await?;
+            registry::renew(&mut con, &self.host_id, self.lease_ms(), &names)
+                .await
                 .map_err(registry_error("renew"))
-        })
+        }
         .await;
         match renewed {
-            Ok(Ok(lost)) if lost.is_empty() => {}
-            Ok(Ok(lost)) => {
+            Ok(lost) if lost.is_empty() => {}
+            Ok(lost) => {
                 for t in lost {
                     lost_name(t);
                 }
@@ -192,7 +186,6 @@ impl Lanes {
                     log::error!("lanes: {e}");
                 }
             }
-            Ok(Err(e)) => log::warn!("lanes: cannot renew this host's names: {e}"),
             Err(e) => log::warn!("lanes: cannot renew this host's names: {e}"),
         }
     }
@@ -203,15 +196,10 @@ impl Lanes {
         if !self.is_shared() {
             return Err(Error::NoRegistry);
         }
-        let lanes = self.clone();
-        let n = name.to_string();
-        let forced = tokio::task::spawn_blocking(move || -> Result<Forced, Error> {
-            let mut con = lanes.connect_admin()?;
-            registry::force_release(&mut *con, &lanes.host_id, &n)
-                .map_err(registry_error("force release"))
-        })
-        .await
-        .map_err(Error::Task)??;
+        let mut con = self.connect_admin().await?;
+        let forced = registry::force_release(&mut con, &self.host_id, name)
+            .await
+            .map_err(registry_error("force release"))?;
         match forced {
             Forced::Own => Err(Error::ReleaseOwn {
                 name: name.to_string(),
@@ -229,17 +217,13 @@ impl Lanes {
     pub async fn shared_report(&self, shared: &Shared) -> Option<SharedLanesReport> {
         let url = self.settings.redis_url.as_ref()?.to_string();
         let names = self.own_names(shared);
-        let lanes = self.clone();
-        let ns = names.clone();
-        let read = tokio::task::spawn_blocking(move || -> Option<(Vec<Option<Lease>>, u64)> {
-            let mut con = lanes.connect_admin().ok()?;
-            let leases = registry::leases(&mut *con, &ns).ok()?;
-            let now = registry::now_ms(&mut *con).ok()?;
+        let read = async {
+            let mut con = self.connect_admin().await.ok()?;
+            let leases = registry::leases(&mut con, &names).await.ok()?;
+            let now = registry::now_ms(&mut con).await.ok()?;
             Some((leases, now))
-        })
-        .await
-        .ok()
-        .flatten();
+        }
+        .await;
         let names = match read {
             Some((leases, now)) => names
                 .into_iter()

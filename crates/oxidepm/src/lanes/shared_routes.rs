@@ -4,9 +4,9 @@
 //! added on one host takes effect on all. On one host routes stay in the
 //! store (SQLite) and the bridge's file, as before.
 
-use super::admin::{AgentLane, Lanes};
 use super::error::Error;
-use super::server;
+use super::handle::{AgentLane, Lanes};
+use super::server::Con;
 use crate::supervise::Shared;
 use oxidepm_lanes::bridge_config::RouteConfig;
 use oxidepm_lanes::shared_routes::{decode, encode, field, MAX_SHARED_ROUTES, SHARED_ROUTES_KEY};
@@ -15,32 +15,32 @@ use oxidepm_proto::Route;
 
 /// Adds `route`; false if a route of the same source and selector exists
 /// (it is left as it is: remove it first).
-pub fn add(con: &mut dyn redis::ConnectionLike, route: &RouteConfig) -> redis::RedisResult<bool> {
+pub async fn add(con: &mut Con, route: &RouteConfig) -> redis::RedisResult<bool> {
     redis::cmd("HSETNX")
         .arg(SHARED_ROUTES_KEY)
         .arg(field(route))
         .arg(encode(route))
-        .query(con)
+        .query_async(con)
+        .await
 }
 
 /// Removes the route of `route`'s source and selector; false if there was
 /// none.
-pub fn remove(
-    con: &mut dyn redis::ConnectionLike,
-    route: &RouteConfig,
-) -> redis::RedisResult<bool> {
+pub async fn remove(con: &mut Con, route: &RouteConfig) -> redis::RedisResult<bool> {
     redis::cmd("HDEL")
         .arg(SHARED_ROUTES_KEY)
         .arg(field(route))
-        .query(con)
+        .query_async(con)
+        .await
 }
 
 /// The shared routes, sorted by field, and what could not be read (each
 /// with why and what to do).
-pub fn list(
-    con: &mut dyn redis::ConnectionLike,
-) -> redis::RedisResult<(Vec<RouteConfig>, Vec<String>)> {
-    let n: usize = redis::cmd("HLEN").arg(SHARED_ROUTES_KEY).query(con)?;
+pub async fn list(con: &mut Con) -> redis::RedisResult<(Vec<RouteConfig>, Vec<String>)> {
+    let n: usize = redis::cmd("HLEN")
+        .arg(SHARED_ROUTES_KEY)
+        .query_async(con)
+        .await?;
     if n > MAX_SHARED_ROUTES {
         return Ok((
             Vec::new(),
@@ -50,8 +50,10 @@ pub fn list(
             )],
         ));
     }
-    let mut raw: Vec<(Vec<u8>, Vec<u8>)> =
-        redis::cmd("HGETALL").arg(SHARED_ROUTES_KEY).query(con)?;
+    let mut raw: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL")
+        .arg(SHARED_ROUTES_KEY)
+        .query_async(con)
+        .await?;
     raw.sort();
     let mut routes = Vec::with_capacity(raw.len());
     let mut bad = Vec::new();
@@ -68,9 +70,12 @@ pub fn list(
 /// in the registry that are agents (an `agent_<name>` user exists; a
 /// responder app's name has none), so that every bridge routes to and
 /// drains the outboxes of all of them.
-pub fn server_agents(con: &mut dyn redis::ConnectionLike) -> redis::RedisResult<Vec<AgentName>> {
+pub async fn server_agents(con: &mut Con) -> redis::RedisResult<Vec<AgentName>> {
     use super::registry::{now_ms, REGISTRY_KEY};
-    let n: usize = redis::cmd("HLEN").arg(REGISTRY_KEY).query(con)?;
+    let n: usize = redis::cmd("HLEN")
+        .arg(REGISTRY_KEY)
+        .query_async(con)
+        .await?;
     if n > MAX_SHARED_ROUTES {
         log::error!(
             "lanes: {REGISTRY_KEY} holds {n} names, more than the {MAX_SHARED_ROUTES} a bridge \
@@ -78,9 +83,12 @@ pub fn server_agents(con: &mut dyn redis::ConnectionLike) -> redis::RedisResult<
         );
         return Ok(Vec::new());
     }
-    let entries: Vec<(String, String)> = redis::cmd("HGETALL").arg(REGISTRY_KEY).query(con)?;
-    let now = now_ms(con)?;
-    let users: Vec<String> = redis::cmd("ACL").arg("USERS").query(con)?;
+    let entries: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(REGISTRY_KEY)
+        .query_async(con)
+        .await?;
+    let now = now_ms(con).await?;
+    let users: Vec<String> = redis::cmd("ACL").arg("USERS").query_async(con).await?;
     let mut out: Vec<AgentName> = entries
         .into_iter()
         .filter(|(_, v)| {
@@ -99,26 +107,6 @@ pub fn server_agents(con: &mut dyn redis::ConnectionLike) -> redis::RedisResult<
     Ok(out)
 }
 
-/// An admin connection kept between the reads of the other hosts' agents.
-#[derive(Default)]
-pub(super) struct KeptCon(std::sync::Mutex<Option<server::Con>>);
-
-impl KeptCon {
-    fn take(&self) -> Option<server::Con> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-
-    fn put(&self, con: server::Con) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(con);
-    }
-}
-
-impl std::fmt::Debug for KeptCon {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("KeptCon")
-    }
-}
-
 impl Lanes {
     /// Reads the agents of every host (see [`server_agents`]) into the
     /// lanes' state; true when they changed. Without `redis_url`, none.
@@ -130,21 +118,16 @@ impl Lanes {
         // used again (a TLS handshake and AUTH each time would cost the
         // server more than the reads), and dropped after an error.
         let kept = self.state.discovery_con.take();
-        let lanes = self.clone();
-        let (now, con) =
-            tokio::task::spawn_blocking(move || -> Result<(Vec<AgentName>, server::Con), Error> {
-                let mut con = match kept {
-                    Some(c) => c,
-                    None => lanes.connect_admin()?,
-                };
-                let now = server_agents(&mut *con).map_err(|source| Error::Redis {
-                    command: "HGETALL oxidepm:agents / ACL USERS".into(),
-                    source,
-                })?;
-                Ok((now, con))
-            })
+        let mut con = match kept {
+            Some(c) => c,
+            None => self.connect_admin().await?,
+        };
+        let now = server_agents(&mut con)
             .await
-            .map_err(Error::Task)??;
+            .map_err(|source| Error::Redis {
+                command: "HGETALL oxidepm:agents / ACL USERS".into(),
+                source,
+            })?;
         self.state.discovery_con.put(con);
         let mut known = self
             .state
@@ -183,30 +166,25 @@ impl Lanes {
     /// `route add` on a shared server: into `oxidepm:routes`, which every
     /// host's bridge reads; false when a route of its selector is there.
     pub async fn add_shared_route(&self, route: &Route) -> Result<bool, Error> {
-        self.with_shared_routes(route, add).await
+        self.with_shared_routes(route, true).await
     }
 
     /// `route remove` on a shared server; false when there was none.
     pub async fn remove_shared_route(&self, route: &Route) -> Result<bool, Error> {
-        self.with_shared_routes(route, remove).await
+        self.with_shared_routes(route, false).await
     }
 
-    async fn with_shared_routes(
-        &self,
-        route: &Route,
-        op: fn(&mut dyn redis::ConnectionLike, &RouteConfig) -> redis::RedisResult<bool>,
-    ) -> Result<bool, Error> {
+    async fn with_shared_routes(&self, route: &Route, adding: bool) -> Result<bool, Error> {
         let conf = super::bridge_admin::route_config(route)?;
-        let lanes = self.clone();
-        tokio::task::spawn_blocking(move || -> Result<bool, Error> {
-            let mut con = lanes.connect_admin()?;
-            op(&mut *con, &conf).map_err(|source| Error::Redis {
-                command: format!("HSET/HDEL {SHARED_ROUTES_KEY}"),
-                source,
-            })
+        let mut con = self.connect_admin().await?;
+        let done = match adding {
+            true => add(&mut con, &conf).await,
+            false => remove(&mut con, &conf).await,
+        };
+        done.map_err(|source| Error::Redis {
+            command: format!("HSET/HDEL {SHARED_ROUTES_KEY}"),
+            source,
         })
-        .await
-        .map_err(Error::Task)?
     }
 
     /// The routes on the shared server, as `Route`s (those that cannot be
@@ -216,14 +194,11 @@ impl Lanes {
         if !self.routes_shared() {
             return Vec::new();
         }
-        let lanes = self.clone();
-        let read = tokio::task::spawn_blocking(move || {
-            let mut con = lanes.connect_admin().ok()?;
-            list(&mut *con).ok()
-        })
-        .await
-        .ok()
-        .flatten();
+        let read = async {
+            let mut con = self.connect_admin().await.ok()?;
+            list(&mut con).await.ok()
+        }
+        .await;
         let Some((routes, bad)) = read else {
             log::warn!("lanes: the shared routes cannot be read now");
             return Vec::new();
@@ -243,12 +218,17 @@ mod tests {
     use super::*;
     use oxidepm_testkit::shared::{SharedRedis, OXIDEPM_PASSWORD, OXIDEPM_USER};
 
-    #[test]
-    fn routes_added_on_one_host_are_listed_on_another_and_removed_once() {
+    #[tokio::test]
+    async fn routes_added_on_one_host_are_listed_on_another_and_removed_once() {
         let server = SharedRedis::start(false);
+        let at = super::super::server::Server::Shared {
+            url: server.url().parse().unwrap(),
+            tls: server.tls_files(),
+        };
         // Two hosts' daemons, as the admin user a person creates.
-        let mut host_a = server.connect(OXIDEPM_USER, OXIDEPM_PASSWORD).unwrap();
-        let mut host_b = server.connect(OXIDEPM_USER, OXIDEPM_PASSWORD).unwrap();
+        let pw = oxidepm_lanes::Secret::new(OXIDEPM_PASSWORD);
+        let mut host_a = at.connect(OXIDEPM_USER, &pw).await.unwrap();
+        let mut host_b = at.connect(OXIDEPM_USER, &pw).await.unwrap();
         let route = RouteConfig {
             source: "webhook".into(),
             channel: Some("ops".into()),
@@ -256,16 +236,19 @@ mod tests {
             address: None,
             agent: "alice".parse().unwrap(),
         };
-        assert!(add(&mut host_a, &route).unwrap());
+        assert!(add(&mut host_a, &route).await.unwrap());
         let other = RouteConfig {
             agent: "bob".parse().unwrap(),
             ..route.clone()
         };
         // The same selector from another host: refused, the first stays.
-        assert!(!add(&mut host_b, &other).unwrap());
-        assert_eq!(list(&mut host_b).unwrap(), (vec![route.clone()], vec![]));
-        assert!(remove(&mut host_b, &route).unwrap());
-        assert!(!remove(&mut host_a, &route).unwrap());
-        assert_eq!(list(&mut host_a).unwrap(), (vec![], vec![]));
+        assert!(!add(&mut host_b, &other).await.unwrap());
+        assert_eq!(
+            list(&mut host_b).await.unwrap(),
+            (vec![route.clone()], vec![])
+        );
+        assert!(remove(&mut host_b, &route).await.unwrap());
+        assert!(!remove(&mut host_a, &route).await.unwrap());
+        assert_eq!(list(&mut host_a).await.unwrap(), (vec![], vec![]));
     }
 }

@@ -2,7 +2,7 @@
 //! their own loaders: they must be what the hand-built JSON of earlier
 //! versions was.
 
-use super::admin::{AgentLane, Lanes};
+use super::handle::{AgentLane, Lanes};
 use super::layout::Layout;
 use super::settings::LanesSettings;
 use crate::paths::Home;

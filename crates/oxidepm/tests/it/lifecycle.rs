@@ -65,7 +65,9 @@ fn an_app_failing_its_http_check_is_restarted_by_system_health() {
     let env = Env::new();
     let port = free_port();
     // Healthy until the test makes it sick (a file), then failing: a
-    // healthy spell of a few checks would be missed by a busy machine.
+    // healthy spell of a few checks would be missed by a busy machine. The
+    // start period covers python's start on a busy machine (seconds): the
+    // restart comes once it is over.
     let server = env.path("server.py");
     let sick = env.path("sick");
     std::fs::write(
@@ -80,7 +82,7 @@ fn an_app_failing_its_http_check_is_restarted_by_system_health() {
     std::fs::write(
         &cfg,
         format!(
-            "[[apps]]\nname = \"web\"\nscript = \"python3\"\nargs = [\"{}\"]\n[apps.health]\nhttp = \"http://127.0.0.1:{port}/health\"\ninterval = \"200ms\"\ntimeout = \"1s\"\nretries = 2\nstart_period = \"0s\"\n",
+            "[[apps]]\nname = \"web\"\nscript = \"python3\"\nargs = [\"{}\"]\n[apps.health]\nhttp = \"http://127.0.0.1:{port}/health\"\ninterval = \"200ms\"\ntimeout = \"1s\"\nretries = 2\nstart_period = \"10s\"\n",
             server.display()
         ),
     )
@@ -91,7 +93,7 @@ fn an_app_failing_its_http_check_is_restarted_by_system_health() {
     });
     let first = env.pid("web");
     std::fs::write(&sick, "").unwrap();
-    env.wait(20, "a restart for health", || {
+    env.wait(40, "a restart for health", || {
         has_event(&env.daemon_events("web"), "restarted", "system:health")
     });
     assert!(has_event(&env.events("web"), "unhealthy", "system:health"));
