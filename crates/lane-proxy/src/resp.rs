@@ -6,7 +6,7 @@
 //!   arguments) is a [`ProtocolError`]. A parsed [`Command`] is re-encoded
 //!   with [`encode_command`] / [`encode_args`]; client bytes are never
 //!   forwarded as they came.
-//! * Redis → client: see [`super::reply_scanner`].
+//! * Redis → client: see [`crate::conn::reply_scanner`].
 
 use oxidepm_lanes::LimitsConfig;
 use std::fmt;

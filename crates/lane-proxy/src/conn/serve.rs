@@ -10,7 +10,7 @@
 //!   with the replies the proxy makes itself.
 //!
 //! The command pump tells the reply pump what to expect through an ordered
-//! queue of [`Slot`]s, filled *before* it writes upstream. Each command
+//! queue of [`Slot`](super::slot::Slot)s, filled *before* it writes upstream. Each command
 //! takes a permit of the pipeline semaphore, given back once its reply is
 //! written to the client: with none left the command pump stops reading
 //! the client, so a client that never reads its replies cannot make the
@@ -18,7 +18,7 @@
 //! has taken what came before, so Redis keeps what the client does not
 //! take, in its own client output buffer.
 //!
-//! The upstream connection goes where [`Route`] says: the private Redis's
+//! The upstream connection goes where [`Route`](crate::upstream::route::Route) says: the private Redis's
 //! unix socket, or a shared server over TCP or TLS (the primary Sentinel
 //! names, or the cluster node of the agent's slot: every key of an agent
 //! carries its hash tag, so one node serves its whole lane). Unix and TCP

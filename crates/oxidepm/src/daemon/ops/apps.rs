@@ -79,13 +79,13 @@ impl Daemon {
         // An agent or responder updated into another kind loses its lane.
         let had_lane = {
             let s = lock(&self.sup);
-            apps.iter().any(|a| {
-                s.apps().any(|o| {
-                    o.spec.name == a.name
-                        && o.spec.kind != a.kind
-                        && matches!(o.spec.kind, AppKind::Agent | AppKind::Responder)
-                })
-            })
+            let lanes: std::collections::HashMap<&str, AppKind> = s
+                .apps()
+                .filter(|o| matches!(o.spec.kind, AppKind::Agent | AppKind::Responder))
+                .map(|o| (o.spec.name.as_str(), o.spec.kind))
+                .collect();
+            apps.iter()
+                .any(|a| lanes.get(a.name.as_str()).is_some_and(|k| *k != a.kind))
         };
         let mut out = match define::define(&self.sup, apps, actor, update).await {
             Ok(out) => out,
