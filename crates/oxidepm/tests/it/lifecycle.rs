@@ -82,7 +82,7 @@ fn an_app_failing_its_http_check_is_restarted_by_system_health() {
     std::fs::write(
         &cfg,
         format!(
-            "[[apps]]\nname = \"web\"\nscript = \"python3\"\nargs = [\"{}\"]\n[apps.health]\nhttp = \"http://127.0.0.1:{port}/health\"\ninterval = \"200ms\"\ntimeout = \"1s\"\nretries = 2\nstart_period = \"10s\"\n",
+            "[[apps]]\nname = \"web\"\nscript = \"python3\"\nargs = [\"{}\"]\n[apps.health]\nhttp = \"http://127.0.0.1:{port}/health\"\ninterval = \"200ms\"\ntimeout = \"1s\"\nretries = 2\nstart_period = \"4s\"\n",
             server.display()
         ),
     )
