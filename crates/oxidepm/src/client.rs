@@ -7,7 +7,7 @@
 //! asks the daemon for a `ping` on a second connection: a daemon that
 //! answers it is working, and is waited for; one that does not is stuck.
 
-use oxidepm_proto::{ErrorBody, Op, Request, Response};
+use oxidepm_proto::{ErrorBody, Op, Request, Response, Via};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
@@ -74,6 +74,8 @@ pub struct Client {
     reader: BufReader<UnixStream>,
     next_id: u64,
     claim: Option<String>,
+    /// The front end named in every request's audit row (`mcp:status`).
+    via: Option<Via>,
     deadline: Option<Duration>,
     /// Ask the daemon for a `ping` when an answer is late (not when this
     /// connection is that question).
@@ -155,10 +157,18 @@ impl Client {
             reader,
             next_id: 1,
             claim,
+            via: None,
             deadline,
             ask_if_late: true,
             warning: None,
         })
+    }
+
+    /// Names the front end the next requests come through, for their
+    /// audit rows (`None`: the CLI itself).
+    #[allow(dead_code)] // until a front end other than the CLI is built in
+    pub fn set_via(&mut self, via: Option<Via>) {
+        self.via = via;
     }
 
     /// The uid of the process at the other end, as the kernel recorded it
@@ -246,6 +256,7 @@ impl Client {
         let req = Request {
             id,
             claim: self.claim.clone(),
+            via: self.via.clone(),
             op,
         };
         let mut line = serde_json::to_vec(&req).map_err(ClientError::Protocol)?;

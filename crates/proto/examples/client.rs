@@ -34,6 +34,7 @@ fn ask(
     let req = Request {
         id,
         claim: std::env::var("OXIDEPM_ACTOR").ok(),
+        via: None,
         op,
     };
     let mut line = serde_json::to_vec(&req)?;

@@ -46,7 +46,7 @@ pub use verbs::{
     instance_name, instance_of, instance_spec, ReloadHow, Reloaded, ResetDone, Signalled,
     INSTANCE_VAR, MAX_INSTANCES,
 };
-pub use wire::{ErrorBody, ErrorCode, Op, Request, Response, SignalName};
+pub use wire::{ErrorBody, ErrorCode, Op, Request, Response, SignalName, Via};
 
 /// Largest request line on `agent.sock` (and any socket but `daemon.sock`).
 pub const MAX_LINE: usize = 1 << 20;

@@ -138,6 +138,10 @@ pub struct AuditRecord {
     /// Error message, when refused or failed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The front end the request came through (`mcp:restart`), when its
+    /// sender named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// Which output stream of an app.

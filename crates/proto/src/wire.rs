@@ -16,9 +16,49 @@ pub struct Request {
     /// can only make a request stricter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
+    /// Which front end the request came through (`mcp:restart`): written
+    /// in its audit row beside the actor, never a source of rights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Via>,
     /// The operation and its arguments.
     #[serde(flatten)]
     pub op: Op,
+}
+
+/// The front end a request came through, as its sender names it: 1 to
+/// [`Via::MAX`] bytes of ASCII letters, digits, `:`, `.`, `_` and `-`, so
+/// an audit row stays one short word whoever wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Via(String);
+
+impl Via {
+    /// The longest `via` taken, in bytes.
+    pub const MAX: usize = 64;
+
+    /// `text` as a `via`, or what is wrong with it.
+    pub fn new(text: &str) -> Result<Via, String> {
+        let ok = |c: u8| c.is_ascii_alphanumeric() || b":._-".contains(&c);
+        if text.is_empty() || text.len() > Via::MAX || !text.bytes().all(ok) {
+            return Err(format!(
+                "via must be 1 to {} bytes of ASCII letters, digits, ':', '.', '_' or '-' (as in \"mcp:restart\")",
+                Via::MAX
+            ));
+        }
+        Ok(Via(text.to_string()))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Via {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Via, D::Error> {
+        let text = String::deserialize(d)?;
+        Via::new(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// An operation and its arguments. `target` is a selector: a name, a numeric

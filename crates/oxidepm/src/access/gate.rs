@@ -180,6 +180,7 @@ impl Gate {
             tier,
             scope,
             uid,
+            via: None,
         }
     }
 

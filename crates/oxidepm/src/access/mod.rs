@@ -75,6 +75,9 @@ pub struct Caller {
     /// (a defined agent's or adapter's, the peer's otherwise); `None` for
     /// a human, or when it is not known (a non-human then defines none).
     pub uid: Option<u32>,
+    /// The front end the request came through, as its sender named it
+    /// (`mcp:restart`): written in the audit row, never a source of rights.
+    pub via: Option<String>,
 }
 
 /// What the daemon decided about a connection when it was accepted.

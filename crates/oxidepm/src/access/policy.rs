@@ -507,6 +507,7 @@ mod tests {
             tier,
             scope: Scope::All,
             uid: (class != Class::Human).then_some(1001),
+            via: None,
         }
     }
 

@@ -346,7 +346,11 @@ impl Printer {
                     e.at.clone().into(),
                     e.actor.to_string().into(),
                     e.socket.clone().into(),
-                    e.op.clone().into(),
+                    match &e.via {
+                        Some(via) => format!("{} via {via}", e.op),
+                        None => e.op.clone(),
+                    }
+                    .into(),
                     e.apps.join(",").into(),
                     // A summary row says how many refusals it stands for.
                     if e.message.starts_with("… and ") {

@@ -217,6 +217,7 @@ pub async fn begin(daemon: &Arc<Daemon>, attach: Attach) -> Result<Attached, (At
         apps: &all,
         outcome: &outcome,
         message: &message,
+        via: None,
     };
     if let Err(e) = lock(&daemon.sup).store.record_audit(&row) {
         log::error!("cannot write the audit row of --attach: {e}");

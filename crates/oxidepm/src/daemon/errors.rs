@@ -439,6 +439,7 @@ mod tests {
             tier: Tier::Control,
             scope: Scope::All,
             uid: Some(1001),
+            via: None,
         };
         let define = Op::Define {
             apps: vec![],

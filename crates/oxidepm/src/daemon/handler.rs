@@ -86,10 +86,11 @@ impl Daemon {
         req: Request,
         sink: &mut Sink,
     ) -> std::io::Result<()> {
-        let caller = {
+        let mut caller = {
             let s = lock(&self.sup);
             self.gate().caller(&*s, peer, req.claim.as_deref())
         };
+        caller.via = req.via.as_ref().map(|v| v.as_str().to_string());
         let way = Way::on_socket(&req.op);
         let admitted = match self.admit(&caller, way, &req).await {
             Ok(a) => a,
@@ -380,6 +381,7 @@ impl Daemon {
             apps,
             outcome,
             message,
+            via: caller.via.as_deref(),
         });
         true
     }
@@ -426,6 +428,7 @@ impl Daemon {
                 apps: &[],
                 outcome: &s.kind.code,
                 message: &message,
+                via: None,
             });
         }
     }
@@ -442,6 +445,7 @@ impl Daemon {
             apps: apps.to_vec(),
             outcome: e.code.as_str().to_string(),
             message: e.message.clone(),
+            via: caller.via.clone(),
         }));
     }
 

@@ -268,6 +268,7 @@ impl Daemon {
             apps: &[],
             outcome: &outcome,
             message: &message,
+            via: None,
         };
         if let Err(e) = s.store.record_audit(&row) {
             log::error!("cannot write the audit row of a SIGHUP reload: {e}");

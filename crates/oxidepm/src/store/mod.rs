@@ -227,6 +227,8 @@ pub struct NewAudit<'a> {
     pub outcome: &'a str,
     /// Error message.
     pub message: &'a str,
+    /// The front end it came through (`mcp:restart`), when one was named.
+    pub via: Option<&'a str>,
 }
 
 /// Filter for [`Store::audit`].
@@ -491,8 +493,8 @@ impl Store {
         let message = cut(a.message, MAX_TEXT);
         self.conn
             .prepare_cached(
-                "INSERT INTO audit (at, actor, socket, op, apps, outcome, message)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO audit (at, actor, socket, op, apps, outcome, message, via)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
             .execute(params![
                 now_ms(),
@@ -501,7 +503,8 @@ impl Store {
                 a.op,
                 apps,
                 a.outcome,
-                message
+                message,
+                a.via
             ])?;
         Ok(())
     }
@@ -509,7 +512,7 @@ impl Store {
     /// Audit rows matching `f`, oldest first.
     pub fn audit(&self, f: &AuditFilter) -> Result<Vec<AuditRecord>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT seq, at, actor, socket, op, apps, outcome, message FROM audit
+            "SELECT seq, at, actor, socket, op, apps, outcome, message, via FROM audit
              WHERE (?1 IS NULL OR actor = ?1
                     OR (instr(?1, ':') = 0 AND substr(actor, 1, length(?1) + 1) = ?1 || ':'))
                AND (?2 IS NULL OR at >= ?2) AND (?5 IS NULL OR at <= ?5)
@@ -530,6 +533,7 @@ impl Store {
                 apps: serde_json::from_str(&apps).unwrap_or_default(),
                 outcome: r.get(6)?,
                 message: r.get(7)?,
+                via: r.get(8)?,
             })
         })?;
         let mut out = rows.collect::<std::result::Result<Vec<_>, _>>()?;

@@ -2,11 +2,12 @@
 
 use rusqlite::Connection;
 
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 /// The migrations in order: the one at index `i` takes the schema from
 /// version `i` to `i + 1`, and says so in `user_version`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [TABLES, ROUTES, STOPPED_BY, RUN_BEFORE_FORK];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] =
+    [TABLES, ROUTES, STOPPED_BY, RUN_BEFORE_FORK, AUDIT_VIA];
 
 /// Version 1: apps, runs, events, audit and snapshots.
 const TABLES: &str = "BEGIN;
@@ -80,6 +81,13 @@ const RUN_BEFORE_FORK: &str = "BEGIN;
              DROP TABLE runs;
              ALTER TABLE runs_v4 RENAME TO runs;
              PRAGMA user_version = 4;
+             COMMIT;";
+
+/// Version 5: the front end an audited request came through (`mcp:stop`),
+/// NULL for the CLI and for the rows written before.
+const AUDIT_VIA: &str = "BEGIN;
+             ALTER TABLE audit ADD COLUMN via TEXT;
+             PRAGMA user_version = 5;
              COMMIT;";
 
 /// Sets pragmas and creates or migrates the schema.

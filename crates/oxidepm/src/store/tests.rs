@@ -61,6 +61,7 @@ fn events_and_audit_filters() {
             apps: &apps,
             outcome: "E_PROTECTED",
             message: "no",
+            via: None,
         })
         .unwrap();
     let f = AuditFilter {

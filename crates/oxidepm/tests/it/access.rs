@@ -481,3 +481,43 @@ fn a_double_forked_descendant_of_the_daemon_is_an_ai() {
     let v: Value = serde_json::from_str(&read(&out)).unwrap();
     assert_eq!(v["class"], "ai", "{v}");
 }
+
+#[test]
+fn the_front_end_a_request_names_is_in_its_audit_row_and_grants_nothing() {
+    let env = Env::new();
+    env.ok(&strs(&words("start --name db --protected -- sleep 1000")));
+    let mut raw = env.raw("agent.sock");
+    // A `via` is a word for the audit row, never a way around the gate.
+    let r = raw.call(json!({"id": 1, "op": "stop", "target": "db", "via": "mcp:stop"}));
+    assert_eq!(r["error"]["code"], "E_PROTECTED", "{r}");
+    let r = raw.call(json!({"id": 2, "op": "stop", "target": "db", "via": "mcp stop; DROP"}));
+    assert_eq!(r["error"]["code"], "E_BAD_REQUEST", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("via must be"),
+        "{r}"
+    );
+    let long = "m".repeat(65);
+    let r = raw.call(json!({"id": 3, "op": "stop", "target": "db", "via": long}));
+    assert_eq!(r["error"]["code"], "E_BAD_REQUEST", "{r}");
+    assert_eq!(env.app("db")["status"], "online");
+
+    let rows = env.json(&["audit", "--actor", "ai"]);
+    let rows = rows.as_array().unwrap();
+    assert!(
+        rows.iter()
+            .any(|r| r["op"] == "stop" && r["via"] == "mcp:stop" && r["outcome"] == "E_PROTECTED"),
+        "{rows:?}"
+    );
+    // The CLI's own rows name no front end.
+    assert!(env
+        .json(&["audit", "--actor", "human"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r.get("via").is_none()));
+    let text = env.ok(&["audit", "--actor", "ai"]);
+    assert!(text.contains("stop via mcp:stop"), "{text}");
+}

@@ -125,6 +125,7 @@ fn pruned_pages_go_back_to_the_file_system() {
                 apps: &["db".to_string()],
                 outcome: "E_PROTECTED",
                 message: &message,
+                via: None,
             })
             .unwrap();
     }
@@ -161,6 +162,7 @@ fn long_messages_are_cut_so_a_row_stays_small() {
             apps: &[],
             outcome: "E_PROTECTED",
             message: &message,
+            via: None,
         })
         .unwrap();
     let rows = store
