@@ -173,6 +173,10 @@ pub struct LogLine {
     pub stream: LogStream,
     /// The line as stored (with its timestamp prefix when timestamps are on).
     pub line: String,
+    /// In the answer to a search (`grep`): whether this line matched
+    /// (false: a line of context around a match).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<bool>,
 }
 
 #[cfg(test)]

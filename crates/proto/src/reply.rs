@@ -163,6 +163,10 @@ pub struct Stopped {
 pub struct LogsDone {
     /// Half the number of log files read (two streams per app).
     pub apps: usize,
+    /// A search (`grep`) found more matches than the lines or bytes
+    /// asked for: the older ones were left out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 /// Answer to `flush`.

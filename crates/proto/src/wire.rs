@@ -61,6 +61,27 @@ impl<'de> Deserialize<'de> for Via {
     }
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Op {
+    /// `logs` of the last `lines` lines of `target`'s files, nothing else.
+    pub fn logs_tail(target: String, lines: usize) -> Op {
+        Op::Logs {
+            target,
+            lines,
+            follow: false,
+            stream: None,
+            since: None,
+            until: None,
+            grep: None,
+            regex: false,
+            context: 0,
+        }
+    }
+}
+
 /// An operation and its arguments. `target` is a selector: a name, a numeric
 /// id, `all`, or `@tag`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,6 +162,19 @@ pub enum Op {
         /// Only lines stamped at or before this time (same form).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         until: Option<String>,
+        /// Only lines holding this text (or matching it, with `regex`),
+        /// searched in every kept file, current and rotated: the newest
+        /// `lines` matches with their context, each line marked `matched`,
+        /// and `truncated` on the final answer when older ones were left
+        /// out. With `follow`, new lines are filtered the same way.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grep: Option<String>,
+        /// `grep` is a regular expression (Rust's `regex` syntax), not text.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        regex: bool,
+        /// Lines before and after each match (at most 10).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        context: u32,
     },
     /// Lifecycle events.
     Events {

@@ -97,6 +97,22 @@ pub enum Command {
         /// (on a terminal they are shown escaped by default).
         #[arg(long)]
         raw: bool,
+        /// Only the lines holding this text, searched in every kept file
+        /// (current and rotated): the newest --lines matches (default 15).
+        #[arg(long, value_name = "TEXT")]
+        grep: Option<String>,
+        /// --grep is a regular expression, not plain text.
+        #[arg(long, requires = "grep")]
+        regex: bool,
+        /// Lines of context before and after each match (at most 10).
+        #[arg(
+            long,
+            short = 'C',
+            value_name = "N",
+            default_value_t = 0,
+            requires = "grep"
+        )]
+        context: u32,
     },
     /// Lifecycle events with the actor that caused them.
     Events {

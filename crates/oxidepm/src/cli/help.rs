@@ -62,6 +62,8 @@ Examples:
   oxidepm logs web --since 10m
   oxidepm logs --since 2026-11-30T10:00:00Z --until 2026-11-30T11:00:00Z
   oxidepm logs web --json                 one object a line, the time in `at`
+  oxidepm logs web --grep timeout -C 2    the newest 15 lines saying timeout, 2 around each
+  oxidepm logs --grep 'status=5[0-9]+' --regex -n 100 --since 1d
 
 --since and --until read the stamps the log writer puts before each line
 (log_timestamps, on by default); a line without one goes with the stamped

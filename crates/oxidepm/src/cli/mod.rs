@@ -169,6 +169,9 @@ fn read(command: Command, out: output::Printer) -> Result<(), Error> {
             out: only_out,
             err: only_err,
             raw,
+            grep,
+            regex,
+            context,
         } => {
             let stream = match (only_out, only_err) {
                 (true, false) => Some(LogStream::Out),
@@ -183,6 +186,9 @@ fn read(command: Command, out: output::Printer) -> Result<(), Error> {
                 follow,
                 stream,
                 raw,
+                grep,
+                regex,
+                context,
             };
             reads::logs(out, a)?;
         }

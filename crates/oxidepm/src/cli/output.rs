@@ -267,7 +267,13 @@ impl Printer {
                 LogStream::Err => "err",
                 LogStream::Out => "out",
             };
-            writeln!(out, "{}|{tag}| {}", item.app, self.text(&item.line))
+            // Context around a match is marked as grep marks it: `-`.
+            let bar = if item.matched == Some(false) {
+                '-'
+            } else {
+                '|'
+            };
+            writeln!(out, "{}|{tag}{bar} {}", item.app, self.text(&item.line))
         };
         r.and_then(|_| out.flush()).is_ok()
     }

@@ -71,14 +71,7 @@ pub fn show(out: &Printer, target: String, lines: usize) -> Result<(), Error> {
     })?;
     let mut logs = Vec::new();
     if lines > 0 && !out.json {
-        let op = Op::Logs {
-            target,
-            lines,
-            follow: false,
-            stream: None,
-            since: None,
-            until: None,
-        };
+        let op = Op::logs_tail(target, lines);
         // The log is a courtesy: a caller who may see the app but not
         // read its log still gets the rest.
         let r: Result<Option<LogsDone>, _> = c.call_stream_as(op, |l: LogLine| {
@@ -109,6 +102,12 @@ pub struct LogsArgs {
     pub stream: Option<LogStream>,
     /// `--raw`.
     pub raw: bool,
+    /// `--grep`.
+    pub grep: Option<String>,
+    /// `--regex`.
+    pub regex: bool,
+    /// `-C`.
+    pub context: u32,
 }
 
 /// `logs`: the last lines (or a time window) of one app or of every app,
@@ -133,15 +132,31 @@ pub fn logs(out: Printer, a: LogsArgs) -> Result<(), Error> {
         stream: a.stream,
         since,
         until,
+        grep: a.grep,
+        regex: a.regex,
+        context: a.context,
     };
     let out = Printer {
         escape: out.escape && !a.raw,
         ..out
     };
     let mut stdout = std::io::stdout().lock();
+    let mut oldest: Option<String> = None;
     // A closed stdout ends the stream quietly.
-    let _: Option<LogsDone> =
-        c.call_stream_as(op, |line: LogLine| out.log_line(&mut stdout, &line))?;
+    let done: Option<LogsDone> = c.call_stream_as(op, |line: LogLine| {
+        if oldest.is_none() {
+            oldest = crate::timefmt::split_stamp(line.line.as_bytes())
+                .map(|(t, _)| String::from_utf8_lossy(t).into_owned());
+        }
+        out.log_line(&mut stdout, &line)
+    })?;
+    if done.is_some_and(|d| d.truncated) {
+        let more = match oldest {
+            Some(t) => format!("--until {t}, or a larger --lines"),
+            None => "a larger --lines".to_string(),
+        };
+        eprintln!("oxidepm: older matches were left out; to see them, ask again with {more}");
+    }
     Ok(())
 }
 

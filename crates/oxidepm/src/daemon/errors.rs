@@ -66,6 +66,9 @@ pub enum OpError {
         /// The time as given.
         since: String,
     },
+    /// `logs --grep` with a pattern that cannot be searched with.
+    #[error("logs --grep: {0}")]
+    BadPattern(String),
     /// A snapshot name that breaks the label rule.
     #[error("snapshot name {name:?} must be 1 to 32 of A-Z a-z 0-9 . _ -")]
     BadSnapshotName {
@@ -335,6 +338,7 @@ impl From<OpError> for ErrorBody {
             | E::SubscribeOffSocket
             | E::BadKind { .. }
             | E::BadSince { .. }
+            | E::BadPattern(_)
             | E::BadSnapshotName { .. } => ErrorCode::BadRequest,
             E::Config(_) => ErrorCode::BadRequest,
             E::NoSnapshot { .. } | E::NoSuchRoute { .. } => ErrorCode::NotFound,

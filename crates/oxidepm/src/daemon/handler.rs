@@ -105,8 +105,15 @@ impl Daemon {
                 stream,
                 since,
                 until,
+                grep,
+                regex,
+                context,
             } => {
-                let window = match super::ops::Window::parse(since.as_deref(), until.as_deref()) {
+                let parsed = super::ops::Window::parse(since.as_deref(), until.as_deref())
+                    .and_then(|w| {
+                        Ok((w, super::ops::Grep::parse(grep.as_deref(), regex, context)?))
+                    });
+                let (window, grep) = match parsed {
                     Ok(w) => w,
                     Err(e) => {
                         let e = ErrorBody::from(e);
@@ -124,6 +131,7 @@ impl Daemon {
                     actor: caller.actor.to_string(),
                     window,
                     only: admitted.only,
+                    grep,
                 };
                 self.stream_logs(id, ask, sink).await
             }

@@ -85,7 +85,14 @@ const RUN_BEFORE_FORK: &str = "BEGIN;
 
 /// Version 5: the front end an audited request came through (`mcp:stop`),
 /// NULL for the CLI and for the rows written before.
+// The table is made first if missing (as version 1 makes it), so the
+// column can be added to whatever version 4 held.
 const AUDIT_VIA: &str = "BEGIN;
+             CREATE TABLE IF NOT EXISTS audit (
+               seq INTEGER PRIMARY KEY AUTOINCREMENT,
+               at INTEGER NOT NULL, actor TEXT NOT NULL, socket TEXT NOT NULL,
+               op TEXT NOT NULL, apps TEXT NOT NULL, outcome TEXT NOT NULL,
+               message TEXT NOT NULL);
              ALTER TABLE audit ADD COLUMN via TEXT;
              PRAGMA user_version = 5;
              COMMIT;";

@@ -15,11 +15,13 @@ use std::path::{Path, PathBuf};
 mod follow;
 mod merge;
 mod reader;
+mod search;
 mod since;
 
 pub use follow::Follower;
 pub use merge::merge;
 pub use reader::{newest_within_since, TailReader};
+pub use search::{Found, Pattern, Search, MAX_CONTEXT};
 
 const BLOCK: usize = 64 * 1024;
 

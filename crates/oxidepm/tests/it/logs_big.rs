@@ -340,3 +340,47 @@ fn followers_far_behind_a_rotating_log_miss_nothing_unsaid_in_bounded_memory() {
     let (_, missed) = read_all(one);
     eprintln!("alone: told of {missed} lines");
 }
+
+#[test]
+fn a_search_of_a_big_log_finds_the_oldest_line_and_holds_only_its_bound() {
+    let env = Env::new();
+    big_log(&env);
+    assert!(
+        env.home.join("logs/big-out.log.1").exists(),
+        "the log rotated"
+    );
+    let daemon = env.daemon_pid();
+    let before = hwm(daemon);
+    // The first line, in the rotated file.
+    let got = env.ok(&["logs", "big", "--raw", "--grep", "0000001 ."]);
+    assert_eq!(got.lines().count(), 1, "{got}");
+    assert!(got.contains("0000001 ."), "{got}");
+
+    // Every line matches: the newest that fit the daemon's bound come,
+    // and the person is told that older ones were left out.
+    let o = env.run(&[
+        "logs",
+        "big",
+        "--raw",
+        "--grep",
+        "....",
+        "-n",
+        &LINES.to_string(),
+    ]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    let n = text.lines().count();
+    assert!(n > 1000 && n < LINES, "{n} lines");
+    assert!(text
+        .lines()
+        .last()
+        .unwrap()
+        .contains(&format!("{LINES:07} ")));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("older matches were left out"), "{err}");
+    let grew = hwm(daemon).saturating_sub(before);
+    assert!(
+        grew < HWM_BOUND_KIB,
+        "the daemon's peak memory grew by {grew} KiB searching {LINES} lines"
+    );
+}

@@ -32,6 +32,7 @@ mod lane_transactions;
 mod lanes;
 mod lanes_security;
 mod lifecycle;
+mod log_search;
 mod logs_big;
 mod logwriter;
 mod metrics;

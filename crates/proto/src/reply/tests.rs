@@ -89,7 +89,13 @@ fn answers_keep_their_shape() {
         same_both_ways(&stopped),
         r#"{"id":1,"name":"db","status":"stopped"}"#
     );
-    assert_eq!(same_both_ways(&LogsDone { apps: 1 }), r#"{"apps":1}"#);
+    assert_eq!(
+        same_both_ways(&LogsDone {
+            apps: 1,
+            truncated: false
+        }),
+        r#"{"apps":1}"#
+    );
     assert_eq!(
         same_both_ways(&Flushed {
             flushed: vec!["a".into()]

@@ -130,14 +130,7 @@ fn an_agent_grant_names_its_apps_and_tier() {
     let alice = gate.lane_caller(&none(), "alice");
     let bob = gate.lane_caller(&none(), "bob");
     let mut touched = Vec::new();
-    let logs = |t: &str| Op::Logs {
-        target: t.into(),
-        lines: 10,
-        follow: false,
-        stream: None,
-        since: None,
-        until: None,
-    };
+    let logs = |t: &str| Op::logs_tail(t.into(), 10);
     let stop = |t: &str| Op::Stop { target: t.into() };
     assert!(gate
         .authorize(&apps, &alice, &logs("alice"), &mut touched)

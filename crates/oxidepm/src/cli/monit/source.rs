@@ -128,14 +128,7 @@ impl Source for Polling {
         let logs = want.logs.as_ref().map(|(app, lines)| {
             let r = self.with(|c| {
                 let mut got = Vec::new();
-                let op = Op::Logs {
-                    target: app.clone(),
-                    lines: *lines,
-                    follow: false,
-                    stream: None,
-                    since: None,
-                    until: None,
-                };
+                let op = Op::logs_tail(app.clone(), *lines);
                 let _: Option<LogsDone> = c.call_stream_as(op, |l: LogLine| {
                     got.push(l);
                     true

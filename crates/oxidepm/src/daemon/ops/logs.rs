@@ -7,6 +7,7 @@
 //! lines were asked for. Bytes read are charged to the actor's budget
 //! ([`super::read_rate`]).
 
+use super::log_search::{self, Grep};
 use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
 use crate::server::Sink;
@@ -19,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// The log files a `logs` request reads: app, stream, path, files kept.
-type LogPlan = Vec<(String, LogStream, PathBuf, u32)>;
+pub(super) type LogPlan = Vec<(String, LogStream, PathBuf, u32)>;
 
 /// Encoded lines handed to the writer at once.
 const CHUNK: usize = 256 * 1024;
@@ -48,6 +49,8 @@ struct ItemLine<'a> {
     app: &'a str,
     stream: LogStream,
     line: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    matched: Option<bool>,
 }
 
 /// Encodes streamed lines into chunks and hands them to the writer.
@@ -63,7 +66,7 @@ struct Encoder {
 // block that thread only.
 #[allow(clippy::disallowed_methods)]
 impl Encoder {
-    fn push(&mut self, app: &str, stream: LogStream, line: &[u8]) {
+    fn push(&mut self, app: &str, stream: LogStream, line: &[u8], matched: Option<bool>) {
         let line = String::from_utf8_lossy(line);
         let item = Item {
             id: self.id,
@@ -71,6 +74,7 @@ impl Encoder {
                 app,
                 stream,
                 line: &line,
+                matched,
             },
         };
         // Writing JSON into a Vec fails only on a non-string map key.
@@ -184,7 +188,7 @@ fn produce_merged(enc: &mut Encoder, plan: &LogPlan, lines: usize, window: &Wind
     let mut alive = true;
     let until = window.until.as_deref().map(str::as_bytes);
     let r = logfile::merge(readers, until, |(app, st), line| {
-        enc.push(app, *st, line);
+        enc.push(app, *st, line, None);
         alive = enc.flush(false);
         alive
     });
@@ -194,56 +198,47 @@ fn produce_merged(enc: &mut Encoder, plan: &LogPlan, lines: usize, window: &Wind
     alive
 }
 
-/// Reads the plan's last `lines` lines (then new ones, when following)
-/// into `enc`; runs on a blocking thread until done or the writer is gone.
-/// Several apps, or a time window, are merged by time; one app's files
-/// come each in turn.
+/// Reads the plan's last `lines` lines, or its matches with `grep` (then
+/// new lines, when following) into `enc`; runs on a blocking thread until
+/// done or the writer is gone. Several apps, or a time window, are merged
+/// by time; one app's files come each in turn. Returns whether a search
+/// left older matches out.
 // Runs in `spawn_blocking` (see `stream_logs`).
 #[allow(clippy::disallowed_methods)]
-fn produce(mut enc: Encoder, plan: LogPlan, lines: usize, follow: bool, window: Window) {
+fn produce(mut enc: Encoder, ask: Produce) -> bool {
+    let Produce {
+        plan,
+        lines,
+        follow,
+        window,
+        grep,
+    } = ask;
     let mut followers = Vec::new();
     if follow {
         for (app, st, path, keep) in &plan {
             followers.push((app, *st, logfile::Follower::open_at_end(path, *keep)));
         }
     }
-    let merged = plan.len() > 2 || !window.is_open();
-    if merged && !produce_merged(&mut enc, &plan, lines, &window) {
-        return;
+    let (alive, truncated) = match &grep {
+        Some(g) => produce_found(&mut enc, &plan, g, lines, &window),
+        None => (produce_tail(&mut enc, &plan, lines, &window), false),
+    };
+    if !alive || !enc.flush(true) || !follow {
+        return truncated;
     }
-    for (app, st, path, keep) in plan.iter().filter(|_| !merged) {
-        let mut reader = match logfile::TailReader::open(path, *keep, lines) {
-            Ok(r) => r,
-            Err(e) => {
-                log::debug!("logs: {}: {e}", path.display());
-                continue;
-            }
-        };
-        loop {
-            let more = reader.read(CHUNK, |line| enc.push(app, *st, line));
-            if !enc.flush(false) {
-                return;
-            }
-            match more {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => {
-                    log::debug!("logs: {}: {e}", path.display());
-                    break;
-                }
-            }
-        }
-    }
-    if !enc.flush(true) || !follow {
-        return;
-    }
+    let pattern = grep.as_ref().map(|g| &g.pattern);
     loop {
         let mut more = false;
         for i in 0..followers.len() {
             let (app, st, f) = &mut followers[i];
             // About a chunk at a time: what the daemon holds for a follower
             // far behind its log is a few chunks, not the backlog.
-            match f.read(FOLLOW_READ, |line| enc.push(app, *st, line)) {
+            let r = f.read(FOLLOW_READ, |line| match pattern {
+                None => enc.push(app, *st, line, None),
+                Some(p) if p.is_match_text(line) => enc.push(app, *st, line, Some(true)),
+                Some(_) => {}
+            });
+            match r {
                 Ok(m) => more |= m,
                 Err(e) => log::debug!("logs --follow: {e}"),
             }
@@ -255,13 +250,84 @@ fn produce(mut enc: Encoder, plan: LogPlan, lines: usize, follow: bool, window: 
                 }
             };
             if !enc.flush_waiting(waiting) {
-                return;
+                return truncated;
             }
         }
         if !more {
             std::thread::sleep(FOLLOW_EVERY);
         }
     }
+}
+
+/// What [`produce`] reads.
+struct Produce {
+    plan: LogPlan,
+    lines: usize,
+    follow: bool,
+    window: Window,
+    grep: Option<Grep>,
+}
+
+/// The last `lines` lines of the plan's files into `enc`; false once the
+/// writer is gone.
+fn produce_tail(enc: &mut Encoder, plan: &LogPlan, lines: usize, window: &Window) -> bool {
+    if plan.len() > 2 || !window.is_open() {
+        return produce_merged(enc, plan, lines, window);
+    }
+    for (app, st, path, keep) in plan {
+        let mut reader = match logfile::TailReader::open(path, *keep, lines) {
+            Ok(r) => r,
+            Err(e) => {
+                log::debug!("logs: {}: {e}", path.display());
+                continue;
+            }
+        };
+        loop {
+            let more = reader.read(CHUNK, |line| enc.push(app, *st, line, None));
+            if !enc.flush(false) {
+                return false;
+            }
+            match more {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    log::debug!("logs: {}: {e}", path.display());
+                    break;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// The newest `lines` matches of `grep` in the plan's files into `enc`,
+/// the read charged to the actor as it goes: whether the writer is still
+/// there, and whether older matches were left out.
+// Runs in `spawn_blocking`: the budget's wait blocks that thread only.
+#[allow(clippy::disallowed_methods)]
+fn produce_found(
+    enc: &mut Encoder,
+    plan: &LogPlan,
+    grep: &Grep,
+    lines: usize,
+    window: &Window,
+) -> (bool, bool) {
+    let (daemon, actor) = (enc.daemon.clone(), enc.actor.clone());
+    let charge = |n: usize| {
+        let wait = daemon.log_reads.charge(&actor, n as u64);
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+    };
+    let (hits, truncated) = log_search::search(plan, grep, lines, log_search::HOLD, window, charge);
+    for hit in &hits {
+        let (app, st) = log_search::source(plan, hit);
+        enc.push(&app, st, &hit.found.line, Some(hit.found.matched));
+        if !enc.flush(false) {
+            return (false, truncated);
+        }
+    }
+    (true, truncated)
 }
 
 /// What a `logs` request on a socket asks for, and who asks.
@@ -280,9 +346,53 @@ pub(in crate::daemon) struct LogsAsk<'a> {
     pub window: Window,
     /// With no target: the apps the caller's grant narrows it to.
     pub only: Option<Vec<String>>,
+    /// Only the lines matching this (and their context).
+    pub grep: Option<Grep>,
 }
 
 impl Daemon {
+    /// `logs --grep` as one answer (through an agent's lane): the newest
+    /// matches that fit the ops reply bound, searched on a blocking thread
+    /// (a search reads whole logs), the bytes read charged afterwards.
+    /// The matches held fill the bound, so when older ones were left out
+    /// for it the reply, with its JSON, is over the bound and the
+    /// responder marks it truncated.
+    pub(super) async fn found_lines(&self, ask: LogsAsk<'_>) -> Result<Vec<LogLine>, OpError> {
+        let Some(grep) = ask.grep else {
+            return Err(OpError::BadPattern("no pattern to search for".into()));
+        };
+        let plan = self.log_plan(ask.target, ask.stream, ask.only.as_deref())?;
+        if let Err(wait) = self.log_reads.check(&ask.actor) {
+            return Err(OpError::RateLimited {
+                actor: ask.actor,
+                wait,
+            });
+        }
+        let (lines, window, budget) = (ask.lines, ask.window, self.ops_max_reply);
+        let searched = tokio::task::spawn_blocking(move || {
+            let mut read = 0;
+            let (hits, _) = log_search::search(&plan, &grep, lines, budget, &window, |n| read += n);
+            let out: Vec<LogLine> = hits
+                .iter()
+                .map(|h| {
+                    let (app, stream) = log_search::source(&plan, h);
+                    LogLine {
+                        app,
+                        stream,
+                        line: String::from_utf8_lossy(&h.found.line).into_owned(),
+                        matched: Some(h.found.matched),
+                    }
+                })
+                .collect();
+            (out, read)
+        })
+        .await;
+        let (out, read) =
+            searched.map_err(|e| OpError::BadPattern(format!("the search failed: {e}")))?;
+        self.log_reads.charge(&ask.actor, read as u64);
+        Ok(out)
+    }
+
     /// `logs` as one answer (through an agent's lane): the newest of the
     /// last `lines` lines of each file that fit the ops reply bound. When
     /// older lines are left out, the line text is the whole bound, so the
@@ -326,6 +436,7 @@ impl Daemon {
                     app: app.clone(),
                     stream: *st,
                     line: String::from_utf8_lossy(&line).into_owned(),
+                    matched: None,
                 });
             }
         }
@@ -348,6 +459,7 @@ impl Daemon {
             actor,
             window,
             only,
+            grep,
         } = ask;
         let plan = match self.log_plan(target, stream, only.as_deref()) {
             Ok(p) => p,
@@ -362,8 +474,15 @@ impl Daemon {
             daemon: self.clone(),
             actor,
         };
+        let ask = Produce {
+            plan,
+            lines,
+            follow,
+            window,
+            grep,
+        };
         // Dropping `rx` (the client went, or a write failed) ends it.
-        tokio::task::spawn_blocking(move || produce(enc, plan, lines, follow, window));
+        let producer = tokio::task::spawn_blocking(move || produce(enc, ask));
         loop {
             tokio::select! {
                 chunk = rx.recv() => match chunk {
@@ -377,7 +496,8 @@ impl Daemon {
                 }
             }
         }
-        let done = Reply::from(LogsDone { apps });
+        let truncated = producer.await.unwrap_or(false);
+        let done = Reply::from(LogsDone { apps, truncated });
         sink.send(&Response::ok(id, done.to_value().unwrap_or_default()))
             .await
     }

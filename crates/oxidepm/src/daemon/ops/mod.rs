@@ -5,6 +5,7 @@
 mod about;
 mod apps;
 mod lanes;
+mod log_search;
 mod logs;
 mod read_rate;
 mod records;
@@ -18,6 +19,7 @@ use crate::access::{Caller, Scope};
 use crate::supervise::{lock, sampler};
 use oxidepm_proto::{Op, Reply};
 
+pub(super) use log_search::Grep;
 pub(super) use logs::{LogsAsk, Window};
 pub use read_rate::ReadRate;
 pub(super) use subscribe::SubscribeAsk;
@@ -67,11 +69,30 @@ impl Daemon {
                 stream,
                 since,
                 until,
+                grep,
+                regex,
+                context,
                 ..
             } => {
                 let window = logs::Window::parse(since.as_deref(), until.as_deref())?;
-                self.log_lines(&target, lines, stream, &actor.to_string(), only, &window)
-                    .map(Into::into)
+                let grep = log_search::Grep::parse(grep.as_deref(), regex, context)?;
+                if grep.is_none() {
+                    let actor = actor.to_string();
+                    return self
+                        .log_lines(&target, lines, stream, &actor, only, &window)
+                        .map(Into::into);
+                }
+                let ask = LogsAsk {
+                    target: &target,
+                    lines,
+                    follow: false,
+                    stream,
+                    actor: actor.to_string(),
+                    window,
+                    only: only.map(<[String]>::to_vec),
+                    grep,
+                };
+                self.found_lines(ask).await.map(Into::into)
             }
             Op::Events {
                 target,
