@@ -235,6 +235,7 @@ pub fn run(opts: Options, lock: DaemonLock) -> Result<u8, StartError> {
     let (config, keys) = reload::read(&opts.home.config())?;
     raise_fd_limit();
     log::info!("{}", crate::supervise::spawn::shield_from_oom());
+    crate::supervise::oom::baseline();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -16,6 +16,7 @@ pub mod logfile;
 pub mod logshim;
 pub mod logwriters;
 pub mod marker;
+pub mod oom;
 pub mod policy;
 pub mod procfs;
 pub mod program;

@@ -15,6 +15,8 @@ pub struct Exit {
     pub code: Option<i32>,
     /// Signal, when it was killed by one.
     pub signal: Option<i32>,
+    /// Killed by the kernel's OOM killer (see [`super::oom`]).
+    pub oom_killed: bool,
 }
 
 impl Exit {
@@ -23,7 +25,26 @@ impl Exit {
     pub const UNKNOWN: Exit = Exit {
         code: None,
         signal: None,
+        oom_killed: false,
     };
+
+    /// An exit with `code`.
+    pub const fn code(code: i32) -> Exit {
+        Exit {
+            code: Some(code),
+            signal: None,
+            oom_killed: false,
+        }
+    }
+
+    /// A death by `signal`.
+    pub const fn signal(signal: i32) -> Exit {
+        Exit {
+            code: None,
+            signal: Some(signal),
+            oom_killed: false,
+        }
+    }
 
     /// A successful exit.
     pub fn success(self) -> bool {
@@ -38,7 +59,12 @@ impl Exit {
                 let name = nix::sys::signal::Signal::try_from(s)
                     .map(|s| s.as_str().to_string())
                     .unwrap_or_else(|_| "?".into());
-                format!("killed by signal {s} ({name})")
+                let by = if self.oom_killed {
+                    ", by the kernel's OOM killer: out of memory"
+                } else {
+                    ""
+                };
+                format!("killed by signal {s} ({name}){by}")
             }
             (None, None) => "exit status unknown (the process was adopted)".into(),
         }
@@ -157,10 +183,7 @@ mod tests {
         s
     }
 
-    const CRASH: Exit = Exit {
-        code: Some(1),
-        signal: None,
-    };
+    const CRASH: Exit = Exit::code(1);
 
     #[test]
     fn crash_loop_ends_errored_with_backoff() {
@@ -194,10 +217,7 @@ mod tests {
     #[test]
     fn policies() {
         let mut s = spec();
-        let ok = Exit {
-            code: Some(0),
-            signal: None,
-        };
+        let ok = Exit::code(0);
         s.restart = RestartPolicy::OnFailure;
         assert_eq!(decide(&s, ok, 0, 0).0, Decision::Rest(Status::Stopped));
         assert!(matches!(

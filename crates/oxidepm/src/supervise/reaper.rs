@@ -56,20 +56,8 @@ fn collect(shared: &Shared, seen: &mut VecDeque<SeenExit>) {
     let mut s = lock(shared);
     loop {
         let (pid, exit) = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) => (
-                pid,
-                Exit {
-                    code: Some(code),
-                    signal: None,
-                },
-            ),
-            Ok(WaitStatus::Signaled(pid, sig, _)) => (
-                pid,
-                Exit {
-                    code: None,
-                    signal: Some(sig as i32),
-                },
-            ),
+            Ok(WaitStatus::Exited(pid, code)) => (pid, Exit::code(code)),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => (pid, Exit::signal(sig as i32)),
             Ok(WaitStatus::StillAlive) | Err(_) => return,
             Ok(_) => continue,
         };

@@ -125,7 +125,7 @@ pub enum SpawnError {
         source: std::io::Error,
     },
     /// Any other failure to start the program.
-    #[error("cannot start {app:?} ({command:?}): {source}")]
+    #[error("cannot start {app:?} ({command:?}): {source}{}", shortage(source))]
     Exec {
         /// The app.
         app: String,
@@ -139,7 +139,7 @@ pub enum SpawnError {
     Pipe(#[source] nix::Error),
     /// The log shim could not be started (the app was killed: without a
     /// reader it would die at its first line).
-    #[error("cannot start the log writer for {app}: {source}")]
+    #[error("cannot start the log writer for {app}: {source}{}", shortage(source))]
     LogWriter {
         /// The app.
         app: String,
@@ -191,6 +191,18 @@ impl SpawnError {
             }
             _ => false,
         }
+    }
+}
+
+/// What a person reads after a failure for a resource that is short: which
+/// one, and what to do (empty for any other failure).
+fn shortage(e: &std::io::Error) -> &'static str {
+    use nix::errno::Errno;
+    match e.raw_os_error().map(Errno::from_raw) {
+        Some(Errno::ENOMEM) => " (out of memory: the host, or the memory cgroup the daemon runs in, is at its limit; free memory or raise the limit; it is tried again under its restart policy)",
+        Some(Errno::EAGAIN) => " (the limit on processes is reached: ulimit -u, or pids.max of the daemon's cgroup; it is tried again under its restart policy)",
+        Some(Errno::EMFILE | Errno::ENFILE) => " (out of file descriptors: raise the daemon's LimitNOFILE or ulimit -n; it is tried again under its restart policy)",
+        _ => "",
     }
 }
 
@@ -640,6 +652,16 @@ mod tests {
             assert!(SpawnError::Pipe(nix::Error::from_raw(n)).is_transient());
         }
         assert!(!exec(libc::EACCES).is_transient());
+        // A shortage says which resource and what to do.
+        let text = exec(libc::ENOMEM).to_string();
+        assert!(
+            text.contains("out of memory") && text.contains("raise the limit"),
+            "{text}"
+        );
+        assert!(exec(libc::EAGAIN)
+            .to_string()
+            .contains("limit on processes"));
+        assert!(!exec(libc::EACCES).to_string().contains("limit"));
         let nf = SpawnError::ProgramNotFound {
             app: "a".into(),
             command: "c".into(),

@@ -501,15 +501,25 @@ impl Supervisor {
             self.retired_exit(&e);
             return;
         }
-        let SeenExit { id, pid, exit, .. } = e;
+        let SeenExit {
+            id, pid, mut exit, ..
+        } = e;
         let app = self.apps.get_mut(&id).expect("checked by exit_current");
+        let stopping = app.rt.status == Status::Stopping;
+        let sigkill = exit.signal == Some(nix::sys::signal::Signal::SIGKILL as i32);
+        if crate::supervise::oom::killed_by_oom(sigkill && !stopping) {
+            exit.oom_killed = true;
+            log::warn!(
+                "{} (pid {pid}) was killed by the kernel's OOM killer: the host, or the memory cgroup the daemon runs in, is out of memory",
+                app.spec.name
+            );
+        }
         let pid_start = app.rt.pid_start.take();
         app.rt.pid = None;
         app.rt.last_exit = exit.code;
         app.last_signal = exit.signal;
         let run = app.rt.run_id.take();
         app.exits.send_modify(|n| *n += 1);
-        let stopping = app.rt.status == Status::Stopping;
         if let Some(run) = run {
             if let Err(e) = self.store.end_run(run, exit.code, exit.signal) {
                 log::error!("cannot record the end of a run: {e}");

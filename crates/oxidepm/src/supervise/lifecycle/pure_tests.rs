@@ -41,10 +41,7 @@ fn record(kind: EventKind, actor: &Actor, detail: &str) -> Effect {
 }
 
 const fn code(c: i32) -> Exit {
-    Exit {
-        code: Some(c),
-        signal: None,
-    }
+    Exit::code(c)
 }
 
 #[test]

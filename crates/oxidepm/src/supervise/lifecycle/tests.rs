@@ -106,10 +106,7 @@ impl Rig {
     }
 }
 
-const CODE: fn(i32) -> Exit = |c| Exit {
-    code: Some(c),
-    signal: None,
-};
+const CODE: fn(i32) -> Exit = Exit::code;
 
 // --- requests: stop --------------------------------------------------------
 
