@@ -8,7 +8,7 @@
 //! returns: an agent searching a 1 GiB log again and again slows itself
 //! down, not the others. What it holds is the bound, not the log.
 
-use super::logs::{LogPlan, Window};
+use super::log_window::{LogPlan, Window};
 use crate::daemon::errors::OpError;
 use crate::supervise::logfile::{self, Found, Pattern, Search, MAX_CONTEXT};
 use oxidepm_proto::LogStream;

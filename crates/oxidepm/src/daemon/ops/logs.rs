@@ -12,15 +12,13 @@ use crate::daemon::errors::OpError;
 use crate::daemon::Daemon;
 use crate::server::Sink;
 use crate::supervise::{lock, logfile, SelectError};
-use oxidepm_proto::{Flushed, LogLine, LogStream, LogsDone, Reply, Response};
+use oxidepm_proto::{Flushed, LogLine, LogStream, LogsDone, Op, Reply, Response};
 use serde::Serialize;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// The log files a `logs` request reads: app, stream, path, files kept.
-pub(super) type LogPlan = Vec<(String, LogStream, PathBuf, u32)>;
+pub(in crate::daemon) use super::log_window::{LogPlan, Window};
 
 /// Encoded lines handed to the writer at once.
 const CHUNK: usize = 256 * 1024;
@@ -132,39 +130,6 @@ impl Encoder {
                 }
             }
         }
-    }
-}
-
-/// The time window of a `logs` request, as log stamps
-/// (`2026-11-30T10:00:00.000Z`, which compare as bytes).
-#[derive(Default)]
-pub(in crate::daemon) struct Window {
-    /// Lines stamped at or after this.
-    pub since: Option<String>,
-    /// Lines stamped at or before this.
-    pub until: Option<String>,
-}
-
-impl Window {
-    /// The window of a request's RFC 3339 times, refused when one does
-    /// not parse.
-    pub fn parse(since: Option<&str>, until: Option<&str>) -> Result<Window, OpError> {
-        let stamp = |t: Option<&str>| match t {
-            None => Ok(None),
-            Some(t) => crate::timefmt::parse_rfc3339_ms(t)
-                .map(|ms| Some(crate::timefmt::rfc3339_ms(ms)))
-                .ok_or_else(|| OpError::BadSince {
-                    since: t.to_string(),
-                }),
-        };
-        Ok(Window {
-            since: stamp(since)?,
-            until: stamp(until)?,
-        })
-    }
-
-    fn is_open(&self) -> bool {
-        self.since.is_none() && self.until.is_none()
     }
 }
 
@@ -351,6 +316,49 @@ pub(in crate::daemon) struct LogsAsk<'a> {
 }
 
 impl Daemon {
+    /// `logs` as one answer (through an agent's lane): the last lines, or
+    /// the matches of a search.
+    pub(super) async fn logs_answer(
+        &self,
+        op: Op,
+        actor: &oxidepm_proto::Actor,
+        only: Option<&[String]>,
+    ) -> Result<Reply, OpError> {
+        let Op::Logs {
+            target,
+            lines,
+            stream,
+            since,
+            until,
+            grep,
+            regex,
+            context,
+            ..
+        } = op
+        else {
+            return Err(OpError::BadPattern("not a logs request".into()));
+        };
+        let window = Window::parse(since.as_deref(), until.as_deref())?;
+        let grep = Grep::parse(grep.as_deref(), regex, context)?;
+        let actor = actor.to_string();
+        if grep.is_none() {
+            return self
+                .log_lines(&target, lines, stream, &actor, only, &window)
+                .map(Into::into);
+        }
+        let ask = LogsAsk {
+            target: &target,
+            lines,
+            follow: false,
+            stream,
+            actor,
+            window,
+            only: only.map(<[String]>::to_vec),
+            grep,
+        };
+        self.found_lines(ask).await.map(Into::into)
+    }
+
     /// `logs --grep` as one answer (through an agent's lane): the newest
     /// matches that fit the ops reply bound, searched on a blocking thread
     /// (a search reads whole logs), the bytes read charged afterwards.

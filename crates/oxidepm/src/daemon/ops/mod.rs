@@ -6,6 +6,7 @@ mod about;
 mod apps;
 mod lanes;
 mod log_search;
+mod log_window;
 mod logs;
 mod read_rate;
 mod records;
@@ -63,37 +64,7 @@ impl Daemon {
             Op::Stop { target } => self.stop(&target, actor).await.map(Into::into),
             Op::Restart { target } => self.restart(&target, actor).await.map(Into::into),
             Op::Delete { target } => self.delete(&target, actor).await.map(Into::into),
-            Op::Logs {
-                target,
-                lines,
-                stream,
-                since,
-                until,
-                grep,
-                regex,
-                context,
-                ..
-            } => {
-                let window = logs::Window::parse(since.as_deref(), until.as_deref())?;
-                let grep = log_search::Grep::parse(grep.as_deref(), regex, context)?;
-                if grep.is_none() {
-                    let actor = actor.to_string();
-                    return self
-                        .log_lines(&target, lines, stream, &actor, only, &window)
-                        .map(Into::into);
-                }
-                let ask = LogsAsk {
-                    target: &target,
-                    lines,
-                    follow: false,
-                    stream,
-                    actor: actor.to_string(),
-                    window,
-                    only: only.map(<[String]>::to_vec),
-                    grep,
-                };
-                self.found_lines(ask).await.map(Into::into)
-            }
+            op @ Op::Logs { .. } => self.logs_answer(op, actor, only).await,
             Op::Events {
                 target,
                 limit,
