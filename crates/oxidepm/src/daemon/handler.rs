@@ -98,23 +98,10 @@ impl Daemon {
         };
         let id = req.id;
         match req.op {
-            Op::Logs {
-                target,
-                lines,
-                follow,
-                stream,
-                since,
-                until,
-                grep,
-                regex,
-                context,
-            } => {
-                let parsed = super::ops::Window::parse(since.as_deref(), until.as_deref())
-                    .and_then(|w| {
-                        Ok((w, super::ops::Grep::parse(grep.as_deref(), regex, context)?))
-                    });
-                let (window, grep) = match parsed {
-                    Ok(w) => w,
+            op @ Op::Logs { .. } => {
+                let actor = caller.actor.to_string();
+                let ask = match super::ops::LogsAsk::of(op, actor, admitted.only) {
+                    Ok(ask) => ask,
                     Err(e) => {
                         let e = ErrorBody::from(e);
                         self.count(&caller, "logs", Some(&e));
@@ -123,16 +110,6 @@ impl Daemon {
                 };
                 self.count(&caller, "logs", None);
                 log::debug!("logs by {} via {}", caller.actor, caller.socket.as_str());
-                let ask = super::ops::LogsAsk {
-                    target: &target,
-                    lines,
-                    follow,
-                    stream,
-                    actor: caller.actor.to_string(),
-                    window,
-                    only: admitted.only,
-                    grep,
-                };
                 self.stream_logs(id, ask, sink).await
             }
             Op::Subscribe { target, kinds } => {

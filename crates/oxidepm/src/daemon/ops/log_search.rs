@@ -14,8 +14,12 @@ use crate::supervise::logfile::{self, Found, Pattern, Search, MAX_CONTEXT};
 use oxidepm_proto::LogStream;
 use std::collections::VecDeque;
 
-/// Bytes of matches a search on a socket holds before it answers.
-pub(super) const HOLD: usize = 4 * 1024 * 1024;
+/// Bytes of matches a search on a socket holds before it answers. A search
+/// holds at most about twice this (the matches so far, and one file's),
+/// and agent.sock takes 32 connections at once: the bound on what agents'
+/// searches cost the daemon together is 64 MiB, and a person pages back
+/// with `--until` for more.
+pub(super) const HOLD: usize = 1024 * 1024;
 /// Log bytes read between two charges to the read budget.
 const READ_STEP: usize = 256 * 1024;
 

@@ -296,9 +296,9 @@ fn produce_found(
 }
 
 /// What a `logs` request on a socket asks for, and who asks.
-pub(in crate::daemon) struct LogsAsk<'a> {
+pub(in crate::daemon) struct LogsAsk {
     /// Selector.
-    pub target: &'a str,
+    pub target: String,
     /// Lines from the end of each stream.
     pub lines: usize,
     /// Keep streaming new lines.
@@ -315,47 +315,58 @@ pub(in crate::daemon) struct LogsAsk<'a> {
     pub grep: Option<Grep>,
 }
 
-impl Daemon {
-    /// `logs` as one answer (through an agent's lane): the last lines, or
-    /// the matches of a search.
-    pub(super) async fn logs_answer(
-        &self,
-        op: Op,
-        actor: &oxidepm_proto::Actor,
-        only: Option<&[String]>,
-    ) -> Result<Reply, OpError> {
+impl LogsAsk {
+    /// What `op`, a `logs` request of `actor`, asks for: its window and
+    /// search parsed, refused when one cannot be read. `only`: the apps
+    /// the caller's grant narrows a request without a selector to.
+    pub fn of(op: Op, actor: String, only: Option<Vec<String>>) -> Result<LogsAsk, OpError> {
         let Op::Logs {
             target,
             lines,
+            follow,
             stream,
             since,
             until,
             grep,
             regex,
             context,
-            ..
         } = op
         else {
-            return Err(OpError::BadPattern("not a logs request".into()));
+            return Err(OpError::BadPattern(format!(
+                "{} is not a logs request",
+                op.name()
+            )));
         };
-        let window = Window::parse(since.as_deref(), until.as_deref())?;
-        let grep = Grep::parse(grep.as_deref(), regex, context)?;
-        let actor = actor.to_string();
-        if grep.is_none() {
-            return self
-                .log_lines(&target, lines, stream, &actor, only, &window)
-                .map(Into::into);
-        }
-        let ask = LogsAsk {
-            target: &target,
+        Ok(LogsAsk {
+            target,
             lines,
-            follow: false,
+            follow,
             stream,
             actor,
-            window,
-            only: only.map(<[String]>::to_vec),
-            grep,
-        };
+            window: Window::parse(since.as_deref(), until.as_deref())?,
+            only,
+            grep: Grep::parse(grep.as_deref(), regex, context)?,
+        })
+    }
+}
+
+impl Daemon {
+    /// `logs` as one answer (through an agent's lane): the last lines, or
+    /// the matches of a search.
+    pub(super) async fn logs_answer(&self, ask: LogsAsk) -> Result<Reply, OpError> {
+        if ask.grep.is_none() {
+            let only = ask.only.as_deref();
+            return self
+                .log_lines(
+                    &ask.target,
+                    ask.lines,
+                    ask.stream,
+                    &ask.actor,
+                    only,
+                    &ask.window,
+                )
+                .map(Into::into);
+        }
         self.found_lines(ask).await.map(Into::into)
     }
 
@@ -365,11 +376,11 @@ impl Daemon {
     /// The matches held fill the bound, so when older ones were left out
     /// for it the reply, with its JSON, is over the bound and the
     /// responder marks it truncated.
-    pub(super) async fn found_lines(&self, ask: LogsAsk<'_>) -> Result<Vec<LogLine>, OpError> {
+    pub(super) async fn found_lines(&self, ask: LogsAsk) -> Result<Vec<LogLine>, OpError> {
         let Some(grep) = ask.grep else {
             return Err(OpError::BadPattern("no pattern to search for".into()));
         };
-        let plan = self.log_plan(ask.target, ask.stream, ask.only.as_deref())?;
+        let plan = self.log_plan(&ask.target, ask.stream, ask.only.as_deref())?;
         if let Err(wait) = self.log_reads.check(&ask.actor) {
             return Err(OpError::RateLimited {
                 actor: ask.actor,
@@ -456,7 +467,7 @@ impl Daemon {
     pub(in crate::daemon) async fn stream_logs(
         self: &Arc<Self>,
         id: u64,
-        ask: LogsAsk<'_>,
+        ask: LogsAsk,
         sink: &mut Sink,
     ) -> std::io::Result<()> {
         let LogsAsk {
@@ -469,7 +480,7 @@ impl Daemon {
             only,
             grep,
         } = ask;
-        let plan = match self.log_plan(target, stream, only.as_deref()) {
+        let plan = match self.log_plan(&target, stream, only.as_deref()) {
             Ok(p) => p,
             Err(e) => return sink.send(&Response::err(id, e.into())).await,
         };

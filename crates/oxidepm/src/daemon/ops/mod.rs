@@ -20,8 +20,7 @@ use crate::access::{Caller, Scope};
 use crate::supervise::{lock, sampler};
 use oxidepm_proto::{Op, Reply};
 
-pub(super) use log_search::Grep;
-pub(super) use logs::{LogsAsk, Window};
+pub(super) use logs::LogsAsk;
 pub use read_rate::ReadRate;
 pub(super) use subscribe::SubscribeAsk;
 
@@ -64,7 +63,11 @@ impl Daemon {
             Op::Stop { target } => self.stop(&target, actor).await.map(Into::into),
             Op::Restart { target } => self.restart(&target, actor).await.map(Into::into),
             Op::Delete { target } => self.delete(&target, actor).await.map(Into::into),
-            op @ Op::Logs { .. } => self.logs_answer(op, actor, only).await,
+            op @ Op::Logs { .. } => {
+                let only = only.map(<[String]>::to_vec);
+                let ask = LogsAsk::of(op, actor.to_string(), only)?;
+                self.logs_answer(ask).await
+            }
             Op::Events {
                 target,
                 limit,
