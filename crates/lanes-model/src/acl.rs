@@ -223,12 +223,14 @@ fn bridge_rules() -> Vec<String> {
     // Delivered entries are trimmed from the outboxes (XTRIM MINID).
     r.push("+xtrim".into());
     // The consult router's open questions (`bridge:consult:open:*`, sorted
-    // sets that expire), each written with its inbox entry in one MULTI.
+    // sets that expire, answered ones kept apart by the sign of their score:
+    // counted with ZCOUNT), each written with its inbox entry in one MULTI.
     for c in [
         "+zadd",
         "+zrem",
         "+zscore",
         "+zcard",
+        "+zcount",
         "+zremrangebyscore",
         "+pexpire",
         "+multi",
@@ -433,7 +435,7 @@ mod tests {
             "resetchannels -@all +xadd +xreadgroup +xack +xautoclaim +xclaim \
              +xpending +xlen +xrange +xinfo|stream +xinfo|groups +xgroup|create +xgroup|createconsumer \
              +ping +acl|whoami +scan +type +hincrby +hgetall +hset +hdel +xtrim \
-             +zadd +zrem +zscore +zcard +zremrangebyscore +pexpire +multi +exec \
+             +zadd +zrem +zscore +zcard +zcount +zremrangebyscore +pexpire +multi +exec \
              +zrange +zremrangebyrank \
              ~*:*:outbox ~*:*:outbox:dead ~bridge:* %W~*:*:inbox"
         );

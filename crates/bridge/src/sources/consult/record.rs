@@ -4,17 +4,21 @@
 //!
 //! The record of what `asker` asked `answerer` is one sorted set,
 //! `bridge:consult:open:<asker>:<answerer>`: each member a request id,
-//! scored by the time (ms) the question stops being open. It is bounded
-//! (`max_open` members; what has expired is removed before counting) and
-//! the key expires with its newest question, so a pair that goes quiet
-//! leaves nothing behind. Being in Redis, it survives a restart of the
-//! bridge.
+//! scored by the time (ms) the question stops being open; an answered
+//! question stays as long as it would have been open, scored by minus
+//! that time, so it is not taken for a new one. It is bounded (`max_open`
+//! open members; what has expired, open or answered, is removed before
+//! counting) and the key expires with its newest question, so a pair that
+//! goes quiet leaves nothing behind. Being in Redis, it survives a restart
+//! of the bridge.
 //!
 //! Because the inbox entry and the record change in one transaction, a
 //! question delivered before a crash and read again after it is found in
-//! the record and not delivered twice; an answer is delivered once (its
-//! question leaves the record with it), and one read again after a crash
-//! goes to the dead stream rather than twice into the inbox.
+//! the record and not delivered twice — answered in between too, which
+//! would otherwise open it again for a second answer; an answer is
+//! delivered once (its question is marked answered with it), and one read
+//! again after a crash goes to the dead stream rather than twice into the
+//! inbox.
 
 use super::judge::passed_on;
 use crate::conn::Con;
@@ -108,23 +112,27 @@ pub async fn ask(con: &mut Con, w: &Write<'_>) -> Result<(), DeliveryError> {
     let key = open_key(w.sender, w.to);
     let id = w.msg.id.as_str();
     let now = now_ms();
+    // Expired: open ones closing at or before now (scores up to now),
+    // answered ones remembered until before now (scores above -now).
     let (score, open): (Option<f64>, usize) = redis::pipe()
         .cmd("ZREMRANGEBYSCORE")
         .arg(&key)
-        .arg("-inf")
+        .arg(format!("({}", -now))
         .arg(now)
         .ignore()
         .cmd("ZSCORE")
         .arg(&key)
         .arg(id)
-        .cmd("ZCARD")
+        .cmd("ZCOUNT")
         .arg(&key)
+        .arg(format!("({now}"))
+        .arg("+inf")
         .query_async(con)
         .await
         .map_err(unavailable)?;
     if score.is_some() {
         log::info!(
-            "consult: question {id} of {} to {} was delivered before",
+            "consult: question {id} of {} to {} was delivered before (open or answered)",
             w.sender,
             w.to
         );
@@ -192,9 +200,17 @@ pub async fn answer(con: &mut Con, w: &Write<'_>, re: &str) -> Result<(), Delive
             w.to, w.sender, w.limits.open_secs
         )));
     }
+    let open_ms = w.limits.open_secs.saturating_mul(1000).min(i64::MAX as u64) as i64;
     let mut pipe = redis::pipe();
     pipe.atomic();
     add_xadd(&mut pipe, w, "answer", (consult::RE, re));
-    pipe.cmd("ZREM").arg(&key).arg(re).ignore();
+    // Answered, not forgotten: the question read again after a crash is
+    // not delivered (and opened) again.
+    pipe.cmd("ZADD")
+        .arg(&key)
+        .arg("XX")
+        .arg(-now_ms().saturating_add(open_ms))
+        .arg(re)
+        .ignore();
     pipe.query_async::<()>(con).await.map_err(unavailable)
 }
