@@ -12,7 +12,9 @@
 //! goes quiet leaves nothing behind. Being in Redis, it survives a restart
 //! of the bridge.
 //!
-//! Because the inbox entry and the record change in one transaction, a
+//! Because the inbox entry and the record change in one transaction (on
+//! one server; on a cluster they are in two slots and the record is
+//! written first, so a question read again is delivered at least once), a
 //! question delivered before a crash and read again after it is found in
 //! the record and not delivered twice — answered in between too, which
 //! would otherwise open it again for a second answer; an answer is
@@ -130,13 +132,25 @@ pub async fn ask(con: &mut Con, w: &Write<'_>) -> Result<(), DeliveryError> {
         .query_async(con)
         .await
         .map_err(unavailable)?;
-    if score.is_some() {
-        log::info!(
-            "consult: question {id} of {} to {} was delivered before (open or answered)",
-            w.sender,
-            w.to
-        );
-        return Ok(());
+    let cluster = con.is_cluster();
+    match score {
+        // On a cluster the record is written before the question (see
+        // below), so an open one read again may never have reached the
+        // inbox: it goes again (at least once; its request id is the same).
+        Some(s) if cluster && s > 0.0 => {
+            let mut pipe = redis::pipe();
+            add_xadd(&mut pipe, w, "question", (consult::REQUEST_ID, id));
+            return pipe.query_async::<()>(con).await.map_err(unavailable);
+        }
+        Some(_) => {
+            log::info!(
+                "consult: question {id} of {} to {} was delivered before (open or answered)",
+                w.sender,
+                w.to
+            );
+            return Ok(());
+        }
+        None => {}
     }
     let max = w.limits.max_open;
     if open >= max {
@@ -165,16 +179,17 @@ pub async fn ask(con: &mut Con, w: &Write<'_>) -> Result<(), DeliveryError> {
     };
     let mut pipe = redis::pipe();
     add_xadd(&mut pipe, w, "question", (consult::REQUEST_ID, id));
-    if con.is_cluster() {
+    if cluster {
         // The record is in the asker's slot (where its answer closes it in
         // one transaction), the question goes to the answerer's inbox: two
-        // writes, the question first. A crash between them delivers the
-        // question again when the entry is read again: at least once,
-        // never lost.
-        pipe.query_async::<()>(con).await.map_err(unavailable)?;
+        // writes, the record first, so an answer can never arrive before
+        // the question it answers is open (another bridge may deliver it
+        // within a millisecond). A crash between them delivers the
+        // question when the entry is read again: at least once, never lost.
         let mut record = redis::pipe();
         add_record(&mut record);
-        return record.query_async::<()>(con).await.map_err(unavailable);
+        record.query_async::<()>(con).await.map_err(unavailable)?;
+        return pipe.query_async::<()>(con).await.map_err(unavailable);
     }
     pipe.atomic();
     add_record(&mut pipe);
