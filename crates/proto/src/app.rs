@@ -252,6 +252,9 @@ pub struct AppSpec {
     /// Health check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthSpec>,
+    /// Restart when a file under these paths changes (pm2's `watch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchSpec>,
     /// Apps that must be ready before this one starts.
     #[serde(default)]
     pub depends_on: Vec<Dependency>,
@@ -259,6 +262,45 @@ pub struct AppSpec {
     #[serde(default = "defaults::yes")]
     pub autostart: bool,
 }
+
+/// What an app's file watch looks at: pm2's `watch`, `ignore_watch` and
+/// `watch_delay`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchSpec {
+    /// Files or directories (relative ones from the app's cwd); empty: the
+    /// cwd itself.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Names or globs (`*.log`, `tmp/*`) whose changes are ignored, beside
+    /// [`WATCH_ALWAYS_IGNORED`].
+    #[serde(default)]
+    pub ignore: Vec<String>,
+    /// Quiet time after a change before the restart, in milliseconds: a
+    /// burst of writes (a checkout, a build) restarts once.
+    #[serde(default = "defaults::watch_delay_ms")]
+    pub delay_ms: u64,
+}
+
+impl WatchSpec {
+    /// A watch of the app's cwd with the default ignores and delay.
+    pub fn cwd() -> WatchSpec {
+        WatchSpec {
+            paths: Vec::new(),
+            ignore: Vec::new(),
+            delay_ms: defaults::watch_delay_ms(),
+        }
+    }
+}
+
+/// What a watch never looks into, as pm2 does: dependencies and version
+/// control change by the thousand without the app's own files changing.
+pub const WATCH_ALWAYS_IGNORED: &[&str] = &["node_modules", ".git", "__pycache__"];
+
+/// The most paths, or ignore patterns, one watch may name.
+pub const MAX_WATCH_ENTRIES: usize = 64;
+
+/// The longest quiet time a watch may wait before its restart (ms).
+pub const MAX_WATCH_DELAY_MS: u64 = 60_000;
 
 /// Where an app's output goes: its log files, the systemd journal, or both.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -326,6 +368,10 @@ pub mod defaults {
     pub fn log_keep() -> u32 {
         5
     }
+    /// A watch's quiet time before its restart (ms).
+    pub fn watch_delay_ms() -> u64 {
+        1000
+    }
     /// `true`.
     pub fn yes() -> bool {
         true
@@ -359,6 +405,7 @@ impl AppSpec {
             max_memory_bytes: None,
             cron_restart: None,
             health: None,
+            watch: None,
             depends_on: Vec::new(),
             autostart: true,
         }

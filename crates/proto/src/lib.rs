@@ -21,11 +21,12 @@ pub mod wire;
 
 pub use actor::{Actor, Class, Tier};
 pub use app::LogTarget;
+pub use app::WATCH_ALWAYS_IGNORED;
 pub use app::{
     check_app_name, AppInfo, AppKind, AppSpec, Dependency, DependencyCondition, HealthProbe,
-    HealthSpec, HealthState, RestartPolicy, Status, Waiting,
+    HealthSpec, HealthState, RestartPolicy, Status, Waiting, WatchSpec,
 };
-pub use app::{MAX_LOG_KEEP, MIN_LOG_ROTATE_BYTES};
+pub use app::{MAX_LOG_KEEP, MAX_WATCH_DELAY_MS, MAX_WATCH_ENTRIES, MIN_LOG_ROTATE_BYTES};
 pub use change::{spec_changes, SpecChange};
 pub use import::Imported;
 pub use record::{AuditRecord, EventKind, EventRecord, LogLine, LogStream, EVENT_KINDS};

@@ -69,6 +69,8 @@ event_kinds! {
     Unhealthy = "unhealthy",
     /// A scheduled restart is due.
     Cron = "cron",
+    /// A watched file changed (a restart follows).
+    Watch = "watch",
     /// A process of an app this daemon does not have was found (kept running).
     Orphan = "orphan",
     /// The health state changed.

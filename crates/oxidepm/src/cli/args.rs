@@ -312,6 +312,15 @@ pub struct StartArgs {
     /// Restart on this cron schedule.
     #[arg(long, value_name = "CRON")]
     pub cron_restart: Option<String>,
+    /// Restart when a file changes: the cwd, or `--watch=src,lib`.
+    #[arg(long, value_name = "PATHS", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub watch: Option<String>,
+    /// With --watch: names or globs not to watch (node_modules and .git never are).
+    #[arg(long, value_name = "GLOB")]
+    pub ignore_watch: Vec<String>,
+    /// With --watch: quiet time after a change before the restart (ms, or with a unit).
+    #[arg(long, value_name = "MS")]
+    pub watch_delay: Option<String>,
     /// app | agent | adapter | responder.
     #[arg(long)]
     pub kind: Option<String>,

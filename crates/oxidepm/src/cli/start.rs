@@ -271,6 +271,7 @@ fn spec_from_args(
             })?);
     }
     spec.cron_restart = a.cron_restart.clone();
+    spec.watch = watch_spec(a)?;
     spec.user = a.user.clone();
     spec.protected = a.protected;
     spec.log_timestamps = !a.no_timestamps;
@@ -288,6 +289,41 @@ fn spec_from_args(
         }
     };
     Ok(spec)
+}
+
+/// `--watch[=PATHS]`, `--ignore-watch` and `--watch-delay` as a watch;
+/// the last two without `--watch` are refused, since they would do nothing.
+fn watch_spec(a: &StartArgs) -> Result<Option<oxidepm_proto::WatchSpec>, LocalError> {
+    let Some(paths) = &a.watch else {
+        if !a.ignore_watch.is_empty() || a.watch_delay.is_some() {
+            return Err(LocalError::Value {
+                option: "--ignore-watch",
+                reason: "--ignore-watch and --watch-delay need --watch".into(),
+            });
+        }
+        return Ok(None);
+    };
+    let mut w = oxidepm_proto::WatchSpec::cwd();
+    w.paths = paths
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(String::from)
+        .collect();
+    // pm2 takes `--ignore-watch="node_modules logs"`: one flag, several names.
+    w.ignore = a
+        .ignore_watch
+        .iter()
+        .flat_map(|g| g.split_whitespace())
+        .map(String::from)
+        .collect();
+    if let Some(d) = &a.watch_delay {
+        w.delay_ms = appfile::parse_duration_ms(d).map_err(|reason| LocalError::Value {
+            option: "--watch-delay",
+            reason,
+        })?;
+    }
+    Ok(Some(w))
 }
 
 #[cfg(test)]

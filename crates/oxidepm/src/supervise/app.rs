@@ -68,6 +68,8 @@ pub struct App {
     /// The signal that ended the last run, when one did (its code is
     /// `rt.last_exit`); not stored, container mode's exit status reads it.
     pub last_signal: Option<i32>,
+    /// Dropped to end the app's file watch (re-armed with the spec).
+    pub watch_stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// A queued restart, as `status` tells it.
@@ -138,6 +140,7 @@ impl App {
             reloading: false,
             retiring: Vec::new(),
             last_signal: None,
+            watch_stop: None,
         }
     }
 

@@ -1,10 +1,10 @@
 //! The tasks an app's spec asks the daemon to run beside it — cron
-//! restarts and health checks — armed anew whenever the spec changes. Each
+//! restarts, health checks and the file watch — armed anew whenever the spec changes. Each
 //! task holds the epoch it was armed for and ends by itself once the app's
 //! epoch moves on, so re-arming never needs to find the old tasks.
 
 use super::supervisor::Supervisor;
-use super::{automation, health};
+use super::{automation, health, watch};
 
 impl Supervisor {
     /// (Re)arms the cron and health tasks of app `id` for its current spec.
@@ -17,9 +17,21 @@ impl Supervisor {
         let name = app.spec.name.clone();
         let cron = app.spec.cron_restart.clone();
         let check = app.spec.health.clone();
+        // Dropping the sender ends the watch armed for the old spec.
+        app.watch_stop = None;
+        let watch = app.spec.watch.clone().map(|w| {
+            let cwd = app.spec.cwd.clone().unwrap_or_else(|| "/".into());
+            (w, std::path::PathBuf::from(cwd), app.spec.user.clone())
+        });
         let Some(shared) = self.shared() else {
             return;
         };
+        if let Some((w, cwd, user)) = watch {
+            let stop = watch::arm(shared.clone(), id, epoch, w, cwd, user);
+            if let Some(app) = self.app_mut(id) {
+                app.watch_stop = Some(stop);
+            }
+        }
         if let Some(expr) = cron {
             match automation::parse_cron(&expr) {
                 Ok(cron) => {

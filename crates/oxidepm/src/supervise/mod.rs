@@ -30,6 +30,7 @@ pub mod spawn;
 pub mod supervisor;
 pub mod validate;
 pub mod verbs;
+pub mod watch;
 
 pub use error::{Error, SelectError};
 pub use supervisor::{lock, Shared, Supervisor};

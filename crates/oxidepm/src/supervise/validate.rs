@@ -103,6 +103,15 @@ pub enum Invalid {
         /// The agent.
         app: String,
     },
+    /// A watch that names too much, or something that is not a path or
+    /// a glob.
+    #[error("app {app:?}: {reason}")]
+    Watch {
+        /// The app.
+        app: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// One request defines the same name twice.
     #[error("app {app:?} is defined twice in one request")]
     DefinedTwice {
@@ -161,7 +170,41 @@ pub fn check_spec(spec: &AppSpec) -> Result<(), Invalid> {
             keep: spec.log_keep,
         });
     }
+    if let Some(w) = &spec.watch {
+        check_watch(w).map_err(|reason| Invalid::Watch { app: app(), reason })?;
+    }
     Ok(())
+}
+
+/// The longest watch path or ignore pattern, in bytes.
+const MAX_WATCH_ITEM: usize = 4096;
+
+/// A watch's bounds: how many paths and patterns, how long each, and a
+/// delay of at most a minute; every pattern a glob.
+fn check_watch(w: &oxidepm_proto::WatchSpec) -> Result<(), String> {
+    use oxidepm_proto::{MAX_WATCH_DELAY_MS, MAX_WATCH_ENTRIES};
+    if w.paths.len() > MAX_WATCH_ENTRIES || w.ignore.len() > MAX_WATCH_ENTRIES {
+        return Err(format!(
+            "watch names {} paths and {} ignore patterns; at most {MAX_WATCH_ENTRIES} of each",
+            w.paths.len(),
+            w.ignore.len()
+        ));
+    }
+    for p in w.paths.iter().chain(&w.ignore) {
+        if p.is_empty() || p.len() > MAX_WATCH_ITEM || p.contains('\0') {
+            return Err(format!(
+                "watch path or ignore pattern {:?} must be 1 to {MAX_WATCH_ITEM} bytes with no NUL",
+                p.chars().take(64).collect::<String>()
+            ));
+        }
+    }
+    if w.delay_ms > MAX_WATCH_DELAY_MS {
+        return Err(format!(
+            "watch_delay {} ms; at most {MAX_WATCH_DELAY_MS} ms",
+            w.delay_ms
+        ));
+    }
+    super::watch::Ignore::new(w).map(|_| ())
 }
 
 /// Checks the dependency graph that `new` specs would make together with

@@ -55,3 +55,4 @@ mod storage;
 mod storms;
 mod supervision;
 mod verbs;
+mod watch;

@@ -13,8 +13,8 @@ use super::nested::{DependsOn, EnvFiles, Health};
 use super::pm2;
 use super::resolve::{resolve, RawApp};
 use super::values::{
-    exec_mode, text, Amount, Bool, Check, EnvMap, Instances, List, OnlyBool, Scalar, Str, Words,
-    WEEK_MS,
+    exec_mode, text, Amount, Bool, Check, EnvMap, Instances, List, OneOrMany, OnlyBool, Scalar,
+    Str, Watch, Words, WEEK_MS,
 };
 use oxidepm_proto::AppSpec;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -350,14 +350,12 @@ fn other_field<'de, A: MapAccess<'de>>(
     match key.slot {
         "instances" => ctx.instances.set(ctx.value(m, key, Instances)?),
         "exec_mode" => ctx.value(m, key, checked(exec_mode, "\"fork\""))?,
-        "watch" => ctx.value(
-            m,
-            key,
-            OnlyBool {
-                allowed: false,
-                refusal: "watch is not supported; run `oxidepm restart` after changing files",
-            },
-        )?,
+        "watch" => raw.watch = ctx.value(m, key, Watch)?,
+        "ignore_watch" => raw.ignore_watch = ctx.value(m, key, OneOrMany)?,
+        "watch_delay" => {
+            raw.watch_delay_ms =
+                Some(ctx.value(m, key, Amount::millis(0, oxidepm_proto::MAX_WATCH_DELAY_MS))?)
+        }
         "shutdown_with_message" => ctx.value(
             m,
             key,

@@ -65,6 +65,8 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     // pm2 fields whose only accepted values mean what oxidepm does anyway.
     ("exec_mode", "exec_mode"),
     ("watch", "watch"),
+    ("ignore_watch", "ignore_watch"),
+    ("watch_delay", "watch_delay"),
     ("shutdown_with_message", "shutdown_with_message"),
     // pm2's log and pid file paths: accepted with a note (see `pm2::path_note`).
     ("out_file", OUT_FILE),
@@ -81,10 +83,8 @@ pub(super) const APP_KEYS: &[(&str, &str)] = &[
     ("pid_file", PID_FILE),
     ("pid", PID_FILE),
     ("disable_logs", DISABLE_LOGS),
-    // pm2 fields about watching, cluster mode, log formatting, keymetrics or
+    // pm2 fields about chokidar's options, cluster mode, log formatting, keymetrics or
     // deployment: accepted so that an ecosystem file loads as it is.
-    ("ignore_watch", IGNORED),
-    ("watch_delay", IGNORED),
     ("watch_options", IGNORED),
     ("merge_logs", IGNORED),
     ("combine_logs", IGNORED),
@@ -124,7 +124,7 @@ pub(super) const APP_SHOWN: &str = "name, script, args, cwd, env, env_file, inte
     interpreter_args, autorestart, restart, max_restarts, min_uptime, restart_delay, \
     exp_backoff_restart_delay, kill_timeout, stop_signal, max_memory_restart, cron_restart, \
     time, log_max_size, log_files_kept, tags, namespace, user, kind, protected, autostart, \
-    health, depends_on";
+    health, depends_on, watch, ignore_watch, watch_delay";
 
 /// pm2 fields that are refused, with the reason.
 pub(super) fn app_refused(key: &str) -> Option<String> {

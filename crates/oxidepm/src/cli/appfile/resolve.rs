@@ -1,6 +1,6 @@
 //! Turning the fields of one app, as read, into an [`AppSpec`].
 
-use oxidepm_proto::{AppKind, AppSpec, Dependency, HealthSpec, RestartPolicy};
+use oxidepm_proto::{AppKind, AppSpec, Dependency, HealthSpec, RestartPolicy, WatchSpec};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -30,6 +30,10 @@ pub(super) struct RawApp {
     pub stop_signal: Option<String>,
     pub max_memory_bytes: Option<u64>,
     pub cron_restart: Option<String>,
+    /// `watch`: the paths (empty: the cwd), or `None`.
+    pub watch: Option<Vec<String>>,
+    pub ignore_watch: Vec<String>,
+    pub watch_delay_ms: Option<u64>,
     pub log_timestamps: Option<bool>,
     pub log_max_bytes: Option<u64>,
     pub log_keep: Option<u32>,
@@ -123,6 +127,14 @@ pub(super) fn resolve(
     spec.tags = tags;
     spec.max_memory_bytes = raw.max_memory_bytes;
     spec.cron_restart = raw.cron_restart;
+    // pm2 takes ignore_watch and watch_delay without watch, doing nothing.
+    spec.watch = raw.watch.map(|paths| WatchSpec {
+        paths,
+        ignore: raw.ignore_watch,
+        delay_ms: raw
+            .watch_delay_ms
+            .unwrap_or_else(oxidepm_proto::app::defaults::watch_delay_ms),
+    });
     spec.health = raw.health;
     spec.depends_on = raw.depends_on;
     set(&mut spec.restart_delay_ms, raw.restart_delay_ms);

@@ -441,8 +441,6 @@ fn pm2_fields_that_cannot_be_honoured_are_refused() {
         ("instances = \"max\"", "cluster mode"),
         ("instances = 0", "cluster mode"),
         ("exec_mode = \"cluster\"", "cluster mode"),
-        ("watch = true", "watch is not supported"),
-        ("watch = [\"src\"]", "watch is not supported"),
         ("gid = \"www\"", "set \"user\""),
         ("stop_exit_codes = [0]", "on-failure"),
         ("shutdown_with_message = true", "stopped with a signal"),
@@ -472,6 +470,37 @@ fn pm2_fields_that_cannot_be_honoured_are_refused() {
     }
     // What pm2 would do anyway is accepted.
     parse_ok(&toml_app("instances = 1\nexec_mode = \"fork\"\nwatch = false\nshutdown_with_message = false\nautorestart = false\nrestart = \"never\""), Format::Toml);
+}
+
+#[test]
+fn pm2_watch_fields_become_a_watch_of_the_app() {
+    let json = |fields: &str| {
+        format!("{{\"apps\": [{{\"name\": \"web\", \"script\": \"server\", {fields}}}]}}")
+    };
+    let watch = |fields: &str| parse_ok(&json(fields), Format::Json).remove(0).watch;
+    let w = watch("\"watch\": true").unwrap();
+    assert!(w.paths.is_empty(), "true watches the cwd");
+    assert_eq!(w.delay_ms, 1000);
+    let w = watch(
+        "\"watch\": [\"src\", \"lib\"], \"ignore_watch\": [\"*.log\", \"tmp\"], \"watch_delay\": 250",
+    )
+    .unwrap();
+    assert_eq!(w.paths, ["src", "lib"]);
+    assert_eq!(w.ignore, ["*.log", "tmp"]);
+    assert_eq!(w.delay_ms, 250);
+    let w = watch("\"watch\": \"src\", \"ignore_watch\": \"logs\"").unwrap();
+    assert_eq!(
+        (w.paths, w.ignore),
+        (vec!["src".to_string()], vec!["logs".to_string()])
+    );
+    assert_eq!(watch("\"watch\": false, \"ignore_watch\": [\"x\"]"), None);
+    let e = parse_err(&json("\"watch\": 3"), Format::Json);
+    assert!(e.contains("true, false, a path or a list of paths"), "{e}");
+    let e = parse_err(
+        &json("\"watch\": true, \"watch_delay\": 3600000"),
+        Format::Json,
+    );
+    assert!(e.contains("watch_delay"), "{e}");
 }
 
 #[test]

@@ -178,6 +178,19 @@ fn restarts(out: &mut String, app: &AppSpec) {
     if let Some(cron) = &app.cron_restart {
         field(out, "cron_restart", string(cron));
     }
+    if let Some(w) = &app.watch {
+        if w.paths.is_empty() {
+            field(out, "watch", "true".into());
+        } else {
+            field(out, "watch", strings(&w.paths));
+        }
+        if !w.ignore.is_empty() {
+            field(out, "ignore_watch", strings(&w.ignore));
+        }
+        if w.delay_ms != defaults::watch_delay_ms() {
+            field(out, "watch_delay", number(w.delay_ms));
+        }
+    }
     if !app.log_timestamps {
         field(out, "time", "false".into());
     }

@@ -317,6 +317,33 @@ impl<'de> Visitor<'de> for OneOrMany {
     }
 }
 
+/// pm2's `watch`: `true` (the cwd), `false`, a path, or a list of paths;
+/// `None` when it does not watch.
+pub(super) struct Watch;
+
+impl<'de> DeserializeSeed<'de> for Watch {
+    type Value = Option<Vec<String>>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Watch {
+    type Value = Option<Vec<String>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("true, false, a path or a list of paths")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.then(Vec::new))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        OneOrMany.visit_str(v).map(Some)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        OneOrMany.visit_seq(seq).map(Some)
+    }
+}
+
 /// The `env` table: variable names to scalar values.
 pub(super) struct EnvMap;
 

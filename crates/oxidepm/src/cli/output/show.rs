@@ -133,6 +133,24 @@ impl Printer {
             if let Some(c) = &spec.cron_restart {
                 field(out, "cron restart", c)?;
             }
+            if let Some(w) = &spec.watch {
+                let paths = if w.paths.is_empty() {
+                    "the cwd".to_string()
+                } else {
+                    self.text(&w.paths.join(", ")).to_string()
+                };
+                let mut ignoring: Vec<&str> = oxidepm_proto::WATCH_ALWAYS_IGNORED.to_vec();
+                ignoring.extend(w.ignore.iter().map(String::as_str));
+                let ignoring = self.text(&ignoring.join(", ")).to_string();
+                let delay = human_ms(w.delay_ms);
+                field(
+                    out,
+                    "watch",
+                    format!(
+                        "{paths} (ignoring {ignoring}; restarts {delay} after the last change)"
+                    ),
+                )?;
+            }
             for (k, v) in &spec.env {
                 writeln!(out, "  env {}={}", self.text(k), self.text(v))?;
             }

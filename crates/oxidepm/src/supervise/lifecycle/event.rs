@@ -64,6 +64,11 @@ pub enum DaemonRestart {
         /// The schedule.
         expr: String,
     },
+    /// A file it watches changed.
+    Watch {
+        /// The first path that changed, as the watch names it.
+        path: String,
+    },
 }
 
 impl DaemonRestart {
@@ -73,6 +78,7 @@ impl DaemonRestart {
             DaemonRestart::MemoryLimit { .. } => "limit",
             DaemonRestart::Health { .. } => "health",
             DaemonRestart::Cron { .. } => "cron",
+            DaemonRestart::Watch { .. } => "watch",
         })
     }
 
@@ -82,6 +88,7 @@ impl DaemonRestart {
             DaemonRestart::MemoryLimit { .. } => EventKind::MemoryLimit,
             DaemonRestart::Health { .. } => EventKind::Unhealthy,
             DaemonRestart::Cron { .. } => EventKind::Cron,
+            DaemonRestart::Watch { .. } => EventKind::Watch,
         }
     }
 
@@ -95,6 +102,7 @@ impl DaemonRestart {
             ),
             DaemonRestart::Health { detail } => detail.clone(),
             DaemonRestart::Cron { expr } => format!("scheduled by {expr:?}"),
+            DaemonRestart::Watch { path } => format!("{path} changed"),
         }
     }
 
