@@ -93,10 +93,14 @@ pub enum Command {
         /// Standard error only.
         #[arg(long)]
         err: bool,
+        /// Only the apps' lines, without the `app|out| <time>` prefix
+        /// (pm2's `--raw`, journalctl's `-o cat`).
+        #[arg(long)]
+        raw: bool,
         /// Print the apps' bytes as they are, control characters included
         /// (on a terminal they are shown escaped by default).
         #[arg(long)]
-        raw: bool,
+        no_escape: bool,
         /// Only the lines holding this text, searched in every kept file
         /// (current and rotated): the newest --lines matches (default 15).
         #[arg(long, value_name = "TEXT")]

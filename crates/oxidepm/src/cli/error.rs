@@ -102,7 +102,7 @@ pub enum LocalError {
         file: String,
     },
     /// A time option that names no time.
-    #[error("{option} {value:?} is not a time — use a duration ago (10m, 1h, 2d), a date (2026-11-30) or an RFC 3339 time (2026-11-30T10:00:00Z)")]
+    #[error("{option} {value:?} is not a time — use a duration ago (10m, 1h, 2d), today, yesterday, now, a date (2026-11-30) or an RFC 3339 time (2026-11-30T10:00:00Z)")]
     When {
         /// The option.
         option: &'static str,

@@ -252,8 +252,9 @@ impl Printer {
     }
 
     /// Prints one streamed log line; false when stdout is closed. In JSON
-    /// a stamped line's time is its own `at` field, the line without it.
-    pub fn log_line(&self, out: &mut impl Write, item: &LogLine) -> bool {
+    /// a stamped line's time is its own `at` field, the line without it;
+    /// `bare` prints the line alone, without app, stream and time.
+    pub fn log_line(&self, out: &mut impl Write, item: &LogLine, bare: bool) -> bool {
         let r = if self.json {
             let mut v = to_value(item);
             if let Some((at, rest)) = crate::timefmt::split_stamp(item.line.as_bytes()) {
@@ -273,7 +274,15 @@ impl Printer {
             } else {
                 '|'
             };
-            writeln!(out, "{}|{tag}{bar} {}", item.app, self.text(&item.line))
+            if bare {
+                let line = match crate::timefmt::split_stamp(item.line.as_bytes()) {
+                    Some((_, rest)) => String::from_utf8_lossy(rest),
+                    None => item.line.as_str().into(),
+                };
+                writeln!(out, "{}", self.text(&line))
+            } else {
+                writeln!(out, "{}|{tag}{bar} {}", item.app, self.text(&item.line))
+            }
         };
         r.and_then(|_| out.flush()).is_ok()
     }

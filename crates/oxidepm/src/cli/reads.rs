@@ -100,8 +100,10 @@ pub struct LogsArgs {
     pub follow: bool,
     /// One stream only.
     pub stream: Option<LogStream>,
-    /// `--raw`.
+    /// `--raw`: the lines without their prefix.
     pub raw: bool,
+    /// `--no-escape`: control characters as they are.
+    pub no_escape: bool,
     /// `--grep`.
     pub grep: Option<String>,
     /// `--regex`.
@@ -137,7 +139,7 @@ pub fn logs(out: Printer, a: LogsArgs) -> Result<(), Error> {
         context: a.context,
     };
     let out = Printer {
-        escape: out.escape && !a.raw,
+        escape: out.escape && !a.no_escape,
         ..out
     };
     let mut stdout = std::io::stdout().lock();
@@ -148,7 +150,7 @@ pub fn logs(out: Printer, a: LogsArgs) -> Result<(), Error> {
             oldest = crate::timefmt::split_stamp(line.line.as_bytes())
                 .map(|(t, _)| String::from_utf8_lossy(t).into_owned());
         }
-        out.log_line(&mut stdout, &line)
+        out.log_line(&mut stdout, &line, a.raw)
     })?;
     if done.is_some_and(|d| d.truncated) {
         let more = match oldest {

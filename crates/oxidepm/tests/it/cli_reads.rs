@@ -100,8 +100,20 @@ fn logs_with_no_target_interleave_the_apps_by_time() {
         tags,
         ["a|out|", "b|err|", "b|err|", "a|out|", "b|err|", "a|out|"]
     );
-    // --raw with no target works too.
-    assert_eq!(env.ok(&["logs", "--raw"]).lines().count(), 6);
+    // --raw: the lines alone, as pm2's --raw and journalctl -o cat.
+    let raw = env.ok(&["logs", "--raw"]);
+    assert_eq!(
+        raw.lines().collect::<Vec<_>>(),
+        ["a1", "b1", "b2", "a2", "b3", "a3"]
+    );
+    // --since today: midnight has passed for every line just written.
+    assert_eq!(
+        env.ok(&["logs", "--raw", "--since", "today"])
+            .lines()
+            .count(),
+        6
+    );
+    assert_eq!(env.ok(&["logs", "--since", "now", "--until", "now"]), "");
     // -n: the last lines of each stream, still merged.
     let got: Vec<String> = json_lines(&env, &["logs", "-n", "1"])
         .iter()

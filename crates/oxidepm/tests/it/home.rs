@@ -276,8 +276,8 @@ fn raw_pipes_and_json_keep_the_bytes() {
     evil_app(&env);
     let clip = "clip \x1b]52;c;ZXZpbA==\x07 done";
     let forged = "forged\r\x1b[2Kother|out| fake";
-    // --raw on a terminal: the bytes, as asked.
-    let out = on_terminal(&env, &["logs", "evil", "--out", "--raw"], None);
+    // --no-escape on a terminal: the bytes, as asked.
+    let out = on_terminal(&env, &["logs", "evil", "--out", "--no-escape"], None);
     let text = String::from_utf8_lossy(&out);
     assert!(text.contains(clip) && text.contains(forged), "{text:?}");
     // Into a pipe: the bytes, with or without --raw.
