@@ -1,4 +1,4 @@
-//! The bridge's sources, each behind the [`Source`](crate::Source) trait,
+//! The bridge's sources, each behind the [`Source`] trait,
 //! and [`KINDS`]: the one list of them, which the bridge builds from its
 //! configuration and checks a reload against. A new source is a folder
 //! here and its line in `kinds!`.

@@ -53,3 +53,31 @@ macro_rules! with_sources {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::section::Section;
+    use super::SourceSettings;
+
+    /// Each line of the list names its source the way its types do.
+    macro_rules! names_agree {
+        (
+            early { $($early:ident : $early_ty:ty,)* }
+            late { $($late:ident : $late_ty:ty,)* }
+        ) => {
+            $(
+                assert_eq!(<$early_ty as SourceSettings>::NAME, stringify!($early));
+                assert_eq!(<<$early_ty as SourceSettings>::Section as Section>::SOURCE, stringify!($early));
+            )*
+            $(
+                assert_eq!(<$late_ty as SourceSettings>::NAME, stringify!($late));
+                assert_eq!(<<$late_ty as SourceSettings>::Section as Section>::SOURCE, stringify!($late));
+            )*
+        };
+    }
+
+    #[test]
+    fn a_source_has_one_name() {
+        crate::with_sources!(names_agree);
+    }
+}
