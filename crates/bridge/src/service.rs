@@ -20,10 +20,7 @@ use crate::outbox::OutboxPlan;
 use crate::publish::{Publisher, RoutingTable};
 use crate::shutdown::{Shutdown, ShutdownTrigger};
 use crate::source::{Source, SourceError};
-use crate::sources::consult::ConsultSource;
-use crate::sources::discord::DiscordSource;
-use crate::sources::email::EmailSource;
-use crate::sources::webhook::WebhookSource;
+use crate::sources::KINDS;
 use oxidepm_lanes::bridge_config::BridgeConfig;
 use oxidepm_lanes::ConfigError;
 use oxidepm_lanes::{SecretError, StreamKey};
@@ -83,31 +80,15 @@ pub struct Sources {
     pub webhook_addr: Option<SocketAddr>,
 }
 
-/// Builds the source implementations a configuration asks for. To add a
-/// source, construct it here from its configuration section: one line.
+/// Builds the source implementations a configuration asks for, each
+/// kind of [`KINDS`] in turn.
 pub fn build_sources(cfg: &BridgeConfig) -> Result<Sources, BridgeError> {
     let mut all: Vec<Arc<dyn Source>> = Vec::new();
-    let mut webhook_addr = None;
-    if let Some(w) = &cfg.webhook {
-        let hook = WebhookSource::bind(w).map_err(SourceError::from)?;
-        webhook_addr = Some(hook.local_addr());
-        all.push(Arc::new(hook));
+    for kind in KINDS {
+        all.extend((kind.build)(cfg)?);
     }
-    add(&mut all, EmailSource::new(cfg))?;
-    add(&mut all, Ok::<_, SourceError>(ConsultSource::new(cfg)))?;
-    add(&mut all, DiscordSource::new(cfg))?;
+    let webhook_addr = all.iter().find_map(|s| s.listen_addr());
     Ok(Sources { all, webhook_addr })
-}
-
-/// Adds a source that was built, if the configuration asks for it.
-fn add<S: Source + 'static>(
-    all: &mut Vec<Arc<dyn Source>>,
-    built: Result<Option<S>, impl Into<SourceError>>,
-) -> Result<(), BridgeError> {
-    if let Some(s) = built.map_err(Into::into)? {
-        all.push(Arc::new(s));
-    }
-    Ok(())
 }
 
 /// Source name → the source that delivers its outboxes: each source its
@@ -398,15 +379,12 @@ impl Bridge {
         if cfg.outbox.concurrency != old.outbox.concurrency {
             need_restart.push("outbox.concurrency".into());
         }
-        if cfg.webhook.is_some() != self.sources.iter().any(|s| s.name() == "webhook") {
-            need_restart.push("adding or removing the webhook source".into());
-        }
-        let consult = oxidepm_lanes::consult::CONSULT;
-        if cfg.consult.is_some() != self.sources.iter().any(|s| s.name() == consult) {
-            need_restart.push("adding or removing the consult source".into());
-        }
-        if cfg.discord.is_some() != self.sources.iter().any(|s| s.name() == "discord") {
-            need_restart.push("adding or removing the discord source".into());
+        let sections = cfg.sections();
+        for kind in KINDS.iter().filter(|k| k.restart_to_add) {
+            let running = self.sources.iter().any(|s| s.name() == kind.name);
+            if sections.contains(&kind.name) != running {
+                need_restart.push(format!("adding or removing the {} source", kind.name));
+            }
         }
         for s in &self.sources {
             let more = s.reload(&cfg).map_err(|source| BridgeError::Reload {

@@ -22,10 +22,10 @@
 //! boxed, so that this module knows no source in particular.
 //!
 //! To add a source: implement this trait in a folder of its own under
-//! `sources/` (with `From` its error for [`SourceError`]) and construct it
-//! in `service::build_sources` from its section of the configuration (one
-//! type in `oxidepm_lanes::sources`). Nothing in routing or delivery
-//! changes.
+//! `sources/` (with `From` its error for [`SourceError`]) and give it its
+//! line in `sources::KINDS`, which builds it from its section of the
+//! configuration (one type in `oxidepm_lanes::sources`). Nothing in
+//! routing or delivery changes.
 //!
 //! The trait is dyn-compatible (the bridge holds `Arc<dyn Source>`), so its
 //! async methods return boxed futures.
@@ -123,6 +123,12 @@ pub trait Source: Send + Sync {
     /// that answers every entry of its inbox would answer the refusal too.
     fn tells_sender(&self) -> bool {
         false
+    }
+
+    /// The address it listens on for the outside world, if it listens
+    /// (the webhook's, whose port may have been chosen by the kernel).
+    fn listen_addr(&self) -> Option<std::net::SocketAddr> {
+        None
     }
 
     /// Takes up a new configuration (SIGHUP). Settings it cannot change

@@ -71,6 +71,7 @@ use crate::config::{load_json, ConfigError};
 use crate::consult::ConsultConfig;
 use crate::name::{AgentName, NameError};
 use crate::sources::section::{self, SectionError};
+use crate::sources::SourceSettings;
 pub use crate::sources::{DiscordConfig, EmailSettings, WebhookConfig, WebhookSettings};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -86,65 +87,123 @@ pub use crate::bridge_routes::{
 pub use crate::sources::discord::{api_host, channels_key, DiscordConfigError};
 pub use crate::sources::webhook::{check_http_url, UrlError, WebhookLimits};
 
-/// The whole file.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct BridgeConfig {
-    /// The lanes' Redis: the private one's unix socket, or `[lanes]
-    /// redis_url` (see [`crate::redis_url`]).
-    #[serde(alias = "redis_socket")]
-    pub redis: crate::redis_url::RedisUrl,
-    /// TLS files for a `rediss` server.
-    #[serde(default, skip_serializing_if = "crate::redis_url::TlsFiles::is_empty")]
-    pub tls: crate::redis_url::TlsFiles,
-    /// How keys name their agent (see [`crate::stream_key::KeyForm`]).
-    #[serde(default)]
-    pub key_form: crate::stream_key::KeyForm,
-    /// File holding the clear password of the ACL user.
-    pub password_file: PathBuf,
-    /// The ACL user (default `bridge`).
-    #[serde(default = "bridge_user")]
-    pub user: String,
-    /// Agents whose outboxes are drained and who may be routed to.
-    #[serde(default)]
-    pub agents: Vec<AgentName>,
-    /// Source names (the `<source>` of the stream keys).
-    #[serde(default = "default_sources")]
-    pub sources: Vec<String>,
-    /// The routing table.
-    #[serde(default)]
-    pub routes: Vec<RouteConfig>,
-    /// Agent of messages no route matches.
-    #[serde(default)]
-    pub default_agent: Option<AgentName>,
-    /// The webhook source.
-    #[serde(default)]
-    pub webhook: Option<WebhookConfig>,
-    /// The email source.
-    #[serde(default)]
-    pub email: Option<EmailSettings>,
-    /// Delivery retries.
-    #[serde(default)]
-    pub retry: RetryConfig,
-    /// The outbox reader.
-    #[serde(default)]
-    pub outbox: OutboxConfig,
-    /// Cap (`MAXLEN ~`) of the inboxes and `bridge:unrouted`.
-    #[serde(default = "default_inbox_maxlen")]
-    pub inbox_maxlen: u64,
-    /// Agents consulting each other: the rules and bounds of the `consult`
-    /// source (see [`crate::consult`]).
-    #[serde(default)]
-    pub consult: Option<ConsultConfig>,
-    /// The discord source.
-    #[serde(default)]
-    pub discord: Option<DiscordConfig>,
-    /// Whether routes are also read from the hash every host's daemon
-    /// writes (`oxidepm:routes`, see [`crate::shared_routes`]): set with
-    /// `[lanes] redis_url`; they follow the file's routes.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub shared_routes: bool,
+/// Defines [`BridgeConfig`] with a section for every source of
+/// [`crate::with_sources`], where earlier releases wrote each (the file's
+/// keys and the "expected one of" list of an unknown key keep their order).
+macro_rules! bridge_config {
+    (
+        early { $($early:ident : $early_ty:ty,)* }
+        late { $($late:ident : $late_ty:ty,)* }
+    ) => {
+        /// The whole file.
+        #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+        #[serde(deny_unknown_fields)]
+        pub struct BridgeConfig {
+            /// The lanes' Redis: the private one's unix socket, or `[lanes]
+            /// redis_url` (see [`crate::redis_url`]).
+            #[serde(alias = "redis_socket")]
+            pub redis: crate::redis_url::RedisUrl,
+            /// TLS files for a `rediss` server.
+            #[serde(default, skip_serializing_if = "crate::redis_url::TlsFiles::is_empty")]
+            pub tls: crate::redis_url::TlsFiles,
+            /// How keys name their agent (see [`crate::stream_key::KeyForm`]).
+            #[serde(default)]
+            pub key_form: crate::stream_key::KeyForm,
+            /// File holding the clear password of the ACL user.
+            pub password_file: PathBuf,
+            /// The ACL user (default `bridge`).
+            #[serde(default = "bridge_user")]
+            pub user: String,
+            /// Agents whose outboxes are drained and who may be routed to.
+            #[serde(default)]
+            pub agents: Vec<AgentName>,
+            /// Source names (the `<source>` of the stream keys).
+            #[serde(default = "default_sources")]
+            pub sources: Vec<String>,
+            /// The routing table.
+            #[serde(default)]
+            pub routes: Vec<RouteConfig>,
+            /// Agent of messages no route matches.
+            #[serde(default)]
+            pub default_agent: Option<AgentName>,
+            $(
+                #[doc = concat!("The ", stringify!($early), " source.")]
+                #[serde(default)]
+                pub $early: Option<<$early_ty as SourceSettings>::Section>,
+            )*
+            /// Delivery retries.
+            #[serde(default)]
+            pub retry: RetryConfig,
+            /// The outbox reader.
+            #[serde(default)]
+            pub outbox: OutboxConfig,
+            /// Cap (`MAXLEN ~`) of the inboxes and `bridge:unrouted`.
+            #[serde(default = "default_inbox_maxlen")]
+            pub inbox_maxlen: u64,
+            /// Agents consulting each other: the rules and bounds of the `consult`
+            /// source (see [`crate::consult`]).
+            #[serde(default)]
+            pub consult: Option<ConsultConfig>,
+            $(
+                #[doc = concat!("The ", stringify!($late), " source.")]
+                #[serde(default)]
+                pub $late: Option<<$late_ty as SourceSettings>::Section>,
+            )*
+            /// Whether routes are also read from the hash every host's daemon
+            /// writes (`oxidepm:routes`, see [`crate::shared_routes`]): set with
+            /// `[lanes] redis_url`; they follow the file's routes.
+            #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+            pub shared_routes: bool,
+        }
+
+        impl BridgeConfig {
+            /// A configuration with the defaults of every optional key.
+            pub fn new(
+                redis: impl Into<crate::redis_url::RedisUrl>,
+                password_file: PathBuf,
+            ) -> BridgeConfig {
+                BridgeConfig {
+                    redis: redis.into(),
+                    tls: Default::default(),
+                    key_form: Default::default(),
+                    password_file,
+                    user: bridge_user(),
+                    agents: Vec::new(),
+                    sources: default_sources(),
+                    routes: Vec::new(),
+                    default_agent: None,
+                    $($early: None,)*
+                    retry: RetryConfig::default(),
+                    outbox: OutboxConfig::default(),
+                    inbox_maxlen: default_inbox_maxlen(),
+                    consult: None,
+                    $($late: None,)*
+                    shared_routes: false,
+                }
+            }
+
+            /// Checks each source's section against `sources`. (The email
+            /// section's check cannot fail, so this is the order of
+            /// earlier releases: webhook, discord, consult.)
+            fn check_sections(&self) -> Result<(), SectionError> {
+                $(section::check(self.$early.as_ref(), &self.sources)?;)*
+                $(section::check(self.$late.as_ref(), &self.sources)?;)*
+                section::check(self.consult.as_ref(), &self.sources)
+            }
+
+            /// The names of the sources the file has a section for.
+            pub fn sections(&self) -> Vec<&'static str> {
+                let mut v = Vec::new();
+                $(if self.$early.is_some() { v.push(stringify!($early)); })*
+                if self.consult.is_some() { v.push(crate::consult::CONSULT); }
+                $(if self.$late.is_some() { v.push(stringify!($late)); })*
+                v
+            }
+        }
+    };
 }
+
+crate::with_sources!(bridge_config);
 
 fn default_inbox_maxlen() -> u64 {
     10_000
@@ -236,32 +295,6 @@ impl Default for OutboxConfig {
 }
 
 impl BridgeConfig {
-    /// A configuration with the defaults of every optional key.
-    pub fn new(
-        redis: impl Into<crate::redis_url::RedisUrl>,
-        password_file: PathBuf,
-    ) -> BridgeConfig {
-        BridgeConfig {
-            redis: redis.into(),
-            tls: Default::default(),
-            key_form: Default::default(),
-            password_file,
-            user: bridge_user(),
-            agents: Vec::new(),
-            sources: default_sources(),
-            routes: Vec::new(),
-            default_agent: None,
-            webhook: None,
-            email: None,
-            retry: RetryConfig::default(),
-            outbox: OutboxConfig::default(),
-            inbox_maxlen: default_inbox_maxlen(),
-            consult: None,
-            discord: None,
-            shared_routes: false,
-        }
-    }
-
     /// Reads and checks the file.
     pub fn load(path: &Path) -> Result<BridgeConfig, ConfigError> {
         let cfg: BridgeConfig = load_json(path)?;
@@ -301,11 +334,7 @@ impl BridgeConfig {
                 consumer: o.consumer.clone(),
             });
         }
-        // Each source's section, in the order its errors are reported.
-        section::check(self.webhook.as_ref(), &self.sources)?;
-        section::check(self.discord.as_ref(), &self.sources)?;
-        section::check(self.consult.as_ref(), &self.sources)?;
-        section::check(self.email.as_ref(), &self.sources)?;
+        self.check_sections()?;
         Ok(())
     }
 }

@@ -11,9 +11,25 @@ use std::path::{Path, PathBuf};
 // are named here too, with the rest of the contract.
 pub use crate::proxy_config::{ResponderConfig, DEFAULT_INBOX_MAXLEN, DEFAULT_REPLY_MAX_BYTES};
 
-/// Names no responder app may take: the built-in sources, agents'
-/// consultations and the built-in `ops` responder.
-pub const BUILTIN_FAMILIES: &[&str] = &["webhook", "email", "discord", "consult", "ops"];
+/// Defines [`BUILTIN_FAMILIES`] from the sources of
+/// [`crate::with_sources`].
+macro_rules! builtin_families {
+    (
+        early { $($early:ident : $early_ty:ty,)* }
+        late { $($late:ident : $late_ty:ty,)* }
+    ) => {
+        /// Names no responder app may take: the built-in sources, agents'
+        /// consultations and the built-in `ops` responder.
+        pub const BUILTIN_FAMILIES: &[&str] = &[
+            $(stringify!($early),)*
+            $(stringify!($late),)*
+            crate::consult::CONSULT,
+            "ops",
+        ];
+    };
+}
+
+crate::with_sources!(builtin_families);
 
 /// The fields of a reply that name the request it answers (the first is
 /// what `ops` writes; the second a shorter alias).
@@ -42,6 +58,14 @@ pub fn is_entry_id(id: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_builtin_families_are_the_sources_consult_and_ops() {
+        assert_eq!(
+            BUILTIN_FAMILIES,
+            ["webhook", "email", "discord", "consult", "ops"]
+        );
+    }
 
     #[test]
     fn entry_ids() {

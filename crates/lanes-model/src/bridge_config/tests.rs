@@ -191,3 +191,54 @@ fn a_section_error_names_its_source() {
         e => panic!("{e}"),
     }
 }
+
+#[test]
+fn the_sections_keep_their_places_in_the_file() {
+    let mut c = BridgeConfig::new(PathBuf::from("/r.sock"), "/p".into());
+    c.webhook = Some(WebhookConfig::new(
+        "127.0.0.1:1".parse().unwrap(),
+        "/t".into(),
+    ));
+    c.email = Some(serde_json::from_str(r#"{"maildir":"/m","smtp":"h:1"}"#).unwrap());
+    c.discord = Some(DiscordConfig::new("/d".into()));
+    c.consult = Some(serde_json::from_str("{}").unwrap());
+    c.shared_routes = true;
+    let text = serde_json::to_string(&c).unwrap();
+    // Where earlier releases wrote each key, so the file stays the same.
+    let keys = [
+        "redis",
+        "key_form",
+        "password_file",
+        "user",
+        "agents",
+        "sources",
+        "routes",
+        "default_agent",
+        "webhook",
+        "email",
+        "retry",
+        "outbox",
+        "inbox_maxlen",
+        "consult",
+        "discord",
+        "shared_routes",
+    ];
+    let at: Vec<usize> = keys
+        .iter()
+        .map(|k| {
+            text.find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("{k}: {text}"))
+        })
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+    assert_eq!(c.sections(), ["webhook", "email", "consult", "discord"]);
+    let e = serde_json::from_str::<BridgeConfig>(
+        r#"{"redis":"unix:///r","password_file":"/p","bogus":1}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("expected one of `redis`, `redis_socket`, `tls`, `key_form`, `password_file`, `user`, `agents`, `sources`, `routes`, `default_agent`, `webhook`, `email`, `retry`, `outbox`, `inbox_maxlen`, `consult`, `discord`, `shared_routes`"),
+        "{e}"
+    );
+}

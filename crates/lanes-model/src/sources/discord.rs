@@ -29,9 +29,11 @@
 //! before it is counted lost, default 8), `post_timeout_ms` (one REST
 //! request, default 10,000).
 
+use super::registry::{SecretOrigin, SecretSpec, SourceSettings};
 use super::section::{Presence, Section};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::error::Error;
+use std::path::{Path, PathBuf};
 
 /// The discord source's settings: `[lanes.discord]`, and the same keys of
 /// the bridge's `discord` section.
@@ -150,6 +152,54 @@ impl Section for DiscordConfig {
     fn check(&self, _sources: &[String]) -> Result<(), DiscordConfigError> {
         DiscordConfig::check(self)
     }
+}
+
+impl SourceSettings for DiscordSettings {
+    const NAME: &'static str = "discord";
+    const SECRET: Option<SecretSpec> = Some(SecretSpec {
+        name: "discord_token",
+        origin: SecretOrigin::Given {
+            what: "the bot token",
+            how: "write the bot token there (from the developer portal: your application → Bot → Reset Token), then chmod 600 it",
+        },
+    });
+    type Section = DiscordConfig;
+
+    fn served(&self) -> bool {
+        self.enabled
+    }
+
+    fn check_settings(&self, sources: &[String]) -> Result<(), Box<dyn Error + Send + Sync>> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if !sources.iter().any(|s| s == Self::NAME) {
+            return Err(Box::new(DiscordSettingsError::NotSource {
+                sources: sources.to_vec(),
+            }));
+        }
+        self.check()
+            .map_err(|e| Box::new(DiscordSettingsError::Config(e)).into())
+    }
+
+    fn section(self, bridge_dir: &Path) -> DiscordConfig {
+        let token = Self::SECRET.map(|s| s.file(bridge_dir)).unwrap_or_default();
+        DiscordConfig::of(self, token)
+    }
+}
+
+/// Why `[lanes.discord]` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscordSettingsError {
+    /// `[lanes.discord]` is enabled but `discord` is not a source.
+    #[error("[lanes.discord] is enabled but \"discord\" is not in lanes.sources {sources:?}; add it (sources = [\"webhook\", \"email\", \"discord\"])")]
+    NotSource {
+        /// The lanes' sources.
+        sources: Vec<String>,
+    },
+    /// A value of `[lanes.discord]` cannot be used.
+    #[error("lanes.{0}")]
+    Config(#[source] DiscordConfigError),
 }
 
 /// The first of `bounds` that is 0.

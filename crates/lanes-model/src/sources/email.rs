@@ -6,6 +6,7 @@
 //! address) and `domain` (`<agent>@<domain>` for agents without one).
 //! Nothing is secret: the relay takes mail from loopback without a login.
 
+use super::registry::SourceSettings;
 use super::section::{Presence, Section};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -34,5 +35,14 @@ impl Section for EmailSettings {
 
     fn check(&self, _sources: &[String]) -> Result<(), Self::Error> {
         Ok(())
+    }
+}
+
+impl SourceSettings for EmailSettings {
+    const NAME: &'static str = "email";
+    type Section = EmailSettings;
+
+    fn section(self, _bridge_dir: &std::path::Path) -> EmailSettings {
+        self
     }
 }

@@ -28,12 +28,14 @@
 //! default none), `max_body` (bytes, default 1 MiB) and `timeout_ms` (one
 //! delivery, default 10,000).
 
+use super::registry::{SecretOrigin, SecretSpec, SourceSettings};
 use super::section::{Presence, Section};
 use crate::consult::CONSULT;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::error::Error;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The webhook's settings: `[lanes.webhook]`, and the same keys of the
 /// bridge's `webhook` section.
@@ -196,6 +198,38 @@ impl Section for WebhookConfig {
         }
         Ok(())
     }
+}
+
+impl SourceSettings for WebhookSettings {
+    const NAME: &'static str = "webhook";
+    const SECRET: Option<SecretSpec> = Some(SecretSpec {
+        name: "webhook_token",
+        origin: SecretOrigin::Made,
+    });
+    type Section = WebhookConfig;
+
+    fn check_settings(&self, _sources: &[String]) -> Result<(), Box<dyn Error + Send + Sync>> {
+        match self.limits.zero() {
+            Some(key) => Err(Box::new(WebhookSettingsError::Limit { key })),
+            None => Ok(()),
+        }
+    }
+
+    fn section(self, bridge_dir: &Path) -> WebhookConfig {
+        let token = Self::SECRET.map(|s| s.file(bridge_dir)).unwrap_or_default();
+        WebhookConfig::of(self, token)
+    }
+}
+
+/// Why `[lanes.webhook]` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookSettingsError {
+    /// A deadline or cap of `[lanes.webhook.limits]` is 0.
+    #[error("lanes.webhook.limits.{key} must be positive: 0 would refuse every request")]
+    Limit {
+        /// The key.
+        key: &'static str,
+    },
 }
 
 /// Why the bridge's `webhook` section cannot be used.

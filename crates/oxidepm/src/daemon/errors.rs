@@ -308,7 +308,7 @@ impl From<lanes::Error> for ErrorBody {
             | E::RedisConf(_)
             | E::ProxyConf(_)
             | E::BridgeConf(_)
-            | E::WebhookToken(_)
+            | E::SourceToken { .. }
             | E::NotSetUp(_)
             | E::AdminCredential(_)
             | E::Connect(_)

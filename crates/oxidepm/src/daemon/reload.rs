@@ -192,16 +192,11 @@ impl Daemon {
         if applied.iter().any(|k| is_consult_key(k)) {
             self.lanes.set_consult(&config.lanes);
             self.rewrite_bridge();
-        } else if self
-            .lanes
-            .settings
-            .discord
-            .as_ref()
-            .is_some_and(|d| d.enabled)
-        {
-            // The bot token may be new (one Discord refused, put right in
-            // secrets/): the bridge is handed it, and its reload takes it
-            // up and starts the discord source again if it had stopped.
+        } else if crate::lanes::source_secret::given_served(&self.lanes.settings) {
+            // A secret the person writes (the bot token) may be new (one
+            // Discord refused, put right in secrets/): the bridge is handed
+            // it, and its reload takes it up and starts the source again
+            // if it had stopped.
             self.rewrite_bridge();
         }
         // Keys that wait keep their old value, so the next reload names

@@ -16,12 +16,14 @@ use super::layout::BRIDGE_APP;
 use super::programs::sibling;
 use super::report::group_pending;
 use super::server::Con;
+use super::settings::{LanesSettings, SOURCE_TABLES};
+use super::source_secret;
 use super::system_apps::{ensure_app, find_app, is_running};
 use crate::supervise::{control, lock, Shared};
 use oxidepm_lanes::bridge_config::{BridgeConfig, RouteConfig, STATUS_KEY};
 use oxidepm_lanes::consult::CONSULT;
 use oxidepm_lanes::secret as secrets;
-use oxidepm_lanes::sources::{DiscordConfig, WebhookConfig};
+use oxidepm_lanes::sources::{SecretOrigin, SecretSpec};
 use oxidepm_lanes::stream_key::{BRIDGE_GROUP, STATS_KEY, UNROUTED_KEY};
 use oxidepm_lanes::{AclUser, Secret, StreamKey};
 use oxidepm_proto::{
@@ -33,12 +35,14 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// The name of the webhook's bearer token among the secrets.
-const WEBHOOK_TOKEN: &str = "webhook_token";
-
 /// What is read of the running bridge: its counters, why its last
 /// reload failed (if it did) and its sources.
 type BridgeRead = (Counters, Option<String>, Vec<SourceReport>);
+
+/// A secret a source of the bridge's configuration needs: the source, the
+/// secret, and what the person wrote (read and checked before anything is
+/// written; `None` for one the daemon makes, copied as it is).
+type Handed = (&'static str, SecretSpec, Option<Secret>);
 
 impl Lanes {
     /// Routes: those of daemon.toml (`config`) then those added at runtime.
@@ -68,33 +72,30 @@ impl Lanes {
             return Ok(());
         };
         let l = &self.layout;
-        secrets::ensure(&l.secrets_dir(), WEBHOOK_TOKEN).map_err(Error::WebhookToken)?;
+        source_secret::ensure_made(&l.secrets_dir())
+            .map_err(|(source_name, error)| Error::SourceToken { source_name, error })?;
         if let Err(e) = self.refresh_server_agents().await {
             log::warn!("lanes: the other hosts' agents cannot be read now: {e}");
         }
         let routes: Vec<Route> = self.routes(shared).into_iter().map(|(r, _)| r).collect();
         let Some(conf) = self.bridge_conf(agents, &routes)? else {
             log::info!(
-                "lanes: no source is configured ([lanes.webhook], [lanes.email], [lanes.discord]); no bridge runs"
+                "lanes: no source is configured ({}); no bridge runs",
+                source_tables()
             );
             return Ok(());
         };
-        // The bot token is checked before anything is written: a token
-        // others could have read is not handed on.
-        let discord_token = match conf
-            .discord
-            .as_ref()
-            .map(|_| super::discord::read_token(&l.secrets_dir()))
-        {
-            None => None,
-            Some(Ok(t)) => Some(t),
-            Some(Err(e)) => return self.keep_bridge_stopped(shared, e.into()).await,
+        // A secret the person wrote (the bot token) is checked before
+        // anything is written: one others could have read is not handed on.
+        let handed = match handed_secrets(&l.secrets_dir(), &conf) {
+            Ok(h) => h,
+            Err(problem) => return self.keep_bridge_stopped(shared, problem).await,
         };
         let user = match self.prepare_bridge_user(agents, &conf).await {
             Ok(u) => u,
             Err(problem) => return self.keep_bridge_stopped(shared, problem).await,
         };
-        self.write_bridge_files(&conf, user.as_ref(), discord_token.as_ref())
+        self.write_bridge_files(&conf, user.as_ref(), &handed)
             .map_err(Error::BridgeConf)?;
         self.set_bridge_problem(None);
 
@@ -211,13 +212,13 @@ impl Lanes {
 
     /// Writes everything the bridge reads into `bridge/`, as `user`'s
     /// files: its configuration, and copies of its password and of the
-    /// webhook token and of the discord bot token, when given (the
-    /// canonical ones stay in `secrets/`).
+    /// secrets of its sources (`handed`; the canonical ones stay in
+    /// `secrets/`); a secret of a source it does not serve is removed.
     fn write_bridge_files(
         &self,
         conf: &BridgeConfig,
         user: Option<&BridgeUser>,
-        discord_token: Option<&Secret>,
+        handed: &[Handed],
     ) -> io::Result<()> {
         let l = &self.layout;
         self.write_bridge_json(conf, user)?;
@@ -229,18 +230,14 @@ impl Lanes {
             secrets::path(&l.secrets_dir(), AclUser::Bridge),
             l.bridge_password(),
         )?;
-        if conf.webhook.is_some() {
-            copy(
-                secrets::path(&l.secrets_dir(), WEBHOOK_TOKEN),
-                l.bridge_token(),
-            )?;
-        } else {
-            let _ = std::fs::remove_file(l.bridge_token());
-        }
-        match discord_token {
-            Some(t) => write_private(&l.bridge_discord_token(), t.expose().as_bytes(), user)?,
-            None => {
-                let _ = std::fs::remove_file(l.bridge_discord_token());
+        for (source, spec) in LanesSettings::source_secrets() {
+            let to = spec.file(&l.bridge_dir());
+            match handed.iter().find(|(s, ..)| *s == source) {
+                Some((_, _, Some(given))) => write_private(&to, given.expose().as_bytes(), user)?,
+                Some((_, _, None)) => copy(l.secrets_dir().join(spec.name), to)?,
+                None => {
+                    let _ = std::fs::remove_file(to);
+                }
             }
         }
         let _ = std::fs::remove_file(l.old_bridge_conf());
@@ -302,14 +299,10 @@ impl Lanes {
     /// their entries until one is configured.
     fn served_sources(&self) -> Vec<String> {
         let s = &self.settings;
+        let tables = s.served_tables();
         s.sources
             .iter()
-            .filter(|name| match name.as_str() {
-                "webhook" => s.webhook.is_some(),
-                "email" => s.email.is_some(),
-                "discord" => s.discord.as_ref().is_some_and(|d| d.enabled),
-                _ => false,
-            })
+            .filter(|name| tables.contains(&name.as_str()))
             .cloned()
             .chain(self.consults().then(|| CONSULT.to_string()))
             .collect()
@@ -350,19 +343,8 @@ impl Lanes {
     /// Each source's section: its settings of daemon.toml as they are,
     /// with the file of its secret (a copy in `bridge/`) where it has one.
     fn source_sections(&self, conf: &mut BridgeConfig) {
-        let (l, s) = (&self.layout, &self.settings);
-        conf.webhook = s
-            .webhook
-            .clone()
-            .map(|w| WebhookConfig::of(w, l.bridge_token()));
-        conf.email = s.email.clone();
+        self.settings.fill_sections(conf, &self.layout.bridge_dir());
         conf.consult = self.consults().then(|| self.consult_config());
-        if conf.sources.iter().any(|s| s == "discord") {
-            conf.discord = s
-                .discord
-                .clone()
-                .map(|d| DiscordConfig::of(d, l.bridge_discord_token()));
-        }
     }
 
     /// The routing table with where each route comes from, the default
@@ -469,8 +451,11 @@ impl Lanes {
         routes: &[Route],
     ) -> Result<(Vec<Option<String>>, Option<String>), Error> {
         let Some(conf) = self.bridge_conf(agents, routes)? else {
-            let why = "no source has settings ([lanes.webhook], [lanes.email], [lanes.discord]): no bridge runs";
-            return Ok((vec![Some(why.to_string()); routes.len()], None));
+            let why = format!(
+                "no source has settings ({}): no bridge runs",
+                source_tables()
+            );
+            return Ok((vec![Some(why); routes.len()], None));
         };
         let plan = conf.route_plan();
         let each = routes
@@ -521,6 +506,41 @@ impl Lanes {
             what.join("; ")
         ))
     }
+}
+
+/// The sources' tables of daemon.toml, as messages list them
+/// (`[lanes.webhook], [lanes.email], …`).
+fn source_tables() -> String {
+    SOURCE_TABLES
+        .iter()
+        .map(|t| format!("[lanes.{t}]"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The secrets the sources of `conf` need, those the person wrote read
+/// and checked; the problem of the first that cannot be handed on.
+fn handed_secrets(secrets_dir: &Path, conf: &BridgeConfig) -> Result<Vec<Handed>, Problem> {
+    let sections = conf.sections();
+    let mut handed = Vec::new();
+    for (source, spec) in LanesSettings::source_secrets() {
+        if !sections.contains(&source) {
+            continue;
+        }
+        let given = match spec.origin {
+            SecretOrigin::Made => None,
+            SecretOrigin::Given { .. } => Some(
+                source_secret::read(secrets_dir, source, spec).map_err(|error| {
+                    Problem::SourceSecret {
+                        source_name: source,
+                        error,
+                    }
+                })?,
+            ),
+        };
+        handed.push((source, spec, given));
+    }
+    Ok(handed)
 }
 
 /// Reads the bridge's status hash, its counters and the pending entries

@@ -127,9 +127,16 @@ pub enum Problem {
         /// The failure.
         source: io::Error,
     },
-    /// The discord bot token cannot be handed to the bridge.
-    #[error("lanes.discord: {0}")]
-    DiscordToken(#[from] super::discord::TokenError),
+    /// A source's secret the person writes (the discord bot token)
+    /// cannot be handed to the bridge.
+    #[error("lanes.{source_name}: {error}")]
+    SourceSecret {
+        /// The source.
+        source_name: &'static str,
+        /// Why.
+        #[source]
+        error: super::source_secret::SecretFileError,
+    },
 }
 
 /// Why `useradd` did not make a user.

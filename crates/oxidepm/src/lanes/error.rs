@@ -35,9 +35,16 @@ pub enum Error {
     /// The bridge's configuration could not be written.
     #[error("cannot write the bridge configuration: {0}")]
     BridgeConf(#[source] io::Error),
-    /// The webhook's bearer token could not be made.
-    #[error("cannot make the webhook token: {0}")]
-    WebhookToken(#[source] io::Error),
+    /// A source's secret the daemon makes (the webhook's bearer token)
+    /// could not be made.
+    #[error("cannot make the {source_name} token: {error}")]
+    SourceToken {
+        /// The source.
+        source_name: &'static str,
+        /// Why.
+        #[source]
+        error: io::Error,
+    },
     /// The admin password cannot be read: the lanes were never set up.
     #[error("lanes are not set up: {0}")]
     NotSetUp(#[source] SecretError),

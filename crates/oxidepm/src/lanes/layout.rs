@@ -52,14 +52,6 @@ impl Layout {
     pub fn bridge_password(&self) -> PathBuf {
         self.bridge_dir().join("password")
     }
-    /// The bridge's copy of the webhook's bearer token.
-    pub fn bridge_token(&self) -> PathBuf {
-        self.bridge_dir().join("webhook_token")
-    }
-    /// The bridge's copy of the discord bot token.
-    pub fn bridge_discord_token(&self) -> PathBuf {
-        self.bridge_dir().join(super::discord::DISCORD_TOKEN)
-    }
     /// Where earlier versions kept the bridge's configuration.
     pub fn old_bridge_conf(&self) -> PathBuf {
         self.redis_dir().join("bridge.json")

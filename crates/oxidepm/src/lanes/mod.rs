@@ -18,7 +18,6 @@ pub mod bridge_user;
 pub mod budgets;
 mod conf_file;
 pub mod consult;
-pub mod discord;
 pub mod error;
 mod handle;
 pub mod layout;
@@ -38,6 +37,7 @@ pub mod server;
 pub mod settings;
 mod shared;
 pub mod shared_routes;
+pub mod source_secret;
 mod system_apps;
 
 pub use error::Error;

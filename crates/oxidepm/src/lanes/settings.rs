@@ -1,18 +1,20 @@
 //! The `[lanes]` section of daemon.toml. Each source's table
-//! (`[lanes.webhook]`, `[lanes.email]`, `[lanes.discord]`) is read into the
-//! source's one settings type of `oxidepm_lanes::sources`, which the
-//! bridge's file holds as is.
+//! (`[lanes.webhook]`, `[lanes.email]`, `[lanes.discord]`: those of
+//! `oxidepm_lanes::with_sources`) is read into the source's one settings
+//! type of `oxidepm_lanes::sources`, which the bridge's file holds as is;
+//! nothing here names a source.
 
 use oxidepm_lanes::consult::{ConsultLimits, ConsultRule, CONSULT};
 use oxidepm_lanes::proxy_config::DEFAULT_MAX_CONNECTIONS;
 use oxidepm_lanes::redis_url::Topology;
-use oxidepm_lanes::sources::{DiscordConfigError, DiscordSettings, EmailSettings, WebhookSettings};
+use oxidepm_lanes::sources::{SecretSpec, SectionError, SourceSettings};
 use oxidepm_lanes::stream_key::is_family_name;
+use oxidepm_lanes::BridgeConfig;
 use oxidepm_lanes::{AgentName, LimitsConfig, NameError, ProxyConfigError};
 use oxidepm_lanes::{KeyForm, RedisUrl, TlsFiles};
 use oxidepm_proto::{Route, RouteError};
 use serde::Deserialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where lanes live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -25,108 +27,190 @@ pub enum Backend {
     Off,
 }
 
-/// Settings of the lanes.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LanesSettings {
-    /// `redis` or `off`.
-    #[serde(default)]
-    pub backend: Backend,
-    /// Redis `appendfsync`: `everysec` (default), `always` or `no`.
-    #[serde(default = "everysec")]
-    pub appendfsync: String,
-    /// Outside channels each agent has an inbox and an outbox for.
-    #[serde(default = "default_sources")]
-    pub sources: Vec<String>,
-    /// Host services agents ask things of.
-    #[serde(default = "default_responders")]
-    pub responders: Vec<String>,
-    /// Commands per second one agent may send through its socket.
-    #[serde(default)]
-    pub rate_limit: Option<f64>,
-    /// Length cap (`MAXLEN ~`) applied to every XADD of an agent.
-    #[serde(default)]
-    pub maxlen: Option<u64>,
-    /// Routes of the bridge (more can be added at runtime).
-    #[serde(default)]
-    pub routes: Vec<Route>,
-    /// Agent that gets messages no route matches (else `bridge:unrouted`).
-    #[serde(default)]
-    pub default_agent: Option<AgentName>,
-    /// The webhook source.
-    #[serde(default)]
-    pub webhook: Option<WebhookSettings>,
-    /// The email source.
-    #[serde(default)]
-    pub email: Option<EmailSettings>,
-    /// The user the bridge runs as when the daemon runs as root (default
-    /// `oxidepm-bridge`, made when missing); unused otherwise.
-    #[serde(default)]
-    pub bridge_user: Option<String>,
-    /// The bridge's bounds.
-    #[serde(default)]
-    pub bridge: BridgeSettings,
-    /// Redis's `maxmemory`, bytes (default: see `lanes::budgets`).
-    #[serde(default)]
-    pub maxmemory: Option<u64>,
-    /// Bytes one agent's outboxes may hold, at most its share of the outbox
-    /// budget (default: that share; 0: none; see `lanes::budgets`).
-    #[serde(default)]
-    pub agent_quota: Option<u64>,
-    /// Connections one agent may have open on its lane at once.
-    #[serde(default = "default_max_connections")]
-    pub max_connections: usize,
-    /// `[lanes.limits]`: the proxy's bounds on what clients send.
-    #[serde(default)]
-    pub limits: LimitsConfig,
-    /// The scheme of `OXIDEPM_LANE`: `unix` (default) or the deprecated
-    /// `redis+unix` of earlier versions, kept for one release.
-    #[serde(default)]
-    pub lane_url_scheme: super::layout::LaneUrlScheme,
-    /// `[[lanes.consult]]`: which agent may ask which (`from`, `to`). With
-    /// at least one rule when the daemon starts, `consult` is a stream
-    /// family of every agent and the bridge routes it.
-    #[serde(default)]
-    pub consult: Vec<ConsultRule>,
-    /// `[lanes.consult_limits]`: the bounds of consulting.
-    #[serde(default)]
-    pub consult_limits: ConsultLimits,
-    /// The largest `MAXLEN` a responder app's reply may give (every reply
-    /// caps the inbox it goes to); default 1000.
-    #[serde(default)]
-    pub responder_inbox_maxlen: Option<u64>,
-    /// `[lanes.discord]`: the discord source.
-    #[serde(default)]
-    pub discord: Option<DiscordSettings>,
-    /// The largest reply of a responder app, in bytes of field names and
-    /// values; default 64 KiB.
-    #[serde(default)]
-    pub responder_reply_max_bytes: Option<usize>,
-    /// A Redis the daemon does not run, shared with other hosts (unset:
-    /// the private redis-server).
-    #[serde(default)]
-    pub redis_url: Option<RedisUrl>,
-    /// PEM file of the CA of a `rediss` server's certificate.
-    #[serde(default)]
-    pub tls_ca_file: Option<PathBuf>,
-    /// PEM file of a client certificate, for a server that asks for one.
-    #[serde(default)]
-    pub tls_cert_file: Option<PathBuf>,
-    /// PEM file of the client certificate's key.
-    #[serde(default)]
-    pub tls_key_file: Option<PathBuf>,
-    /// How agents' keys are written: `plain` (default on the private
-    /// Redis) or `tagged` (default with `redis_url`; a cluster needs it).
-    #[serde(default)]
-    pub key_form: Option<KeyForm>,
-    /// This host's id on a shared server, `[a-z0-9-]{1,40}` (default: from
-    /// the hostname and the home's path).
-    #[serde(default)]
-    pub host_id: Option<String>,
-    /// Seconds a claim of a name in the shared registry lasts unless
-    /// renewed (every third of it).
-    #[serde(default = "default_lease_secs")]
-    pub lease_secs: u64,
+/// Defines [`LanesSettings`] with a table for every source of
+/// `oxidepm_lanes::with_sources` (where earlier releases had each, so the
+/// "expected one of" list of an unknown key keeps its order), and what is
+/// done with every source the same way.
+macro_rules! lanes_settings {
+    (
+        early { $($early:ident : $early_ty:ty,)* }
+        late { $($late:ident : $late_ty:ty,)* }
+    ) => {
+        /// Settings of the lanes.
+        #[derive(Debug, Clone, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct LanesSettings {
+            /// `redis` or `off`.
+            #[serde(default)]
+            pub backend: Backend,
+            /// Redis `appendfsync`: `everysec` (default), `always` or `no`.
+            #[serde(default = "everysec")]
+            pub appendfsync: String,
+            /// Outside channels each agent has an inbox and an outbox for.
+            #[serde(default = "default_sources")]
+            pub sources: Vec<String>,
+            /// Host services agents ask things of.
+            #[serde(default = "default_responders")]
+            pub responders: Vec<String>,
+            /// Commands per second one agent may send through its socket.
+            #[serde(default)]
+            pub rate_limit: Option<f64>,
+            /// Length cap (`MAXLEN ~`) applied to every XADD of an agent.
+            #[serde(default)]
+            pub maxlen: Option<u64>,
+            /// Routes of the bridge (more can be added at runtime).
+            #[serde(default)]
+            pub routes: Vec<Route>,
+            /// Agent that gets messages no route matches (else `bridge:unrouted`).
+            #[serde(default)]
+            pub default_agent: Option<AgentName>,
+            $(
+                #[doc = concat!("`[lanes.", stringify!($early), "]`: the ", stringify!($early), " source.")]
+                #[serde(default)]
+                pub $early: Option<$early_ty>,
+            )*
+            /// The user the bridge runs as when the daemon runs as root (default
+            /// `oxidepm-bridge`, made when missing); unused otherwise.
+            #[serde(default)]
+            pub bridge_user: Option<String>,
+            /// The bridge's bounds.
+            #[serde(default)]
+            pub bridge: BridgeSettings,
+            /// Redis's `maxmemory`, bytes (default: see `lanes::budgets`).
+            #[serde(default)]
+            pub maxmemory: Option<u64>,
+            /// Bytes one agent's outboxes may hold, at most its share of the outbox
+            /// budget (default: that share; 0: none; see `lanes::budgets`).
+            #[serde(default)]
+            pub agent_quota: Option<u64>,
+            /// Connections one agent may have open on its lane at once.
+            #[serde(default = "default_max_connections")]
+            pub max_connections: usize,
+            /// `[lanes.limits]`: the proxy's bounds on what clients send.
+            #[serde(default)]
+            pub limits: LimitsConfig,
+            /// The scheme of `OXIDEPM_LANE`: `unix` (default) or the deprecated
+            /// `redis+unix` of earlier versions, kept for one release.
+            #[serde(default)]
+            pub lane_url_scheme: super::layout::LaneUrlScheme,
+            /// `[[lanes.consult]]`: which agent may ask which (`from`, `to`). With
+            /// at least one rule when the daemon starts, `consult` is a stream
+            /// family of every agent and the bridge routes it.
+            #[serde(default)]
+            pub consult: Vec<ConsultRule>,
+            /// `[lanes.consult_limits]`: the bounds of consulting.
+            #[serde(default)]
+            pub consult_limits: ConsultLimits,
+            /// The largest `MAXLEN` a responder app's reply may give (every reply
+            /// caps the inbox it goes to); default 1000.
+            #[serde(default)]
+            pub responder_inbox_maxlen: Option<u64>,
+            $(
+                #[doc = concat!("`[lanes.", stringify!($late), "]`: the ", stringify!($late), " source.")]
+                #[serde(default)]
+                pub $late: Option<$late_ty>,
+            )*
+            /// The largest reply of a responder app, in bytes of field names and
+            /// values; default 64 KiB.
+            #[serde(default)]
+            pub responder_reply_max_bytes: Option<usize>,
+            /// A Redis the daemon does not run, shared with other hosts (unset:
+            /// the private redis-server).
+            #[serde(default)]
+            pub redis_url: Option<RedisUrl>,
+            /// PEM file of the CA of a `rediss` server's certificate.
+            #[serde(default)]
+            pub tls_ca_file: Option<PathBuf>,
+            /// PEM file of a client certificate, for a server that asks for one.
+            #[serde(default)]
+            pub tls_cert_file: Option<PathBuf>,
+            /// PEM file of the client certificate's key.
+            #[serde(default)]
+            pub tls_key_file: Option<PathBuf>,
+            /// How agents' keys are written: `plain` (default on the private
+            /// Redis) or `tagged` (default with `redis_url`; a cluster needs it).
+            #[serde(default)]
+            pub key_form: Option<KeyForm>,
+            /// This host's id on a shared server, `[a-z0-9-]{1,40}` (default: from
+            /// the hostname and the home's path).
+            #[serde(default)]
+            pub host_id: Option<String>,
+            /// Seconds a claim of a name in the shared registry lasts unless
+            /// renewed (every third of it).
+            #[serde(default = "default_lease_secs")]
+            pub lease_secs: u64,
+        }
+
+        /// The `[lanes.<source>]` tables daemon.toml can have.
+        pub const SOURCE_TABLES: &[&str] = &[$(stringify!($early),)* $(stringify!($late),)*];
+
+        impl LanesSettings {
+            /// The sources whose table there is and asks the bridge to
+            /// serve them.
+            pub fn served_tables(&self) -> Vec<&'static str> {
+                let mut v = Vec::new();
+                $(if self.$early.as_ref().is_some_and(SourceSettings::served) {
+                    v.push(stringify!($early));
+                })*
+                $(if self.$late.as_ref().is_some_and(SourceSettings::served) {
+                    v.push(stringify!($late));
+                })*
+                v
+            }
+
+            /// Every source that has a secret, and its secret.
+            pub fn source_secrets() -> Vec<(&'static str, SecretSpec)> {
+                let all = [
+                    $((stringify!($early), <$early_ty as SourceSettings>::SECRET),)*
+                    $((stringify!($late), <$late_ty as SourceSettings>::SECRET),)*
+                ];
+                all.into_iter().filter_map(|(n, s)| Some((n, s?))).collect()
+            }
+
+            /// Checks the sources' settings of the `early` group, then of
+            /// the `late` one (where earlier releases checked each).
+            fn check_sources(&self, late: bool) -> Result<(), SectionError> {
+                if !late {
+                    $(check_source(self.$early.as_ref(), &self.sources)?;)*
+                } else {
+                    $(check_source(self.$late.as_ref(), &self.sources)?;)*
+                }
+                Ok(())
+            }
+
+            /// Puts each source's section into `conf`: its settings as they
+            /// are, with its secret's file in `bridge_dir`, when the bridge
+            /// serves it.
+            pub fn fill_sections(&self, conf: &mut BridgeConfig, bridge_dir: &Path) {
+                $(conf.$early = section_of(self.$early.as_ref(), bridge_dir);)*
+                $(conf.$late = section_of(self.$late.as_ref(), bridge_dir);)*
+            }
+        }
+    };
+}
+
+oxidepm_lanes::with_sources!(lanes_settings);
+
+/// Checks one source's settings, the error naming the source.
+fn check_source<S: SourceSettings>(
+    settings: Option<&S>,
+    sources: &[String],
+) -> Result<(), SectionError> {
+    match settings {
+        Some(s) => s.check_settings(sources).map_err(|cause| SectionError {
+            source_name: S::NAME,
+            cause,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The section of one source's settings, when the bridge serves it.
+fn section_of<S: SourceSettings>(settings: Option<&S>, bridge_dir: &Path) -> Option<S::Section> {
+    settings
+        .filter(|s| s.served())
+        .cloned()
+        .map(|s| s.section(bridge_dir))
 }
 
 /// The default `lease_secs`.
@@ -215,18 +299,9 @@ impl LanesSettings {
                 return Err(SettingsError::BridgeUser { name: u.clone() });
             }
         }
-        if let Some(key) = self.webhook.as_ref().and_then(|w| w.limits.zero()) {
-            return Err(SettingsError::WebhookLimit { key });
-        }
+        self.check_sources(false)?;
         self.check_consult()?;
-        if let Some(d) = self.discord.as_ref().filter(|d| d.enabled) {
-            if !self.sources.iter().any(|s| s == "discord") {
-                return Err(SettingsError::DiscordNotSource {
-                    sources: self.sources.clone(),
-                });
-            }
-            d.check().map_err(SettingsError::Discord)?;
-        }
+        self.check_sources(true)?;
         let b = &self.bridge;
         if b.max_entry_bytes == Some(0)
             || b.buffer_bytes == Some(0)
@@ -449,12 +524,6 @@ pub enum SettingsError {
         /// The value as given.
         name: String,
     },
-    /// A deadline or cap of `[lanes.webhook.limits]` is 0.
-    #[error("lanes.webhook.limits.{key} must be positive: 0 would refuse every request")]
-    WebhookLimit {
-        /// The key.
-        key: &'static str,
-    },
     /// A bound of `[lanes.bridge]` is 0.
     #[error(
         "lanes.bridge: max_entry_bytes, buffer_bytes, dead_maxlen and dead_entry_bytes must be positive (leave one out for its default)"
@@ -518,13 +587,7 @@ pub enum SettingsError {
     /// The shared server's settings do not fit together.
     #[error("lanes: {0}")]
     Shared(String),
-    /// `[lanes.discord]` is enabled but `discord` is not a source.
-    #[error("[lanes.discord] is enabled but \"discord\" is not in lanes.sources {sources:?}; add it (sources = [\"webhook\", \"email\", \"discord\"])")]
-    DiscordNotSource {
-        /// The lanes' sources.
-        sources: Vec<String>,
-    },
-    /// A value of `[lanes.discord]` cannot be used.
-    #[error("lanes.{0}")]
-    Discord(#[source] DiscordConfigError),
+    /// A source's table (`[lanes.<source>]`) cannot be used.
+    #[error(transparent)]
+    Source(#[from] SectionError),
 }

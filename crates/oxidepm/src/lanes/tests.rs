@@ -309,3 +309,46 @@ fn on_a_shared_server_the_proxy_and_bridge_are_told_where_and_how() {
         "agent_alice"
     );
 }
+
+#[test]
+fn an_unknown_lanes_key_lists_the_source_tables_where_they_were() {
+    let e = toml::from_str::<LanesSettings>("bogus = 1")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "expected one of `backend`, `appendfsync`, `sources`, `responders`, `rate_limit`, \
+             `maxlen`, `routes`, `default_agent`, `webhook`, `email`, `bridge_user`, `bridge`, \
+             `maxmemory`, `agent_quota`, `max_connections`, `limits`, `lane_url_scheme`, \
+             `consult`, `consult_limits`, `responder_inbox_maxlen`, `discord`, \
+             `responder_reply_max_bytes`, `redis_url`, `tls_ca_file`, `tls_cert_file`, \
+             `tls_key_file`, `key_form`, `host_id`, `lease_secs`"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn each_source_s_check_names_its_table() {
+    let bad = |text: &str| {
+        let s: LanesSettings = toml::from_str(text).unwrap();
+        s.check().unwrap_err().to_string()
+    };
+    assert_eq!(
+        bad("[webhook.limits]\nbody_ms = 0"),
+        "lanes.webhook.limits.body_ms must be positive: 0 would refuse every request"
+    );
+    assert_eq!(
+        bad("[discord]\nenabled = true"),
+        "[lanes.discord] is enabled but \"discord\" is not in lanes.sources [\"webhook\", \"email\"]; \
+         add it (sources = [\"webhook\", \"email\", \"discord\"])"
+    );
+    assert_eq!(
+        bad("sources = [\"discord\"]\n[discord]\nenabled = true\napi_url = \"ftp://x\""),
+        "lanes.discord.api_url \"ftp://x\": use http://host[:port] or https://host[:port] with no path, \
+         or leave it out for https://discord.com"
+    );
+    // A discord table that is off is not checked, as before.
+    let off: LanesSettings = toml::from_str("[discord]\napi_url = \"ftp://x\"").unwrap();
+    assert!(off.check().is_ok());
+}

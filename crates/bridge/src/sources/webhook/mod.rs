@@ -166,16 +166,16 @@ impl WebhookSource {
             client: client::HttpClient::new(),
         })
     }
-
-    /// The address actually listened on (the port, when 0 was asked for).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
 }
 
 impl Source for WebhookSource {
     fn name(&self) -> &str {
         NAME
+    }
+
+    // The address actually listened on (the port, when 0 was asked for).
+    fn listen_addr(&self) -> Option<SocketAddr> {
+        Some(self.local_addr)
     }
 
     fn inbound(
