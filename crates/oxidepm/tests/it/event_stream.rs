@@ -499,7 +499,11 @@ fn a_grant_narrowed_by_a_config_reload_ends_open_subscriptions() {
     let chat = env.pid("chat");
     let out = env.home.join("logs/chat-out.log");
     let saw = |pid: u32| crate::harness::read(&out).contains(&format!("pid {pid}\""));
-    // The stream is open and shows web, in the grant.
+    // The stream is open (an event before it was would never show) and
+    // shows web, in the grant.
+    env.wait(60, "chat's subscription in place", || {
+        crate::harness::read(&out).contains("{\"subscribed\":")
+    });
     env.ok(&["restart", "web"]);
     let first = env.pid("web");
     env.wait(60, "web's restart streamed", || saw(first));
