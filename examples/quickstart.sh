@@ -70,5 +70,6 @@ lane="$OXIDEPM_HOME/lanes/alice.sock"
 redis-cli -s "$lane" XADD alice:ops:outbox '*' request '{"op":"stop","target":"web"}'
 redis-cli -s "$lane" XREAD BLOCK 10000 STREAMS alice:ops:inbox 0
 oxidepm status web
+oxidepm audit --actor ai:alice --limit 1
 
 oxidepm kill

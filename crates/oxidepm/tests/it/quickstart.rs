@@ -16,17 +16,37 @@ const AGENT_USER: &str = "oxpm-qs-alice";
 /// What the Quick start needs that this machine lacks (test.sh installs
 /// it all).
 fn missing() -> Option<String> {
+    const USER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     let checks: [(&str, &[&str]); 3] = [
         ("redis-cli", &["redis-cli", "--version"]),
         ("curl", &["curl", "--version"]),
         ("python3's redis module", &["python3", "-c", "import redis"]),
     ];
-    checks.iter().find_map(|(what, argv)| {
+    let lacking = checks.iter().find_map(|(what, argv)| {
         let ok = Command::new(argv[0])
             .args(&argv[1..])
             .output()
             .is_ok_and(|o| o.status.success());
         (!ok).then(|| what.to_string())
+    });
+    if lacking.is_some() || !nix::unistd::geteuid().is_root() {
+        return lacking;
+    }
+    // As root the agent runs under its own user with systemd's PATH for
+    // `User=`: its python3 is the system's, not one under root's home.
+    if test_user(AGENT_USER).is_none() {
+        return Some(format!(
+            "a user of its own for the agent ({AGENT_USER}, useradd)"
+        ));
+    }
+    let ok = Command::new("runuser")
+        .args(["-u", AGENT_USER, "--", "env"])
+        .arg(format!("PATH={USER_PATH}"))
+        .args(["python3", "-c", "import redis"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    (!ok).then(|| {
+        format!("redis-py for the system's python3, which {AGENT_USER} runs (apt-get install python3-redis)")
     })
 }
 
@@ -41,7 +61,6 @@ fn the_quick_start_shows_its_first_log_line_an_answer_and_a_refusal() {
     }
     let env = Env::new();
     if nix::unistd::geteuid().is_root() {
-        test_user(AGENT_USER).expect("a user for the agent");
         // The agent's user must reach its lane socket inside the home.
         std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     }
