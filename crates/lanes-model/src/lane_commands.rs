@@ -2,8 +2,8 @@
 //!
 //! Three things are made from [`LANE_COMMANDS`] and nothing else: the agent's
 //! ACL rules (`crate::acl`), the documentation of the proxy's filter and
-//! the README's list (both the Markdown of [`markdown`], which
-//! `docs/lane-commands.md` holds and the README repeats). The proxy's filter
+//! the list in `docs/lanes.md` (both the Markdown of [`markdown`], which
+//! `docs/lane-commands.md` holds and `docs/lanes.md` repeats). The proxy's filter
 //! is tested against the table: every command Redis knows is refused unless
 //! it is here, and each entry's example passes it (and Redis's ACL).
 //!
@@ -287,7 +287,7 @@ pub fn acl_rules(scopes: &[Scope]) -> Vec<String> {
         .collect()
 }
 
-/// The table as Markdown, for the filter's documentation and the README.
+/// The table as Markdown, for the filter's documentation and `docs/lanes.md`.
 pub fn markdown() -> String {
     let mut s = String::from("| command | where | why |\n|---|---|---|\n");
     for c in LANE_COMMANDS {
@@ -351,11 +351,11 @@ mod tests {
     const END: &str = "<!-- lane-commands: end -->";
 
     #[test]
-    fn the_readme_lists_the_table() {
-        let path = repo_file("README.md");
+    fn the_lanes_page_lists_the_table() {
+        let path = repo_file("docs/lanes.md");
         let readme = std::fs::read_to_string(&path).unwrap();
         let (Some(b), Some(e)) = (readme.find(BEGIN), readme.find(END)) else {
-            panic!("README.md has no generated list of lane commands ({BEGIN:?} … {END:?})");
+            panic!("docs/lanes.md has no generated list of lane commands ({BEGIN:?} … {END:?})");
         };
         let start = b + BEGIN.len();
         let want = markdown();
@@ -367,7 +367,7 @@ mod tests {
         assert_eq!(
             &readme[start..e],
             want,
-            "README.md's list of lane commands differs from LANE_COMMANDS: \
+            "docs/lanes.md's list of lane commands differs from LANE_COMMANDS: \
              run OXIDEPM_BLESS=1 cargo test -p oxidepm-lanes lane_commands"
         );
     }

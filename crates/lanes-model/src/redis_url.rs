@@ -195,7 +195,7 @@ impl FromStr for RedisUrl {
         if hosts.contains('@') {
             return Err(bad(
                 "a credential in the URL would sit in daemon.toml; put the admin user \
-                 and password in secrets/lanes_admin instead (see README, Several hosts)",
+                 and password in secrets/lanes_admin instead (see docs/hosts.md)",
             ));
         }
         let nodes = hosts

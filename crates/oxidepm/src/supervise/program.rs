@@ -27,6 +27,24 @@ pub fn app_path(spec: &AppSpec, other_user: bool) -> String {
     std::env::var("PATH").unwrap_or_else(|_| USER_PATH.to_string())
 }
 
+/// Whether `spec` runs Python: its program is `python`, `python3`,
+/// `python3.12`, … or a script ending `.py`. Such an app gets
+/// `PYTHONUNBUFFERED=1` unless it sets it, because Python block-buffers
+/// stdout into a pipe and its first lines would reach the log only after
+/// kilobytes of output (or never, for a quiet server).
+pub fn runs_python(spec: &AppSpec) -> bool {
+    let program = Path::new(&spec.command);
+    if program.extension().is_some_and(|e| e == "py") {
+        return true;
+    }
+    let name = program
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    name.strip_prefix("python")
+        .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
 /// The interpreter a script's `#!` line names, when that interpreter does
 /// not exist: what an exec's ENOENT means for a script that is there.
 pub fn missing_interpreter(program: &Path) -> Option<String> {
@@ -55,6 +73,37 @@ mod tests {
         assert_eq!(app_path(&s, true), USER_PATH);
         s.env.insert("PATH".into(), "/opt/bin".into());
         assert_eq!(app_path(&s, true), "/opt/bin");
+    }
+
+    #[test]
+    fn python_apps_are_told_not_to_buffer_unless_they_say_otherwise() {
+        let creds = crate::supervise::spawn::Creds {
+            name: "u".into(),
+            uid: nix::unistd::geteuid(),
+            gid: nix::unistd::getegid(),
+            groups: Vec::new(),
+            home: "/".into(),
+            shell: "/bin/sh".into(),
+        };
+        let unbuffered = |s: &AppSpec| {
+            crate::supervise::spawn::app_env(s, &creds, &[])
+                .into_iter()
+                .find(|(k, _)| k == "PYTHONUNBUFFERED")
+                .map(|(_, v)| v.to_string_lossy().into_owned())
+        };
+        for program in ["python3", "/usr/bin/python3.11", "python", "./serve.py"] {
+            let s = AppSpec::new("a", program, vec![]);
+            assert!(runs_python(&s), "{program}");
+            assert_eq!(unbuffered(&s).as_deref(), Some("1"), "{program}");
+        }
+        for program in ["node", "python3-config", "pythonista", "/opt/py"] {
+            let s = AppSpec::new("a", program, vec![]);
+            assert!(!runs_python(&s), "{program}");
+            assert_eq!(unbuffered(&s), None, "{program}");
+        }
+        let mut s = AppSpec::new("a", "python3", vec![]);
+        s.env.insert("PYTHONUNBUFFERED".into(), "".into());
+        assert_eq!(unbuffered(&s).as_deref(), Some(""));
     }
 
     #[test]

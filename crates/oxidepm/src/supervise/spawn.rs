@@ -294,7 +294,8 @@ pub fn parse_signal(name: &str) -> Option<Signal> {
 
 /// The environment an app gets: exactly its spec's variables, plus the
 /// basics a program expects (PATH, HOME, USER, LOGNAME, SHELL) when the spec
-/// does not set them, plus `extra` (the daemon's own variables for the app).
+/// does not set them, `PYTHONUNBUFFERED=1` for a Python app that does not
+/// set it, plus `extra` (the daemon's own variables for the app).
 /// Nothing of the daemon's environment leaks in except PATH, and that only
 /// to an app of the daemon's own user: another user's app gets a PATH it
 /// can search, and HOME, USER, LOGNAME and SHELL from its passwd entry, as
@@ -315,6 +316,10 @@ pub fn app_env(
         .or_insert_with(|| creds.name.clone());
     env.entry("SHELL".into())
         .or_insert_with(|| creds.shell.clone());
+    if super::program::runs_python(spec) {
+        env.entry("PYTHONUNBUFFERED".into())
+            .or_insert_with(|| "1".into());
+    }
     for (k, v) in extra {
         env.insert(k.clone(), v.clone());
     }

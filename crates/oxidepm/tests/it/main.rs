@@ -41,6 +41,7 @@ mod monit;
 mod ops;
 mod ops_limits;
 mod pm2_files;
+mod quickstart;
 mod recovery;
 mod reload;
 mod reload_config;
