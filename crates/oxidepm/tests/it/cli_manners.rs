@@ -338,7 +338,7 @@ fn local_mistakes_are_usage_errors_not_daemon_answers() {
             &["start", "--name", "x", "no-such-file"][..],
             "no-such-file",
         ),
-        (&["logs", "--since", "yesterday"][..], "--since"),
+        (&["logs", "--since", "tomorrow"][..], "--since"),
         (&["audit", "--until", "later"][..], "--until"),
     ] {
         let o = env.run(args);
