@@ -35,6 +35,7 @@ mod lifecycle;
 mod log_search;
 mod logs_big;
 mod logwriter;
+mod mcp;
 mod memory_pressure;
 mod metrics;
 mod monit;
