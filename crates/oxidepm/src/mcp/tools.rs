@@ -131,7 +131,8 @@ pub fn call(daemon: &Daemon, bounds: Bounds, name: &str, args: Value) -> Outcome
         "status" => status(daemon, parse::<StatusArgs>(name, args)?.app),
         "show" => {
             let a: AppArgs = parse(name, args)?;
-            daemon.call(name, Op::Show { target: a.app })
+            let apps = daemon.call(name, Op::Show { target: a.app })?;
+            Ok(json!({ "apps": apps }))
         }
         "logs" => logs(daemon, bounds, parse(name, args)?),
         "start" => op_on(parse::<AppArgs>(name, args)?.app, |target| Op::Start {
@@ -218,7 +219,7 @@ pub fn status(daemon: &Daemon, app: Option<String>) -> Outcome {
             Some(tag) => a["tags"]
                 .as_array()
                 .is_some_and(|t| t.iter().any(|t| t == tag)),
-            None => a["name"] == sel.as_str() || a["id"].to_string() == sel,
+            None => a["name"] == sel.as_str() || sel.parse::<u64>().is_ok_and(|id| a["id"] == id),
         })
         .cloned()
         .collect();

@@ -36,6 +36,8 @@ mod log_search;
 mod logs_big;
 mod logwriter;
 mod mcp;
+mod mcp_fuzz;
+mod mcp_inspector;
 mod memory_pressure;
 mod metrics;
 mod monit;
