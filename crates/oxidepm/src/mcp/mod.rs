@@ -15,6 +15,7 @@
 
 mod bounds;
 mod daemon;
+mod ports;
 mod resources;
 mod server;
 mod tools;

@@ -93,7 +93,7 @@ pub fn list() -> Vec<Tool> {
     let t = |name: &'static str, desc: &'static str, schema| Tool::new(name, desc, schema);
     vec![
         t("whoami", "Who the oxidepm daemon decided you are: actor (class:label), tier (read < control < manage < admin) and socket. Use it to tell a user why something was refused: the daemon decides from the connection, not from anything you claim.", schema_for_type::<Nothing>()),
-        t("status", "List supervised apps: name, status, pid, restarts, uptime, cpu, memory, health, kind, protected. Only apps you may read are listed.", schema_for_type::<StatusArgs>()),
+        t("status", "List supervised apps: name, status, pid, restarts, uptime, cpu, memory, health, kind, protected, and `listening` (the TCP ports its processes listen on). Only apps you may read are listed.", schema_for_type::<StatusArgs>()),
         t("show", "Everything about one app: its spec (environment values are redacted for an AI), state and log files.", schema_for_type::<AppArgs>()),
         t("logs", "Read an app's log: the newest lines, a time window, one stream, or a search (plain text or a regex, with context lines) across every kept log file including rotated ones. The result is bounded in bytes: `truncated` says lines were left out; ask for fewer lines, a narrower window or a more precise search.", schema_for_type::<LogsArgs>()),
         t("start", "Start existing apps. Refused (E_POLICY_DENIED) when your tier is below control or the app is outside your grant; a protected app a person stopped cannot be started by an AI (E_PROTECTED).", schema_for_type::<AppArgs>()),
@@ -204,9 +204,23 @@ pub fn when(field: &str, value: Option<String>) -> Result<Option<String>, Failur
         .transpose()
 }
 
-/// `status`, all apps or a selector's.
+/// `status`, all apps or a selector's, each with the TCP ports its
+/// processes listen on (`listening`, when this user can see them).
 pub fn status(daemon: &Daemon, app: Option<String>) -> Outcome {
-    let apps = daemon.call("status", Op::Status)?;
+    let mut apps = daemon.call("status", Op::Status)?;
+    if let Some(list) = apps.as_array_mut() {
+        let pids: Vec<u32> = list
+            .iter()
+            .filter_map(|a| a["pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
+            .collect();
+        let ports = super::ports::of(&pids);
+        for a in list.iter_mut() {
+            let pid = a["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
+            if let Some(p) = pid.and_then(|p| ports.get(&p)) {
+                a["listening"] = json!(p);
+            }
+        }
+    }
     let Some(sel) = app.filter(|a| a != "all") else {
         return Ok(json!({ "apps": apps }));
     };

@@ -503,3 +503,22 @@ fn inside_an_agent_s_tree_the_server_is_that_agent_and_cannot_read_another_s_log
         "{why}"
     );
 }
+
+#[test]
+fn status_names_the_ports_an_app_listens_on() {
+    if !have_sdk() {
+        return;
+    }
+    let env = Env::new();
+    let port = oxidepm_testkit::free_port();
+    // The listener is a child of the app's shell: the app's tree counts.
+    let cmd = format!("python3 -m http.server {port} --bind 127.0.0.1; true");
+    env.ok(&["start", "--name", "srv", "--", "sh", "-c", &cmd]);
+    env.wait(30, "the app to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let r = run(&env, json!([call("status", json!({ "app": "srv" }))]));
+    let app = &r[0]["structured"]["apps"][0];
+    assert_eq!(app["name"], "srv", "{app}");
+    assert_eq!(app["listening"], json!([port]), "{app}");
+}
