@@ -6,7 +6,8 @@
 //!
 //! `transport` reads and writes bounded lines, `server` answers the
 //! protocol, `tools` turns a tool call into daemon requests, `wait` waits
-//! for an app, `resources` serves logs and events as resources, and
+//! for an app, `resources` serves logs and events as resources and
+//! `subscribe` tells their updates, `ports` finds listening ports, and
 //! `bounds` holds every limit.
 
 // A process of its own, like the CLI: the blocking client runs on
@@ -18,6 +19,7 @@ mod daemon;
 mod ports;
 mod resources;
 mod server;
+mod subscribe;
 mod tools;
 mod transport;
 mod wait;

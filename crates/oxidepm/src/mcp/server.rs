@@ -6,11 +6,12 @@
 
 use super::bounds::{self, Bounds};
 use super::daemon::{Daemon, Failure};
-use super::{resources, tools, transport, wait};
+use super::{resources, subscribe, tools, transport, wait};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
@@ -30,6 +31,7 @@ pub struct Server {
     daemon: Arc<Daemon>,
     bounds: Bounds,
     calls: Arc<Semaphore>,
+    subscriptions: subscribe::Subscriptions,
 }
 
 /// Serves one client on stdin and stdout until it closes them.
@@ -38,6 +40,7 @@ pub async fn serve(daemon: Daemon, bounds: Bounds) -> Result<(), String> {
         daemon: Arc::new(daemon),
         bounds,
         calls: Arc::new(Semaphore::new(bounds.calls)),
+        subscriptions: subscribe::Subscriptions::default(),
     };
     let io = transport::Bounded::new(tokio::io::stdin(), tokio::io::stdout());
     let running = server
@@ -107,6 +110,7 @@ impl ServerHandler for Server {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .build(),
         )
         .with_server_info(Implementation::new("oxidepm", env!("CARGO_PKG_VERSION")))
@@ -190,5 +194,38 @@ impl ServerHandler for Server {
             .await
             .map_err(resource_error)?;
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    // resources/subscribe is what the clients of the 2025 revisions (the
+    // ones that negotiate with initialize) send.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let (subs, daemon, peer) = (
+            self.subscriptions.clone(),
+            self.daemon.clone(),
+            context.peer.clone(),
+        );
+        tokio::task::spawn_blocking(move || subs.add(daemon, peer, &request.uri))
+            .await
+            .unwrap_or_else(|e| {
+                Err(format!(
+                    "the subscription failed inside the MCP server: {e}"
+                ))
+            })
+            .map_err(|m| ErrorData::invalid_params(m, None))
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.remove(&request.uri);
+        Ok(())
     }
 }

@@ -13,8 +13,18 @@ import os
 import sys
 
 import anyio
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+# The URIs of notifications/resources/updated, as they come.
+UPDATES_TX, UPDATES = anyio.create_memory_object_stream(100)
+
+
+async def on_message(message):
+    message = getattr(message, "root", message)
+    if isinstance(message, types.ResourceUpdatedNotification):
+        await UPDATES_TX.send(str(message.params.uri))
 
 
 def out(obj):
@@ -67,6 +77,12 @@ async def step(session, i, s):
             await started.wait()
             tg.cancel_scope.cancel()
         out({"step": i, "cancelled": True})
+    elif op == "subscribe":
+        await session.subscribe_resource(s["uri"])
+        out({"step": i, "subscribed": s["uri"]})
+    elif op == "await_update":
+        uri = await UPDATES.receive()
+        out({"step": i, "updated": uri})
     elif op == "resources":
         rs = (await session.list_resources()).resources
         out({"step": i, "uris": [str(r.uri) for r in rs]})
@@ -83,7 +99,7 @@ async def main():
         command=bin_, args=["mcp", *sys.argv[3:]], env=dict(os.environ)
     )
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, message_handler=on_message) as session:
             init = await session.initialize()
             out({"init": {
                 "protocol": init.protocol_version,
