@@ -1,5 +1,5 @@
 //! `mcp`: `oxidepm mcp` driven by the official MCP Python SDK over stdio
-//! (`mcp.py` beside this file): `tools/call status` round trips with N
+//! (`mcp_client.py` beside this file): `tools/call status` round trips with N
 //! apps, timed in the client (target p50 <= 2 ms), and the server's RSS
 //! idle and at its peak through a search of a big log (targets 8 and
 //! 16 MiB). The search itself runs in the daemon; the server holds only
@@ -15,7 +15,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 /// The client script, written next to the home at run time.
-const CLIENT: &str = include_str!("mcp.py");
+const CLIENT: &str = include_str!("mcp_client.py");
 
 struct Client {
     child: Child,
@@ -100,7 +100,8 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             ));
         }
 
-        let py = sb.home().join("mcp.py");
+        // Not `mcp.py`: that name would shadow the SDK's package.
+        let py = sb.home().join("mcp_client.py");
         std::fs::write(&py, CLIENT).map_err(|e| e.to_string())?;
         let mut child = Command::new("python3")
             .arg(&py)

@@ -1,7 +1,7 @@
 """The `mcp` benchmark's client: the official MCP Python SDK driving
 `oxidepm mcp` over stdio, timed in-process.
 
-    python3 mcp.py OXIDEPM_BIN
+    python3 mcp_client.py OXIDEPM_BIN
 
 Prints {"ready": true} once initialized, then answers each command read
 from stdin with one JSON line:
