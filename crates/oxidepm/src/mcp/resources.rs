@@ -17,7 +17,7 @@ const LOG_LINES: usize = 200;
 
 /// The resources the caller may read.
 pub fn list(daemon: &Daemon) -> Result<Vec<Resource>, Failure> {
-    let apps = tools::status(daemon, None)?;
+    let apps = tools::status(daemon, None, false)?;
     let mut out = vec![Resource::new(EVENTS, "events")
         .with_description("Recent lifecycle events of the apps you may read, with their actors")];
     for a in apps["apps"].as_array().into_iter().flatten() {

@@ -128,7 +128,7 @@ pub fn call(daemon: &Daemon, bounds: Bounds, name: &str, args: Value) -> Outcome
             parse::<Nothing>(name, args)?;
             daemon.call(name, Op::Whoami)
         }
-        "status" => status(daemon, parse::<StatusArgs>(name, args)?.app),
+        "status" => status(daemon, parse::<StatusArgs>(name, args)?.app, true),
         "show" => {
             let a: AppArgs = parse(name, args)?;
             let apps = daemon.call(name, Op::Show { target: a.app })?;
@@ -204,44 +204,49 @@ pub fn when(field: &str, value: Option<String>) -> Result<Option<String>, Failur
         .transpose()
 }
 
-/// `status`, all apps or a selector's, each with the TCP ports its
-/// processes listen on (`listening`, when this user can see them).
-pub fn status(daemon: &Daemon, app: Option<String>) -> Outcome {
-    let mut apps = daemon.call("status", Op::Status)?;
-    if let Some(list) = apps.as_array_mut() {
-        let pids: Vec<u32> = list
-            .iter()
-            .filter_map(|a| a["pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
-            .collect();
-        let ports = super::ports::of(&pids);
-        for a in list.iter_mut() {
-            let pid = a["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
-            if let Some(p) = pid.and_then(|p| ports.get(&p)) {
+/// `status`, all apps or a selector's; with `ports`, each with the TCP
+/// ports its processes listen on (`listening`, when this user can see
+/// them), looked up for the selected apps only.
+pub fn status(daemon: &Daemon, app: Option<String>, ports: bool) -> Outcome {
+    let all = daemon.call("status", Op::Status)?;
+    let all = match all {
+        Value::Array(list) => list,
+        other => return Ok(json!({ "apps": other })),
+    };
+    let mut apps: Vec<Value> = match app.filter(|a| a != "all") {
+        None => all,
+        Some(sel) => {
+            let tag = sel.strip_prefix('@');
+            let picked: Vec<Value> = all
+                .into_iter()
+                .filter(|a| match tag {
+                    Some(tag) => a["tags"]
+                        .as_array()
+                        .is_some_and(|t| t.iter().any(|t| t == tag)),
+                    None => {
+                        a["name"] == sel.as_str()
+                            || sel.parse::<u64>().is_ok_and(|id| a["id"] == id)
+                    }
+                })
+                .collect();
+            if picked.is_empty() {
+                return Err(Failure {
+                    code: "E_NOT_FOUND".into(),
+                    message: format!("no app matches {sel:?} among the apps you may read; `status` with no app lists them"),
+                });
+            }
+            picked
+        }
+    };
+    if ports {
+        let pid = |a: &Value| a["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
+        let pids: Vec<u32> = apps.iter().filter_map(pid).collect();
+        let found = super::ports::of(&pids);
+        for a in apps.iter_mut() {
+            if let Some(p) = pid(a).and_then(|p| found.get(&p)) {
                 a["listening"] = json!(p);
             }
         }
-    }
-    let Some(sel) = app.filter(|a| a != "all") else {
-        return Ok(json!({ "apps": apps }));
-    };
-    let tag = sel.strip_prefix('@');
-    let apps: Vec<Value> = apps
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| match tag {
-            Some(tag) => a["tags"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t == tag)),
-            None => a["name"] == sel.as_str() || sel.parse::<u64>().is_ok_and(|id| a["id"] == id),
-        })
-        .cloned()
-        .collect();
-    if apps.is_empty() {
-        return Err(Failure {
-            code: "E_NOT_FOUND".into(),
-            message: format!("no app matches {sel:?} among the apps you may read; `status` with no app lists them"),
-        });
     }
     Ok(json!({ "apps": apps }))
 }

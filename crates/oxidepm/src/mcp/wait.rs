@@ -157,7 +157,7 @@ fn reached(
 ) -> Result<Option<Value>, Failure> {
     match goal {
         Goal::State(want) => {
-            let apps = tools::status(daemon, Some(app.to_string()))?;
+            let apps = tools::status(daemon, Some(app.to_string()), false)?;
             let a = &apps["apps"][0];
             let status = a["status"].as_str().unwrap_or_default();
             let ok = match *want {
@@ -196,7 +196,7 @@ fn reached(
 
 /// The answer of a wait that timed out: the app's status and last lines.
 fn timed_out(daemon: &Daemon, bounds: Bounds, app: &str, waited: Duration) -> Outcome {
-    let status = tools::status(daemon, Some(app.to_string()))?;
+    let status = tools::status(daemon, Some(app.to_string()), false)?;
     let last = tools::logs(
         daemon,
         bounds,
