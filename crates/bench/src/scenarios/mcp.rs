@@ -138,6 +138,13 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             "  tools/call status, {} apps, {runs} calls: p50 {p50:.2} ms, p99 {p99:.2} ms",
             n + 1
         );
+        let one = c.ask(&format!("status {runs} big"))?;
+        let one_p50 = one["p50"].as_f64().unwrap_or(0.0);
+        say!(
+            "  tools/call status of one app among {}: p50 {one_p50:.2} ms, p99 {:.2} ms",
+            n + 1,
+            one["p99"].as_f64().unwrap_or(0.0)
+        );
         let after_status = procfs::status_bytes(server, "VmHWM").unwrap_or(0);
 
         let found = c.ask("search big needle-at-the-end")?;
@@ -164,6 +171,10 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             Row::info(
                 format!("mcp tools/call status, {} apps (p99)", n + 1),
                 format!("{p99:.2} ms"),
+            ),
+            Row::info(
+                format!("mcp tools/call status of 1 app among {} (p50)", n + 1),
+                format!("{one_p50:.2} ms"),
             ),
             Row::check(
                 "mcp server RSS idle".to_string(),

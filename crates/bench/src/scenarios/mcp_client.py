@@ -5,7 +5,8 @@
 
 Prints {"ready": true} once initialized, then answers each command read
 from stdin with one JSON line:
-    status N      N timed tools/call status round trips -> p50/p99 in ms
+    status N [APP]  N timed tools/call status round trips (every app, or
+                    one) -> p50/p99 in ms
     search APP TEXT  one logs search of APP's every kept file -> ms, lines
     quit
 """
@@ -45,7 +46,8 @@ async def main():
                     times, apps = [], 0
                     for _ in range(int(words[1])):
                         t0 = time.perf_counter()
-                        r = await session.call_tool("status", {})
+                        args = {"app": words[2].strip()} if len(words) > 2 else {}
+                        r = await session.call_tool("status", args)
                         times.append((time.perf_counter() - t0) * 1000)
                         apps = len(r.structured_content["apps"])
                     out({"p50": pct(times, 50), "p99": pct(times, 99), "apps": apps, "n": len(times)})

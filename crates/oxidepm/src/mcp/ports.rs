@@ -46,6 +46,23 @@ fn sockets(pid: u32) -> Option<HashSet<u64>> {
     )
 }
 
+/// The children of `pid`, from its threads' `children` files: only the
+/// apps' trees are read, never every process of the host.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
 /// For each of `pids` (an app's main process), the ports its process tree
 /// listens on; a pid whose tree cannot be read is left out.
 pub fn of(pids: &[u32]) -> HashMap<u32, Vec<u16>> {
@@ -54,12 +71,6 @@ pub fn of(pids: &[u32]) -> HashMap<u32, Vec<u16>> {
         return out;
     }
     let listen = listening();
-    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    if !listen.is_empty() {
-        for p in oxidepm_sys::procfs::all() {
-            children.entry(p.ppid).or_default().push(p.pid);
-        }
-    }
     for &root in pids {
         let mut ports = BTreeSet::new();
         let mut todo = vec![root];
@@ -73,7 +84,7 @@ pub fn of(pids: &[u32]) -> HashMap<u32, Vec<u16>> {
                 None if pid == root => readable = false,
                 None => {}
             }
-            todo.extend(children.get(&pid).into_iter().flatten());
+            todo.extend(children(pid));
         }
         if readable {
             out.insert(root, ports.into_iter().collect());
