@@ -19,10 +19,12 @@ install() {
   need_packages redis-server:redis-server redis-cli:redis-tools tmux:tmux \
     systemd-socket-activate:systemd useradd:passwd curl:curl python3:python3 pip3:python3-pip \
     node:nodejs npm:npm promtool:prometheus
-  need_python aiosmtpd redis
+  need_python aiosmtpd redis mcp
   # The majors the compatibility suite was checked with; the suite finds them
   # in target/compat, and with every library installed it must not skip.
   need_npm target/compat ioredis@6 redis@6
+  # The MCP tests drive `oxidepm mcp` with the Inspector's CLI too.
+  need_npm target/mcp @modelcontextprotocol/inspector@2
   need_rust_components rustfmt clippy
   need_nextest
 }
@@ -32,6 +34,8 @@ export OXIDEPM_REQUIRE_SMTP_SINK=1
 # With promtool installed, the metrics checks must not skip.
 export OXIDEPM_REQUIRE_PROMTOOL=1
 export OXIDEPM_REQUIRE_COMPAT=1
+# With the MCP Python SDK and the Inspector installed, the MCP tests must not skip.
+export OXIDEPM_REQUIRE_MCP=1
 
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings

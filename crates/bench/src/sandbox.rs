@@ -100,7 +100,7 @@ fn newest_mtime(dir: &Path, newest: &mut Option<(std::time::SystemTime, PathBuf)
                 newest_mtime(&path, newest);
             }
         } else if let Ok(m) = meta.modified() {
-            if newest.as_ref().map_or(true, |(t, _)| m > *t) {
+            if newest.as_ref().is_none_or(|(t, _)| m > *t) {
                 *newest = Some((m, path));
             }
         }

@@ -166,7 +166,6 @@ impl Client {
 
     /// Names the front end the next requests come through, for their
     /// audit rows (`None`: the CLI itself).
-    #[allow(dead_code)] // until a front end other than the CLI is built in
     pub fn set_via(&mut self, via: Option<Via>) {
         self.via = via;
     }

@@ -16,6 +16,7 @@ mod cli;
 mod client;
 mod daemon;
 mod lanes;
+mod mcp;
 mod paths;
 mod server;
 mod store;

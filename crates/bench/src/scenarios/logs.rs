@@ -118,7 +118,7 @@ impl Rounds {
         let dcpu = median(&self.daemon_cpu);
         self.say_medians(n, log_rounds);
         say!("  target: all lines kept; <= 1.2x a plain file write; daemon CPU <= 0.2 s");
-        let lines = if n % 1_000_000 == 0 {
+        let lines = if n.is_multiple_of(1_000_000) {
             format!("{}M lines", n / 1_000_000)
         } else {
             format!("{}k lines", n / 1000)

@@ -11,6 +11,7 @@ mod kill2000;
 mod logs;
 mod logs_read;
 mod logwriter;
+mod mcp;
 mod memwatch;
 mod metrics;
 mod proxy;
@@ -129,6 +130,11 @@ pub const ALL: &[Scenario] = &[
         name: "hosts",
         about: "lanes past one host: webhook -> inbox -> agent -> outbox -> sink msgs/s and p50/p99 through 1, 2, 3 bridges on a private, a shared TCP and a clustered Redis",
         run: hosts::run,
+    },
+    Scenario {
+        name: "mcp",
+        about: "`oxidepm mcp` from the MCP Python SDK: tools/call status p50/p99 with N apps, the server's RSS idle and through a search of a 1 GiB log",
+        run: mcp::run,
     },
     Scenario {
         name: "adopt",

@@ -156,6 +156,9 @@ pub enum Command {
     Ping,
     /// Who the daemon thinks you are.
     Whoami,
+    /// Serve the Model Context Protocol on stdin/stdout, for AI agents
+    /// (on agent.sock: every call is class ai; see docs/mcp.md).
+    Mcp(crate::mcp::McpArgs),
     /// Audited requests.
     #[command(after_help = super::help::AUDIT)]
     Audit {

@@ -9,7 +9,7 @@
 mod say;
 pub mod appfile;
 mod args;
-mod connect;
+pub(crate) mod connect;
 mod error;
 mod exit;
 mod extras;
@@ -26,7 +26,7 @@ mod start;
 mod startup;
 mod terminal;
 mod verbs;
-mod when;
+pub(crate) mod when;
 
 pub use connect::ConnectError;
 pub use error::{Error, LocalError};
@@ -47,6 +47,13 @@ pub fn main() -> ExitCode {
     if let Command::Monit = cli.command {
         return monit::main();
     }
+    let cli = match cli {
+        Cli {
+            command: Command::Mcp(args),
+            ..
+        } => return crate::mcp::main(args),
+        cli => cli,
+    };
     match run(cli) {
         Ok(code) => code,
         Err(e) => exit::fail(&e, json),
@@ -73,7 +80,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         | Command::Whoami
         | Command::Audit { .. }) => read(c, out)?,
         Command::Route { action } => route(action, &out)?,
-        Command::Monit => {}
+        Command::Monit | Command::Mcp(_) => {}
         Command::Lanes { action } => lanes(action, &out)?,
         Command::Startup {
             user,
