@@ -56,20 +56,7 @@ pub fn read(daemon: &Daemon, bounds: Bounds, uri: &str) -> Result<ResourceConten
             .collect();
         rows.join("\n")
     } else if let Some(app) = app_of(uri) {
-        let got = tools::logs(
-            daemon,
-            bounds,
-            LogsArgs {
-                app: Some(app.to_string()),
-                lines: Some(LOG_LINES),
-                since: None,
-                until: None,
-                stream: None,
-                search: None,
-                regex: false,
-                context: 0,
-            },
-        )?;
+        let got = tools::logs(daemon, bounds, LogsArgs::tail(app, LOG_LINES))?;
         let lines: Vec<&str> = got["lines"]
             .as_array()
             .into_iter()

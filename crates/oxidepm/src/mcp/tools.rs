@@ -76,6 +76,22 @@ pub struct LogsArgs {
     pub context: u32,
 }
 
+impl LogsArgs {
+    /// The last `lines` of `app`, both streams.
+    pub fn tail(app: &str, lines: usize) -> LogsArgs {
+        LogsArgs {
+            app: Some(app.to_string()),
+            lines: Some(lines),
+            since: None,
+            until: None,
+            stream: None,
+            search: None,
+            regex: false,
+            context: 0,
+        }
+    }
+}
+
 /// Recent events.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

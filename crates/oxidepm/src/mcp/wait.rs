@@ -176,14 +176,10 @@ fn reached(
                 daemon,
                 bounds,
                 LogsArgs {
-                    app: Some(app.to_string()),
-                    lines: Some(1),
                     since: Some(after.clone()),
-                    until: None,
-                    stream: None,
                     search: Some(pattern.clone()),
                     regex: *regex,
-                    context: 0,
+                    ..LogsArgs::tail(app, 1)
                 },
             )?;
             Ok(got["lines"]
@@ -197,20 +193,7 @@ fn reached(
 /// The answer of a wait that timed out: the app's status and last lines.
 fn timed_out(daemon: &Daemon, bounds: Bounds, app: &str, waited: Duration) -> Outcome {
     let status = tools::status(daemon, Some(app.to_string()), false)?;
-    let last = tools::logs(
-        daemon,
-        bounds,
-        LogsArgs {
-            app: Some(app.to_string()),
-            lines: Some(LAST_LINES),
-            since: None,
-            until: None,
-            stream: None,
-            search: None,
-            regex: false,
-            context: 0,
-        },
-    )?;
+    let last = tools::logs(daemon, bounds, LogsArgs::tail(app, LAST_LINES))?;
     Ok(json!({
         "reached": false,
         "timed_out": true,
