@@ -27,7 +27,15 @@
 //! its quota by that much until the next measurement, which the reserve
 //! also absorbs.
 
-use super::settings::LanesSettings;
+/// What the bounds are made from: `[lanes] maxmemory` and `agent_quota`
+/// as daemon.toml gives them (`LanesSettings` converts into it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Asked {
+    /// `maxmemory`, bytes.
+    pub maxmemory: Option<u64>,
+    /// `agent_quota`, bytes (0: none).
+    pub agent_quota: Option<u64>,
+}
 
 /// The most the default `maxmemory` is.
 const DEFAULT_CEILING: u64 = 1 << 30;
@@ -40,8 +48,9 @@ pub const MIN_MAXMEMORY: u64 = 16 << 20;
 
 /// `maxmemory` for the private Redis: `[lanes] maxmemory`, else the
 /// default for this host.
-pub fn maxmemory(settings: &LanesSettings) -> u64 {
+pub fn maxmemory(settings: impl Into<Asked>) -> u64 {
     settings
+        .into()
         .maxmemory
         .unwrap_or_else(|| default_maxmemory(host_memory()))
 }
@@ -50,13 +59,14 @@ pub fn maxmemory(settings: &LanesSettings) -> u64 {
 pub const OUTBOX_SHARE: u64 = 2;
 
 /// The bytes every agent's outboxes may hold together.
-pub fn outbox_budget(settings: &LanesSettings) -> u64 {
+pub fn outbox_budget(settings: impl Into<Asked>) -> u64 {
     maxmemory(settings) / OUTBOX_SHARE
 }
 
 /// The quota of each agent's outboxes with `agents` agents: its share of
 /// the outbox budget, or `[lanes] agent_quota` if lower (0: none).
-pub fn agent_quota(settings: &LanesSettings, agents: usize) -> Option<u64> {
+pub fn agent_quota(settings: impl Into<Asked>, agents: usize) -> Option<u64> {
+    let settings: Asked = settings.into();
     let share = (outbox_budget(settings) / agents.max(1) as u64).max(1);
     match settings.agent_quota {
         Some(0) => None,
@@ -67,7 +77,8 @@ pub fn agent_quota(settings: &LanesSettings, agents: usize) -> Option<u64> {
 
 /// What `oxidepm lanes` says when `[lanes] agent_quota` is more than an
 /// agent's share with `agents` agents, and so is not what holds.
-pub fn quota_note(settings: &LanesSettings, agents: usize) -> Option<String> {
+pub fn quota_note(settings: impl Into<Asked>, agents: usize) -> Option<String> {
+    let settings: Asked = settings.into();
     let q = settings.agent_quota.filter(|q| *q > 0)?;
     let held = agent_quota(settings, agents)?;
     (held < q).then(|| {
@@ -106,6 +117,7 @@ fn host_memory() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lanes::settings::LanesSettings;
 
     #[test]
     fn defaults_follow_the_host_within_bounds() {

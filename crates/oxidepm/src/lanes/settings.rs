@@ -441,6 +441,15 @@ impl LanesSettings {
     }
 }
 
+impl From<&LanesSettings> for super::budgets::Asked {
+    fn from(s: &LanesSettings) -> Self {
+        super::budgets::Asked {
+            maxmemory: s.maxmemory,
+            agent_quota: s.agent_quota,
+        }
+    }
+}
+
 /// Whether `s` can be a host id: 1 to 40 of `[a-z0-9-]`.
 pub fn is_host_id(s: &str) -> bool {
     (1..=40).contains(&s.len())

@@ -92,6 +92,27 @@ impl LogsArgs {
     }
 }
 
+/// What to wait for.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitArgs {
+    /// The app's name or id.
+    pub app: String,
+    /// `online`, `healthy`, `exited` (stopped or errored), or `log` (a line
+    /// matching `pattern`).
+    pub until: String,
+    /// For `log`: the text (or, with `regex`, the regular expression) a line must hold.
+    pub pattern: Option<String>,
+    /// `pattern` is a regular expression.
+    #[serde(default)]
+    pub regex: bool,
+    /// For `log`: only lines from this moment on (RFC 3339, or `10s`, `5m`
+    /// ago); the moment of the call when absent.
+    pub after: Option<String>,
+    /// Seconds to wait, default 30, at most 600.
+    pub timeout_secs: Option<u64>,
+}
+
 /// Recent events.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -119,7 +140,7 @@ pub fn list() -> Vec<Tool> {
         t("signal", "Send a signal (HUP, USR1, a number) to apps' processes. Refused like stop.", schema_for_type::<SignalArgs>()),
         t("reset", "Reset apps' restart counters and errored state. Refused when your tier is below control.", schema_for_type::<AppArgs>()),
         t("define", "Define (create or change) apps from specs in the app file's JSON shape. Needs the manage tier: with the default tiers an AI is refused (E_POLICY_DENIED) unless a person granted manage; repeat the refusal's text to the user.", schema_for_type::<DefineArgs>()),
-        t("wait", "Wait until an app is online, healthy or exited, or until a line matching a pattern appears in its log after a moment. Sends progress notifications while it waits and stops at once when cancelled. On timeout (default 30 s, at most 600 s) returns the app's status and its last log lines, so you can see why.", schema_for_type::<super::wait::WaitArgs>()),
+        t("wait", "Wait until an app is online, healthy or exited, or until a line matching a pattern appears in its log after a moment. Sends progress notifications while it waits and stops at once when cancelled. On timeout (default 30 s, at most 600 s) returns the app's status and its last log lines, so you can see why.", schema_for_type::<WaitArgs>()),
         t("events", "Recent lifecycle events (started, stopped, exited, restarted, errored, …) with the actor that caused each.", schema_for_type::<EventsArgs>()),
     ]
 }

@@ -7,11 +7,9 @@
 
 use super::bounds::Bounds;
 use super::daemon::{Daemon, Failure};
-use super::tools::{self, LogsArgs, Outcome};
+use super::tools::{self, LogsArgs, Outcome, WaitArgs};
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RoleServer};
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,27 +21,6 @@ const MAX_WAIT: u64 = 600;
 const DEFAULT_WAIT: u64 = 30;
 /// Log lines returned with a timed-out wait.
 const LAST_LINES: usize = 20;
-
-/// What to wait for.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WaitArgs {
-    /// The app's name or id.
-    pub app: String,
-    /// `online`, `healthy`, `exited` (stopped or errored), or `log` (a line
-    /// matching `pattern`).
-    pub until: String,
-    /// For `log`: the text (or, with `regex`, the regular expression) a line must hold.
-    pub pattern: Option<String>,
-    /// `pattern` is a regular expression.
-    #[serde(default)]
-    pub regex: bool,
-    /// For `log`: only lines from this moment on (RFC 3339, or `10s`, `5m`
-    /// ago); the moment of the call when absent.
-    pub after: Option<String>,
-    /// Seconds to wait, default 30, at most 600.
-    pub timeout_secs: Option<u64>,
-}
 
 /// What the wait is for, checked.
 enum Goal {
