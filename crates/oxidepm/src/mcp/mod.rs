@@ -16,6 +16,7 @@
 
 mod bounds;
 mod daemon;
+mod lane;
 mod ports;
 mod resources;
 mod server;

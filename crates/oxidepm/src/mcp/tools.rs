@@ -142,6 +142,8 @@ pub fn list() -> Vec<Tool> {
         t("define", "Define (create or change) apps from specs in the app file's JSON shape. Needs the manage tier: with the default tiers an AI is refused (E_POLICY_DENIED) unless a person granted manage; repeat the refusal's text to the user.", schema_for_type::<DefineArgs>()),
         t("wait", "Wait until an app is online, healthy or exited, or until a line matching a pattern appears in its log after a moment. Sends progress notifications while it waits and stops at once when cancelled. On timeout (default 30 s, at most 600 s) returns the app's status and its last log lines, so you can see why.", schema_for_type::<WaitArgs>()),
         t("events", "Recent lifecycle events (started, stopped, exited, restarted, errored, …) with the actor that caused each.", schema_for_type::<EventsArgs>()),
+        t("lane_read", "For an agent: read entries of your own inbox of a source (webhook, consult, …) through your own lane, waiting up to block_secs (at most 30) when it is empty; they are acknowledged unless ack is false (then read them again with pending). Refused outside an agent app (E_NO_LANE); the lane only ever reaches your own keys.", schema_for_type::<super::lane::LaneReadArgs>()),
+        t("lane_send", "For an agent: write one entry into your own outbox of a source (consult: to and text, or to, re and text to answer; webhook: what its route needs); the bridge delivers it. Refused outside an agent app (E_NO_LANE), and by the lane past your quota.", schema_for_type::<super::lane::LaneSendArgs>()),
     ]
 }
 
@@ -221,6 +223,8 @@ pub fn call(daemon: &Daemon, bounds: Bounds, name: &str, args: Value) -> Outcome
             };
             daemon.call(name, op)
         }
+        "lane_read" => super::lane::read(bounds, parse(name, args)?),
+        "lane_send" => super::lane::send(bounds, parse(name, args)?),
         other => Err(Failure::bad(format!(
             "no tool `{other}`: tools/list names the tools of this server"
         ))),

@@ -155,8 +155,21 @@ fn every_tool_is_listed_with_a_schema_and_works_against_a_real_daemon() {
     let tools = r[0]["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     for want in [
-        "whoami", "status", "show", "logs", "start", "stop", "restart", "reload", "signal",
-        "reset", "define", "wait", "events",
+        "whoami",
+        "status",
+        "show",
+        "logs",
+        "start",
+        "stop",
+        "restart",
+        "reload",
+        "signal",
+        "reset",
+        "define",
+        "wait",
+        "events",
+        "lane_read",
+        "lane_send",
     ] {
         assert!(names.contains(&want), "{want} in {names:?}");
     }
@@ -521,4 +534,94 @@ fn status_names_the_ports_an_app_listens_on() {
     let app = &r[0]["structured"]["apps"][0];
     assert_eq!(app["name"], "srv", "{app}");
     assert_eq!(app["listening"], json!([port]), "{app}");
+}
+
+#[test]
+fn an_agent_reads_its_inbox_and_writes_its_outbox_through_its_own_lane() {
+    if !have_sdk() || crate::harness::shared_lanes() {
+        return;
+    }
+    let env = Env::new();
+    env.daemon_toml("agents_share_uid = true\n");
+    crate::lanes::start_agents(&env, &["other"]);
+    // A message comes into helper's webhook inbox once its lane is made,
+    // while its session waits for one.
+    let env = std::sync::Arc::new(env);
+    let writer = {
+        let env = env.clone();
+        std::thread::spawn(move || {
+            let mut sys = crate::lanes::host_conn(&env, "sys");
+            env.wait(60, "helper's inbox and group", || {
+                crate::lanes::run(&mut sys, &["XINFO", "GROUPS", "helper:webhook:inbox"])
+                    .is_ok_and(|v| format!("{v:?}").contains("helper"))
+            });
+            crate::lanes::run(
+                &mut sys,
+                &[
+                    "XADD",
+                    "helper:webhook:inbox",
+                    "*",
+                    "channel",
+                    "support",
+                    "text",
+                    "hello helper",
+                ],
+            )
+            .unwrap();
+        })
+    };
+    let (r, _) = inside_agent(
+        &env,
+        "helper",
+        json!([
+            call(
+                "lane_read",
+                json!({ "source": "webhook", "block_secs": 30 })
+            ),
+            call("lane_read", json!({ "source": "webhook" })),
+            call(
+                "lane_send",
+                json!({ "source": "webhook", "fields": { "channel": "support", "text": "hi back" } })
+            ),
+            call("lane_read", json!({ "source": "../other" })),
+        ]),
+    );
+    let got = &r[0]["structured"]["entries"];
+    assert_eq!(got.as_array().map(Vec::len), Some(1), "{}", r[0]);
+    assert_eq!(got[0]["fields"]["text"], "hello helper");
+    assert_eq!(r[0]["structured"]["acked"], true);
+    assert_eq!(
+        r[1]["structured"]["entries"].as_array().map(Vec::len),
+        Some(0),
+        "acknowledged, not read twice: {}",
+        r[1]
+    );
+    writer.join().unwrap();
+    let mut sys = crate::lanes::host_conn(&env, "sys");
+    let id = r[2]["structured"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!id.is_empty(), "{}", r[2]);
+    assert_eq!(r[3]["is_error"], true, "{}", r[3]);
+    // The entry is in helper's outbox, nowhere else; nothing is pending.
+    let out = crate::lanes::run(&mut sys, &["XRANGE", "helper:webhook:outbox", &id, &id]).unwrap();
+    assert!(format!("{out:?}").contains("hi back"), "{out:?}");
+    let pending =
+        crate::lanes::run(&mut sys, &["XPENDING", "helper:webhook:inbox", "helper"]).unwrap();
+    assert!(
+        format!("{pending:?}").starts_with("array([int(0)"),
+        "{pending:?}"
+    );
+    // Outside an agent there is no lane.
+    let r = run(
+        &env,
+        json!([call("lane_read", json!({ "source": "webhook" }))]),
+    );
+    assert_eq!(r[0]["is_error"], true, "{}", r[0]);
+    assert!(
+        r[0]["text"].as_str().unwrap().contains("E_NO_LANE"),
+        "{}",
+        r[0]
+    );
 }
