@@ -1,4 +1,5 @@
-//! `stop`, `restart` and `delete` of an app file: the apps it defines.
+//! `status`, `stop`, `restart` and `delete` of an app file: the apps it
+//! defines.
 //!
 //! A target that is an existing file with an app file's extension
 //! (`.toml`, `.yaml`, `.json`, `*.config.js`, `.conf`, `.service`) stands

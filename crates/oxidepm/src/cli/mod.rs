@@ -148,7 +148,7 @@ fn kill(out: &output::Printer) -> Result<(), Error> {
         Ok(mut c) => {
             let killed: Killed = c.call_as(Op::Kill)?;
             connect::wait_gone();
-            out.value(&killed)?;
+            out.said(&killed, "every app is stopped and the daemon has exited")?;
         }
         Err(ConnectError::NoDaemon { .. } | ConnectError::Connect { .. }) => {
             if out.json {
@@ -254,11 +254,16 @@ fn route(action: args::RouteAction, out: &output::Printer) -> Result<(), Error> 
         args::RouteAction::List => {}
         args::RouteAction::Add(r) => {
             let added: RouteAdded = c.call_as(Op::RouteAdd { route: r.route() })?;
-            out.value(&added)?;
+            let text = format!(
+                "route added: {} (until a reload of daemon.toml or `route rm`)",
+                added.added.describe()
+            );
+            out.said(&added, &text)?;
         }
         args::RouteAction::Rm(r) => {
             let removed: RouteRemoved = c.call_as(Op::RouteRm { route: r.route() })?;
-            out.value(&removed)?;
+            let text = format!("route removed: {}", removed.removed.describe());
+            out.said(&removed, &text)?;
         }
     }
     Ok(())

@@ -118,6 +118,15 @@ impl Printer {
         };
     }
 
+    /// Prints `t` as JSON with `--json`, else the sentence `text`.
+    pub fn said<T: Serialize>(&self, t: &T, text: &str) -> io::Result<()> {
+        let mut out = io::stdout().lock();
+        if self.json {
+            return self.json_to(&mut out, &to_value(t));
+        }
+        writeln!(out, "{text}")
+    }
+
     /// Prints an answer that is one object: `key: value` lines for people.
     pub fn value<T: Serialize>(&self, t: &T) -> io::Result<()> {
         let v = to_value(t);

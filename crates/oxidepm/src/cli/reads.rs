@@ -31,9 +31,9 @@ pub fn status(out: &Printer, targets: Vec<String>) -> Result<ExitCode, Error> {
         out.warning(c.warning());
         return Ok(ExitCode::SUCCESS);
     }
-    let apps: Vec<AppInfo> = match c.call_as(Op::Show {
-        target: targets.join(","),
-    }) {
+    // An app file stands for its apps, as for stop and restart.
+    let target = super::files::selector(&targets)?;
+    let apps: Vec<AppInfo> = match c.call_as(Op::Show { target }) {
         Ok(apps) => apps,
         Err(ClientError::Daemon(b)) if b.code == ErrorCode::NotFound => {
             exit::fail(&Error::Client(ClientError::Daemon(b)), out.json);

@@ -165,9 +165,10 @@ fn body(code: ErrorCode, e: impl std::fmt::Display) -> ErrorBody {
 fn select_code(e: &SelectError) -> ErrorCode {
     match e {
         SelectError::Empty { .. } => ErrorCode::BadRequest,
-        SelectError::NoApps | SelectError::NoTag { .. } | SelectError::NoMatch { .. } => {
-            ErrorCode::NotFound
-        }
+        SelectError::NoApps
+        | SelectError::NoTag { .. }
+        | SelectError::NoMatch { .. }
+        | SelectError::IsTag { .. } => ErrorCode::NotFound,
     }
 }
 

@@ -32,6 +32,13 @@ pub enum SelectError {
         /// The part of the selector that matched nothing.
         selector: String,
     },
+    /// A name that no app has, but a tag that apps carry (supervisorctl's
+    /// `group:*`, pm2's namespace).
+    #[error("no app is named {selector:?}, but apps are tagged {selector:?}: select them with `@{selector}`")]
+    IsTag {
+        /// The name given.
+        selector: String,
+    },
 }
 
 /// Why the supervisor refused or failed a request.

@@ -45,6 +45,7 @@ mod monit;
 mod ops;
 mod ops_limits;
 mod pm2_files;
+mod pm2_habits;
 mod quickstart;
 mod recovery;
 mod reload;

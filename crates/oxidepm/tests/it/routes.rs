@@ -119,7 +119,11 @@ deliver = {{ "*" = "{}" }}
     assert!(err.contains("no agent named \"nobody\""), "{err}");
     let err = env.fails(&args(&add("c1", "alice")));
     assert!(err.contains("E_CONFLICT") && err.contains("carol"), "{err}");
-    env.ok(&args(&add("c2", "bob")));
+    let said = env.ok(&args(&add("c2", "bob")));
+    assert!(
+        said.starts_with("route added: webhook channel=c2 -> bob"),
+        "{said}"
+    );
     // The bridge takes it up on its reload (SIGHUP).
     env.wait(20, "bob's route in force", || {
         let (code, r) = post(port, &token, "c2");

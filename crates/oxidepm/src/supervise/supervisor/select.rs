@@ -50,6 +50,14 @@ impl Supervisor {
                     SelectError::NoTag {
                         tag: tag.to_string(),
                     }
+                } else if self
+                    .apps
+                    .values()
+                    .any(|a| a.spec.tags.iter().any(|t| t == part))
+                {
+                    SelectError::IsTag {
+                        selector: part.to_string(),
+                    }
                 } else {
                     SelectError::NoMatch {
                         selector: part.to_string(),
