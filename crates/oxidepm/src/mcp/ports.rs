@@ -8,12 +8,23 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
 
 /// The listening sockets' inodes and their ports, from /proc/net/tcp{,6}.
+/// Each read of those files walks the kernel's whole TCP hash table (about
+/// a millisecond on a host with much memory, however few sockets it has),
+/// and a read in small pieces walks it once per piece: each is read whole,
+/// in one buffer.
 fn listening() -> HashMap<u64, u16> {
+    use std::io::Read;
     let mut out = HashMap::new();
+    let mut buf = Vec::with_capacity(256 << 10);
     for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = fs::read_to_string(file) else {
+        buf.clear();
+        let Ok(mut f) = fs::File::open(file) else {
             continue;
         };
+        if f.read_to_end(&mut buf).is_err() {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&buf);
         for line in text.lines().skip(1) {
             let f: Vec<&str> = line.split_whitespace().collect();
             // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
@@ -64,31 +75,39 @@ fn children(pid: u32) -> Vec<u32> {
 }
 
 /// For each of `pids` (an app's main process), the ports its process tree
-/// listens on; a pid whose tree cannot be read is left out.
+/// listens on; a pid whose tree cannot be read is left out. The kernel's
+/// table of listening sockets is read only when some tree holds a socket.
 pub fn of(pids: &[u32]) -> HashMap<u32, Vec<u16>> {
-    let mut out = HashMap::new();
-    if pids.is_empty() {
-        return out;
-    }
-    let listen = listening();
+    let mut held: Vec<(u32, HashSet<u64>)> = Vec::new();
     for &root in pids {
-        let mut ports = BTreeSet::new();
+        let mut inodes = HashSet::new();
         let mut todo = vec![root];
         let mut readable = true;
         while let Some(pid) = todo.pop() {
-            if listen.is_empty() {
-                break;
-            }
             match sockets(pid) {
-                Some(s) => ports.extend(s.iter().filter_map(|i| listen.get(i))),
+                Some(s) => inodes.extend(s),
                 None if pid == root => readable = false,
                 None => {}
             }
             todo.extend(children(pid));
         }
         if readable {
-            out.insert(root, ports.into_iter().collect());
+            held.push((root, inodes));
         }
     }
-    out
+    let listen = if held.iter().any(|(_, s)| !s.is_empty()) {
+        listening()
+    } else {
+        HashMap::new()
+    };
+    held.into_iter()
+        .map(|(root, inodes)| {
+            let ports: BTreeSet<u16> = inodes
+                .iter()
+                .filter_map(|i| listen.get(i))
+                .copied()
+                .collect();
+            (root, ports.into_iter().collect())
+        })
+        .collect()
 }
