@@ -158,3 +158,15 @@ pub fn failure(e: ClientError) -> Failure {
         },
     }
 }
+
+/// Runs blocking daemon work off the runtime's thread.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(Failure {
+            code: "E_INTERNAL".into(),
+            message: format!("the call failed inside the MCP server: {e}"),
+        })
+    })
+}

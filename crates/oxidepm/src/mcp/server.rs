@@ -5,7 +5,7 @@
 //! the daemon's code and text, never a protocol error.
 
 use super::bounds::{self, Bounds};
-use super::daemon::{Daemon, Failure};
+use super::daemon::{blocking, Daemon, Failure};
 use super::{resources, subscribe, tools, transport, wait};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -90,18 +90,6 @@ fn resource_error(f: Failure) -> ErrorData {
         "E_BAD_REQUEST" => ErrorData::invalid_params(f.message, data),
         _ => ErrorData::internal_error(format!("{}: {}", f.code, f.message), data),
     }
-}
-
-/// Runs blocking daemon work off the runtime's thread.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
-) -> Result<T, Failure> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(Failure {
-            code: "E_INTERNAL".into(),
-            message: format!("the call failed inside the MCP server: {e}"),
-        })
-    })
 }
 
 impl ServerHandler for Server {

@@ -56,20 +56,7 @@ impl Subscriptions {
         // refused at subscribe rather than never updated.
         if let Some(app) = &app {
             daemon
-                .call(
-                    "subscribe",
-                    Op::Logs {
-                        target: app.clone(),
-                        lines: 0,
-                        follow: false,
-                        stream: None,
-                        since: None,
-                        until: None,
-                        grep: None,
-                        regex: false,
-                        context: 0,
-                    },
-                )
+                .call("subscribe", Op::logs_tail(app.clone(), 0))
                 .map_err(|f| format!("{}: {}", f.code, f.message))?;
         }
         let stop = Arc::new(AtomicBool::new(false));

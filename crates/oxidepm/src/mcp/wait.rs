@@ -6,7 +6,7 @@
 //! status and its last log lines: what a model needs to say why.
 
 use super::bounds::Bounds;
-use super::daemon::{Daemon, Failure};
+use super::daemon::{blocking, Daemon, Failure};
 use super::tools::{self, LogsArgs, Outcome, WaitArgs};
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RoleServer};
@@ -111,18 +111,6 @@ pub async fn run(
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
-}
-
-/// Runs blocking daemon work off the runtime's thread.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
-) -> Result<T, Failure> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(Failure {
-            code: "E_INTERNAL".into(),
-            message: format!("the wait's look at the daemon failed: {e}"),
-        })
-    })
 }
 
 /// What shows the goal is reached, if it is.
