@@ -294,6 +294,15 @@ impl Tree {
     fn add_tree(&mut self, root: &Path, top: &Path) -> Result<(), WatchError> {
         let mut queue = VecDeque::from([top.to_path_buf()]);
         while let Some(dir) = queue.pop_front() {
+            // Below the root, a directory swapped for a link since it was
+            // seen is not entered: the walk would list (and watch) where
+            // the link leads. The root itself may be a link its app named.
+            if dir != root {
+                match std::fs::symlink_metadata(&dir) {
+                    Ok(m) if m.is_dir() => {}
+                    _ => continue,
+                }
+            }
             self.add_one(root, &dir, true)?;
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;

@@ -143,3 +143,27 @@ fn changes_are_named_from_the_cwd_and_new_directories_are_watched() {
         .is_some());
     assert_eq!(t.dirs, before + 2, "new and new/deeper are watched");
 }
+
+#[test]
+fn a_directory_swapped_for_a_link_is_not_entered() {
+    let d = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    fs::create_dir_all(elsewhere.path().join("secret/deeper")).unwrap();
+    let root = d.path();
+    let (_fd, mut t) = Tree::new(&spec(&[], &[]), root, None).unwrap();
+    let top = t
+        .watched
+        .iter()
+        .find(|(_, (_, r))| r.as_os_str().is_empty())
+        .map(|(wd, _)| wd.clone())
+        .unwrap();
+    // Created as a directory, a link by the time the walk comes to it.
+    std::os::unix::fs::symlink(elsewhere.path(), root.join("new")).unwrap();
+    let before = t.dirs;
+    t.change(
+        &top,
+        EventMask::CREATE | EventMask::ISDIR,
+        Some(Path::new("new")),
+    );
+    assert_eq!(t.dirs, before, "nothing behind the link is watched");
+}
