@@ -66,12 +66,21 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl Op {
+    /// `logs --follow` of `target` from now on: new lines only.
+    pub fn logs_follow(target: String) -> Op {
+        Op::logs_of(target, 0, true)
+    }
+
     /// `logs` of the last `lines` lines of `target`'s files, nothing else.
     pub fn logs_tail(target: String, lines: usize) -> Op {
+        Op::logs_of(target, lines, false)
+    }
+
+    fn logs_of(target: String, lines: usize, follow: bool) -> Op {
         Op::Logs {
             target,
             lines,
-            follow: false,
+            follow,
             stream: None,
             since: None,
             until: None,

@@ -72,17 +72,7 @@ impl Subscriptions {
                     target: Some(app.clone()),
                     kinds: vec![],
                 },
-                Op::Logs {
-                    target: app.clone(),
-                    lines: 0,
-                    follow: true,
-                    stream: None,
-                    since: None,
-                    until: None,
-                    grep: None,
-                    regex: false,
-                    context: 0,
-                },
+                Op::logs_follow(app.clone()),
             ],
         };
         for op in ops {

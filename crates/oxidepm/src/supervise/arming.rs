@@ -19,15 +19,18 @@ impl Supervisor {
         let check = app.spec.health.clone();
         // Dropping the sender ends the watch armed for the old spec.
         app.watch_stop = None;
-        let watch = app.spec.watch.clone().map(|w| {
-            let cwd = app.spec.cwd.clone().unwrap_or_else(|| "/".into());
-            (w, std::path::PathBuf::from(cwd), app.spec.user.clone())
+        let watch = app.spec.watch.clone().map(|spec| watch::Armed {
+            id,
+            epoch,
+            spec,
+            cwd: app.spec.cwd.clone().unwrap_or_else(|| "/".into()).into(),
+            user: app.spec.user.clone(),
         });
         let Some(shared) = self.shared() else {
             return;
         };
-        if let Some((w, cwd, user)) = watch {
-            let stop = watch::arm(shared.clone(), id, epoch, w, cwd, user);
+        if let Some(armed) = watch {
+            let stop = watch::arm(shared.clone(), armed);
             if let Some(app) = self.app_mut(id) {
                 app.watch_stop = Some(stop);
             }

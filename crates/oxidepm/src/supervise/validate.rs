@@ -176,8 +176,11 @@ pub fn check_spec(spec: &AppSpec) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// The longest watch path or ignore pattern, in bytes.
+/// The longest watch path, in bytes.
 const MAX_WATCH_ITEM: usize = 4096;
+/// The longest ignore pattern, in bytes: each is matched against every
+/// change, so its cost per change is bounded too.
+const MAX_WATCH_GLOB: usize = 256;
 
 /// A watch's bounds: how many paths and patterns, how long each, and a
 /// delay of at most a minute; every pattern a glob.
@@ -190,10 +193,15 @@ fn check_watch(w: &oxidepm_proto::WatchSpec) -> Result<(), String> {
             w.ignore.len()
         ));
     }
-    for p in w.paths.iter().chain(&w.ignore) {
-        if p.is_empty() || p.len() > MAX_WATCH_ITEM || p.contains('\0') {
+    let items = w.paths.iter().map(|p| (p, MAX_WATCH_ITEM, "watch path"));
+    let globs = w
+        .ignore
+        .iter()
+        .map(|p| (p, MAX_WATCH_GLOB, "ignore_watch pattern"));
+    for (p, max, what) in items.chain(globs) {
+        if p.is_empty() || p.len() > max || p.contains('\0') {
             return Err(format!(
-                "watch path or ignore pattern {:?} must be 1 to {MAX_WATCH_ITEM} bytes with no NUL",
+                "{what} {:?} must be 1 to {max} bytes with no NUL",
                 p.chars().take(64).collect::<String>()
             ));
         }

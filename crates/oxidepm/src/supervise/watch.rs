@@ -370,29 +370,36 @@ impl Tree {
     }
 }
 
-/// Arms app `id`'s watch: returns the sender whose drop ends it.
-pub fn arm(
-    shared: Shared,
-    id: u64,
-    epoch: u64,
-    spec: WatchSpec,
-    cwd: PathBuf,
-    user: Option<String>,
-) -> oneshot::Sender<()> {
+/// One app's watch as armed: the app, the spec epoch it is armed for,
+/// and what it watches as whom.
+pub struct Armed {
+    /// The app.
+    pub id: u64,
+    /// Its automation epoch when armed; a later one ends the watch.
+    pub epoch: u64,
+    /// What to watch.
+    pub spec: WatchSpec,
+    /// The app's cwd, which relative paths start from.
+    pub cwd: PathBuf,
+    /// The app's user, whose read rights bound a root daemon's walk.
+    pub user: Option<String>,
+}
+
+/// Arms a watch: returns the sender whose drop ends it.
+pub fn arm(shared: Shared, armed: Armed) -> oneshot::Sender<()> {
     let (stop, stopped) = oneshot::channel();
-    tokio::spawn(run(shared, id, epoch, spec, cwd, user, stopped));
+    tokio::spawn(run(shared, armed, stopped));
     stop
 }
 
-async fn run(
-    shared: Shared,
-    id: u64,
-    epoch: u64,
-    spec: WatchSpec,
-    cwd: PathBuf,
-    user: Option<String>,
-    mut stopped: oneshot::Receiver<()>,
-) {
+async fn run(shared: Shared, armed: Armed, mut stopped: oneshot::Receiver<()>) {
+    let Armed {
+        id,
+        epoch,
+        spec,
+        cwd,
+        user,
+    } = armed;
     let delay = Duration::from_millis(spec.delay_ms);
     let off = |why: String| {
         log::warn!("app {id}: watch off: {why}");
