@@ -176,6 +176,20 @@ impl Client {
         oxidepm_sys::peer::credentials(&self.writer).map(|c| c.uid)
     }
 
+    /// Whether another request may go on this connection: nothing of an
+    /// earlier answer is left unread and the daemon has not closed it (an
+    /// idle connection the daemon timed out or gave to another peer).
+    pub fn reusable(&self) -> bool {
+        self.reader.buffer().is_empty()
+            && !oxidepm_sys::poll::readable(&self.writer, Duration::ZERO).unwrap_or(true)
+    }
+
+    /// A handle that ends this connection from another thread (a stream
+    /// read for ever then sees its end).
+    pub fn closer(&self) -> std::io::Result<UnixStream> {
+        self.writer.try_clone()
+    }
+
     /// Waits for ever from now on: for `logs --follow`, whose answer may
     /// rightly be silent for hours.
     pub fn wait_for_ever(&mut self) -> std::io::Result<()> {

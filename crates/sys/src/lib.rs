@@ -24,6 +24,7 @@
 //! * [`rusage`] — CPU time of this process and its children;
 //! * [`clock`] — the monotonic and boot clocks;
 //! * [`cnproc`] — the kernel's process events (netlink proc connector).
+//! * [`sockdiag`] — the listening TCP sockets (netlink sock_diag);
 //! * [`memfd`] — a payload sent as a sealed memory file (journald's large entries);
 //! * [`async_fd`] — descriptors the runtime watches for chosen readiness,
 //!   read into spare room without zeroing it.
@@ -51,6 +52,7 @@ pub mod procfs;
 pub mod runtime;
 pub mod rusage;
 pub mod signal;
+pub mod sockdiag;
 pub mod spawn;
 pub mod subreaper;
 pub mod umask;

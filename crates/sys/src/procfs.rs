@@ -1,7 +1,10 @@
 //! Reading processes from /proc: identity (pid + start time + boot id),
 //! parentage, sessions, and resource use.
 
+use std::ffi::CString;
 use std::fs;
+use std::io::Read;
+use std::os::fd::OwnedFd;
 
 /// The fields of `/proc/<pid>/stat` that oxidepm uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +102,62 @@ pub fn all() -> Vec<ProcStat> {
         stat(pid)
     })
     .collect()
+}
+
+/// The entries of a /proc directory, with the directory open so that each
+/// is reached from its descriptor: a path from the root is looked up again,
+/// component by component, for every entry, which is most of the cost of
+/// walking many processes' descriptors.
+fn entries(path: &str) -> Option<(OwnedFd, Vec<CString>)> {
+    use rustix::fs::{openat, Dir, Mode, OFlags, CWD};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fd = openat(CWD, path, flags, Mode::empty()).ok()?;
+    let names = Dir::read_from(&fd)
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name().to_owned())
+        .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+        .collect();
+    Some((fd, names))
+}
+
+/// The inodes of the sockets `pid` holds open (`socket:[N]` descriptors);
+/// `None` when its descriptors cannot be read (gone, or not this user's).
+pub fn socket_inodes(pid: u32) -> Option<Vec<u64>> {
+    let (dir, fds) = entries(&format!("/proc/{pid}/fd"))?;
+    Some(
+        fds.iter()
+            .filter_map(|fd| rustix::fs::readlinkat(&dir, fd.as_c_str(), Vec::new()).ok())
+            .filter_map(|link| {
+                let link = link.to_str().ok()?;
+                link.strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .parse()
+                    .ok()
+            })
+            .collect(),
+    )
+}
+
+/// The children of `pid`, from each of its threads' `children` file.
+pub fn children(pid: u32) -> Vec<u32> {
+    use rustix::fs::{openat, Mode, OFlags};
+    let Some((dir, tasks)) = entries(&format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut text = String::new();
+    for task in tasks {
+        let mut path = task.into_bytes();
+        path.extend_from_slice(b"/children");
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        if let Ok(fd) = openat(&dir, path.as_slice(), flags, Mode::empty()) {
+            let _ = fs::File::from(fd).read_to_string(&mut text);
+            text.push(' ');
+        }
+    }
+    text.split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 /// The kernel's boot id (changes at every boot).

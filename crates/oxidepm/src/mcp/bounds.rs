@@ -10,6 +10,13 @@ pub const MAX_MESSAGE: usize = 4 << 20;
 pub const DEFAULT_RESULT: usize = 256 << 10;
 /// Tool calls run at once by default (`--max-calls`); the rest wait.
 pub const DEFAULT_CALLS: usize = 8;
+/// Answers written but not yet read by the client, in bytes, past which
+/// the server reads no more requests: a client that stops reading stops
+/// being served instead of making the server hold its answers.
+pub const MAX_UNREAD: usize = 1 << 20;
+/// Requests received and not yet answered (running or waiting for a
+/// turn); a request past this is answered at once that the server is busy.
+pub const MAX_IN_FLIGHT: usize = 64;
 /// The most log lines one `logs` call asks the daemon for.
 pub const MAX_LINES: usize = 2000;
 /// Log lines a `logs` call returns when it does not say.

@@ -1,17 +1,36 @@
-//! The server's way to the daemon: one connection per tool call (so calls
-//! in flight never wait on each other's answers), each request naming the
-//! tool it came from for its audit row.
+//! The server's way to the daemon: a connection per tool call in flight (so
+//! calls never wait on each other's answers), each request naming the tool
+//! it came from for its audit row.
+//!
+//! The daemon caps the connections one process holds on agent.sock (8 by
+//! default, `agent_max_connections_per_peer`): past the cap it closes new
+//! ones. So every connection, a call's or a subscription's stream, is held
+//! under one of [`CONNECTIONS`] leases, and a call's connection is kept for
+//! the next call instead of closed: a closed one is counted by the daemon
+//! until it has seen the close, and opening the next at once could pass
+//! the cap.
 
 use crate::client::{Client, ClientError};
 use oxidepm_proto::{Class, Identity, Op, Via};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long a call waits for the daemon before asking whether it is alive
 /// (a daemon that answers a `ping` is waited for again).
 const DEADLINE: Duration = Duration::from_secs(10);
+/// Connections to the daemon open at once: agent.sock's default cap per
+/// process.
+pub const CONNECTIONS: usize = 8;
+/// Of those, the most a session's subscriptions hold: a call always has
+/// the others.
+pub const STREAMS: usize = CONNECTIONS - 2;
+/// A kept connection idle this long is closed rather than used again:
+/// well under agent.sock's idle timeout, so that the daemon does not close
+/// it as a request goes out.
+const KEEP_IDLE: Duration = Duration::from_secs(10);
 
 /// A daemon error as a tool shows it: the stable code and the message.
 #[derive(Debug, Clone)]
@@ -46,12 +65,24 @@ pub enum Refusal {
     Unreachable(Failure),
 }
 
+/// A subscription's leases: on the streams' share and on connections.
+pub struct Leases {
+    _streams: OwnedSemaphorePermit,
+    _calls: OwnedSemaphorePermit,
+}
+
 /// The daemon behind one socket.
 pub struct Daemon {
     socket: PathBuf,
     agent: bool,
     /// Set once the daemon said this process may use a non-agent socket.
     allowed: OnceLock<()>,
+    /// One per connection that may be open.
+    leases: Arc<Semaphore>,
+    /// One per connection a subscription may hold.
+    streams: Arc<Semaphore>,
+    /// Connections of finished calls, kept for the next.
+    idle: Mutex<Vec<(Client, Instant)>>,
 }
 
 impl Daemon {
@@ -61,6 +92,9 @@ impl Daemon {
             socket,
             agent,
             allowed: OnceLock::new(),
+            leases: Arc::new(Semaphore::new(CONNECTIONS)),
+            streams: Arc::new(Semaphore::new(STREAMS)),
+            idle: Mutex::new(Vec::new()),
         }
     }
 
@@ -116,8 +150,64 @@ impl Daemon {
         Ok(c)
     }
 
-    /// A connection for `tool`'s requests, after the identity check.
+    /// A connection for `tool`'s requests: a kept one still open, or a new
+    /// one after the identity check. Call it under a lease.
     pub fn client(&self, tool: &str) -> Result<Client, Failure> {
+        let via = Via::new(&format!("mcp:{tool}")).map_err(Failure::bad)?;
+        loop {
+            let kept = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            match kept {
+                Some((mut c, since)) if since.elapsed() < KEEP_IDLE && c.reusable() => {
+                    c.set_via(Some(via));
+                    return Ok(c);
+                }
+                Some(_) => continue,
+                None => return self.open(via),
+            }
+        }
+    }
+
+    /// Keeps `c`, whose last answer was read whole, for the next call.
+    pub fn give_back(&self, c: Client) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < CONNECTIONS {
+            idle.push((c, Instant::now()));
+        }
+    }
+
+    /// Waits for a lease on a connection; it ends when the permit drops.
+    pub async fn lease(&self) -> OwnedSemaphorePermit {
+        self.leases
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed")
+    }
+
+    /// `n` leases for a subscription's streams, which hold them until it
+    /// ends: refused at once past [`STREAMS`] (the rest are the calls'),
+    /// else waited for while calls hold them.
+    pub async fn stream_leases(&self, n: u32) -> Result<Leases, Failure> {
+        let streams = self.streams.clone().try_acquire_many_owned(n).map_err(|_| Failure {
+            code: "E_LIMIT".into(),
+            message: format!(
+                "subscriptions hold {STREAMS} connections to the daemon at most (an app's log \
+                 takes 2, the events 1) and this session's hold them: unsubscribe from one first"
+            ),
+        })?;
+        let calls = self
+            .leases
+            .clone()
+            .acquire_many_owned(n)
+            .await
+            .expect("the semaphore is never closed");
+        Ok(Leases {
+            _streams: streams,
+            _calls: calls,
+        })
+    }
+
+    fn open(&self, via: Via) -> Result<Client, Failure> {
         match self.check_identity() {
             Ok(()) => {}
             Err(Refusal::Tree(m)) => {
@@ -128,13 +218,32 @@ impl Daemon {
             }
             Err(Refusal::Unreachable(f)) => return Err(f),
         }
-        let via = Via::new(&format!("mcp:{tool}")).map_err(Failure::bad)?;
         self.connect(Some(via))
     }
 
-    /// Sends `op` for `tool` and returns the daemon's answer.
+    /// Sends `op` for `tool` and returns the daemon's answer. Call it
+    /// under a lease.
     pub fn call(&self, tool: &str, op: Op) -> Result<Value, Failure> {
-        self.client(tool)?.call(op).map_err(failure)
+        let mut c = self.client(tool)?;
+        let answer = c.call(op);
+        if matches!(answer, Ok(_) | Err(ClientError::Daemon(_))) {
+            self.give_back(c);
+        }
+        answer.map_err(failure)
+    }
+
+    /// Runs blocking daemon work under a lease, off the runtime's thread.
+    pub async fn leased<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Daemon) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Failure> {
+        let lease = self.lease().await;
+        let daemon = self.clone();
+        blocking(move || {
+            let _lease = lease;
+            f(&daemon)
+        })
+        .await
     }
 }
 

@@ -1,11 +1,15 @@
 //! The TCP ports each app's processes listen on, for `status`: what a
-//! model asks first of a dev server it started. Read from /proc as this
-//! server's user can see it (the kernel's listening sockets, then the
-//! descriptors of each app's process tree); an app whose processes this
-//! user may not look into gets no list rather than a wrong one.
+//! model asks first of a dev server it started. The kernel says which
+//! sockets listen (sock_diag, every call); which app's process tree holds
+//! each is found by walking the trees' descriptors in /proc, as this
+//! server's user can see them, and remembered until a listener or an app
+//! process appears that the last walk did not see. An app whose processes
+//! this user may not look into gets no list rather than a wrong one.
 
+use oxidepm_sys::{procfs, sockdiag};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
+use std::sync::Mutex;
 
 /// The listening sockets' inodes and their ports, from /proc/net/tcp{,6}.
 /// Each read of those files walks the kernel's whole TCP hash table (about
@@ -43,71 +47,105 @@ fn listening() -> HashMap<u64, u16> {
     out
 }
 
-/// The socket inodes `pid` holds open; `None` when they cannot be read.
-fn sockets(pid: u32) -> Option<HashSet<u64>> {
-    let dir = fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-    Some(
-        dir.flatten()
-            .filter_map(|e| fs::read_link(e.path()).ok())
-            .filter_map(|l| {
-                let l = l.to_string_lossy();
-                l.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
-            })
-            .collect(),
-    )
+/// What the last walk found: the tree holding each listening socket
+/// (`None`: no app's), and the roots it walked. A walk costs a few system
+/// calls per process of every tree, most of a `status` of many apps; a
+/// socket handed to another tree with no new listener is the one change
+/// this misses until the next walk.
+#[derive(Default)]
+struct Walked {
+    owner: HashMap<u64, Option<u32>>,
+    roots: HashSet<u32>,
+    unreadable: HashSet<u32>,
 }
 
-/// The children of `pid`, from its threads' `children` files: only the
-/// apps' trees are read, never every process of the host.
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
+/// One `oxidepm mcp` serves one client: its last walk is process-wide.
+static WALKED: Mutex<Option<Walked>> = Mutex::new(None);
+
+/// The listening sockets' inodes and ports, from the kernel's dump, or
+/// from /proc/net/tcp where sock_diag is not there.
+fn listeners() -> HashMap<u64, u16> {
+    match sockdiag::listening_tcp() {
+        Ok(list) => list.into_iter().map(|l| (l.inode, l.port)).collect(),
+        Err(_) => listening(),
+    }
+}
+
+/// The socket inodes of the process tree below `root`; `None` when its
+/// root's descriptors cannot be read.
+fn tree_sockets(root: u32) -> Option<HashSet<u64>> {
+    let mut inodes = HashSet::new();
+    let mut todo = vec![root];
+    while let Some(pid) = todo.pop() {
+        match procfs::socket_inodes(pid) {
+            Some(s) => inodes.extend(s),
+            None if pid == root => return None,
+            None => {}
+        }
+        todo.extend(procfs::children(pid));
+    }
+    Some(inodes)
+}
+
+/// Walks every tree of `pids`, remembering which holds each of `listen`.
+fn walk(pids: &[u32], listen: &HashMap<u64, u16>) -> Walked {
+    let mut w = Walked {
+        owner: listen.keys().map(|&i| (i, None)).collect(),
+        ..Walked::default()
     };
-    tasks
-        .flatten()
-        .filter_map(|t| fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|text| {
-            text.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
+    for &root in pids {
+        match tree_sockets(root) {
+            Some(held) => {
+                for inode in held {
+                    if let Some(o) = w.owner.get_mut(&inode) {
+                        o.get_or_insert(root);
+                    }
+                }
+                w.roots.insert(root);
+            }
+            None => {
+                w.unreadable.insert(root);
+            }
+        }
+    }
+    w
 }
 
 /// For each of `pids` (an app's main process), the ports its process tree
-/// listens on; a pid whose tree cannot be read is left out. The kernel's
-/// table of listening sockets is read only when some tree holds a socket.
+/// listens on; a pid whose tree cannot be read is left out.
 pub fn of(pids: &[u32]) -> HashMap<u32, Vec<u16>> {
-    let mut held: Vec<(u32, HashSet<u64>)> = Vec::new();
-    for &root in pids {
-        let mut inodes = HashSet::new();
-        let mut todo = vec![root];
-        let mut readable = true;
-        while let Some(pid) = todo.pop() {
-            match sockets(pid) {
-                Some(s) => inodes.extend(s),
-                None if pid == root => readable = false,
-                None => {}
+    let listen = listeners();
+    if listen.is_empty() {
+        // Nothing listens: no tree needs a look.
+        return pids.iter().map(|&p| (p, Vec::new())).collect();
+    }
+    let mut last = WALKED.lock().unwrap_or_else(|p| p.into_inner());
+    let known = |w: &Walked| {
+        listen.keys().all(|i| w.owner.contains_key(i))
+            && pids
+                .iter()
+                .all(|p| w.roots.contains(p) || w.unreadable.contains(p))
+    };
+    if !last.as_ref().is_some_and(known) {
+        *last = Some(walk(pids, &listen));
+    }
+    let Some(w) = last.as_ref() else {
+        return HashMap::new();
+    };
+    let mut ports: HashMap<u32, BTreeSet<u16>> = pids
+        .iter()
+        .filter(|p| w.roots.contains(p))
+        .map(|&p| (p, BTreeSet::new()))
+        .collect();
+    for (inode, port) in &listen {
+        if let Some(Some(root)) = w.owner.get(inode) {
+            if let Some(set) = ports.get_mut(root) {
+                set.insert(*port);
             }
-            todo.extend(children(pid));
-        }
-        if readable {
-            held.push((root, inodes));
         }
     }
-    let listen = if held.iter().any(|(_, s)| !s.is_empty()) {
-        listening()
-    } else {
-        HashMap::new()
-    };
-    held.into_iter()
-        .map(|(root, inodes)| {
-            let ports: BTreeSet<u16> = inodes
-                .iter()
-                .filter_map(|i| listen.get(i))
-                .copied()
-                .collect();
-            (root, ports.into_iter().collect())
-        })
+    ports
+        .into_iter()
+        .map(|(p, set)| (p, set.into_iter().collect()))
         .collect()
 }

@@ -4,8 +4,8 @@
 //! transport. A daemon error is a tool error (`isError: true`) carrying
 //! the daemon's code and text, never a protocol error.
 
-use super::bounds::{self, Bounds};
-use super::daemon::{blocking, Daemon, Failure};
+use super::bounds::Bounds;
+use super::daemon::{Daemon, Failure};
 use super::{resources, subscribe, tools, transport, wait};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -55,24 +55,32 @@ pub async fn serve(daemon: Daemon, bounds: Bounds) -> Result<(), String> {
 }
 
 impl Server {
-    /// The result of one tool call, within the result bound.
+    /// The result of one tool call, within the result bound. The text is
+    /// the structured result serialized, as the protocol asks for clients
+    /// that read only text: it is made once and measured for the bound.
     fn result(&self, tool: &str, outcome: Result<Value, Failure>) -> CallToolResult {
         let outcome = outcome.and_then(|v| {
-            let n = bounds::json_len(&v);
-            if n > self.bounds.result_bytes {
+            let text = v.to_string();
+            if text.len() > self.bounds.result_bytes {
                 return Err(Failure {
                     code: "E_TOO_LARGE".into(),
                     message: format!(
-                        "`{tool}`'s result is {n} bytes, over this server's bound of {} bytes: \
+                        "`{tool}`'s result is {} bytes, over this server's bound of {} bytes: \
                          ask for less (one app, fewer lines, a narrower time window)",
+                        text.len(),
                         self.bounds.result_bytes
                     ),
                 });
             }
-            Ok(v)
+            Ok((v, text))
         });
         match outcome {
-            Ok(v) => CallToolResult::structured(v),
+            Ok((v, text)) => {
+                let mut r = CallToolResult::structured(Value::Null);
+                r.structured_content = Some(v);
+                r.content = vec![ContentBlock::text(text)];
+                r
+            }
             Err(f) => {
                 let mut r = CallToolResult::structured_error(f.to_json());
                 r.content = vec![ContentBlock::text(format!("{}: {}", f.code, f.message))];
@@ -147,8 +155,10 @@ impl ServerHandler for Server {
             )
             .await
         } else {
-            let (daemon, bounds, tool) = (self.daemon.clone(), self.bounds, name.clone());
-            let call = blocking(move || tools::call(&daemon, bounds, &tool, args));
+            let (bounds, tool) = (self.bounds, name.clone());
+            let call = self
+                .daemon
+                .leased(move |d| tools::call(d, bounds, &tool, args));
             tokio::select! {
                 r = call => r,
                 _ = context.ct.cancelled() => Err(Failure {
@@ -165,8 +175,9 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let daemon = self.daemon.clone();
-        let list = blocking(move || resources::list(&daemon))
+        let list = self
+            .daemon
+            .leased(resources::list)
             .await
             .map_err(resource_error)?;
         Ok(ListResourcesResult::with_all_items(list))
@@ -177,8 +188,10 @@ impl ServerHandler for Server {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let (daemon, bounds, uri) = (self.daemon.clone(), self.bounds, request.uri.clone());
-        let contents = blocking(move || resources::read(&daemon, bounds, &uri))
+        let (bounds, uri) = (self.bounds, request.uri.clone());
+        let contents = self
+            .daemon
+            .leased(move |d| resources::read(d, bounds, &uri))
             .await
             .map_err(resource_error)?;
         Ok(ReadResourceResult::new(vec![contents]).into())
@@ -197,7 +210,11 @@ impl ServerHandler for Server {
             self.daemon.clone(),
             context.peer.clone(),
         );
-        tokio::task::spawn_blocking(move || subs.add(daemon, peer, &request.uri))
+        let leases = daemon
+            .stream_leases(subscribe::streams(&request.uri))
+            .await
+            .map_err(|f| ErrorData::invalid_params(format!("{}: {}", f.code, f.message), None))?;
+        tokio::task::spawn_blocking(move || subs.add(daemon, peer, &request.uri, leases))
             .await
             .unwrap_or_else(|e| {
                 Err(format!(

@@ -3,12 +3,13 @@
 //! event bus), never by polling; updates are told at most once a second
 //! per resource, however fast the app writes.
 
-use super::daemon::Daemon;
+use super::daemon::{Daemon, Leases};
 use super::resources::{app_of, EVENTS};
 use oxidepm_proto::{Op, Streamed};
 use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::service::{Peer, RoleServer};
 use std::collections::HashMap;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,7 +22,25 @@ pub const MAX: usize = 16;
 /// The subscriptions of one session, by URI.
 #[derive(Clone, Default)]
 pub struct Subscriptions {
-    live: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>,
+    live: Arc<Mutex<HashMap<String, Live>>>,
+}
+
+/// A subscription's stop flag, the ends of its streams' connections and
+/// their leases, given back as it ends.
+struct Live {
+    stop: Arc<AtomicBool>,
+    closers: Vec<UnixStream>,
+    _leases: Leases,
+}
+
+/// The connections a subscription to `uri` holds: its app's events and
+/// log follow, or the events.
+pub fn streams(uri: &str) -> u32 {
+    if uri == EVENTS {
+        1
+    } else {
+        2
+    }
 }
 
 impl Subscriptions {
@@ -31,6 +50,7 @@ impl Subscriptions {
         daemon: Arc<Daemon>,
         peer: Peer<RoleServer>,
         uri: &str,
+        leases: Leases,
     ) -> Result<(), String> {
         let app = if uri == EVENTS {
             None
@@ -60,7 +80,6 @@ impl Subscriptions {
                 .map_err(|f| format!("{}: {}", f.code, f.message))?;
         }
         let stop = Arc::new(AtomicBool::new(false));
-        live.insert(uri.to_string(), stop.clone());
         let (tx, mut rx) = mpsc::channel::<()>(1);
         let ops = match &app {
             None => vec![Op::Subscribe {
@@ -75,20 +94,37 @@ impl Subscriptions {
                 Op::logs_follow(app.clone()),
             ],
         };
+        // Opened now, so that a daemon that refuses them refuses the
+        // subscription rather than leave it silent.
+        let mut streams = Vec::new();
+        let mut closers = Vec::new();
         for op in ops {
-            let (daemon, tx, stop) = (daemon.clone(), tx.clone(), stop.clone());
+            let mut c = daemon
+                .client("subscribe")
+                .map_err(|f| format!("{}: {}", f.code, f.message))?;
+            let closer = c
+                .wait_for_ever()
+                .and_then(|()| c.closer())
+                .map_err(|e| format!("E_UNAVAILABLE: the connection to the daemon: {e}"))?;
+            closers.push(closer);
+            streams.push((op, c));
+        }
+        live.insert(
+            uri.to_string(),
+            Live {
+                stop: stop.clone(),
+                closers,
+                _leases: leases,
+            },
+        );
+        for (op, mut c) in streams {
+            let (tx, stop) = (tx.clone(), stop.clone());
             // The event stream opens with an acknowledgment, which is no
             // change; a log follow's every item is a new line.
             let events = matches!(op, Op::Subscribe { .. });
             // A thread of its own: a follow may be silent for hours, and
             // must not hold a turn of the tool calls' blocking pool.
             std::thread::spawn(move || {
-                let Ok(mut c) = daemon.client("subscribe") else {
-                    return;
-                };
-                if c.wait_for_ever().is_err() {
-                    return;
-                }
                 let _ = c.call_stream(op, |item| {
                     let change = !events
                         || !matches!(
@@ -122,8 +158,13 @@ impl Subscriptions {
     /// Stops following `uri`.
     pub fn remove(&self, uri: &str) {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(stop) = live.remove(uri) {
-            stop.store(true, Ordering::Relaxed);
+        if let Some(sub) = live.remove(uri) {
+            sub.stop.store(true, Ordering::Relaxed);
+            // The streams end now, not at their next item: their
+            // connections and leases are free for what comes next.
+            for c in sub.closers {
+                let _ = c.shutdown(std::net::Shutdown::Both);
+            }
         }
     }
 }

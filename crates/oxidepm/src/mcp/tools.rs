@@ -333,6 +333,7 @@ pub fn logs(daemon: &Daemon, bounds: Bounds, a: LogsArgs) -> Outcome {
             true
         })
         .map_err(super::daemon::failure)?;
+    daemon.give_back(c);
     let daemon_cut = done["truncated"].as_bool().unwrap_or(false);
     cut |= bounds::keep_newest(&mut lines, 512, bounds.result_bytes);
     let hint = (cut || daemon_cut).then_some(

@@ -6,7 +6,7 @@
 //! status and its last log lines: what a model needs to say why.
 
 use super::bounds::Bounds;
-use super::daemon::{blocking, Daemon, Failure};
+use super::daemon::{Daemon, Failure};
 use super::tools::{self, LogsArgs, Outcome, WaitArgs};
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RoleServer};
@@ -73,8 +73,10 @@ pub async fn run(
     let app = a.app;
     let mut tick = 0u32;
     loop {
-        let (d, g, name) = (daemon.clone(), goal.clone(), app.clone());
-        let met = blocking(move || reached(&d, bounds, &name, &g)).await?;
+        let (g, name) = (goal.clone(), app.clone());
+        let met = daemon
+            .leased(move |d| reached(d, bounds, &name, &g))
+            .await?;
         if let Some(found) = met {
             return Ok(json!({
                 "reached": true,
@@ -84,8 +86,10 @@ pub async fn run(
         }
         let waited = started.elapsed();
         if waited >= Duration::from_secs(limit) {
-            let (d, name) = (daemon.clone(), app.clone());
-            return blocking(move || timed_out(&d, bounds, &name, waited)).await;
+            let name = app.clone();
+            return daemon
+                .leased(move |d| timed_out(d, bounds, &name, waited))
+                .await;
         }
         tick += 1;
         if let Some((peer, token)) = &progress {

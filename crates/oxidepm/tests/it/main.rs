@@ -38,6 +38,7 @@ mod logwriter;
 mod mcp;
 mod mcp_fuzz;
 mod mcp_inspector;
+mod mcp_owed;
 mod mcp_subscribe;
 mod memory_pressure;
 mod metrics;
