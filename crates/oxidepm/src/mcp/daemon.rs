@@ -188,13 +188,17 @@ impl Daemon {
     /// ends: refused at once past [`STREAMS`] (the rest are the calls'),
     /// else waited for while calls hold them.
     pub async fn stream_leases(&self, n: u32) -> Result<Leases, Failure> {
-        let streams = self.streams.clone().try_acquire_many_owned(n).map_err(|_| Failure {
-            code: "E_LIMIT".into(),
-            message: format!(
-                "subscriptions hold {STREAMS} connections to the daemon at most (an app's log \
+        let streams = self
+            .streams
+            .clone()
+            .try_acquire_many_owned(n)
+            .map_err(|_| Failure {
+                code: "E_LIMIT".into(),
+                message: format!(
+                    "subscriptions hold {STREAMS} connections to the daemon at most (an app's log \
                  takes 2, the events 1) and this session's hold them: unsubscribe from one first"
-            ),
-        })?;
+                ),
+            })?;
         let calls = self
             .leases
             .clone()

@@ -537,6 +537,49 @@ fn status_names_the_ports_an_app_listens_on() {
 }
 
 #[test]
+fn a_port_opened_after_the_first_status_is_seen_by_the_next() {
+    if !have_sdk() {
+        return;
+    }
+    let env = Env::new();
+    let port = oxidepm_testkit::free_port();
+    // Listens only once told to (SIGUSR1), so that one session sees the
+    // app first without a port and then with it.
+    let cmd = format!(
+        "trap 'PYTHONUNBUFFERED=1 python3 -m http.server {port} --bind 127.0.0.1' USR1; \
+         while :; do sleep 0.1; done"
+    );
+    env.ok(&["start", "--name", "late", "--", "sh", "-c", &cmd]);
+    env.wait_status("late", "online");
+    let r = run(
+        &env,
+        json!([
+            call("status", json!({})),
+            call("signal", json!({ "app": "late", "signal": "USR1" })),
+            call(
+                "wait",
+                json!({ "app": "late", "until": "log", "pattern": "Serving HTTP",
+                "after": "10m", "timeout_secs": 60 })
+            ),
+            call("status", json!({ "app": "late" })),
+        ]),
+    );
+    assert_eq!(
+        r[0]["structured"]["apps"][0]["listening"],
+        json!([]),
+        "{}",
+        r[0]
+    );
+    assert_eq!(r[2]["structured"]["reached"], true, "{}", r[2]);
+    assert_eq!(
+        r[3]["structured"]["apps"][0]["listening"],
+        json!([port]),
+        "{}",
+        r[3]
+    );
+}
+
+#[test]
 fn an_agent_reads_its_inbox_and_writes_its_outbox_through_its_own_lane() {
     if !have_sdk() || crate::harness::shared_lanes() {
         return;

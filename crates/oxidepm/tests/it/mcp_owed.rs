@@ -244,16 +244,41 @@ fn subscriptions_hold_connections_up_to_their_share_and_a_call_still_runs() {
         let v = ask(app, "resources/subscribe", log(app));
         assert!(v["result"].is_object(), "{v}");
     }
-    let v = ask("events", "resources/subscribe", json!({"uri":"oxidepm://events"}));
-    assert!(v["error"]["message"].as_str().unwrap().contains("E_LIMIT"), "{v}");
+    let v = ask(
+        "events",
+        "resources/subscribe",
+        json!({"uri":"oxidepm://events"}),
+    );
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("E_LIMIT"),
+        "{v}"
+    );
     // The calls keep their own connections.
-    let v = ask("status", "tools/call", json!({"name":"status","arguments":{}}));
-    assert_eq!(v["result"]["structuredContent"]["apps"].as_array().unwrap().len(), 4, "{v}");
+    let v = ask(
+        "status",
+        "tools/call",
+        json!({"name":"status","arguments":{}}),
+    );
+    assert_eq!(
+        v["result"]["structuredContent"]["apps"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4,
+        "{v}"
+    );
     // An unsubscribe frees its connections at once.
     let v = ask("un-a", "resources/unsubscribe", log("a"));
     assert!(v["result"].is_object(), "{v}");
-    let v = ask("events2", "resources/subscribe", json!({"uri":"oxidepm://events"}));
+    let v = ask(
+        "events2",
+        "resources/subscribe",
+        json!({"uri":"oxidepm://events"}),
+    );
     assert!(v["result"].is_object(), "{v}");
     let v = ask("d", "resources/subscribe", log("d"));
-    assert!(v["error"]["message"].as_str().unwrap().contains("E_LIMIT"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("E_LIMIT"),
+        "{v}"
+    );
 }
