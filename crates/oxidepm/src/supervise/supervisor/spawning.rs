@@ -234,6 +234,8 @@ fn fork_all(shim_exe: &Path, jobs: Vec<Job>) -> Vec<Result<Spawned, SpawnError>>
         .into_inner()
         .unwrap_or_else(|p| p.into_inner())
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(SpawnError::Pipe(nix::errno::Errno::ECHILD))))
+        // Every job taken is forked and its result kept by the thread that
+        // took it (a panic would have ended the scope): none is missing.
+        .map(|r| r.unwrap_or(Err(SpawnError::Pipe(nix::errno::Errno::ECHILD))))
         .collect()
 }
