@@ -300,7 +300,7 @@ struct Pool {
 
 /// Groups in the pool: more than the spawns ever under way at once (a
 /// spawn finding none copies the whole table, as before).
-const GROUPS: usize = 8;
+const GROUPS: usize = 12;
 
 /// The pool, made at the first spawn, while the daemon holds few
 /// descriptors; `None` if it could not be made.

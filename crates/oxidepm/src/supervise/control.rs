@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::{timeout, Instant};
 
-/// Apps spawned by a start before it yields.
-const LAUNCH_BATCH: usize = 16;
+/// Apps spawned by a start before it yields (and forked together: their
+/// intents in one commit, their forks in another).
+const LAUNCH_BATCH: usize = 32;
 
 /// Waits until every process of the ticket's app is gone: the stop signal
 /// was already sent to all of them; after `kill_timeout` everything left is

@@ -23,9 +23,11 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Mutex;
 
-/// Threads that fork at once, the calling one included: two cores, and a
-/// thread mostly waits for its child's exec.
-const SPAWNERS: usize = 4;
+/// Threads that fork at once, the calling one included: a thread mostly
+/// waits for its child's exec, and on a busy machine for that child to be
+/// scheduled at all (measured under load: 8 a little better than 4, one
+/// thread alone four times slower).
+const SPAWNERS: usize = 8;
 
 /// An app whose fork is ready: its intent committed, its cgroup leaf made.
 struct Ready {
