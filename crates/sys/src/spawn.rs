@@ -23,6 +23,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod slots;
+use slots::LowSlots;
+
 /// The kernel's `struct clone_args` (all fields are 64-bit on every
 /// architecture, so one definition fits all).
 #[repr(C, align(8))]
@@ -150,71 +153,92 @@ fn resolve(program: &OsStr, search: &OsStr, cwd: Option<&Path>) -> io::Result<Pa
 /// What the child is given besides its program.
 #[derive(Debug)]
 pub struct Setup<'a> {
+    /// Its standard input; `None` is `/dev/null`.
+    pub stdin: Option<BorrowedFd<'a>>,
     /// Its standard output.
     pub stdout: BorrowedFd<'a>,
-    /// Its standard error.
-    pub stderr: BorrowedFd<'a>,
+    /// Its standard error; `None` keeps this process's.
+    pub stderr: Option<BorrowedFd<'a>>,
     /// The directory of the cgroup it is born in (opened with
-    /// [`crate::cgroup::open_dir`]).
-    pub cgroup: BorrowedFd<'a>,
+    /// [`crate::cgroup::open_dir`]); `None` is this process's cgroup.
+    pub cgroup: Option<BorrowedFd<'a>>,
     /// The user it runs as; `None` keeps this process's.
     pub identity: Option<&'a Identity>,
     /// Its `oom_score_adj`; `None` keeps this process's.
     pub oom_score_adj: Option<i32>,
 }
 
-/// Starts `program` inside the cgroup of `setup`, in a session of its own,
-/// with stdin `/dev/null`, and returns its pid. `Ok(None)` means this
-/// kernel (or a seccomp filter) does not offer `clone3` into a cgroup: the
-/// caller then joins the cgroup the old way. A failure in the child before
-/// its exec (no such directory, permission denied, ...) is returned as the
-/// child's errno, and that child is reaped here.
+/// Starts `program` (inside the cgroup of `setup`, if any) in a session
+/// of its own, and returns its pid. `Ok(None)` means this kernel (or a
+/// seccomp filter) does not offer `clone3` (into a cgroup): the caller
+/// then starts it the old way (joining the cgroup between fork and exec).
+/// A failure in the child before its exec (no such directory, permission
+/// denied, ...) is returned as the child's errno, and that child is
+/// reaped here.
+///
+/// The child gets none of this process's descriptors but its three (and
+/// the few low ones every child had, all close-on-exec): it shares the
+/// descriptor table until its first step, which copies only the low part
+/// of it (`close_range` with `CLOSE_RANGE_UNSHARE`), the three having
+/// been moved there first. A copy of the whole table at each clone, and
+/// its close at each exec, cost time in the number of descriptors the
+/// daemon holds (three per app), so a start of many apps grew with the
+/// square of their number.
 ///
 /// The caller must keep any `waitpid(-1)` loop of this process from
 /// running until this returns, or the failed child's pid could be reaped
 /// there first and reused before it is reaped here.
-pub fn spawn_in_cgroup(program: &Program, setup: &Setup) -> io::Result<Option<u32>> {
+pub fn spawn(program: &Program, setup: &Setup) -> io::Result<Option<u32>> {
     if UNSUPPORTED.load(Ordering::Relaxed) {
         return Ok(None);
     }
-    // Every descriptor the child dup2s onto 0..2 is made to sit above 2
-    // first, so no dup2 overwrites a source still to be copied.
     let null = std::fs::File::open("/dev/null")?;
-    let stdin = above_stdio(null.as_fd())?;
-    let stdout = above_stdio(setup.stdout)?;
-    let stderr = above_stdio(setup.stderr)?;
+    let stdin = setup.stdin.unwrap_or(null.as_fd());
     let (err_r, err_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    // The parent must hold no write end but the one it drops after the
-    // clone, or its read never sees the exec's EOF.
-    let err_w = match above_stdio(err_w.as_fd())? {
-        Spare::Copy(fd) => fd,
-        Spare::Same(_) => err_w,
+    // Only where the parent waits for the exec (CLONE_VFORK): elsewhere
+    // the slots could be given back before the child copied them.
+    let low = if !cfg!(target_arch = "x86_64") || NO_UNSHARE.load(Ordering::Relaxed) {
+        None
+    } else {
+        LowSlots::take()
     };
-
-    let argv = pointers(&program.argv);
-    let envp = pointers(&program.envp);
-    let groups: Vec<libc::gid_t> = setup
-        .identity
-        .map(|id| id.groups.iter().map(|g| g.as_raw()).collect())
-        .unwrap_or_default();
-    let child = Child {
-        path: program.path.as_ptr(),
-        argv: argv.as_ptr(),
-        envp: envp.as_ptr(),
-        cwd: program.cwd.as_ref().map(|c| c.as_ptr()),
-        fds: [stdin.raw(), stdout.raw(), stderr.raw()],
-        ids: setup.identity.map(|id| {
-            (
-                groups.as_ptr(),
-                groups.len(),
-                id.gid.as_raw(),
-                id.uid.as_raw(),
-            )
-        }),
-        err: err_w.as_raw_fd(),
-        oom: setup.oom_score_adj.map(crate::exec::decimal),
+    let result = match low {
+        Some(slots) => {
+            let placed = slots.place([
+                stdin,
+                setup.stdout,
+                setup.stderr.unwrap_or(stdio(2)),
+                err_w.as_fd(),
+            ]);
+            let r = placed.and_then(|fds| {
+                let unshare_from = slots.pool.below;
+                clone_child(program, setup, fds, Some(unshare_from))
+            });
+            // The slots let go of the pipes before the parent reads: its
+            // own write end must be the last one closed, by the exec.
+            slots.give_back();
+            r
+        }
+        None => {
+            // Every descriptor the child dup2s onto 0..2 is made to sit
+            // above 2 first, so no dup2 overwrites a source still to be
+            // copied.
+            let i = above_stdio(stdin)?;
+            let o = above_stdio(setup.stdout)?;
+            let e = match setup.stderr {
+                Some(fd) => Some(above_stdio(fd)?),
+                None => None,
+            };
+            // The parent must hold no write end but the one it drops after
+            // the clone, or its read never sees the exec's EOF.
+            let w = above_stdio(err_w.as_fd())?;
+            let fds = [i.raw(), o.raw(), e.as_ref().map_or(2, Spare::raw), w.raw()];
+            let r = clone_child(program, setup, fds, None);
+            drop((i, o, e, w));
+            r
+        }
     };
-    let pid = match clone_and_exec(setup.cgroup.as_raw_fd(), &child) {
+    let pid = match result {
         Ok(pid) => pid,
         Err(e) => {
             return match e.raw_os_error() {
@@ -230,6 +254,14 @@ pub fn spawn_in_cgroup(program: &Program, setup: &Setup) -> io::Result<Option<u3
     drop(err_w);
     match read_errno(&err_r) {
         Ok(None) => Ok(Some(pid)),
+        Ok(Some(UNSHARE_FAILED)) => {
+            // A kernel before 5.9: the child could not take a table of its
+            // own, and did nothing else. Children copy the whole table from
+            // now on.
+            reap(pid);
+            NO_UNSHARE.store(true, Ordering::Relaxed);
+            spawn(program, setup)
+        }
         Ok(Some(errno)) => {
             reap(pid);
             Err(io::Error::from_raw_os_error(errno))
@@ -241,12 +273,67 @@ pub fn spawn_in_cgroup(program: &Program, setup: &Setup) -> io::Result<Option<u3
     }
 }
 
+/// Descriptor `n` of this process (0, 1 or 2, which are always open).
+fn stdio(n: RawFd) -> BorrowedFd<'static> {
+    // SAFETY: 0, 1 and 2 stay open for this process's life (the daemon
+    // points them at /dev/null or its log, never closes them).
+    unsafe { BorrowedFd::borrow_raw(n) }
+}
+
+/// What a child that failed to take a descriptor table of its own
+/// reports instead of an errno (errnos are positive).
+const UNSHARE_FAILED: i32 = -1;
+
+/// Set once a child could not take a table of its own (`close_range`
+/// without `CLOSE_RANGE_UNSHARE`: Linux before 5.9).
+static NO_UNSHARE: AtomicBool = AtomicBool::new(false);
+
+/// `CLOSE_RANGE_UNSHARE`.
+const CLOSE_RANGE_UNSHARE: libc::c_uint = 1 << 1;
+
+/// Prepares the child's data and clones it; `fds` are the sources of its
+/// stdin, stdout and stderr and the error pipe's write end; with
+/// `unshare_from`, the child shares this table and keeps only what is
+/// below that number.
+fn clone_child(
+    program: &Program,
+    setup: &Setup,
+    fds: [RawFd; 4],
+    unshare_from: Option<RawFd>,
+) -> io::Result<u32> {
+    let argv = pointers(&program.argv);
+    let envp = pointers(&program.envp);
+    let groups: Vec<libc::gid_t> = setup
+        .identity
+        .map(|id| id.groups.iter().map(|g| g.as_raw()).collect())
+        .unwrap_or_default();
+    let child = Child {
+        path: program.path.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        cwd: program.cwd.as_ref().map(|c| c.as_ptr()),
+        fds: [fds[0], fds[1], fds[2]],
+        ids: setup.identity.map(|id| {
+            (
+                groups.as_ptr(),
+                groups.len(),
+                id.gid.as_raw(),
+                id.uid.as_raw(),
+            )
+        }),
+        err: fds[3],
+        oom: setup.oom_score_adj.map(crate::exec::decimal),
+        unshare_from,
+    };
+    clone_and_exec(setup.cgroup.map(|c| c.as_raw_fd()), &child)
+}
+
 /// Bytes of the stack a child cloned with `CLONE_VM` runs on until its
 /// exec (the steps before it are a few system calls).
 #[cfg(target_arch = "x86_64")]
 const CHILD_STACK: usize = 64 * 1024;
 
-/// Clones a child into the cgroup `cgroup` that runs `child.exec()`, and
+/// Clones a child (into the cgroup `cgroup`) that runs `child.exec()`, and
 /// returns its pid (the kernel's errno when the clone failed).
 ///
 /// On x86-64 the child shares this address space (`CLONE_VM`) and runs on
@@ -254,15 +341,23 @@ const CHILD_STACK: usize = 64 * 1024;
 /// (`CLONE_VFORK`), as `posix_spawn` does: no page table is copied, no
 /// page of the daemon becomes copy-on-write, and the exec has no copy to
 /// tear down. Elsewhere it is a copy, as with fork.
-fn clone_and_exec(cgroup: RawFd, child: &Child) -> io::Result<u32> {
+fn clone_and_exec(cgroup: Option<RawFd>, child: &Child) -> io::Result<u32> {
     // CLEAR_SIGHAND: no handler of this process (tokio's) can run in the
     // child before it execs.
     let mut args = CloneArgs {
-        flags: CLONE_INTO_CGROUP | CLONE_CLEAR_SIGHAND,
+        flags: CLONE_CLEAR_SIGHAND,
         exit_signal: libc::SIGCHLD as u64,
-        cgroup: cgroup as u64,
         ..CloneArgs::default()
     };
+    if let Some(cg) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = cg as u64;
+    }
+    if child.unshare_from.is_some() {
+        // The child's first step takes the low part of the table for
+        // itself: nothing else is copied.
+        args.flags |= libc::CLONE_FILES as u64;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         // 16-byte units: the top of the stack is aligned as the ABI wants.
@@ -443,6 +538,9 @@ struct Child {
     err: RawFd,
     /// The `oom_score_adj` to write, in decimal, and its length.
     oom: Option<([u8; 12], usize)>,
+    /// Shares the parent's descriptor table until it keeps, as its own,
+    /// only the descriptors below this.
+    unshare_from: Option<RawFd>,
 }
 
 impl Child {
@@ -458,6 +556,21 @@ impl Child {
         // would try to change them in the parent's other threads too,
         // which this copy does not have.
         unsafe {
+            if let Some(below) = self.unshare_from {
+                // Before anything else: until then this table is the
+                // parent's, and a dup2 would change the parent's 0..2.
+                if libc::syscall(
+                    libc::SYS_close_range,
+                    below as libc::c_uint,
+                    libc::c_uint::MAX,
+                    CLOSE_RANGE_UNSHARE,
+                ) < 0
+                {
+                    let bytes = UNSHARE_FAILED.to_ne_bytes();
+                    libc::write(self.err, bytes.as_ptr().cast(), bytes.len());
+                    libc::_exit(127)
+                }
+            }
             let ok = self.setup();
             if ok {
                 libc::execve(self.path, self.argv, self.envp);
@@ -518,101 +631,4 @@ impl Child {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cgroup;
-
-    fn run_in(dir: &Path, prog: &str, args: &[&str], id: Option<&Identity>) -> (u32, String) {
-        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
-        let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
-        let program = Program::new(OsStr::new(prog), args, &env, None).unwrap();
-        let cg = cgroup::open_dir(dir).unwrap();
-        let setup = Setup {
-            stdout: w.as_fd(),
-            stderr: w.as_fd(),
-            cgroup: cg.as_fd(),
-            identity: id,
-            oom_score_adj: Some(700),
-        };
-        let pid = spawn_in_cgroup(&program, &setup)
-            .unwrap()
-            .expect("clone3 into a cgroup on this kernel");
-        drop(w);
-        let mut out = String::new();
-        std::io::Read::read_to_string(&mut std::fs::File::from(r), &mut out).unwrap();
-        let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid as i32), None);
-        assert!(
-            matches!(status, Ok(nix::sys::wait::WaitStatus::Exited(_, 0))),
-            "{status:?}: {out}"
-        );
-        (pid, out)
-    }
-
-    #[test]
-    fn a_child_is_born_in_its_cgroup() {
-        let Some(sc) = cgroup::tests::scratch() else {
-            return;
-        };
-        // What the program itself reads at its start: it never ran
-        // anywhere else.
-        let (pid, out) = run_in(&sc.dir, "cat", &["/proc/self/cgroup"], None);
-        assert_eq!(
-            cgroup::parse_proc_cgroup(&out).as_deref(),
-            Some(sc.rel.as_str())
-        );
-        // In a session of its own.
-        let (_, stat) = run_in(&sc.dir, "sh", &["-c", "cat /proc/$$/stat"], None);
-        let s = crate::procfs::parse_stat(&stat).unwrap();
-        assert_eq!((s.session, s.pgrp), (s.pid, s.pid));
-        assert_ne!(s.pid, pid);
-        // With the oom_score_adj it was given (raising needs no privilege).
-        let (_, adj) = run_in(&sc.dir, "cat", &["/proc/self/oom_score_adj"], None);
-        assert_eq!(adj, "700\n");
-        if !nix::unistd::getuid().is_root() {
-            eprintln!("skipped the identity part: not root");
-            return;
-        }
-        let nobody = Identity {
-            uid: nix::unistd::Uid::from_raw(65534),
-            gid: nix::unistd::Gid::from_raw(65534),
-            groups: vec![nix::unistd::Gid::from_raw(65534)],
-        };
-        let (_, ids) = run_in(&sc.dir, "sh", &["-c", "id -u; id -g; id -G"], Some(&nobody));
-        assert_eq!(ids, "65534\n65534\n65534\n");
-    }
-
-    #[test]
-    fn a_missing_program_or_cwd_is_not_found() {
-        let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
-        let none: &[&str] = &[];
-        let err =
-            Program::new(OsStr::new("no-such-program-oxidepm"), none, &env, None).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::NotFound);
-        // A path is used as given; its exec is what fails.
-        assert!(Program::new(OsStr::new("/no/such/dir/prog"), none, &env, None).is_ok());
-        let Some(sc) = cgroup::tests::scratch() else {
-            return;
-        };
-        // The child's own failures come back through the pipe, and the
-        // failed child is reaped: the cgroup empties.
-        let cg = cgroup::open_dir(&sc.dir).unwrap();
-        let null: OwnedFd = std::fs::File::create("/dev/null").unwrap().into();
-        let setup = Setup {
-            stdout: null.as_fd(),
-            stderr: null.as_fd(),
-            cgroup: cg.as_fd(),
-            identity: None,
-            oom_score_adj: None,
-        };
-        for (prog, cwd) in [
-            ("/no/such/dir/prog", None),
-            ("true", Some(Path::new("/no/such/cwd"))),
-        ] {
-            let program = Program::new(OsStr::new(prog), none, &env, cwd).unwrap();
-            let err = spawn_in_cgroup(&program, &setup).unwrap_err();
-            assert_eq!(err.kind(), io::ErrorKind::NotFound, "{prog} {cwd:?}");
-        }
-        assert!(cgroup::procs(&sc.dir).is_empty());
-        assert!(!cgroup::populated(&sc.dir));
-    }
-}
+mod tests;

@@ -19,22 +19,44 @@ impl Store {
     /// process's `OXIDEPM_RUN` marker lets recovery find it whatever the
     /// file holds, and an app is not kept down by a full disk.
     pub fn begin_run(&self, app_id: u64, actor: &Actor, rt: &mut Runtime) -> Result<i64> {
-        let run = self.reserve_run_id();
-        rt.run_id = Some(run);
+        let mut rows = [(app_id, std::mem::take(rt))];
+        let runs = self.begin_runs(actor, &mut rows);
+        *rt = std::mem::take(&mut rows[0].1);
+        Ok(runs[0])
+    }
+
+    /// [`Store::begin_run`] for many apps: every intent (app id, runtime)
+    /// of `rows` is written and all are committed together, before any of
+    /// their forks, so that a start of many apps costs one commit rather
+    /// than one per app. Returns the runs' ids, in the order of `rows`.
+    pub fn begin_runs(&self, actor: &Actor, rows: &mut [(u64, Runtime)]) -> Vec<i64> {
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        let runs: Vec<i64> = rows
+            .iter_mut()
+            .map(|(_, rt)| {
+                let run = self.reserve_run_id();
+                rt.run_id = Some(run);
+                run
+            })
+            .collect();
         let at = now_ms();
         let who = actor.to_string();
         // The intent must be committed before the fork, batch or not:
-        // inside a batch it is committed with what the batch wrote so far
-        // (one commit per start), and the batch goes on after it.
+        // inside a batch it is committed with what the batch wrote so far,
+        // and the batch goes on after it.
         let in_batch = !self.conn.is_autocommit();
         let write = |s: &Store| -> rusqlite::Result<()> {
-            s.conn
-                .prepare_cached(
-                    "INSERT INTO runs (id, app_id, pid, started_at, actor)
-                     VALUES (?1, ?2, NULL, ?3, ?4)",
-                )?
-                .execute(params![run, app_id as i64, at, who])?;
-            super::write_runtime(&s.conn, app_id, rt)
+            let mut insert = s.conn.prepare_cached(
+                "INSERT INTO runs (id, app_id, pid, started_at, actor)
+                 VALUES (?1, ?2, NULL, ?3, ?4)",
+            )?;
+            for ((app_id, rt), run) in rows.iter().zip(&runs) {
+                insert.execute(params![run, *app_id as i64, at, who])?;
+                super::write_runtime(&s.conn, *app_id, rt)?;
+            }
+            Ok(())
         };
         let written = if in_batch {
             let r = write(self).and_then(|()| self.conn.execute_batch("COMMIT"));
@@ -54,14 +76,17 @@ impl Store {
                 })
         };
         if let Err(e) = self.noted(written, |h| {
-            h.run_started(run, (app_id, 0, at, who.clone()));
-            h.dirty_app(app_id);
+            for ((app_id, _), run) in rows.iter().zip(&runs) {
+                h.run_started(*run, (*app_id, 0, at, who.clone()));
+                h.dirty_app(*app_id);
+            }
         }) {
             log::error!(
-                "cannot record run {run} before its fork (kept in memory and retried): {e}"
+                "cannot record {} run(s) before their fork (kept in memory and retried): {e}",
+                runs.len()
             );
         }
-        Ok(run)
+        runs
     }
 
     /// Records the pid of run `run_id`, once its process exists (or, for an

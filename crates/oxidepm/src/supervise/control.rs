@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::{timeout, Instant};
 
-/// Apps spawned by a start before it yields.
-const LAUNCH_BATCH: usize = 16;
+/// Apps spawned by a start before it yields (and forked together: their
+/// intents in one commit, their forks in another).
+const LAUNCH_BATCH: usize = 32;
 
 /// Waits until every process of the ticket's app is gone: the stop signal
 /// was already sent to all of them; after `kill_timeout` everything left is
@@ -180,27 +181,88 @@ async fn launch(
 ) -> Result<Vec<AppAction>, Error> {
     let order = launch_order(&lock(shared), ids)?;
     let mut out = Vec::new();
-    // One commit per start instead of four. The batch is closed while the
-    // loop yields: other tasks' writes (and the store's retry, which opens
-    // its own transaction) never run inside it.
-    let mut batch = Some(Supervisor::batch(shared));
-    for (n, id) in order.into_iter().enumerate() {
-        if n > 0 && n % LAUNCH_BATCH == 0 {
-            // A long start lets the reaper see exits on time (a run's length
-            // ends when its death is seen) and requests get an answer.
-            drop(batch.take());
-            tokio::task::yield_now().await;
-            batch = Some(Supervisor::batch(shared));
+    for chunk in order.chunks(LAUNCH_BATCH) {
+        {
+            // One commit for the intents forked together, one for their
+            // forks. The batch is closed while the loop yields: other
+            // tasks' writes (and the store's retry, which opens its own
+            // transaction) never run inside it.
+            let _batch = Supervisor::batch(shared);
+            let mut s = lock(shared);
+            let mut forks = Vec::new();
+            for &id in chunk {
+                // An app that depends on others sees them forked (online)
+                // first, as when each app was forked in turn.
+                if s.app(id).is_some_and(|a| !a.spec.depends_on.is_empty()) {
+                    fork_pending(&mut s, &mut forks, &mut out, actor)?;
+                }
+                let kind = if restarted.contains(&id) {
+                    EventKind::Restarted
+                } else {
+                    EventKind::Started
+                };
+                let launched = launch_one(shared, &mut s, id, actor, kind);
+                if launched.is_err() {
+                    // The apps before it are still started, as they were
+                    // when each was forked in turn.
+                    fork_pending(&mut s, &mut forks, &mut out, actor)?;
+                }
+                match launched? {
+                    Launched::Answer(a) => out.push(a),
+                    Launched::Fork(a, kind) => {
+                        forks.push((id, kind));
+                        out.push(a);
+                    }
+                    Launched::Gone => {}
+                }
+            }
+            fork_pending(&mut s, &mut forks, &mut out, actor)?;
         }
-        let kind = if restarted.contains(&id) {
-            EventKind::Restarted
-        } else {
-            EventKind::Started
-        };
-        let mut s = lock(shared);
-        out.extend(launch_one(shared, &mut s, id, actor, kind)?);
+        // A long start lets the reaper see exits on time (a run's length
+        // ends when its death is seen) and requests get an answer.
+        tokio::task::yield_now().await;
     }
     Ok(out)
+}
+
+/// Forks the apps of `forks` (emptied) together and fills their pids into
+/// `out`. The first failure is the request's answer, as when the apps
+/// were forked one by one; the other forks stand.
+fn fork_pending(
+    s: &mut Supervisor,
+    forks: &mut Vec<(u64, EventKind)>,
+    out: &mut [AppAction],
+    actor: &Actor,
+) -> Result<(), Error> {
+    if forks.is_empty() {
+        return Ok(());
+    }
+    let mut failed = None;
+    let results = s.spawn_many(forks, actor);
+    for ((id, _), result) in forks.drain(..).zip(results) {
+        match result {
+            Ok(pid) => {
+                if let Some(a) = out.iter_mut().rev().find(|a| a.id == id) {
+                    a.pid = Some(pid);
+                }
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// What a launch does with one app.
+enum Launched {
+    /// Nothing more: it runs, or waits for its dependencies.
+    Answer(AppAction),
+    /// Forked with the chunk, recorded as the kind; the answer's pid is
+    /// filled in then.
+    Fork(AppAction, EventKind),
+    /// It was deleted meanwhile.
+    Gone,
 }
 
 /// The apps `ids` with the dependencies they need started, in dependency
@@ -235,17 +297,17 @@ fn launch_order(s: &Supervisor, ids: &[u64]) -> Result<Vec<u64>, Error> {
         .collect())
 }
 
-/// Starts app `id` of a launch, recorded as `kind`, or has it wait for
-/// its dependencies; `None` when it is gone.
+/// Readies app `id` of a launch for its fork, recorded as `kind`, or has
+/// it wait for its dependencies.
 fn launch_one(
     shared: &Shared,
     s: &mut Supervisor,
     id: u64,
     actor: &Actor,
     kind: EventKind,
-) -> Result<Option<AppAction>, Error> {
+) -> Result<Launched, Error> {
     let Some(app) = s.app(id) else {
-        return Ok(None);
+        return Ok(Launched::Gone);
     };
     let name = app.spec.name.clone();
     let answer = |action, pid| AppAction {
@@ -259,7 +321,9 @@ fn launch_one(
     let waiting = s.waits_for_restart(id);
     match app.rt.status {
         Status::Starting if waiting => {}
-        Status::Online | Status::Starting => return Ok(Some(answer(Action::AlreadyRunning, None))),
+        Status::Online | Status::Starting => {
+            return Ok(Launched::Answer(answer(Action::AlreadyRunning, None)))
+        }
         Status::Stopping => return Err(Error::Stopping { app: name.clone() }),
         Status::Stopped | Status::Errored => {}
     }
@@ -277,8 +341,7 @@ fn launch_one(
                     a.count_restart(actor);
                 }
             }
-            let pid = s.spawn_now(id, actor, kind)?;
-            Ok(Some(answer(action, Some(pid))))
+            Ok(Launched::Fork(answer(action, None), kind))
         }
         Ok(false) => {
             let generation = s.wait_for_dependencies(id, actor);
@@ -287,7 +350,10 @@ fn launch_one(
             tokio::spawn(
                 async move { spawn_when_ready(shared, id, generation, actor, kind).await },
             );
-            Ok(Some(answer(Action::WaitingForDependencies, None)))
+            Ok(Launched::Answer(answer(
+                Action::WaitingForDependencies,
+                None,
+            )))
         }
         Err(source) => Err(Error::Dependency {
             app: name.clone(),

@@ -25,7 +25,7 @@ use super::logshim::{ShimConfig, ERR_INPUT_FD, MARKER};
 use oxidepm_sys::pidfd;
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -84,12 +84,28 @@ pub fn start(
 
 /// Starts the writer process itself.
 fn launch(program: &Path, cfg: &ShimConfig, out_r: OwnedFd, err_r: OwnedFd) -> io::Result<u32> {
-    // The stderr pipe goes in the writer's stdout slot (ERR_INPUT_FD), and
-    // no pre-exec hook is set: with an absolute program path and nothing
-    // else to do between fork and exec, the standard library spawns with
-    // posix_spawn (vfork-style, no copy of the daemon's page tables). The
-    // writer starts its own session itself.
+    // The stderr pipe goes in the writer's stdout slot (ERR_INPUT_FD). It
+    // is cloned as the apps are (see `oxidepm_sys::spawn`): no copy of
+    // the daemon's page tables, nor of its descriptors (three per app),
+    // in a session of its own; the old way where clone3 is not offered.
     debug_assert_eq!(ERR_INPUT_FD, 1);
+    let mut args: Vec<OsString> = vec![MARKER.into()];
+    args.extend(cfg.to_args());
+    let prepared = oxidepm_sys::spawn::Program::new(program.as_os_str(), &args, &[], None)?;
+    let setup = oxidepm_sys::spawn::Setup {
+        stdin: Some(out_r.as_fd()),
+        stdout: err_r.as_fd(),
+        stderr: None,
+        cgroup: None,
+        identity: None,
+        oom_score_adj: None,
+    };
+    if let Some(pid) = oxidepm_sys::spawn::spawn(&prepared, &setup)? {
+        return Ok(pid);
+    }
+    // No pre-exec hook: with an absolute program path and nothing else to
+    // do between fork and exec, the standard library spawns with
+    // posix_spawn. The writer starts its own session itself.
     let mut cmd = Command::new(program);
     cmd.arg(MARKER)
         .args(cfg.to_args())

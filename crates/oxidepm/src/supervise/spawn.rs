@@ -437,7 +437,7 @@ impl Launch<'_> {
     /// joins between fork and exec instead. Either way it is never run
     /// outside the cgroup. Called with the supervisor locked, so the
     /// reaper cannot reap a child that failed before its exec: that one
-    /// is reaped in `spawn_in_cgroup` itself.
+    /// is reaped in `oxidepm_sys::spawn::spawn` itself.
     fn start(self) -> std::io::Result<u32> {
         let id = self.creds.map(|c| exec::Identity {
             uid: c.uid,
@@ -453,13 +453,14 @@ impl Launch<'_> {
                     self.cwd.map(Path::new),
                 )?;
                 let setup = oxidepm_sys::spawn::Setup {
+                    stdin: None,
                     stdout: self.stdout.as_fd(),
-                    stderr: self.stderr.as_fd(),
-                    cgroup: dir.as_fd(),
+                    stderr: Some(self.stderr.as_fd()),
+                    cgroup: Some(dir.as_fd()),
                     identity: id.as_ref(),
                     oom_score_adj: app_oom_score_adj(),
                 };
-                if let Some(pid) = oxidepm_sys::spawn::spawn_in_cgroup(&program, &setup)? {
+                if let Some(pid) = oxidepm_sys::spawn::spawn(&program, &setup)? {
                     return Ok(pid);
                 }
                 Some(oxidepm_sys::cgroup::open_procs_at(dir)?)

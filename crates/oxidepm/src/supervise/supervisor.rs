@@ -37,6 +37,7 @@ mod preflight;
 mod record;
 mod restarts;
 mod select;
+mod spawning;
 mod starting;
 mod stopping;
 pub mod storage;
@@ -352,68 +353,6 @@ impl Supervisor {
             });
         }
         Ok(Some(c))
-    }
-
-    /// Starts a process for app `id` now. `kind` is the event to record
-    /// (`started` or `restarted`).
-    pub fn spawn_now(&mut self, id: u64, actor: &Actor, kind: EventKind) -> Result<u32, Error> {
-        let Some(app) = self.apps.get_mut(&id) else {
-            return Err(Error::NoSuchApp { id });
-        };
-        let spec = app.spec.clone();
-        // Whatever stopped it before, it is being started now.
-        app.rt.stopped_by = None;
-        // A process of this app that outlived a lost state is taken over
-        // rather than duplicated.
-        if let Some(pid) = self.adopt_orphan(id, actor) {
-            return Ok(pid);
-        }
-        match self.fork(id, &spec, actor) {
-            Err(e) => Err(self.start_failed(id, actor, e)),
-            Ok(forked) => Ok(self.forked(id, actor, kind, forked)),
-        }
-    }
-
-    /// Forks app `id`'s process: the intent is committed before the fork,
-    /// in a run leaf of its own where cgroups are in force.
-    fn fork(&mut self, id: u64, spec: &AppSpec, actor: &Actor) -> Result<Forked, Error> {
-        let creds = self.creds_for(spec)?;
-        let run_id = self.begin_run(id, actor)?;
-        let env_creds = creds.clone().unwrap_or_else(|| self.own.clone());
-        let mut extra = self.app_extra_env(spec);
-        extra.push(self.marker_of(id, run_id, &spec.name));
-        let env = spawn::app_env(spec, &env_creds, &extra);
-        let [out, errp] = self.log_paths(&spec.name);
-        let shim = self.log_output.shim_config(spec, out, errp);
-        let spawned = self.new_run(id).and_then(|r| {
-            let (run, dir) = match r {
-                Some(r) => (Some(r.path), Some(r.dir)),
-                None => (None, None),
-            };
-            match spawn::spawn_app(spec, creds.as_ref(), env, dir, &self.shim_exe, &shim) {
-                Ok(sp) => Ok((sp, run)),
-                Err(e) => {
-                    if let (Some(cg), Some(run)) = (self.containment.cgroups(), &run) {
-                        let _ = std::fs::remove_dir(cg.dir(run));
-                    }
-                    Err(e)
-                }
-            }
-        });
-        match spawned {
-            Ok((sp, run)) => Ok(Forked {
-                pid: sp.pid,
-                start_ticks: sp.start_ticks,
-                run,
-                run_id,
-            }),
-            Err(e) => {
-                if let Err(e) = self.store.run_failed(run_id) {
-                    log::error!("cannot record that run {run_id} failed: {e}");
-                }
-                Err(e.into())
-            }
-        }
     }
 
     /// Records a process just forked for app `id` as its current run.

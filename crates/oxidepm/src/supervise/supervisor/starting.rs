@@ -4,7 +4,7 @@
 //! cannot fix).
 
 use super::Supervisor;
-use crate::supervise::lifecycle::{self, Event};
+use crate::supervise::lifecycle::Event;
 use crate::supervise::Error;
 use oxidepm_proto::Actor;
 
@@ -46,19 +46,6 @@ impl Supervisor {
             shared: shared.clone(),
             began,
         }
-    }
-
-    /// Writes the intent to start app `id` (a run without a pid yet, the app
-    /// `starting` and wanted running) and returns the run's id. Committed
-    /// before the fork: a daemon killed after the fork leaves a record that
-    /// recovery completes from the process's marker.
-    pub(super) fn begin_run(&mut self, id: u64, actor: &Actor) -> Result<i64, Error> {
-        let Some(app) = self.apps.get(&id) else {
-            return Err(Error::NoSuchApp { id });
-        };
-        let mut row = lifecycle::intent(&app.rt);
-        let run = self.store.begin_run(id, actor, &mut row)?;
-        Ok(run)
     }
 
     /// After the start of app `id` failed with `e`: a passing failure is
