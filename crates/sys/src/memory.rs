@@ -11,9 +11,9 @@
 //! checks and recovery once leaves most of the daemon's 9 MB of code
 //! resident, although an idle daemon runs a few functions of it.
 //! [`page_out_own_code`] hands those pages back once start-up is over;
-//! what runs later is read in again, page by page, as it first runs (a
-//! fault from the page cache, or a read of the file: a first request of a
-//! kind pays some tens of microseconds per page of code it needs).
+//! what runs later is read in again as it first runs (a fault from the
+//! page cache, or a read of the file: a first request of a kind pays some
+//! tens of microseconds per 64 KiB of code it needs).
 
 use std::io;
 
@@ -60,11 +60,11 @@ fn code_range(line: &str, exe: &str) -> Option<(usize, usize)> {
 }
 
 /// Asks the kernel to reclaim the resident pages of this program's own code
-/// and constants (`MADV_PAGEOUT`), and to read them back one page at a time
-/// when they are needed again (`MADV_RANDOM`: without it each fault maps
-/// up to 128 KiB of neighbours, and the start-up's spread returns with the
-/// next request); the bytes of mappings advised. Pages another process
-/// maps too are left alone by the kernel.
+/// and constants (`MADV_PAGEOUT`), and to read the constants back a page at
+/// a time when they are needed again (`MADV_RANDOM`; the kernel reads code
+/// around each fault whatever it is told, 64 KiB on Linux 6.18); the bytes
+/// of mappings advised. Pages another process maps too are left alone by
+/// the kernel.
 pub fn page_out_own_code() -> io::Result<usize> {
     let mut advised = 0;
     for (start, len) in own_code()? {
