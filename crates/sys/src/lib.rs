@@ -25,6 +25,7 @@
 //! * [`clock`] — the monotonic and boot clocks;
 //! * [`cnproc`] — the kernel's process events (netlink proc connector).
 //! * [`sockdiag`] — the listening TCP sockets (netlink sock_diag);
+//! * [`memory`] — the C allocator's arenas; the start-up's code pages handed back;
 //! * [`memfd`] — a payload sent as a sealed memory file (journald's large entries);
 //! * [`async_fd`] — descriptors the runtime watches for chosen readiness,
 //!   read into spare room without zeroing it.
@@ -45,6 +46,7 @@ pub mod fdlimit;
 pub mod flock;
 pub mod ids;
 pub mod memfd;
+pub mod memory;
 pub mod peer;
 pub mod pidfd;
 pub mod poll;

@@ -148,7 +148,7 @@ pub const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "idle",
-        about: "daemon CPU with 1,000 and 5,000 idle apps nobody looks at (target <= 0.5 % of a core)",
+        about: "daemon CPU with 1,000 and 5,000 idle apps nobody looks at, without and with max_memory_restart (targets <= 0.05 % / 0.5 % of a core)",
         run: idle::run,
     },
     Scenario {

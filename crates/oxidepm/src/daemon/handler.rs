@@ -352,7 +352,17 @@ impl Daemon {
             if is_refusal(e.code) {
                 self.publish_refusal(caller, op, apps, e);
             }
-            if self.refusals().admit(kind, now_ms()) == Verdict::Count {
+            let verdict = {
+                let mut r = self.refusals();
+                let due = r.next_due();
+                let v = r.admit(kind, now_ms());
+                if r.next_due() != due {
+                    // The housekeeping timer sleeps until the earliest due.
+                    self.refusals_due.notify_one();
+                }
+                v
+            };
+            if verdict == Verdict::Count {
                 return false;
             }
             if is_refusal(e.code) {
@@ -434,7 +444,7 @@ impl Daemon {
         }));
     }
 
-    fn refusals(&self) -> std::sync::MutexGuard<'_, Refusals> {
+    pub(super) fn refusals(&self) -> std::sync::MutexGuard<'_, Refusals> {
         // Counting is all it does, so a panic elsewhere cannot leave it
         // half-changed: carry on with what it holds.
         self.refusals

@@ -57,6 +57,8 @@ pub struct Daemon {
     pub lanes: Lanes,
     /// Refusals written, and those only counted, per kind and window.
     refusals: std::sync::Mutex<refusals::Refusals>,
+    /// Notified when the earliest refusal window to close changes.
+    refusals_due: Notify,
     /// Each actor's budget of log bytes read.
     pub log_reads: ops::ReadRate,
     /// The largest answer through an agent's `ops` lane, in bytes.
@@ -232,6 +234,9 @@ pub enum StartError {
 /// attached to a file, until its apps have ended); the process's exit
 /// status (0 unless attached).
 pub fn run(opts: Options, lock: DaemonLock) -> Result<u8, StartError> {
+    // Before any thread: the runtime thread and the few blocking threads
+    // share two arenas instead of leaving one each behind.
+    oxidepm_sys::memory::limit_arenas(2);
     let (config, keys) = reload::read(&opts.home.config())?;
     raise_fd_limit();
     log::info!("{}", crate::supervise::spawn::shield_from_oom());

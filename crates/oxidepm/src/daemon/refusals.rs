@@ -153,6 +153,19 @@ impl Refusals {
         self.close(|w| now_ms.saturating_sub(w.start_ms) >= window)
     }
 
+    /// When the next window is due to close (ms, the clock of `admit`):
+    /// now for summaries already found closed, none when nothing is open.
+    pub fn next_due(&self) -> Option<i64> {
+        if !self.closed.is_empty() {
+            return Some(i64::MIN);
+        }
+        let window = self.limits.window_ms;
+        self.kinds
+            .values()
+            .map(|w| w.start_ms.saturating_add(window))
+            .min()
+    }
+
     /// Closes every window (the daemon is stopping).
     pub fn close_all(&mut self) -> Vec<Summary> {
         self.close(|_| true)

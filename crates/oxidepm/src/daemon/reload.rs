@@ -187,6 +187,7 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .set_limits(config.retention.refusal_limits());
+        self.refusals_due.notify_one();
         self.log_reads.set_mib_per_sec(config.logs_read_mib_per_sec);
         self.restart_rate.send_replace(config.restart_rate());
         if applied.iter().any(|k| is_consult_key(k)) {

@@ -1,6 +1,6 @@
 //! `[retention]` of daemon.toml, and the daemon's housekeeping timer: the
 //! history tables pruned in small batches, and refusal windows closed into
-//! their summary rows.
+//! their summary rows when they are due (no tick while none is open).
 
 use super::refusals::Limits;
 use super::Daemon;
@@ -130,22 +130,57 @@ impl RetentionSettings {
     }
 }
 
-/// Every second: closes the refusal windows that are over; every
-/// `prune_interval_secs` (and at start): prunes the history tables.
+/// Closes the refusal windows when they are due, and prunes the history
+/// tables every `prune_interval_secs` (and at start); in between it sleeps,
+/// woken early only when a window opens or the limits change: a tick every
+/// second with no window open was an idle daemon's wake-up for nothing.
 pub async fn run(daemon: Arc<Daemon>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut next_prune = Instant::now();
+    let mut handed_back = false;
     loop {
-        tick.tick().await;
+        let due = daemon.refusals().next_due();
+        let until = match due {
+            Some(at) => {
+                let ms = at.saturating_sub(crate::timefmt::now_ms()).max(0) as u64;
+                next_prune.min(after(Duration::from_millis(ms)))
+            }
+            None => next_prune,
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(until.into()) => {}
+            _ = daemon.refusals_due.notified() => continue,
+        }
         daemon.close_refusal_windows(false);
         if Instant::now() >= next_prune {
             // Read each time: `reload-daemon-config` may have changed them.
             let settings = daemon.retention_settings();
             prune(&daemon.sup, &settings).await;
-            next_prune = Instant::now() + Duration::from_secs(settings.prune_interval_secs);
+            next_prune = after(Duration::from_secs(settings.prune_interval_secs));
+            if !handed_back {
+                handed_back = true;
+                tokio::task::spawn_blocking(hand_back_start_up_code);
+            }
         }
     }
+}
+
+/// Start-up's code (arguments, daemon.toml, the schema, recovery, the first
+/// prune) ran once and left most of the program resident (7 of its 9 MB):
+/// handed back, what runs from now on is read in again as it runs
+/// (`oxidepm_sys::memory`).
+fn hand_back_start_up_code() {
+    match oxidepm_sys::memory::page_out_own_code() {
+        Ok(bytes) => log::debug!("start-up code handed back ({} KiB mapped)", bytes >> 10),
+        Err(e) => log::debug!("cannot hand back the start-up code: {e}"),
+    }
+}
+
+/// `wait` from now; a wait too long for the clock (a huge interval in
+/// daemon.toml) is a year, which the loop then waits again.
+fn after(wait: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(wait)
+        .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
 }
 
 /// Prunes the history tables, one batch at a time, yielding between

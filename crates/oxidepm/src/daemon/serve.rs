@@ -61,6 +61,7 @@ pub(super) async fn serve(
         exit: Notify::new(),
         lanes,
         refusals: std::sync::Mutex::new(refusals::Refusals::new(config.retention.refusal_limits())),
+        refusals_due: Notify::new(),
         log_reads: ops::ReadRate::new(config.logs_read_mib_per_sec),
         ops_max_reply: config.ops_max_reply_bytes,
         metrics: metrics::Metrics::default(),

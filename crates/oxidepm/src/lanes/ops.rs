@@ -43,6 +43,7 @@ use oxidepm_lanes::{AclUser, AgentName, Secret, SecretError, StreamKey};
 use oxidepm_proto::{AppKind, ErrorBody, Request, Response, Streamed};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,12 +90,17 @@ pub struct OpsSettings {
 /// Requests go to the daemon through this.
 type ToDaemon = tokio::sync::mpsc::UnboundedSender<OpsRequest>;
 
+/// Wakes the responder's managing thread (see `manage`).
+type Kick = SyncSender<()>;
+
 /// Runs the responder until `tx` is closed: a thread that keeps one
 /// worker thread per agent with a lane.
 pub fn spawn(lanes: Lanes, shared: Shared, tx: ToDaemon, settings: OpsSettings, feeds: Feeds) {
+    let (kick, changed) = std::sync::mpsc::sync_channel(1);
+    lock(&shared).specs_changed = Some(kick.clone());
     let spawned = std::thread::Builder::new()
         .name("ops-responder".into())
-        .spawn(move || manage(&lanes, &shared, &tx, settings, &feeds));
+        .spawn(move || manage(&lanes, &shared, &tx, settings, &feeds, (kick, changed)));
     if let Err(e) = spawned {
         log::error!("cannot start the ops responder: {e}");
     }
@@ -108,15 +114,23 @@ struct Worker {
 
 // On the ops responder's own thread (see `spawn`).
 #[allow(clippy::disallowed_methods)]
-fn manage(lanes: &Lanes, shared: &Shared, tx: &ToDaemon, settings: OpsSettings, feeds: &Feeds) {
+fn manage(
+    lanes: &Lanes,
+    shared: &Shared,
+    tx: &ToDaemon,
+    settings: OpsSettings,
+    feeds: &Feeds,
+    (kick, changed): (Kick, Receiver<()>),
+) {
     let mut workers: HashMap<AgentName, Worker> = HashMap::new();
+    // Looked for among the apps again only when one is defined, changed or
+    // deleted, or a worker ends (a look each second was a pass over every
+    // app of an idle daemon).
+    let mut defined = agents(shared);
     while !tx.is_closed() {
         // The private Redis's socket exists once its lanes are set up.
-        let current = if lanes.is_shared() || lanes.layout.redis_socket().exists() {
-            agents(shared)
-        } else {
-            Vec::new()
-        };
+        let ready = lanes.is_shared() || lanes.layout.redis_socket().exists();
+        let current = if ready { defined.clone() } else { Vec::new() };
         workers.retain(|agent, w| {
             let keep = current.contains(agent) && !w.thread.is_finished();
             if !keep {
@@ -124,8 +138,8 @@ fn manage(lanes: &Lanes, shared: &Shared, tx: &ToDaemon, settings: OpsSettings, 
             }
             keep
         });
-        for agent in current {
-            if workers.contains_key(&agent) {
+        for agent in &current {
+            if workers.contains_key(agent) {
                 continue;
             }
             let stop = Arc::new(AtomicBool::new(false));
@@ -137,18 +151,35 @@ fn manage(lanes: &Lanes, shared: &Shared, tx: &ToDaemon, settings: OpsSettings, 
                 settings,
                 stop: stop.clone(),
                 feeds: feeds.clone(),
+                kick: kick.clone(),
             };
             let spawned = std::thread::Builder::new()
                 .name(format!("ops-{agent}"))
                 .spawn(move || run.serve_until_stopped());
             match spawned {
                 Ok(thread) => {
-                    workers.insert(agent, Worker { stop, thread });
+                    workers.insert(agent.clone(), Worker { stop, thread });
                 }
                 Err(e) => log::warn!("ops responder: no thread for {agent}: {e}"),
             }
         }
-        std::thread::sleep(Duration::from_secs(1));
+        // Every second while an agent waits for Redis's socket or for a
+        // thread; else asleep until told.
+        let waiting = (!ready && !defined.is_empty()) || workers.len() < current.len();
+        let told = if waiting {
+            match changed.recv_timeout(Duration::from_secs(1)) {
+                Ok(()) => true,
+                Err(RecvTimeoutError::Timeout) => false,
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        } else if changed.recv().is_ok() {
+            true
+        } else {
+            break;
+        };
+        if told {
+            defined = agents(shared);
+        }
     }
     for w in workers.values() {
         w.stop.store(true, Ordering::Relaxed);
@@ -220,6 +251,8 @@ struct Lane {
     settings: OpsSettings,
     stop: Arc<AtomicBool>,
     feeds: Feeds,
+    /// Told when this worker ends, so that it is started again at once.
+    kick: Kick,
 }
 
 impl Lane {
@@ -255,6 +288,7 @@ impl Lane {
             }
         }
         self.feeds.remove(self.agent.as_str());
+        let _ = self.kick.try_send(());
     }
 
     async fn serve(&self) -> Result<(), ServeError> {

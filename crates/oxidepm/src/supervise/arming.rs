@@ -1,5 +1,6 @@
 //! The tasks an app's spec asks the daemon to run beside it — cron
-//! restarts, health checks and the file watch — armed anew whenever the spec changes. Each
+//! restarts, health checks and the file watch — armed anew whenever the spec
+//! changes; a memory limit wakes the limit watch (`sampler::run`). Each
 //! task holds the epoch it was armed for and ends by itself once the app's
 //! epoch moves on, so re-arming never needs to find the old tasks.
 
@@ -14,6 +15,7 @@ impl Supervisor {
         };
         app.auto_epoch += 1;
         let epoch = app.auto_epoch;
+        let limited = app.spec.max_memory_bytes.is_some();
         let name = app.spec.name.clone();
         let cron = app.spec.cron_restart.clone();
         let check = app.spec.health.clone();
@@ -26,6 +28,10 @@ impl Supervisor {
             cwd: app.spec.cwd.clone().unwrap_or_else(|| "/".into()).into(),
             user: app.spec.user.clone(),
         });
+        if limited {
+            self.limits_armed.notify_one();
+        }
+        self.tell_specs_changed();
         let Some(shared) = self.shared() else {
             return;
         };

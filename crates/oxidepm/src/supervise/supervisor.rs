@@ -104,6 +104,13 @@ pub struct Supervisor {
     pub(crate) restarts: super::restart_queue::RestartQueue,
     /// Where every recorded event is published as it happens.
     pub bus: Arc<Bus>,
+    /// Woken when an app's spec with a memory limit is armed: the limit
+    /// watch sleeps on it while no app has one.
+    pub(crate) limits_armed: Arc<tokio::sync::Notify>,
+    /// Told (without waiting) when an app is defined, changed or deleted:
+    /// the `ops` responder's thread sleeps on it instead of looking at
+    /// every app each second.
+    pub specs_changed: Option<std::sync::mpsc::SyncSender<()>>,
 }
 
 impl Supervisor {
@@ -132,6 +139,8 @@ impl Supervisor {
                 log_output: Default::default(),
                 restarts: Default::default(),
                 bus: Bus::new(),
+                limits_armed: Default::default(),
+                specs_changed: None,
             })
         })
     }
@@ -295,7 +304,16 @@ impl Supervisor {
         self.discard_members(id);
         self.restarts.forget(id);
         self.apps.remove(&id);
+        self.tell_specs_changed();
         Ok(())
+    }
+
+    /// Tells whoever follows the apps' specs that one changed; one pending
+    /// notice covers any number of changes.
+    pub(crate) fn tell_specs_changed(&self) {
+        if let Some(tx) = &self.specs_changed {
+            let _ = tx.try_send(());
+        }
     }
 
     /// Variables the daemon gives every app: OXIDEPM_HOME, so that the CLI

@@ -100,3 +100,21 @@ fn counts_read_with_thousands_separators() {
     assert_eq!(thousands(19_990), "19,990");
     assert_eq!(thousands(1_234_567), "1,234,567");
 }
+
+#[test]
+fn the_next_window_due_is_the_earliest_open_one_and_none_when_all_are_closed() {
+    let mut r = Refusals::new(LIMITS);
+    assert_eq!(r.next_due(), None, "nothing open: the timer sleeps");
+    r.admit(kind("a", "delete"), 1_000);
+    r.admit(kind("b", "delete"), 5_000);
+    assert_eq!(r.next_due(), Some(61_000));
+    r.close_due(61_000);
+    assert_eq!(r.next_due(), Some(65_000));
+    r.close_due(65_000);
+    assert_eq!(r.next_due(), None);
+    // A window found over by a refusal waits to be written: due at once.
+    let k = kind("c", "stop");
+    flood(&mut r, &k, 12, 0);
+    r.admit(k, 70_000);
+    assert_eq!(r.next_due(), Some(i64::MIN));
+}
