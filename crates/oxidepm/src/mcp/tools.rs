@@ -279,6 +279,11 @@ pub fn status(daemon: &Daemon, app: Option<String>, ports: bool) -> Outcome {
             picked
         }
     };
+    // What is not there says nothing: a model reads every byte of a list
+    // of many apps, as tokens.
+    for a in apps.iter_mut().filter_map(Value::as_object_mut) {
+        a.retain(|k, v| !v.is_null() && !(k == "tags" && v.as_array().is_some_and(Vec::is_empty)));
+    }
     if ports {
         let pid = |a: &Value| a["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
         let pids: Vec<u32> = apps.iter().filter_map(pid).collect();
