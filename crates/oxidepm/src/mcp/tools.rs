@@ -282,7 +282,10 @@ pub fn status(daemon: &Daemon, app: Option<String>, ports: bool) -> Outcome {
     // What is not there says nothing: a model reads every byte of a list
     // of many apps, as tokens.
     for a in apps.iter_mut().filter_map(Value::as_object_mut) {
-        a.retain(|k, v| !v.is_null() && !(k == "tags" && v.as_array().is_some_and(Vec::is_empty)));
+        let empty = |k: &str, v: &Value| {
+            v.is_null() || (k == "tags" && v.as_array().is_some_and(Vec::is_empty))
+        };
+        a.retain(|k, v| !empty(k, v));
     }
     if ports {
         let pid = |a: &Value| a["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
