@@ -104,6 +104,14 @@ impl<R, W: AsyncWrite + Unpin + Send + 'static> Bounded<R, W> {
             ));
         }
         let mut pending = self.owed.pending();
+        if pending.contains(id) {
+            // Two open requests with one id could not be told apart, and
+            // would count once against the bound.
+            return Err((
+                -32600,
+                format!("invalid request: id {id} is already used by a request not yet answered"),
+            ));
+        }
         if pending.len() >= MAX_IN_FLIGHT {
             return Err((
                 -32000,

@@ -207,6 +207,14 @@ fn past_the_bound_of_open_requests_a_request_is_busy_and_a_cancel_frees_a_place(
         (&full["id"], &full["error"]["code"]),
         (&json!("full"), &json!(-32000))
     );
+    // An id still open is not taken twice (it would count once).
+    raw.send(&wait(2));
+    let twice = raw.next();
+    assert_eq!(
+        (&twice["id"], &twice["error"]["code"]),
+        (&json!(2), &json!(-32600)),
+        "{twice}"
+    );
     // A cancel of an open request frees its place.
     raw.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}));
     // A ping needs no turn among the running calls, only a place.
