@@ -61,7 +61,7 @@ impl Stream {
         }
         self.log.log.stalled = false;
         let mut rest = data;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+        while let Some(i) = memchr::memchr(b'\n', rest) {
             if self.held.is_empty() {
                 push_cut(&mut self.log, out, &self.stamp, &rest[..i]);
             } else {
