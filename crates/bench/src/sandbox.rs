@@ -202,6 +202,14 @@ impl Sandbox {
         Ok(path)
     }
 
+    /// Starts `n` sleeping apps from one file and waits until all are
+    /// online; the time that took.
+    pub fn start_sleepers(&self, n: usize, timeout: Duration) -> Result<Duration> {
+        let cfg = self.sleep_config(n)?;
+        self.run(&["start", &cfg.to_string_lossy()])?;
+        self.wait_online(n, timeout)
+    }
+
     /// Polls `status --json` until `n` apps are online; the time it took.
     pub fn wait_online(&self, n: usize, timeout: Duration) -> Result<Duration> {
         let t0 = Instant::now();

@@ -169,9 +169,7 @@ fn say_adoptions(sb: &Sandbox, n: usize, rounds: usize) -> Result<()> {
 
 /// `n` apps started and online: their pids by name, and their processes.
 fn start_apps(sb: &mut Sandbox, n: usize) -> Result<(Pids, Vec<Stat>)> {
-    let cfg = sb.sleep_config(n)?;
-    sb.run(&["start", &cfg.to_string_lossy()])?;
-    sb.wait_online(n, Duration::from_secs(30))?;
+    sb.start_sleepers(n, Duration::from_secs(30))?;
     let before = pids(sb)?;
     if before.len() != n || before.values().any(Option::is_none) {
         return Err(format!(

@@ -43,9 +43,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
         std::fs::write(&toml, "agent_max_connections_per_peer = 32\n")
             .map_err(|e| format!("cannot write {}: {e}", toml.display()))?;
         let dpid = sb.ping()?;
-        let cfg = sb.sleep_config(n)?;
-        sb.run(&["start", &cfg.to_string_lossy()])?;
-        sb.wait_online(n, Duration::from_secs(30))?;
+        sb.start_sleepers(n, Duration::from_secs(30))?;
         let sock = sb.home().join("agent.sock");
         say!(
             "  {CLIENTS} clients on {}, {n} apps defined, {:.0} s per run",

@@ -11,9 +11,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     with_sandbox(bins, |sb| {
         let pid = sb.ping()?;
         let daemon = crate::procfs::stat(pid).ok_or("the daemon is gone")?;
-        let cfg = sb.sleep_config(n)?;
-        sb.run(&["start", &cfg.to_string_lossy()])?;
-        let up = sb.wait_online(n, Duration::from_secs(180))?;
+        let up = sb.start_sleepers(n, Duration::from_secs(180))?;
         say!("  {n} apps online after {:.1} s", up.as_secs_f64());
         let t0 = Instant::now();
         sb.run(&["kill"])?;

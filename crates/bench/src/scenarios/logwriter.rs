@@ -15,9 +15,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     with_sandbox(bins, |sb| {
         let n = plan.apps;
         let pid = sb.ping()?;
-        let cfg = sb.sleep_config(n)?;
-        sb.run(&["start", &cfg.to_string_lossy()])?;
-        sb.wait_online(n, Duration::from_secs(30))?;
+        sb.start_sleepers(n, Duration::from_secs(30))?;
         // Let every writer finish starting (page faults of its first read).
         sleep_ms(1000);
         let writers: Vec<u32> = procfs::children(pid)

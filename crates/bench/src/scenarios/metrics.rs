@@ -97,9 +97,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     let ((per_scrape, looped), bytes) = with_sandbox(bins, |sb| {
         let addr = metrics_on(sb)?;
         let pid = sb.ping()?;
-        let cfg = sb.sleep_config(n)?;
-        sb.run(&["start", &cfg.to_string_lossy()])?;
-        sb.wait_online(n, Duration::from_secs(30))?;
+        sb.start_sleepers(n, Duration::from_secs(30))?;
         // Past start-up, and the sampler has run.
         sleep_ms(2500);
         let bytes = scrape(&addr)?;

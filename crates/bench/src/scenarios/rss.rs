@@ -30,9 +30,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
             parts()
         );
 
-        let cfg = sb.sleep_config(n)?;
-        sb.run(&["start", &cfg.to_string_lossy()])?;
-        sb.wait_online(n, Duration::from_secs(30))?;
+        sb.start_sleepers(n, Duration::from_secs(30))?;
         // The sampler looks at every app each 2 s; let it run at least once.
         sleep_ms(2500);
         let busy = rss("with apps")?;

@@ -13,9 +13,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> Result<Vec<Row>> {
     with_sandbox(bins, |sb| {
         let n = plan.apps;
         sb.ping()?;
-        let cfg = sb.sleep_config(n)?;
-        sb.run(&["start", &cfg.to_string_lossy()])?;
-        sb.wait_online(n, Duration::from_secs(30))?;
+        sb.start_sleepers(n, Duration::from_secs(30))?;
 
         let mut cmd = sb.cli(&["status", "--json"]);
         let first = cmd
