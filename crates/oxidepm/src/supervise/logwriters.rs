@@ -40,20 +40,29 @@ pub fn writer_program(daemon_exe: &Path) -> PathBuf {
         .unwrap_or_else(|| daemon_exe.to_path_buf())
 }
 
+/// The descriptors that watching one writer takes, if the budget has
+/// them. Taken in the order apps start (a start of many forks them on
+/// several threads), so that which writers are watched at a low limit is
+/// the first ones of the file, as it was with one fork at a time.
+pub fn watch_share() -> Option<super::fd_budget::Share> {
+    super::fd_budget::take(WATCH_FDS)
+}
+
 /// Starts a writer for `cfg` reading `out_r` (the app's stdout pipe) and
-/// `err_r` (its stderr pipe), and watches it: if it dies while the app's
-/// pipes still have a writer, another is started in its place. Returns
-/// the writer's pid.
+/// `err_r` (its stderr pipe), and watches it with `share` (from
+/// [`watch_share`]): if it dies while the app's pipes still have a writer,
+/// another is started in its place. Returns the writer's pid.
 pub fn start(
     daemon_exe: &Path,
     cfg: &ShimConfig,
     out_r: OwnedFd,
     err_r: OwnedFd,
+    share: Option<super::fd_budget::Share>,
 ) -> io::Result<u32> {
     let program = writer_program(daemon_exe);
     // The copies are a safeguard, not a condition: out of descriptors, the
     // app is started as before, with a writer nobody replaces.
-    let share = super::fd_budget::take(WATCH_FDS).ok_or_else(|| {
+    let share = share.ok_or_else(|| {
         io::Error::other("the daemon's descriptors for watching log writers are used up")
     });
     let copies = share.and_then(|s| {

@@ -350,6 +350,7 @@ pub fn spawn_app(
     cgroup: Option<OwnedFd>,
     shim_exe: &Path,
     shim: &ShimConfig,
+    watch: Option<super::fd_budget::Share>,
 ) -> Result<Spawned, SpawnError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
@@ -378,7 +379,7 @@ pub fn spawn_app(
         .map_err(|e| spawn_error(spec, &searched, e))?;
     let start_ticks = procfs::stat(pid).map(|s| s.start_ticks).unwrap_or(0);
 
-    if let Err(e) = spawn_shim(shim_exe, shim, out_r, err_r) {
+    if let Err(e) = super::logwriters::start(shim_exe, shim, out_r, err_r, watch) {
         // Without a reader the app would die of SIGPIPE at its first line;
         // better to fail the start cleanly.
         let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
@@ -584,17 +585,6 @@ fn spawn_error(spec: &AppSpec, searched: &Searched, source: std::io::Error) -> S
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SpawnError::Pipe)
-}
-
-/// Starts the app's log writer on its pipes (the daemon keeps copies of
-/// the read ends and replaces the writer if it dies: `super::logwriters`).
-fn spawn_shim(
-    exe: &Path,
-    cfg: &ShimConfig,
-    out_r: OwnedFd,
-    err_r: OwnedFd,
-) -> std::io::Result<u32> {
-    super::logwriters::start(exe, cfg, out_r, err_r)
 }
 
 /// Sends `sig` to the process group `pgid`; false when the group is gone.

@@ -16,7 +16,7 @@ use super::{Forked, Supervisor};
 use crate::supervise::lifecycle;
 use crate::supervise::logshim::ShimConfig;
 use crate::supervise::spawn::{self, Creds, SpawnError, Spawned};
-use crate::supervise::Error;
+use crate::supervise::{fd_budget, logwriters, Error};
 use oxidepm_proto::{Actor, AppSpec, EventKind};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -48,6 +48,8 @@ struct Job {
     /// The directory of the run's cgroup leaf.
     dir: Option<OwnedFd>,
     shim: ShimConfig,
+    /// Its writer's watch, taken in the order of the start.
+    watch: Option<fd_budget::Share>,
 }
 
 impl Supervisor {
@@ -174,6 +176,7 @@ impl Supervisor {
             env,
             dir,
             shim,
+            watch: logwriters::watch_share(),
         };
         Ok((run, job))
     }
@@ -194,8 +197,9 @@ impl Job {
             env,
             dir,
             shim,
+            watch,
         } = self;
-        spawn::spawn_app(&spec, creds.as_ref(), env, dir, shim_exe, &shim)
+        spawn::spawn_app(&spec, creds.as_ref(), env, dir, shim_exe, &shim, watch)
     }
 }
 
