@@ -246,6 +246,10 @@ pub fn run(opts: Options, lock: DaemonLock) -> Result<u8, StartError> {
         .build()
         .map_err(StartError::Runtime)?;
     let result = rt.block_on(serve::serve(opts, config, keys));
+    // The home is let go last: a `kill` that waits for the lock must find
+    // the daemon gone, not its runtime still winding down its threads (a
+    // blocking task still running is not waited for past this).
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
     drop(lock);
     result
 }
