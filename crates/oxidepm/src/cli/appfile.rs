@@ -287,6 +287,10 @@ fn parse_with(
         return Err(no_apps(origin, format));
     }
     let ctx = keys::Ctx::with_env(&base, env);
+    // pm2 also reads a file that is one app, with no `apps` list around it.
+    let wrapped = single_app(text, format);
+    let text = wrapped.as_deref().unwrap_or(text);
+    let shift = if wrapped.is_some() { ONE_APP.len() } else { 0 };
     let parsed = match format {
         Format::Toml => de::Root(&ctx)
             .deserialize(toml::Deserializer::new(text))
@@ -306,7 +310,12 @@ fn parse_with(
                     }
                     let suffix = format!(" at line {} column {}", e.line(), e.column());
                     let message = message.strip_suffix(&suffix).unwrap_or(&message);
-                    (message.to_string(), Some(e.line()), Some(e.column()))
+                    // The column on the first line is the file's, not the wrapper's.
+                    let column = match e.line() {
+                        1 => e.column().saturating_sub(shift).max(1),
+                        _ => e.column(),
+                    };
+                    (message.to_string(), Some(e.line()), Some(column))
                 })
         }
         // serde_yaml_ng applies merge keys only when building a Value, which
@@ -381,6 +390,24 @@ fn no_apps(origin: &Path, format: Format) -> AppFileError {
             _ => "no apps in this file; add an \"apps\" list with at least one app",
         },
     )
+}
+
+/// What goes before a one-app JSON file to make it a file with an `apps`
+/// list; on the same line, so that errors keep the file's line numbers.
+const ONE_APP: &str = "{\"apps\":[";
+
+/// A JSON text that is a single app (an object with a `script` and no
+/// `apps`, as pm2 accepts) wrapped into a file with an `apps` list.
+fn single_app(text: &str, format: Format) -> Option<String> {
+    if format != Format::Json {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let app = value.as_object()?;
+    if app.contains_key("apps") || !app.contains_key("script") {
+        return None;
+    }
+    Some(format!("{ONE_APP}{text}\n]}}"))
 }
 
 /// The absolute directory of the file, which relative paths start from.

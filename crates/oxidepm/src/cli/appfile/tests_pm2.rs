@@ -238,3 +238,23 @@ fn javascript_is_a_config_file_only_when_named_like_one() {
         assert_eq!(Format::from_path(Path::new(name)), None, "{name}");
     }
 }
+
+#[test]
+fn a_file_that_is_one_app_is_read_as_pm2_reads_it() {
+    let text = r#"{"name": "api", "script": "server.js",
+        "env": {"PORT": "3000"}, "env_production": {"PORT": "80"}}"#;
+    let loaded = load(text, Some("production")).unwrap();
+    assert_eq!(loaded.apps.len(), 1);
+    let app = &loaded.apps[0];
+    assert_eq!(app.name, "api");
+    assert_eq!(app.env.get("PORT").map(String::as_str), Some("80"));
+    // A wrong value keeps the file's own line and column.
+    let e = load("{\"script\": \"a.js\", \"max_restarts\": \"ten\"}", None).unwrap_err();
+    // serde_json points at the end of the value: column 40 of the file.
+    assert!(e.starts_with(&format!("{ORIGIN}:1:40: ")), "{e}");
+    let e = load("{\"script\": \"a.js\",\n \"max_restarts\": \"ten\"}", None).unwrap_err();
+    assert!(e.starts_with(&format!("{ORIGIN}:2:")), "{e}");
+    // An object that is neither an app nor a file of apps is still refused.
+    let e = load(r#"{"name": "api"}"#, None).unwrap_err();
+    assert!(e.contains("apps"), "{e}");
+}
