@@ -79,6 +79,64 @@ impl Format {
             _ => None,
         }
     }
+
+    /// The format a file's first lines look like, for a file whose name
+    /// says none: a supervisord file named `programs.txt`, a unit without
+    /// `.service`. Reads at most 8 KiB.
+    pub fn sniff(p: &Path) -> Option<Format> {
+        use std::io::Read;
+        let mut head = Vec::with_capacity(8192);
+        std::fs::File::open(p)
+            .ok()?
+            .take(8192)
+            .read_to_end(&mut head)
+            .ok()?;
+        let head = String::from_utf8_lossy(&head);
+        let sections = || head.lines().map(str::trim).filter(|l| l.starts_with('['));
+        if sections().any(|l| l.starts_with("[program:") || l == "[supervisord]") {
+            Some(Format::Supervisord)
+        } else if sections().any(|l| l == "[Service]") {
+            Some(Format::Systemd)
+        } else {
+            None
+        }
+    }
+
+    /// How to name a file of this format so that it is read as one.
+    pub fn naming(self) -> &'static str {
+        match self {
+            Format::Toml => "*.toml",
+            Format::Yaml => "*.yaml or *.yml",
+            Format::Json => "*.json",
+            Format::EcosystemJs => "ecosystem.config.js",
+            Format::Supervisord => "*.conf or *.ini",
+            Format::Systemd => "*.service",
+        }
+    }
+
+    /// What the format is called in messages.
+    pub fn called(self) -> &'static str {
+        match self {
+            Format::Toml => "a TOML app file",
+            Format::Yaml => "a YAML app file",
+            Format::Json => "a JSON app file",
+            Format::EcosystemJs => "a pm2 ecosystem file",
+            Format::Supervisord => "a supervisord file",
+            Format::Systemd => "a systemd unit",
+        }
+    }
+}
+
+/// The advice for a file whose name gives no format but whose content
+/// looks like one.
+pub fn misnamed(path: &Path) -> Option<String> {
+    let format = Format::sniff(path)?;
+    Some(format!(
+        "it looks like {} but is not named {}, which is how oxidepm tells the format; \
+         rename it (or link it) to a name ending so, then run the command again",
+        format.called(),
+        format.naming()
+    ))
 }
 
 /// Whether a `.js` file is named like a pm2 config file (`*.config.js`,
@@ -190,8 +248,11 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, AppFileEr
     let Some(format) = Format::from_path(path) else {
         return Err(AppFileError::new(
             path,
-            "unknown config file type; name it *.toml, *.yaml, *.yml, *.json, \
-             ecosystem.config.js, a supervisord *.conf or a systemd *.service",
+            misnamed(path).unwrap_or_else(|| {
+                "unknown config file type; name it *.toml, *.yaml, *.yml, *.json, \
+                 ecosystem.config.js, a supervisord *.conf or a systemd *.service"
+                    .to_string()
+            }),
         ));
     };
     // With the apps, the `env_<name>` sections of the file (none in formats

@@ -26,6 +26,14 @@ pub enum ScriptError {
         /// The script.
         script: String,
     },
+    /// An app file (by its content) whose name says no format.
+    #[error("{script:?} is not a script oxidepm can run: {advice}")]
+    Misnamed {
+        /// The file.
+        script: String,
+        /// What it looks like and how to name it.
+        advice: String,
+    },
     /// `--interpreter-args` for a script that runs itself.
     #[error("--interpreter-args is given but {script:?} runs without an interpreter; add --interpreter <program> or drop --interpreter-args")]
     ArgsWithoutInterpreter {
@@ -61,7 +69,13 @@ pub fn interpreter_for(
         Some("sh") => Ok(Some("sh")),
         Some("ts" | "mts" | "cts" | "tsx") => Err(ScriptError::TypeScript { script: shown() }),
         _ if executable => Ok(None),
-        _ => Err(ScriptError::Unknown { script: shown() }),
+        _ => Err(match super::appfile::misnamed(script) {
+            Some(advice) => ScriptError::Misnamed {
+                script: shown(),
+                advice,
+            },
+            None => ScriptError::Unknown { script: shown() },
+        }),
     }
 }
 
@@ -111,6 +125,41 @@ pub fn name_from(file: &str) -> Result<String, ScriptError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misnamed_app_file_is_named_for_what_it_looks_like() {
+        let dir = tempfile::tempdir().unwrap();
+        let programs = dir.path().join("programs.txt");
+        std::fs::write(&programs, "; workers\n[program:web]\ncommand=/bin/true\n").unwrap();
+        let e = interpreter_for(&programs, false).unwrap_err().to_string();
+        assert!(
+            e.contains("a supervisord file") && e.contains("*.conf"),
+            "{e}"
+        );
+        let e = crate::cli::appfile::load_with(&programs, &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a supervisord file") && e.contains("*.conf"),
+            "{e}"
+        );
+        let unit = dir.path().join("web.unit");
+        std::fs::write(
+            &unit,
+            "[Unit]\nDescription=web\n\n[Service]\nExecStart=/bin/true\n",
+        )
+        .unwrap();
+        let e = interpreter_for(&unit, false).unwrap_err().to_string();
+        assert!(
+            e.contains("a systemd unit") && e.contains("*.service"),
+            "{e}"
+        );
+        // A file that looks like nothing keeps the advice about interpreters.
+        let notes = dir.path().join("notes.txt");
+        std::fs::write(&notes, "hello\n").unwrap();
+        let e = interpreter_for(&notes, false).unwrap_err().to_string();
+        assert!(e.contains("--interpreter"), "{e}");
+    }
 
     #[test]
     fn interpreters_by_extension_as_pm2() {
