@@ -35,21 +35,21 @@ pub enum Command {
     #[command(after_help = super::help::STOP)]
     Stop {
         /// Apps to stop.
-        #[arg(required = true)]
+        #[arg(required = true, add = app_names())]
         targets: Vec<String>,
     },
     /// Restart apps (name, id, `all`, `@tag`, or an app file: its apps).
     #[command(after_help = super::help::RESTART)]
     Restart {
         /// Apps to restart.
-        #[arg(required = true)]
+        #[arg(required = true, add = app_names())]
         targets: Vec<String>,
     },
     /// Stop apps and forget them (an app file: its apps).
     #[command(visible_aliases = ["del", "rm"])]
     Delete {
         /// Apps to delete.
-        #[arg(required = true)]
+        #[arg(required = true, add = app_names())]
         targets: Vec<String>,
     },
     /// List apps; with apps named, exit 0 when all run, 3 when one does
@@ -57,12 +57,14 @@ pub enum Command {
     #[command(visible_aliases = ["ls", "list"], after_help = super::help::STATUS)]
     Status {
         /// Only these apps (name, id, `all`, `@tag`).
+        #[arg(add = app_names())]
         targets: Vec<String>,
     },
     /// Show everything about apps, with their last log lines.
     #[command(visible_alias = "describe", after_help = super::help::SHOW)]
     Show {
         /// Apps to show.
+        #[arg(add = app_names())]
         target: String,
         /// Log lines shown after each app (0: none).
         #[arg(long, short = 'n', default_value_t = 10)]
@@ -72,6 +74,7 @@ pub enum Command {
     #[command(after_help = super::help::LOGS)]
     Logs {
         /// App (or selector); every app you may read when absent.
+        #[arg(add = app_names())]
         target: Option<String>,
         /// Lines from the end of each stream (default 15; all the lines
         /// of the window with --since or --until).
@@ -121,6 +124,7 @@ pub enum Command {
     /// Lifecycle events with the actor that caused them.
     Events {
         /// App (or selector); every app when absent.
+        #[arg(add = app_names())]
         target: Option<String>,
         /// Most recent events.
         #[arg(long, default_value_t = 50)]
@@ -140,6 +144,7 @@ pub enum Command {
     /// Empty log files.
     Flush {
         /// App (or selector); every app when absent.
+        #[arg(add = app_names())]
         target: Option<String>,
     },
     /// Save the running apps as a snapshot.
@@ -213,7 +218,7 @@ pub enum Command {
     /// check (the new one healthy before the old one stops), else a restart.
     Reload {
         /// Apps to reload.
-        #[arg(required = true)]
+        #[arg(required = true, add = app_names())]
         targets: Vec<String>,
     },
     /// Send a signal to apps' main processes (`signal USR1 web`).
@@ -222,18 +227,19 @@ pub enum Command {
         /// SIGUSR1, USR1, usr1 or a number.
         signal: String,
         /// Apps to signal.
-        #[arg(required = true)]
+        #[arg(required = true, add = app_names())]
         targets: Vec<String>,
     },
     /// Zero apps' restart counters; an errored app becomes stopped.
     Reset {
         /// Apps to reset.
-        #[arg(required = true)]
+        #[arg(required = true, add = app_names())]
         targets: Vec<String>,
     },
     /// Run N instances of an app (`<name>-0` … `<name>-N-1`).
     Scale {
         /// The instance group (its name, or `@name`).
+        #[arg(add = app_names())]
         target: String,
         /// How many instances.
         instances: u32,
@@ -272,6 +278,7 @@ pub struct StartArgs {
     /// An app file (.toml, .yaml, .json, ecosystem.config.js, ...), a
     /// script (app.js, worker.py, run.sh), a program with its arguments
     /// after `--`, or existing apps.
+    #[arg(add = clap_complete::engine::ArgValueCompleter::new(super::extras::files_or_apps))]
     pub target: Option<String>,
     /// The command to run, after `--`.
     #[arg(last = true)]
@@ -428,4 +435,9 @@ impl RouteArgs {
             agent: self.agent,
         }
     }
+}
+
+/// Completes an app argument with the names the daemon lists.
+fn app_names() -> clap_complete::engine::ArgValueCompleter {
+    clap_complete::engine::ArgValueCompleter::new(super::extras::app_names)
 }

@@ -42,6 +42,7 @@ use std::process::ExitCode;
 
 /// Runs the CLI with the process's arguments.
 pub fn main() -> ExitCode {
+    extras::complete_if_asked();
     let cli = Cli::parse();
     let json = cli.json;
     if let Command::Monit = cli.command {

@@ -2,9 +2,10 @@
 //! crash, colour only on a terminal that wants it, completions and a man
 //! page, local mistakes reported as usage errors.
 
-use crate::harness::{alive, Env};
+use crate::harness::{alive, bin, Env};
 use serde_json::Value;
 use std::os::fd::OwnedFd;
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 /// Every read command, as a user types it.
@@ -243,20 +244,16 @@ fn completions_load_in_their_shell_and_the_man_page_renders() {
     std::fs::write(&file, &bash).unwrap();
     let o = Command::new("bash").arg("-n").arg(&file).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    // Sourced, it completes a subcommand.
-    let o = Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "source {}; COMP_WORDS=(oxidepm sta); COMP_CWORD=1; _oxidepm oxidepm sta oxidepm; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
-            file.display()
-        ))
-        .output()
-        .unwrap();
-    let words = String::from_utf8_lossy(&o.stdout);
+    // Sourced, it completes a subcommand: the script asks the binary.
+    let complete = |line: &str| complete_in_bash(&env, &file, line);
+    let words = complete("oxidepm sta");
     assert!(
-        words.lines().any(|w| w == "start") && words.lines().any(|w| w == "status"),
-        "{words}"
+        words.iter().any(|w| w == "start") && words.iter().any(|w| w == "status"),
+        "{words:?}"
     );
+    // With no daemon, an app argument completes to nothing (and starts none).
+    assert!(complete("oxidepm stop w").is_empty());
+    assert!(!env.home.exists());
     for shell in ["zsh", "fish", "elvish", "powershell"] {
         assert!(
             env.ok(&["completions", shell]).contains("oxidepm"),
@@ -295,6 +292,69 @@ fn completions_load_in_their_shell_and_the_man_page_renders() {
     }
     // Nothing of this needs a daemon.
     assert!(!env.home.exists());
+}
+
+/// The words bash's completion offers for `line` (the cursor at its end),
+/// with the script at `file` sourced and this build's `oxidepm` on PATH.
+fn complete_in_bash(env: &Env, file: &Path, line: &str) -> Vec<String> {
+    let words: Vec<&str> = line.split(' ').collect();
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let bin_dir = bin("oxidepm").parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = env
+        .cmd()
+        .get_envs()
+        .fold(Command::new("bash"), |mut c, (k, v)| {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+            c
+        })
+        .env("PATH", path)
+        .arg("-c")
+        .arg(format!(
+            "source {}; COMP_WORDS=({}); COMP_CWORD={}; COMP_TYPE=9; \
+             _clap_complete_oxidepm oxidepm '{}' '{}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            file.display(),
+            quoted.join(" "),
+            words.len() - 1,
+            words[words.len() - 1],
+            words[words.len().saturating_sub(2)],
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|w| w.trim().to_string())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+#[test]
+fn app_names_complete_from_the_daemon() {
+    let env = Env::new();
+    let file = env.path("oxidepm.bash");
+    std::fs::write(&file, env.ok(&["completions", "bash"])).unwrap();
+    let app = env.script("idle", "sleep 100000");
+    env.ok(&["start", "--name", "web", "--tag", "front", "--", &app]);
+    env.ok(&["start", "--name", "worker", "--", &app]);
+    env.ok(&["start", "--name", "api", "--", &app]);
+    let complete = |line: &str| complete_in_bash(&env, &file, line);
+    assert_eq!(complete("oxidepm stop w"), ["web", "worker"]);
+    assert_eq!(complete("oxidepm restart @"), ["@front"]);
+    assert_eq!(complete("oxidepm logs a"), ["api", "all"]);
+    // A word that reads as a path completes as a path (an app file).
+    std::fs::write(env.path("apps.toml"), "").unwrap();
+    let dir = env.path("");
+    let typed = format!("{}ap", dir.display());
+    let words = complete(&format!("oxidepm stop {typed}"));
+    assert!(words.iter().any(|w| w.ends_with("apps.toml")), "{words:?}");
 }
 
 #[test]
