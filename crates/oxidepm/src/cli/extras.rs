@@ -3,7 +3,7 @@
 //! the same argument definitions the binary parses, so they never drift.
 //!
 //! The completion script asks the binary itself for each completion (with
-//! `COMPLETE=<shell>` set), so that app names come from the daemon.
+//! `OXIDEPM_COMPLETE=<shell>` set), so that app names come from the daemon.
 
 use super::args::Cli;
 use clap::CommandFactory;
@@ -12,8 +12,10 @@ use oxidepm_proto::{AppInfo, Op};
 use std::ffi::OsStr;
 use std::io::{self, Write};
 
-/// The variable the completion script sets when it asks for completions.
-const COMPLETE: &str = "COMPLETE";
+/// The variable the completion script sets when it asks for completions
+/// (a name of its own: a `COMPLETE` set for another tool must not turn
+/// every command into a completion).
+const COMPLETE: &str = "OXIDEPM_COMPLETE";
 
 /// Answers a completion request and exits, when the shell's script asked
 /// for one; returns at once otherwise.
